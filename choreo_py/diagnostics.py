@@ -1,0 +1,90 @@
+"""Diagnostics: `file:line:col: error: message`, the source line, a caret.
+
+Program errors are raised as `ChoreoError` (or collected in a `Diagnostics`
+and raised together); the command line turns them into exit status 1.
+Anything else escaping a stage is an internal error (exit status 3).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .source import SOURCES, Loc, SourceManager
+
+
+@dataclass
+class Diagnostic:
+    severity: str  # "error" | "warning" | "note"
+    message: str
+    loc: Loc | None = None
+    notes: list["Diagnostic"] = field(default_factory=list)
+
+    def render(self, sources: SourceManager = SOURCES) -> str:
+        out = [_render_one(self.severity, self.message, self.loc, sources)]
+        out += [n.render(sources) for n in self.notes]
+        return "\n".join(out)
+
+
+def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceManager) -> str:
+    if loc is None:
+        return f"{severity}: {message}"
+    head = f"{loc}: {severity}: {message}"
+    line = sources.line(loc)
+    if line is None:
+        return head
+    # Keep tabs so that the caret lines up under the same column in a terminal.
+    pad = "".join(ch if ch == "\t" else " " for ch in line[: max(loc.col - 1, 0)])
+    return f"{head}\n{line}\n{pad}^"
+
+
+class ChoreoError(Exception):
+    """One or more errors in the user's program."""
+
+    def __init__(self, message: str | None = None, loc: Loc | None = None,
+                 diagnostics: list[Diagnostic] | None = None) -> None:
+        self.diagnostics = list(diagnostics or [])
+        if message is not None:
+            self.diagnostics.insert(0, Diagnostic("error", message, loc))
+        super().__init__(self.diagnostics[0].message if self.diagnostics else "error")
+
+    @property
+    def loc(self) -> Loc | None:
+        return self.diagnostics[0].loc if self.diagnostics else None
+
+    @property
+    def message(self) -> str:
+        return self.diagnostics[0].message if self.diagnostics else ""
+
+    def render(self, sources: SourceManager = SOURCES) -> str:
+        return "\n".join(d.render(sources) for d in self.diagnostics)
+
+
+class Diagnostics:
+    """Collects errors of one stage so that several are reported at once."""
+
+    def __init__(self, limit: int = 20) -> None:
+        self.items: list[Diagnostic] = []
+        self.limit = limit
+
+    def error(self, message: str, loc: Loc | None = None) -> None:
+        self.items.append(Diagnostic("error", message, loc))
+        if len(self.errors) >= self.limit:
+            self.raise_if_errors()
+
+    def warning(self, message: str, loc: Loc | None = None) -> None:
+        self.items.append(Diagnostic("warning", message, loc))
+
+    @property
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity == "error"]
+
+    def raise_if_errors(self) -> None:
+        if self.errors:
+            raise ChoreoError(diagnostics=self.errors)
+
+
+class InternalError(Exception):
+    """A bug in the compiler; `where` names what was being processed."""
+
+    def __init__(self, message: str, where: Loc | None = None) -> None:
+        super().__init__(message)
+        self.where = where
