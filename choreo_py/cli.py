@@ -1,0 +1,104 @@
+"""The `choreo` command.
+
+Exit status: 0 success, 1 errors in the program, 2 usage errors,
+3 internal errors (a bug in choreo-py, reported with the location being
+processed; never a bare Python traceback).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import traceback
+
+from .diagnostics import ChoreoError, InternalError
+
+EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # usage errors exit 2, as argparse does, but uniformly
+        self.print_usage(sys.stderr)
+        print(f"choreo: error: {message}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE)
+
+
+def _defines(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name] = value if "=" in item else "1"
+    return out
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", help="a .co source file")
+    p.add_argument("-I", dest="include", action="append", default=[], metavar="DIR",
+                   help="add DIR to the #include search path")
+    p.add_argument("-D", dest="define", action="append", default=[], metavar="NAME[=VALUE]",
+                   help="define a preprocessor macro")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = _Parser(prog="choreo", description="Compiler for Choreo tile kernels.")
+    sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+
+    p = sub.add_parser("preprocess", help="print the preprocessed source")
+    _common(p)
+
+    p = sub.add_parser("parse", help="parse a file; optionally print its AST")
+    _common(p)
+    p.add_argument("--dump-ast", action="store_true", help="print the syntax tree")
+
+    p = sub.add_parser("check", help="parse and run the semantic checks")
+    _common(p)
+    return ap
+
+
+def _run(args: argparse.Namespace) -> int:
+    from . import frontend
+
+    include, defines = args.include, _defines(args.define)
+    if args.cmd == "preprocess":
+        unit = frontend.preprocess(args.file, include, defines)
+        sys.stdout.write(unit.text)
+        return EXIT_OK
+    if args.cmd == "parse":
+        program = frontend.parse_file(args.file, include, defines)
+        if args.dump_ast:
+            sys.stdout.write(frontend.dump_ast(program))
+        return EXIT_OK
+    if args.cmd == "check":
+        frontend.check_file(args.file, include, defines)
+        return EXIT_OK
+    raise InternalError(f"unknown command {args.cmd}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except ChoreoError as err:
+        print(err.render(), file=sys.stderr)
+        return EXIT_PROGRAM
+    except OSError as err:
+        print(f"choreo: error: {err.filename or args.file}: {err.strerror}", file=sys.stderr)
+        return EXIT_USAGE
+    except RecursionError:
+        print(f"{args.file}: internal error: nesting too deep to process", file=sys.stderr)
+        return EXIT_INTERNAL
+    except InternalError as err:
+        where = f"{err.where}: " if err.where else f"{args.file}: "
+        print(f"{where}internal error: {err}", file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:  # noqa: BLE001 - the last line of defence against tracebacks
+        frame = traceback.extract_tb(err.__traceback__)[-1]
+        print(f"{args.file}: internal error: {type(err).__name__}: {err} "
+              f"(in {frame.name}, {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())
