@@ -1,0 +1,562 @@
+"""The tile IR: what a Choreo kernel means, in a form every backend shares.
+
+A `Module` holds `Function`s (the `__co__` functions); a function's body is
+host-side code whose `Launch` statements start `Kernel`s (one per
+`parallel ... : block`). A kernel's body is the code one block runs; inside
+it, `Parallel` spawns warpgroup (or warp/thread) instances and `Role`
+restricts a region to some of them (`inthreads.async`).
+
+Design rules:
+- Structured, not SSA: named scalars (`Let`, mutable `Var` + `Assign`),
+  structured loops and conditionals. Expressions are small trees.
+- Every statement has a `loc` pointing at the source that produced it.
+- Shapes of buffers and fragments are concrete integers by the time IR
+  exists (the program's `#define`s and literals fix them); only global
+  tensors have symbolic dimensions, bound at launch.
+- Views are normalised boxes over a base tensor or buffer (`View`), so a
+  backend never re-derives `subspan(...).at(...).sqz()` chains.
+- Post-increments and other sugar are gone: `trigger e.at(k++)` is a
+  `Trigger` on `e.at(k)` followed by `Assign(k, k + 1)`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional, Union
+
+from .source import Loc
+
+# ---------------------------------------------------------------- types
+
+INT_TYPES = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "tf32", "f8_e4m3", "f8_e5m2")
+DTYPE_BITS = {
+    "bool": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32,
+    "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "tf32": 32,
+    "f8_e4m3": 8, "f8_e5m2": 8,
+}
+
+
+def dtype_bytes(dtype: str) -> int:
+    return DTYPE_BITS[dtype] // 8
+
+
+def is_float(dtype: str) -> bool:
+    return dtype in FLOAT_TYPES
+
+
+# ---------------------------------------------------------------- expressions
+
+
+@dataclass(frozen=True)
+class Expr:
+    """Base of scalar and fragment-element expressions; `dtype` is its type."""
+
+
+@dataclass(frozen=True)
+class Const(Expr):
+    value: Union[int, float, bool]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Sym(Expr):
+    """A named scalar: a Let/Var, a symbolic dim, a grid/group/loop/apply index."""
+
+    name: str
+    dtype: str = "s32"
+
+
+@dataclass(frozen=True)
+class Bin(Expr):
+    op: str  # + - * / % << >> & | ^ && || == != < <= > >=
+    lhs: Expr
+    rhs: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Un(Expr):
+    op: str  # - ! ~
+    operand: Expr
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Select(Expr):
+    cond: Expr
+    if_true: Expr
+    if_false: Expr
+    dtype: str
+
+
+#: Builtin scalar functions: name -> (arity, result rule). "arg" = type of first arg.
+BUILTINS = {
+    "cdiv": 2, "min": 2, "max": 2, "exp2": 1, "exp": 1, "log2": 1, "log": 1,
+    "sqrt": 1, "rsqrt": 1, "abs": 1, "to": 1,
+}
+
+
+@dataclass(frozen=True)
+class Call(Expr):
+    """A builtin function (`BUILTINS`); `to` converts to `dtype`."""
+
+    fn: str
+    args: tuple[Expr, ...]
+    dtype: str
+
+
+@dataclass(frozen=True)
+class Elem(Expr):
+    """An element of a fragment, read inside `Apply`: `frag.at(i, j)`."""
+
+    frag: str
+    index: tuple[Expr, ...]
+    dtype: str
+
+
+# ---------------------------------------------------------------- places
+
+
+@dataclass(frozen=True)
+class View:
+    """A box of a base tensor (global parameter) or buffer (shared/local).
+
+    Per base dimension k: the box starts at `offsets[k]` and spans
+    `extents[k]` elements. `keep[k]` says whether dimension k is a
+    dimension of the view (squeezed dimensions have extent 1 and are
+    dropped). `slot` indexes an array of buffers (`k_buf[slot]`).
+    """
+
+    base: str
+    offsets: tuple[Expr, ...]
+    extents: tuple[Expr, ...]
+    keep: tuple[bool, ...]
+    slot: Optional[Expr] = None
+
+    @property
+    def shape(self) -> tuple[Expr, ...]:
+        return tuple(e for e, k in zip(self.extents, self.keep) if k)
+
+    @property
+    def rank(self) -> int:
+        return sum(self.keep)
+
+
+@dataclass(frozen=True)
+class EventRef:
+    """An event: `e` (slot 0 / whole event), `e[i]` (physical slot), `e.at(order)`."""
+
+    event: str
+    index: Optional[Expr] = None  # physical slot
+    order: Optional[Expr] = None  # logical order: slot = order % N, generation = order / N
+
+
+@dataclass(frozen=True)
+class FutureRef:
+    future: str
+
+
+# ---------------------------------------------------------------- declarations
+
+
+@dataclass
+class Param:
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]  # Const or Sym (symbolic dims)
+    storage: str = "global"
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Buffer:
+    """A shared or local buffer (optionally an array of `count` buffers)."""
+
+    name: str
+    storage: str  # "shared" | "local"
+    dtype: str
+    shape: tuple[int, ...]
+    count: Optional[int] = None
+    swizzle: Optional[int] = None  # bytes (32/64/128), set by the layout pass
+    init: Optional[Const] = None
+    loc: Optional[Loc] = None
+
+    @property
+    def nbytes(self) -> int:
+        n = dtype_bytes(self.dtype) * (self.count or 1)
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass
+class Event:
+    name: str
+    slots: Optional[int]  # None: a single event, not an array
+    ready: bool = False  # generation 0 starts ready (`= ready`)
+    storage: str = "shared"
+    loc: Optional[Loc] = None
+
+
+#: Fragment layouts (the layout pass fills them in; see passes/fragment_layout.py)
+#:   "acc"        an MMA accumulator [M, N]: rows spread over owners, columns split among them
+#:   "row"        a row vector [M] of an accumulator, replicated over the row's owners
+#:   "row_partial" a row vector whose owners hold different partial values (needs all_reduce)
+#:   "operand"    an MMA A operand held in registers (cast of an accumulator)
+FRAG_LAYOUTS = ("acc", "row", "row_partial", "operand", "plain")
+
+
+@dataclass
+class Frag:
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    layout: str = "plain"
+    loc: Optional[Loc] = None
+
+
+# ---------------------------------------------------------------- statements
+
+
+@dataclass
+class Stmt:
+    pass
+
+
+@dataclass
+class Let(Stmt):
+    name: str
+    value: Expr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Var(Stmt):
+    """A mutable scalar."""
+
+    name: str
+    dtype: str
+    init: Expr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Assign(Stmt):
+    name: str
+    value: Expr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class ViewDef(Stmt):
+    """Names a view (`Q_head = Q.subspan(...).at(...).sqz()`)."""
+
+    name: str
+    view: View
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class For(Stmt):
+    """`foreach {var} in [stop]`: var = start, start+step, ... < stop."""
+
+    var: str
+    start: Expr
+    stop: Expr
+    body: list[Stmt]
+    step: Expr = field(default_factory=lambda: Const(1, "s32"))
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class While(Stmt):
+    cond: Expr
+    body: list[Stmt]
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class If(Stmt):
+    cond: Expr
+    then: list[Stmt]
+    orelse: list[Stmt] = field(default_factory=list)
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Break(Stmt):
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Continue(Stmt):
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Parallel(Stmt):
+    """Spawns `extent` instances of `level` inside a block (`parallel p by [3] : group-4`).
+
+    `threads` is the number of threads of one instance (128 for group-4).
+    The instances run concurrently and join at the end of the region.
+    """
+
+    var: str
+    extent: int
+    level: str  # "group-4" | "group" | "thread"
+    threads: int
+    body: list[Stmt]
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Role(Stmt):
+    """`inthreads.async (cond)`: only the instances in `members` run `body`."""
+
+    name: str
+    cond: Expr
+    members: tuple[int, ...]
+    body: list[Stmt]
+    is_async: bool = True
+    max_regs: Optional[int] = None  # from setreg_inc/dec, for setmaxnreg
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class SetMaxRegs(Stmt):
+    """`call croq::cuda::setreg_inc/dec(n)`."""
+
+    count: int
+    increase: bool
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class TmaLoad(Stmt):
+    """Global -> shared bulk tensor copy. `future` is None for the synchronous form."""
+
+    src: View
+    dst: View
+    future: Optional[str] = None
+    evict: Optional[str] = None  # "evict_first" | "evict_last" | ...
+    swizzle: Optional[int] = None  # bytes; resolved from a bare `.swiz` by sema
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class TmaStore(Stmt):
+    """Shared -> global bulk tensor copy (`tma.copy smem => global`), synchronous."""
+
+    src: View
+    dst: View
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class DmaCopy(Stmt):
+    src: View
+    dst: View
+    future: Optional[str] = None
+    swizzle: Optional[int] = None
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Wait(Stmt):
+    items: list[Union[EventRef, FutureRef]]
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Trigger(Stmt):
+    event: EventRef
+    after: list[str] = field(default_factory=list)  # futures whose completion publishes it
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class SyncShared(Stmt):
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class FragDecl(Stmt):
+    frag: Frag
+    init: Optional[Const] = None
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class MmaFill(Stmt):
+    """Creates (or re-initialises) accumulator `acc` with `value` everywhere."""
+
+    acc: str
+    value: Const
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Mma(Stmt):
+    """acc += a @ op(b). `layout` is Choreo's "row.row" / "row.col" / ...
+
+    With "row.row", b is [N, K] (K contiguous); with "row.col", b is [K, N].
+    `a` is a shared View or the name of a register fragment (`operand` layout).
+    """
+
+    acc: str
+    a: Union[View, str]
+    b: View
+    layout: str
+    future: Optional[str] = None  # set for `.async`
+    k_schedule: Optional[tuple[int, ...]] = None
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class MmaStore(Stmt):
+    acc: str
+    dst: View
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class ElemStore(Stmt):
+    """`frag.at(index) = value` inside an Apply."""
+
+    frag: str
+    index: tuple[Expr, ...]
+    value: Expr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Apply(Stmt):
+    """`apply {i, j} in frag.span { body }`: body runs for every index of `shape`."""
+
+    indices: tuple[str, ...]
+    shape: tuple[int, ...]
+    domain: str  # the fragment whose span is iterated (its owners do the work)
+    body: list[Stmt]
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Reduce(Stmt):
+    """`reduce_max(dst, src, dim)`: dst = max over `dim` of src (over all owners)."""
+
+    kind: str  # "max" | "sum"
+    dst: str
+    src: str
+    dim: int
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class AllReduce(Stmt):
+    """`all_reduce_sum(v)`: combine the owners' partial values of a row vector."""
+
+    kind: str  # "sum" | "max"
+    frag: str
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class FragCopy(Stmt):
+    dst: str
+    src: str
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Launch(Stmt):
+    kernel: str
+    loc: Optional[Loc] = None
+
+
+# ---------------------------------------------------------------- containers
+
+
+@dataclass
+class GridDim:
+    var: str
+    extent: Expr
+
+
+@dataclass
+class Kernel:
+    name: str
+    params: list[Param]
+    grid: list[GridDim]
+    buffers: list[Buffer] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    frags: list[Frag] = field(default_factory=list)
+    body: list[Stmt] = field(default_factory=list)
+    launch_bounds: Optional[tuple[Optional[int], Optional[int]]] = None
+    loc: Optional[Loc] = None
+
+    def buffer(self, name: str) -> Optional[Buffer]:
+        return next((b for b in self.buffers if b.name == name), None)
+
+    def event(self, name: str) -> Optional[Event]:
+        return next((e for e in self.events if e.name == name), None)
+
+    def frag(self, name: str) -> Optional[Frag]:
+        return next((f for f in self.frags if f.name == name), None)
+
+    def param(self, name: str) -> Optional[Param]:
+        return next((p for p in self.params if p.name == name), None)
+
+    @property
+    def symbolic_dims(self) -> list[str]:
+        seen: list[str] = []
+        for p in self.params:
+            for d in p.shape:
+                if isinstance(d, Sym) and d.name not in seen:
+                    seen.append(d.name)
+        return seen
+
+    @property
+    def smem_bytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers if b.storage == "shared")
+
+
+@dataclass
+class Function:
+    name: str
+    params: list[Param]
+    kernels: list[Kernel]
+    body: list[Stmt]  # host-side statements; `Launch` starts a kernel
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Module:
+    functions: list[Function]
+    source: str = ""
+
+    def kernel(self, name: str) -> Optional[Kernel]:
+        for f in self.functions:
+            for k in f.kernels:
+                if k.name == name:
+                    return k
+        return None
+
+
+# ---------------------------------------------------------------- walking
+
+
+def child_blocks(stmt: Stmt) -> list[list[Stmt]]:
+    """The statement lists nested directly in `stmt`."""
+    if isinstance(stmt, (For, While, Parallel, Role, Apply)):
+        return [stmt.body]
+    if isinstance(stmt, If):
+        return [stmt.then, stmt.orelse]
+    return []
+
+
+def walk(stmts: list[Stmt]):
+    """Pre-order walk over a statement tree."""
+    for s in stmts:
+        yield s
+        for block in child_blocks(s):
+            yield from walk(block)

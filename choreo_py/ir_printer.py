@@ -1,0 +1,212 @@
+"""Stable text form of the tile IR: one op per line, regions indented.
+
+The output is part of the golden tests, so it must be deterministic and
+must change only when the IR changes.
+"""
+from __future__ import annotations
+
+from . import ir
+
+_PREC = {
+    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
+    "<": 7, "<=": 7, ">": 7, ">=": 7, "<<": 8, ">>": 8,
+    "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+}
+
+
+def expr(e: ir.Expr, parent: int = 0) -> str:
+    if isinstance(e, ir.Const):
+        return _const(e)
+    if isinstance(e, ir.Sym):
+        return e.name
+    if isinstance(e, ir.Bin):
+        p = _PREC[e.op]
+        text = f"{expr(e.lhs, p)} {e.op} {expr(e.rhs, p + 1)}"
+        return f"({text})" if p < parent else text
+    if isinstance(e, ir.Un):
+        return f"{e.op}{expr(e.operand, 11)}"
+    if isinstance(e, ir.Select):
+        text = f"{expr(e.cond, 1)} ? {expr(e.if_true, 1)} : {expr(e.if_false, 1)}"
+        return f"({text})" if parent else text
+    if isinstance(e, ir.Call):
+        args = ", ".join(expr(a) for a in e.args)
+        return f"to<{e.dtype}>({args})" if e.fn == "to" else f"{e.fn}({args})"
+    if isinstance(e, ir.Elem):
+        return f"{e.frag}[{', '.join(expr(i) for i in e.index)}]"
+    raise TypeError(f"not an IR expression: {e!r}")
+
+
+def _const(c: ir.Const) -> str:
+    v = c.value
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        if v != v:
+            return "nan"
+        if v in (float("inf"), float("-inf")):
+            return "-inf" if v < 0 else "inf"
+        return f"{v!r}:{c.dtype}"
+    return str(v) if c.dtype in ("s32",) else f"{v}:{c.dtype}"
+
+
+def shape(dims) -> str:
+    return "[" + ", ".join(expr(d) if isinstance(d, ir.Expr) else str(d) for d in dims) + "]"
+
+
+def view(v: ir.View) -> str:
+    base = v.base if v.slot is None else f"{v.base}[{expr(v.slot)}]"
+    parts = []
+    for off, ext, keep in zip(v.offsets, v.extents, v.keep):
+        o = expr(off)
+        parts.append(f"{o}+:{expr(ext)}" if keep else f"{o}")
+    return f"{base}<{', '.join(parts)}>"
+
+
+def event_ref(r: ir.EventRef) -> str:
+    if r.order is not None:
+        return f"{r.event}.at({expr(r.order)})"
+    if r.index is not None:
+        return f"{r.event}[{expr(r.index)}]"
+    return r.event
+
+
+def _item(x) -> str:
+    return event_ref(x) if isinstance(x, ir.EventRef) else f"future {x.future}"
+
+
+class _Printer:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.depth = 0
+
+    def emit(self, text: str) -> None:
+        self.lines.append("  " * self.depth + text)
+
+    def region(self, head: str, body: list[ir.Stmt]) -> None:
+        self.emit(head + " {")
+        self.depth += 1
+        for s in body:
+            self.stmt(s)
+        self.depth -= 1
+        self.emit("}")
+
+    def stmt(self, s: ir.Stmt) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            raise TypeError(f"no printer for {type(s).__name__}")
+        method(s)
+
+    # -- scalars and control
+    def s_Let(self, s): self.emit(f"let {s.name} = {expr(s.value)}")
+    def s_Var(self, s): self.emit(f"var {s.name}: {s.dtype} = {expr(s.init)}")
+    def s_Assign(self, s): self.emit(f"{s.name} := {expr(s.value)}")
+    def s_ViewDef(self, s): self.emit(f"view {s.name} = {view(s.view)}")
+    def s_Break(self, s): self.emit("break")
+    def s_Continue(self, s): self.emit("continue")
+    def s_SyncShared(self, s): self.emit("sync.shared")
+    def s_Launch(self, s): self.emit(f"launch {s.kernel}")
+
+    def s_For(self, s):
+        step = "" if s.step == ir.Const(1, "s32") else f" step {expr(s.step)}"
+        self.region(f"for {s.var} in {expr(s.start)}..{expr(s.stop)}{step}", s.body)
+
+    def s_While(self, s): self.region(f"while {expr(s.cond)}", s.body)
+
+    def s_If(self, s):
+        self.region(f"if {expr(s.cond)}", s.then)
+        if s.orelse:
+            self.region("else", s.orelse)
+
+    def s_Parallel(self, s):
+        self.region(f"parallel {s.var} < {s.extent} : {s.level} ({s.threads} threads each)", s.body)
+
+    def s_Role(self, s):
+        members = ", ".join(str(m) for m in s.members)
+        regs = f" maxregs={s.max_regs}" if s.max_regs is not None else ""
+        kind = "role" if s.is_async else "role.sync"
+        self.region(f"{kind} {s.name} when {expr(s.cond)} = {{{members}}}{regs}", s.body)
+
+    def s_SetMaxRegs(self, s):
+        self.emit(f"setmaxnreg.{'inc' if s.increase else 'dec'} {s.count}")
+
+    # -- data movement and events
+    def s_TmaLoad(self, s):
+        mods = "".join(f".{m}" for m in (s.evict,) if m)
+        swz = f".swizzle{s.swizzle}" if s.swizzle else ""
+        lhs = f"{s.future} = " if s.future else ""
+        kind = "tma.load.async" if s.future else "tma.load"
+        self.emit(f"{lhs}{kind}{mods}{swz} {view(s.src)} => {view(s.dst)}")
+
+    def s_TmaStore(self, s): self.emit(f"tma.store {view(s.src)} => {view(s.dst)}")
+
+    def s_DmaCopy(self, s):
+        lhs = f"{s.future} = " if s.future else ""
+        swz = f".swizzle{s.swizzle}" if s.swizzle else ""
+        self.emit(f"{lhs}dma.copy{'.async' if s.future else ''}{swz} {view(s.src)} => {view(s.dst)}")
+
+    def s_Wait(self, s): self.emit("wait " + ", ".join(_item(x) for x in s.items))
+
+    def s_Trigger(self, s):
+        after = f" after {', '.join(s.after)}" if s.after else ""
+        self.emit(f"trigger {event_ref(s.event)}{after}")
+
+    # -- fragments and MMA
+    def s_FragDecl(self, s):
+        f = s.frag
+        init = f" = {expr(s.init)}" if s.init is not None else ""
+        self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{init}")
+
+    def s_MmaFill(self, s): self.emit(f"mma.fill {s.acc}, {expr(s.value)}")
+
+    def s_Mma(self, s):
+        a = s.a if isinstance(s.a, str) else view(s.a)
+        lhs = f"{s.future} = " if s.future else ""
+        sched = f" k_schedule={list(s.k_schedule)}" if s.k_schedule else ""
+        self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * {view(s.b)}{sched}")
+
+    def s_MmaStore(self, s): self.emit(f"mma.store {s.acc} => {view(s.dst)}")
+
+    def s_Apply(self, s):
+        self.region(f"apply ({', '.join(s.indices)}) in {s.domain}{shape(s.shape)}", s.body)
+
+    def s_ElemStore(self, s):
+        self.emit(f"{s.frag}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
+
+    def s_Reduce(self, s): self.emit(f"{s.dst} = reduce_{s.kind}({s.src}, dim={s.dim})")
+    def s_AllReduce(self, s): self.emit(f"all_reduce_{s.kind}({s.frag})")
+    def s_FragCopy(self, s): self.emit(f"{s.dst} = copy({s.src})")
+
+
+def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
+    p = p or _Printer()
+    params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in k.params)
+    p.emit(f"kernel {k.name}({params}) {{")
+    p.depth += 1
+    grid = ", ".join(f"{g.var} < {expr(g.extent)}" for g in k.grid)
+    p.emit(f"grid {grid}")
+    if k.launch_bounds:
+        p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
+    for b in k.buffers:
+        arr = f"[{b.count}]" if b.count else ""
+        swz = f" swizzle={b.swizzle}" if b.swizzle else ""
+        p.emit(f"{b.storage} {b.name}{arr}: {b.dtype}{shape(b.shape)}{swz}")
+    for e in k.events:
+        arr = f"[{e.slots}]" if e.slots else ""
+        p.emit(f"event {e.name}{arr} {'ready' if e.ready else 'pending'}")
+    for s in k.body:
+        p.stmt(s)
+    p.depth -= 1
+    p.emit("}")
+    return "\n".join(p.lines) + "\n"
+
+
+def print_module(m: ir.Module) -> str:
+    p = _Printer()
+    for f in m.functions:
+        for k in f.kernels:
+            print_kernel(k, p)
+            p.emit("")
+        params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.params)
+        p.region(f"func {f.name}({params})", f.body)
+        p.emit("")
+    return "\n".join(p.lines).rstrip("\n") + "\n"
