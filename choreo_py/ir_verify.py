@@ -1,0 +1,333 @@
+"""The tile-IR verifier: runs after IR construction and after every pass.
+
+It checks what the backends and the interpreter rely on:
+- every scalar, view, buffer, event, fragment and future is defined before
+  it is used, in the same or an enclosing region (structured dominance);
+- immutable names are not assigned; loop and index variables are read-only;
+- views match the rank of their base; buffer-array views carry a slot;
+- futures: a `wait` names a future defined earlier on the same path;
+  `trigger ... after f` names an asynchronous global->shared TMA load (the
+  only operation with a native completion binding), not one already waited
+  on the same path; waiting twice on the same future instance is an error.
+
+Errors are `ChoreoError`s pointing at the offending statement.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from . import ir
+from .diagnostics import ChoreoError, Diagnostics
+
+
+@dataclass
+class _Scope:
+    scalars: dict[str, str] = field(default_factory=dict)  # name -> "let" | "var" | "index"
+    views: set[str] = field(default_factory=set)
+    futures: dict[str, str] = field(default_factory=dict)  # name -> "tma" | "dma" | "mma"
+    waited: set[str] = field(default_factory=set)  # futures consumed on this path
+
+
+class _Verifier:
+    def __init__(self, kernel: ir.Kernel) -> None:
+        self.k = kernel
+        self.diags = Diagnostics(limit=50)
+        self.scopes: list[_Scope] = []
+        self.frags = {f.name for f in kernel.frags}
+
+    # -- scopes
+    def push(self) -> None:
+        self.scopes.append(_Scope())
+
+    def pop(self) -> None:
+        self.scopes.pop()
+
+    def define(self, name: str, kind: str) -> None:
+        self.scopes[-1].scalars[name] = kind
+
+    def lookup(self, name: str) -> str | None:
+        for s in reversed(self.scopes):
+            if name in s.scalars:
+                return s.scalars[name]
+        return None
+
+    def future_kind(self, name: str) -> str | None:
+        for s in reversed(self.scopes):
+            if name in s.futures:
+                return s.futures[name]
+        return None
+
+    def waited(self, name: str) -> bool:
+        """Consumed since its most recent definition on this path."""
+        for s in reversed(self.scopes):
+            if name in s.waited:
+                return True
+            if name in s.futures:
+                return False
+        return False
+
+    def err(self, msg: str, loc) -> None:
+        self.diags.error(msg, loc)
+
+    # -- expressions
+    def expr(self, e: ir.Expr, loc) -> None:
+        if isinstance(e, ir.Sym):
+            if self.lookup(e.name) is None:
+                self.err(f"'{e.name}' is used before it is defined", loc)
+        elif isinstance(e, ir.Bin):
+            self.expr(e.lhs, loc)
+            self.expr(e.rhs, loc)
+        elif isinstance(e, ir.Un):
+            self.expr(e.operand, loc)
+        elif isinstance(e, ir.Select):
+            for x in (e.cond, e.if_true, e.if_false):
+                self.expr(x, loc)
+        elif isinstance(e, ir.Call):
+            if e.fn not in ir.BUILTINS:
+                self.err(f"unknown builtin '{e.fn}'", loc)
+            for a in e.args:
+                self.expr(a, loc)
+        elif isinstance(e, ir.Elem):
+            if e.frag not in self.frags:
+                self.err(f"'{e.frag}' is not a fragment", loc)
+            for i in e.index:
+                self.expr(i, loc)
+
+    def view(self, v: ir.View, loc, want: str | None = None) -> None:
+        n = len(v.offsets)
+        if not (len(v.extents) == n == len(v.keep)):
+            self.err(f"malformed view of '{v.base}'", loc)
+            return
+        param, buf = self.k.param(v.base), self.k.buffer(v.base)
+        if param is None and buf is None:
+            self.err(f"'{v.base}' is neither a parameter nor a buffer", loc)
+            return
+        rank = len(param.shape) if param else len(buf.shape)
+        if rank != n:
+            self.err(f"view of '{v.base}' has rank {n}, the base has rank {rank}", loc)
+        storage = param.storage if param else buf.storage
+        if want and storage != want:
+            self.err(f"'{v.base}' is {storage} memory; {want} memory is needed here", loc)
+        if buf is not None and buf.count and v.slot is None:
+            self.err(f"'{v.base}' is an array of {buf.count} buffers; select one with [slot]", loc)
+        if v.slot is not None:
+            if buf is None or not buf.count:
+                self.err(f"'{v.base}' is not an array of buffers", loc)
+            self.expr(v.slot, loc)
+        for x in (*v.offsets, *v.extents):
+            self.expr(x, loc)
+
+    def event(self, r: ir.EventRef, loc) -> None:
+        ev = self.k.event(r.event)
+        if ev is None:
+            self.err(f"'{r.event}' is not an event", loc)
+            return
+        if r.index is not None and not ev.slots:
+            self.err(f"'{r.event}' is a single event; it has no slots to index", loc)
+        for x in (r.index, r.order):
+            if x is not None:
+                self.expr(x, loc)
+
+    # -- statements
+    def block(self, stmts: list[ir.Stmt]) -> None:
+        self.push()
+        for s in stmts:
+            self.stmt(s)
+        self.pop()
+
+    def stmt(self, s: ir.Stmt) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            self.err(f"unexpected statement {type(s).__name__} in a kernel", getattr(s, "loc", None))
+            return
+        method(s)
+
+    def s_Let(self, s):
+        self.expr(s.value, s.loc)
+        if self.lookup(s.name) == "index":
+            self.err(f"'{s.name}' is an index variable and cannot be redefined", s.loc)
+        self.define(s.name, "let")
+
+    def s_Var(self, s):
+        self.expr(s.init, s.loc)
+        self.define(s.name, "var")
+
+    def s_Assign(self, s):
+        self.expr(s.value, s.loc)
+        kind = self.lookup(s.name)
+        if kind is None:
+            self.err(f"'{s.name}' is assigned before it is defined", s.loc)
+        elif kind != "var":
+            self.err(f"'{s.name}' is not mutable; declare it 'mutable' to assign it", s.loc)
+
+    def s_ViewDef(self, s):
+        self.view(s.view, s.loc)
+        self.scopes[-1].views.add(s.name)
+
+    def s_For(self, s):
+        for x in (s.start, s.stop, s.step):
+            self.expr(x, s.loc)
+        self.push()
+        self.define(s.var, "index")
+        self.block(s.body)
+        self.pop()
+
+    def s_While(self, s):
+        self.expr(s.cond, s.loc)
+        self.block(s.body)
+
+    def s_If(self, s):
+        self.expr(s.cond, s.loc)
+        self.block(s.then)
+        self.block(s.orelse)
+
+    def s_Break(self, s): pass
+    def s_Continue(self, s): pass
+    def s_SyncShared(self, s): pass
+    def s_SetMaxRegs(self, s):
+        if not 24 <= s.count <= 256 or s.count % 8:
+            self.err(f"register count {s.count} must be a multiple of 8 in [24, 256]", s.loc)
+
+    def s_Parallel(self, s):
+        self.push()
+        self.define(s.var, "index")
+        self.block(s.body)
+        self.pop()
+
+    def s_Role(self, s):
+        self.expr(s.cond, s.loc)
+        if not s.members:
+            self.err("this role selects no thread group", s.loc)
+        self.block(s.body)
+
+    def _define_future(self, name: str | None, kind: str, loc) -> None:
+        if name is None:
+            return
+        scope = self.scopes[-1]
+        scope.futures[name] = kind
+        scope.waited.discard(name)
+
+    def s_TmaLoad(self, s):
+        self.view(s.src, s.loc, want="global")
+        self.view(s.dst, s.loc, want="shared")
+        self._define_future(s.future, "tma", s.loc)
+
+    def s_TmaStore(self, s):
+        self.view(s.src, s.loc, want="shared")
+        self.view(s.dst, s.loc, want="global")
+
+    def s_DmaCopy(self, s):
+        self.view(s.src, s.loc)
+        self.view(s.dst, s.loc)
+        self._define_future(s.future, "dma", s.loc)
+
+    def s_Wait(self, s):
+        for item in s.items:
+            if isinstance(item, ir.EventRef):
+                self.event(item, s.loc)
+                continue
+            name = item.future
+            if self.future_kind(name) is None:
+                self.err(f"'{name}' is waited before any operation defines it on this path", s.loc)
+            elif self.waited(name):
+                self.err(f"future '{name}' was already waited; each future instance is consumed once", s.loc)
+            self.scopes[-1].waited.add(name)
+
+    def s_Trigger(self, s):
+        self.event(s.event, s.loc)
+        for name in s.after:
+            kind = self.future_kind(name)
+            if kind is None:
+                self.err(f"'{name}' is not a future defined on this path", s.loc)
+            elif kind == "mma":
+                self.err(f"'trigger ... after {name}': an MMA future has no native completion event; "
+                         f"write 'wait {name};' then a plain trigger", s.loc)
+            elif kind != "tma":
+                self.err(f"'trigger ... after {name}': only asynchronous global-to-shared TMA loads "
+                         "can complete an event", s.loc)
+            elif self.waited(name):
+                self.err(f"'trigger ... after {name}': the future was already consumed by a wait", s.loc)
+            self.scopes[-1].waited.add(name)
+
+    def _frag(self, name: str, loc) -> None:
+        if name not in self.frags:
+            self.err(f"'{name}' is not a fragment", loc)
+
+    def s_FragDecl(self, s):
+        if s.frag.name not in self.frags:
+            self.err(f"fragment '{s.frag.name}' is missing from the kernel's fragment table", s.loc)
+
+    def s_MmaFill(self, s): self._frag(s.acc, s.loc)
+
+    def s_Mma(self, s):
+        self._frag(s.acc, s.loc)
+        if isinstance(s.a, str):
+            self._frag(s.a, s.loc)
+        else:
+            self.view(s.a, s.loc, want="shared")
+        self.view(s.b, s.loc, want="shared")
+        self._define_future(s.future, "mma", s.loc)
+
+    def s_MmaStore(self, s):
+        self._frag(s.acc, s.loc)
+        self.view(s.dst, s.loc)
+
+    def s_Apply(self, s):
+        self._frag(s.domain, s.loc)
+        if len(s.indices) != len(s.shape):
+            self.err("apply has a different number of indices than its domain has dimensions", s.loc)
+        self.push()
+        for i in s.indices:
+            self.define(i, "index")
+        self.block(s.body)
+        self.pop()
+
+    def s_ElemStore(self, s):
+        self._frag(s.frag, s.loc)
+        for i in s.index:
+            self.expr(i, s.loc)
+        self.expr(s.value, s.loc)
+
+    def s_Reduce(self, s):
+        self._frag(s.dst, s.loc)
+        self._frag(s.src, s.loc)
+
+    def s_AllReduce(self, s): self._frag(s.frag, s.loc)
+
+    def s_FragCopy(self, s):
+        self._frag(s.dst, s.loc)
+        self._frag(s.src, s.loc)
+
+    def run(self) -> None:
+        self.push()
+        for d in self.k.symbolic_dims:
+            self.define(d, "let")
+        for g in self.k.grid:
+            self.expr(g.extent, self.k.loc)
+        for g in self.k.grid:
+            self.define(g.var, "index")
+        names = [b.name for b in self.k.buffers] + [e.name for e in self.k.events]
+        names += [p.name for p in self.k.params]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        for n in dup:
+            self.err(f"'{n}' is declared more than once", self.k.loc)
+        self.block(self.k.body)
+        self.pop()
+
+
+def verify_kernel(kernel: ir.Kernel) -> None:
+    v = _Verifier(kernel)
+    v.run()
+    v.diags.raise_if_errors()
+
+
+def verify_module(module: ir.Module) -> None:
+    errors = []
+    for f in module.functions:
+        for k in f.kernels:
+            try:
+                verify_kernel(k)
+            except ChoreoError as e:
+                errors += e.diagnostics
+    if errors:
+        raise ChoreoError(diagnostics=errors)
