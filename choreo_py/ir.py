@@ -114,6 +114,18 @@ class Elem(Expr):
     dtype: str
 
 
+@dataclass(frozen=True)
+class BufElem(Expr):
+    """An element of a shared/local buffer (or global tensor) view: `buf.at(i, j)`.
+
+    `index` is relative to the view's logical dimensions.
+    """
+
+    view: "View"
+    index: tuple[Expr, ...]
+    dtype: str
+
+
 # ---------------------------------------------------------------- places
 
 
@@ -424,6 +436,16 @@ class ElemStore(Stmt):
     """`frag.at(index) = value` inside an Apply."""
 
     frag: str
+    index: tuple[Expr, ...]
+    value: Expr
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class BufStore(Stmt):
+    """`buf.at(index) = value` on a buffer or tensor view (per-thread code)."""
+
+    view: View
     index: tuple[Expr, ...]
     value: Expr
     loc: Optional[Loc] = None

@@ -33,6 +33,8 @@ def expr(e: ir.Expr, parent: int = 0) -> str:
         return f"to<{e.dtype}>({args})" if e.fn == "to" else f"{e.fn}({args})"
     if isinstance(e, ir.Elem):
         return f"{e.frag}[{', '.join(expr(i) for i in e.index)}]"
+    if isinstance(e, ir.BufElem):
+        return f"{view(e.view)}[{', '.join(expr(i) for i in e.index)}]"
     raise TypeError(f"not an IR expression: {e!r}")
 
 
@@ -171,6 +173,9 @@ class _Printer:
 
     def s_ElemStore(self, s):
         self.emit(f"{s.frag}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
+
+    def s_BufStore(self, s):
+        self.emit(f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
 
     def s_Reduce(self, s): self.emit(f"{s.dst} = reduce_{s.kind}({s.src}, dim={s.dim})")
     def s_AllReduce(self, s): self.emit(f"all_reduce_{s.kind}({s.frag})")

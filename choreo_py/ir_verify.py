@@ -87,6 +87,10 @@ class _Verifier:
                 self.err(f"unknown builtin '{e.fn}'", loc)
             for a in e.args:
                 self.expr(a, loc)
+        elif isinstance(e, ir.BufElem):
+            self.view(e.view, loc)
+            for i in e.index:
+                self.expr(i, loc)
         elif isinstance(e, ir.Elem):
             if e.frag not in self.frags:
                 self.err(f"'{e.frag}' is not a fragment", loc)
@@ -284,6 +288,12 @@ class _Verifier:
 
     def s_ElemStore(self, s):
         self._frag(s.frag, s.loc)
+        for i in s.index:
+            self.expr(i, s.loc)
+        self.expr(s.value, s.loc)
+
+    def s_BufStore(self, s):
+        self.view(s.view, s.loc)
         for i in s.index:
             self.expr(i, s.loc)
         self.expr(s.value, s.loc)
