@@ -192,6 +192,7 @@ class Buffer:
     swizzle: Optional[int] = None  # bytes (32/64/128), set by the layout pass
     init: Optional[Const] = None
     loc: Optional[Loc] = None
+    offset: Optional[int] = None  # byte offset in the block's shared memory (smem plan)
 
     @property
     def nbytes(self) -> int:
@@ -208,6 +209,7 @@ class Event:
     ready: bool = False  # generation 0 starts ready (`= ready`)
     storage: str = "shared"
     loc: Optional[Loc] = None
+    offset: Optional[int] = None  # byte offset of slot 0's barrier (smem plan)
 
 
 #: Fragment layouts (the layout pass fills them in; see passes/fragment_layout.py)
@@ -515,6 +517,7 @@ class Kernel:
     body: list[Stmt] = field(default_factory=list)
     launch_bounds: Optional[tuple[Optional[int], Optional[int]]] = None
     loc: Optional[Loc] = None
+    smem_total: Optional[int] = None  # bytes of shared memory the plan uses
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

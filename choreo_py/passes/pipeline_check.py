@@ -1,0 +1,329 @@
+"""Static pipeline check: do producers and consumers agree on event rings?
+
+For a set of launch scenarios (values of the symbolic dimensions and of the
+block's grid coordinates) the check runs every role instance of a block on
+its scalar code alone: loops, counters, conditions, and the event operations
+`wait` and `trigger`. Data, MMAs and fragments are ignored. Roles are
+scheduled round-robin; each runs until it waits for an event generation
+that is not complete.
+
+It reports, with the scenario and a short trace:
+- a deadlock: a role waits a generation that no remaining trigger completes;
+- a generation overrun: a slot completes generation g+2 (or later) while a
+  waiter still expects g; the hardware's parity wait (`mbarrier.try_wait.parity`)
+  cannot tell g from g+2 and would hang;
+- an early pass: a role waits generation g of a slot that has completed
+  fewer than g-1 generations, where the parity wait would pass spuriously.
+
+The scenarios vary the trip counts the program derives from its inputs
+(1 to 8 tiles of the common tile sizes, plus ragged sizes), which covers
+every slot/parity combination of rings of up to 4 slots. Arrival counts: a
+generation completes when every role instance that triggers the event has
+triggered it once (two consumer warpgroups releasing one K slot arrive twice).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+
+from .. import ir
+from ..diagnostics import ChoreoError
+from ..ir_eval import EvalError, evaluate, wrap
+from ..ir_printer import event_ref, expr
+
+DIM_VALUES = (1, 64, 128, 129, 256, 384, 640, 1024)
+MAX_STEPS = 200_000
+
+
+@dataclass
+class _Blocked:
+    event: str
+    slot: int
+    generation: int
+    ref: ir.EventRef
+    loc: object
+
+
+@dataclass
+class _RoleRun:
+    label: str
+    gen: object  # the generator running the role
+    blocked: _Blocked | None = None
+    done: bool = False
+    triggers: dict = field(default_factory=dict)  # (event, slot) -> count
+    trace: list = field(default_factory=list)
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class PipelineError(ChoreoError):
+    pass
+
+
+class _Sim:
+    def __init__(self, kernel: ir.Kernel, env: dict, scenario: str) -> None:
+        self.k = kernel
+        self.env0 = env
+        self.scenario = scenario
+        self.done: dict[tuple[str, int], int] = {}
+        self.arrivals: dict[tuple[str, int], int] = {}
+        self.expected: dict[str, int] = {}
+        self.steps = 0
+
+    # -- event state
+    def slots(self, name: str) -> int:
+        ev = self.k.event(name)
+        return ev.slots or 1
+
+    def completed(self, name: str, slot: int) -> int:
+        key = (name, slot)
+        if key not in self.done:
+            self.done[key] = 1 if self.k.event(name).ready else 0
+        return self.done[key]
+
+    def resolve(self, ref: ir.EventRef, env: dict, path_gen: dict) -> tuple[int, int]:
+        n = self.slots(ref.event)
+        if ref.order is not None:
+            order = evaluate(ref.order, env)
+            return order % n, order // n
+        slot = evaluate(ref.index, env) if ref.index is not None else 0
+        return slot, path_gen.get((ref.event, slot), 0)
+
+    # -- role execution (generators yielding _Blocked while waiting)
+    def run_role(self, body: list[ir.Stmt], env: dict, run: _RoleRun):
+        path_gen: dict = {}
+        yield from self.block(body, dict(env), run, path_gen)
+
+    def block(self, stmts, env, run, path_gen):
+        for s in stmts:
+            self.steps += 1
+            if self.steps > MAX_STEPS:
+                raise PipelineError(f"pipeline check: no end after {MAX_STEPS} steps in role "
+                                    f"{run.label} ({self.scenario})", getattr(s, "loc", None))
+            yield from self.stmt(s, env, run, path_gen)
+
+    def stmt(self, s, env, run, path_gen):
+        if isinstance(s, (ir.Let, ir.Var)):
+            value = s.value if isinstance(s, ir.Let) else s.init
+            env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None) or value.dtype)
+        elif isinstance(s, ir.Assign):
+            env[s.name] = wrap(evaluate(s.value, env), s.value.dtype)
+        elif isinstance(s, ir.For):
+            yield from self.loop(s, env, run, path_gen)
+        elif isinstance(s, ir.While):
+            while evaluate(s.cond, env):
+                try:
+                    yield from self.block(s.body, env, run, path_gen)
+                except _Break:
+                    break
+                except _Continue:
+                    continue
+        elif isinstance(s, ir.If):
+            branch = s.then if evaluate(s.cond, env) else s.orelse
+            yield from self.block(branch, env, run, path_gen)
+        elif isinstance(s, ir.Break):
+            raise _Break
+        elif isinstance(s, ir.Continue):
+            raise _Continue
+        elif isinstance(s, ir.Wait):
+            for item in s.items:
+                if isinstance(item, ir.EventRef):
+                    yield from self.wait(item, s.loc, env, run, path_gen)
+        elif isinstance(s, ir.Trigger):
+            self.trigger(s, env, run, path_gen)
+
+    def loop(self, s: ir.For, env, run, path_gen):
+        i, stop, step = evaluate(s.start, env), evaluate(s.stop, env), evaluate(s.step, env)
+        while i < stop:
+            env[s.var] = i
+            try:
+                yield from self.block(s.body, env, run, path_gen)
+            except _Break:
+                break
+            except _Continue:
+                pass
+            i += step
+
+    def wait(self, ref, loc, env, run, path_gen):
+        slot, gen = self.resolve(ref, env, path_gen)
+        label = f"{ref.event}[{slot}] generation {gen}"
+        while True:
+            done = self.completed(ref.event, slot)
+            if done > gen:
+                break
+            if done < gen and (done - gen) % 2:
+                self.fail(f"role {run.label} waits {label} while only {done} generation(s) "
+                          f"completed: the parity wait would pass early", loc, run)
+            run.blocked = _Blocked(ref.event, slot, gen, ref, loc)
+            yield
+        run.blocked = None
+        if done > gen + 1:
+            self.fail(f"role {run.label} waits {label}, but the slot already completed "
+                      f"generation {done - 1}: the parity wait cannot tell them apart", loc, run)
+        run.trace.append(f"wait {event_ref(ref)} -> {label}")
+        if ref.order is None:
+            path_gen[(ref.event, slot)] = gen + 1
+
+    def trigger(self, s: ir.Trigger, env, run, path_gen):
+        ref = s.event
+        n = self.slots(ref.event)
+        if ref.order is not None:
+            slot = evaluate(ref.order, env) % n
+        else:
+            slot = evaluate(ref.index, env) if ref.index is not None else 0
+        key = (ref.event, slot)
+        self.completed(ref.event, slot)
+        self.arrivals[key] = self.arrivals.get(key, 0) + 1
+        run.triggers[key] = run.triggers.get(key, 0) + 1
+        run.trace.append(f"trigger {event_ref(ref)} -> {ref.event}[{slot}]")
+        if self.arrivals[key] >= self.expected.get(ref.event, 1):
+            self.arrivals[key] = 0
+            self.done[key] += 1
+
+    def fail(self, message: str, loc, run: _RoleRun | None) -> None:
+        trace = ""
+        if run is not None and run.trace:
+            trace = "; last steps of that role: " + ", ".join(run.trace[-4:])
+        raise PipelineError(f"pipeline check: {message} when {self.scenario}{trace}", loc)
+
+    # -- the block
+    def instances(self):
+        """(label, body, env) for every role instance of the block, after block-level code."""
+        env = dict(self.env0)
+        out = []
+        for s in self.k.body:
+            if isinstance(s, (ir.Let, ir.Var)):
+                value = s.value if isinstance(s, ir.Let) else s.init
+                env[s.name] = evaluate(value, env)
+            elif isinstance(s, ir.Parallel):
+                for p in range(s.extent):
+                    penv = dict(env, **{s.var: p})
+                    out += self._roles_of(s.body, penv, s.var, p)
+        return env, out
+
+    def _roles_of(self, body, env, var, p):
+        roles, plain = [], []
+        for s in body:
+            if isinstance(s, ir.Role):
+                if p in s.members:
+                    roles.append((f"{s.name} [{var}={p}]", s.body, env))
+            else:
+                plain.append(s)
+        if plain and any(isinstance(s, (ir.Wait, ir.Trigger)) for s in ir.walk(plain)):
+            roles.append((f"{var}={p}", plain, env))
+        return roles
+
+    def count_triggerers(self, instances) -> None:
+        for _, body, _ in instances:
+            seen = {s.event.event for s in ir.walk(body) if isinstance(s, ir.Trigger)}
+            for name in seen:
+                self.expected[name] = self.expected.get(name, 0) + 1
+
+    def run(self) -> None:
+        _, instances = self.instances()
+        self.count_triggerers(instances)
+        runs = []
+        for label, body, env in instances:
+            r = _RoleRun(label, None)
+            r.gen = self.run_role(body, env, r)
+            runs.append(r)
+        while True:
+            progressed = False
+            for r in runs:
+                if r.done:
+                    continue
+                if r.blocked and self.completed(r.blocked.event, r.blocked.slot) <= r.blocked.generation:
+                    continue
+                progressed = True
+                try:
+                    next(r.gen)
+                except StopIteration:
+                    r.done = True
+            if all(r.done for r in runs):
+                return
+            if not progressed:
+                self.deadlock(runs)
+
+    def deadlock(self, runs: list[_RoleRun]) -> None:
+        waiting = [r for r in runs if not r.done]
+        first = waiting[0]
+        b = first.blocked
+        producers = [r for r in runs if any(ev == b.event for ev, _ in r.triggers)]
+        who = "; ".join(f"role {r.label} {'finished' if r.done else 'is blocked'} after "
+                        f"triggering {b.event}[{b.slot}] {r.triggers.get((b.event, b.slot), 0)} time(s)"
+                        for r in producers) or f"no role triggers {b.event}"
+        others = "; ".join(f"role {r.label} waits {r.blocked.event}[{r.blocked.slot}] generation "
+                           f"{r.blocked.generation} at {r.blocked.loc}" for r in waiting[1:])
+        msg = (f"role {first.label} waits {event_ref(b.ref)} = {b.event}[{b.slot}] generation "
+               f"{b.generation}, which is never completed ({who})")
+        if others:
+            msg += f"; also {others}"
+        self.fail(msg, b.loc, first)
+
+
+def _scenarios(kernel: ir.Kernel):
+    dims = kernel.symbolic_dims
+    for value in DIM_VALUES:
+        env = {d: value for d in dims}
+        ranges = []
+        for i, g in enumerate(kernel.grid):
+            try:
+                n = int(evaluate(g.extent, env))
+            except EvalError:
+                n = 1
+            if n <= 0:
+                break
+            ranges.append(range(min(n, 8)) if i == 0 else sorted({0, n - 1}))
+        else:
+            for coords in product(*ranges):
+                yield dict(env, **{g.var: c for g, c in zip(kernel.grid, coords)})
+
+
+def _describe(kernel: ir.Kernel, env: dict) -> str:
+    lets = {}
+    for s in kernel.body:
+        if isinstance(s, ir.Let):
+            try:
+                lets[s.name] = evaluate(s.value, {**env, **lets})
+            except EvalError:
+                pass
+    parts = [f"{k}={v}" for k, v in env.items()] + [f"{k}={v}" for k, v in lets.items()]
+    return ", ".join(parts)
+
+
+def check_kernel(kernel: ir.Kernel) -> int:
+    """Runs every scenario; returns how many distinct ones ran. Raises PipelineError."""
+    if not kernel.events:
+        return 0
+    seen = set()
+    for env in _scenarios(kernel):
+        sim = _Sim(kernel, env, "")
+        try:
+            block_env, _ = sim.instances()
+        except EvalError:
+            continue
+        key = tuple(sorted((k, v) for k, v in block_env.items() if k not in env))
+        if key in seen:
+            continue
+        seen.add(key)
+        sim.scenario = _describe(kernel, env)
+        try:
+            sim.run()
+        except EvalError as e:
+            raise PipelineError(f"pipeline check: {e} when {sim.scenario}", kernel.loc)
+    return len(seen)
+
+
+def check_module(module: ir.Module) -> None:
+    for f in module.functions:
+        for k in f.kernels:
+            check_kernel(k)
+
+
+__all__ = ["check_kernel", "check_module", "PipelineError", "expr"]
