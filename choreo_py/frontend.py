@@ -1,0 +1,88 @@
+"""The front end as the command line uses it: preprocess, split, parse, check.
+
+Semantic analysis plugs in through `SEMANTIC_CHECKS`: each entry is a
+callable taking the Program and raising ChoreoError on errors.  `check_*`
+runs the parse-level checks first, then every registered check in order.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from . import ast, parse_checks, segments
+from .ast_dump import dump
+from .diagnostics import ChoreoError, Diagnostic
+from .parser import parse_function
+
+#: Checks run by check_file/check_text after parsing, in order.
+SEMANTIC_CHECKS: list[Callable[[ast.Program], None]] = []
+
+
+def register_check(check: Callable[[ast.Program], None]) -> None:
+    if check not in SEMANTIC_CHECKS:
+        SEMANTIC_CHECKS.append(check)
+
+
+def preprocess(file: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None):
+    from .preprocess import preprocess_file
+    return preprocess_file(file, tuple(include_dirs), defines)
+
+
+def parse_unit(unit) -> ast.Program:
+    """The AST of a preprocessed unit; every error of every function is reported."""
+    items: list[ast.Node] = []
+    errors: list[Diagnostic] = []
+    for seg in segments.split(unit.text, unit.loc):
+        loc = segments.first_text_loc(seg, unit.loc)
+        if seg.kind == segments.HOST:
+            items.append(ast.HostCode(text=seg.text, loc=loc))
+        elif seg.kind == segments.DEVICE:
+            items.append(ast.DeviceCode(text=seg.text, kind=seg.device_kind, loc=loc))
+        else:
+            try:
+                items.append(_guarded(loc, parse_function, seg.text, seg.start, unit.loc))
+            except ChoreoError as err:
+                errors += err.diagnostics
+    if errors:
+        raise ChoreoError(diagnostics=errors)
+    return ast.Program(items=items, file=unit.main_file, loc=unit.loc(0))
+
+
+def parse_file(file: str, include_dirs: Iterable[str] = (),
+               defines: Optional[dict] = None) -> ast.Program:
+    return parse_unit(preprocess(file, include_dirs, defines))
+
+
+def parse_text(text: str, name: str = "<input>", include_dirs: Iterable[str] = (),
+               defines: Optional[dict] = None) -> ast.Program:
+    """Parse source text (preprocessed first), e.g. from a test."""
+    from .preprocess import preprocess_text
+    return parse_unit(preprocess_text(text, name, tuple(include_dirs), defines))
+
+
+def check_program(program: ast.Program) -> ast.Program:
+    _guarded(program.loc, parse_checks.check, program)
+    for check in SEMANTIC_CHECKS:
+        _guarded(program.loc, check, program)
+    return program
+
+
+def check_file(file: str, include_dirs: Iterable[str] = (),
+               defines: Optional[dict] = None) -> ast.Program:
+    return check_program(parse_file(file, include_dirs, defines))
+
+
+def check_text(text: str, name: str = "<input>", include_dirs: Iterable[str] = (),
+               defines: Optional[dict] = None) -> ast.Program:
+    return check_program(parse_text(text, name, include_dirs, defines))
+
+
+def dump_ast(program: ast.Node) -> str:
+    return dump(program)
+
+
+def _guarded(where, fn, *args):
+    """Run a stage; a program nested beyond Python's stack is a user error."""
+    try:
+        return fn(*args)
+    except RecursionError:
+        raise ChoreoError("the program is nested too deeply to compile", where) from None

@@ -1,0 +1,3 @@
+"""Parse-level checks (placeholder)."""
+def check(program):
+    pass
