@@ -1,0 +1,449 @@
+"""Statement execution for the threads of one block.
+
+Each thread runs `exec` as a generator. Statements that may block (waits,
+joins, barriers, and the control flow around them) are generator handlers;
+the others are plain functions. Asynchronous operations create `Future`s
+whose `action` performs the data movement or the MMA when the scheduler
+completes them, so a result lands strictly after its issue.
+
+Collective store: a `tma.copy` issued inside a role of several instances
+is performed once for the whole role after all its instances reached it
+(the reference compiler synchronises the role's warpgroups with a named
+barrier there and lets one thread issue the copy). Instances whose boxes
+differ each get their own copy, still after the barrier.
+"""
+from __future__ import annotations
+
+from .. import ir
+from .errors import FutureError, InterpError, RaceError
+from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce
+from .memory import Box, Memory
+from .scalars import Evaluator, round_to
+from .scheduler import PREEMPT, Scheduler, Thread
+from .sync import Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait, JoinWait
+
+
+class _Break(Exception):
+    pass
+
+
+class _Continue(Exception):
+    pass
+
+
+class LazyAcc:
+    """`acc = mma.fill v` for an accumulator whose shape the first MMA will give."""
+
+    def __init__(self, name: str, value) -> None:
+        self.name, self.value = name, value
+
+
+class BlockRun:
+    def __init__(self, kernel: ir.Kernel, memory: Memory, events: dict[str, EventState],
+                 sched: Scheduler, owners: int, instances: dict[int, int]) -> None:
+        self.k, self.mem, self.events, self.sched = kernel, memory, events, sched
+        self.owners = owners
+        self.instances = instances  # id(Role or Parallel) -> instances per block
+        self.ev = Evaluator(self)
+        self.apply: ApplyRun | None = None
+        self.barriers: dict = {}
+        self.apply_cache: dict = {}
+        self.gens = {
+            ir.For: self.s_for, ir.While: self.s_while, ir.If: self.s_if,
+            ir.Parallel: self.s_parallel, ir.Role: self.s_role, ir.Wait: self.s_wait,
+            ir.Trigger: self.s_trigger, ir.TmaLoad: self.s_copy, ir.DmaCopy: self.s_copy,
+            ir.TmaStore: self.s_tma_store, ir.Mma: self.s_mma, ir.SyncShared: self.s_sync,
+        }
+        self.plain = {
+            ir.Let: self.s_let, ir.Var: self.s_var, ir.Assign: self.s_assign,
+            ir.ViewDef: self.s_viewdef, ir.Break: self.s_break, ir.Continue: self.s_continue,
+            ir.SetMaxRegs: lambda s, th: None, ir.FragDecl: self.s_frag_decl,
+            ir.MmaFill: self.s_mma_fill, ir.MmaStore: self.s_mma_store, ir.Apply: self.s_apply,
+            ir.Reduce: self.s_reduce, ir.AllReduce: self.s_all_reduce,
+            ir.FragCopy: self.s_frag_copy, ir.ElemStore: self.s_elem_store,
+        }
+        if hasattr(ir, "BufStore"):
+            self.plain[ir.BufStore] = self.s_buf_store
+
+    # ---------------------------------------------------------------- threads
+    def start(self, env: dict) -> None:
+        th = Thread("block", None, dict(env), {})
+        self.launch(th, self.k.body)
+        self.sched.run()
+
+    def launch(self, th: Thread, body: list[ir.Stmt]) -> None:
+        th.gen = self._main(th, body)
+        self.sched.add(th)
+
+    def _main(self, th: Thread, body):
+        yield from self.exec(body, th)
+        if th.children:  # an instance ends when the roles it started end
+            yield from self.block_on(th, JoinWait(th.children, th.loc))
+
+    def block_on(self, th: Thread, cond):
+        cond.check(f"role {th.name}")
+        while not cond.ready():
+            yield cond
+        cond.acquire(th, f"role {th.name}")
+
+    def exec(self, stmts: list[ir.Stmt], th: Thread):
+        for s in stmts:
+            if s.loc is not None:
+                th.loc = s.loc
+            self.sched.step(th.loc)
+            g = self.gens.get(type(s))
+            if g is not None:
+                yield from g(s, th)
+                continue
+            h = self.plain.get(type(s))
+            if h is None:
+                raise InterpError(f"the interpreter cannot run {type(s).__name__} in a kernel", s.loc)
+            h(s, th)
+
+    # ---------------------------------------------------------------- scalars and control
+    def s_let(self, s, th):
+        th.env[s.name] = self.ev(s.value, th.env, s.loc)
+
+    def s_var(self, s, th):
+        th.types[s.name] = s.dtype
+        th.env[s.name] = round_to(self.ev(s.init, th.env, s.loc), s.dtype)
+
+    def s_assign(self, s, th):
+        if s.name not in th.env:
+            raise InterpError(f"assignment to '{s.name}', which has no value here", s.loc)
+        dtype = th.types.get(s.name, s.value.dtype)
+        th.env[s.name] = round_to(self.ev(s.value, th.env, s.loc), dtype)
+
+    def s_viewdef(self, s, th):
+        th.env[s.name] = self.mem.resolve(s.view, th.env, self.ev, s.loc)
+
+    def s_break(self, s, th):
+        raise _Break
+
+    def s_continue(self, s, th):
+        raise _Continue
+
+    def s_for(self, s, th):
+        i = self.ev.integer(s.start, th.env, s.loc)
+        stop = self.ev.integer(s.stop, th.env, s.loc)
+        step = self.ev.integer(s.step, th.env, s.loc)
+        if step == 0:
+            raise InterpError("foreach with a zero step", s.loc)
+        while i < stop if step > 0 else i > stop:
+            th.env[s.var] = i
+            try:
+                yield from self.exec(s.body, th)
+            except _Break:
+                break
+            except _Continue:
+                pass
+            i += step
+
+    def s_while(self, s, th):
+        while self._cond(s.cond, th, s.loc):
+            try:
+                yield from self.exec(s.body, th)
+            except _Break:
+                break
+            except _Continue:
+                pass
+
+    def s_if(self, s, th):
+        yield from self.exec(s.then if self._cond(s.cond, th, s.loc) else s.orelse, th)
+
+    def _cond(self, e, th, loc) -> bool:
+        v = self.ev(e, th.env, loc)
+        if not isinstance(v, (bool, int, float)):
+            raise InterpError("a condition outside apply must be a scalar", loc)
+        return bool(v)
+
+    # ---------------------------------------------------------------- parallel and roles
+    def s_parallel(self, s, th):
+        kids = []
+        for p in range(s.extent):
+            c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))
+            c.instance = (s.var, p)
+            c.group = (("parallel", id(s)), self.instances.get(id(s), s.extent))
+            self.launch(c, s.body)
+            kids.append(c)
+        yield from self.block_on(th, JoinWait(kids, s.loc))
+
+    def s_role(self, s, th):
+        run = self._cond(s.cond, th, s.loc)
+        if th.instance is not None and s.members and (th.instance[1] in s.members) != run:
+            raise InterpError(f"role {s.name}: its condition and its members {list(s.members)} "
+                              f"disagree for {th.instance[0]}={th.instance[1]}", s.loc)
+        if not run:
+            return
+        if not s.is_async:
+            yield from self.exec(s.body, th)
+            return
+        var, p = th.instance or ("", 0)
+        c = Thread(f"{s.name}[{var}={p}]", th, dict(th.env), dict(th.types))
+        c.instance = th.instance
+        c.group = (("role", id(s)), self.instances.get(id(s), 1))
+        self.launch(c, s.body)
+        th.children.append(c)
+
+    def s_sync(self, s, th):
+        """`sync.shared`: a barrier among the instances of the current role or parallel."""
+        yield from self._barrier(s, th, None)
+
+    def _barrier(self, s, th, item):
+        key, n = th.group
+        occ = th.occurrences[id(s)] = th.occurrences.get(id(s), 0) + 1
+        bar = self.barriers.setdefault((key, id(s), occ), Barrier(n, s.loc))
+        bar.arrive(th, item)
+        last = len(bar.arrived) == bar.expected
+        yield from self.block_on(th, BarrierWait(bar, s.loc))
+        return bar if last else None
+
+    # ---------------------------------------------------------------- events and futures
+    def event(self, name: str, loc) -> EventState:
+        ev = self.events.get(name)
+        if ev is None:
+            raise InterpError(f"'{name}' is not an event of this kernel", loc)
+        return ev
+
+    def _slot(self, ev: EventState, ref: ir.EventRef, th: Thread, loc):
+        """(slot, generation or None) of a reference; None: a plain (path-counted) reference."""
+        if ref.order is not None:
+            o = self.ev.integer(ref.order, th.env, loc)
+            if o < 0:
+                raise InterpError(f"negative event order {o}", loc)
+            return o % ev.n, o // ev.n
+        if ref.index is not None:
+            slot = self.ev.integer(ref.index, th.env, loc)
+            if not 0 <= slot < ev.n:
+                raise InterpError(f"slot {slot} of event '{ev.name}' is out of range [0, {ev.n})", loc)
+            return slot, None
+        if ev.array:
+            raise InterpError(f"'{ev.name}' is an array of {ev.n} events; use [slot] or .at(order)", loc)
+        return 0, None
+
+    def s_wait(self, s, th):
+        for item in s.items:
+            if isinstance(item, ir.EventRef):
+                ev = self.event(item.event, s.loc)
+                slot, gen = self._slot(ev, item, th, s.loc)
+                plain = gen is None
+                if plain:  # each path counts its own generations of a plain event
+                    gen = th.implicit.get((ev.name, slot), 0)
+                yield from self.block_on(th, EventWait(ev, slot, gen, s.loc))
+                if plain:
+                    th.implicit[(ev.name, slot)] = gen + 1
+            else:
+                fut = self._take_future(item.future, th, s.loc, "waited")
+                yield from self.block_on(th, FutureWait(fut, s.loc))
+                if fut in th.mma_inflight:  # waiting a wgmma group retires the earlier ones
+                    del th.mma_inflight[: th.mma_inflight.index(fut) + 1]
+
+    def _take_future(self, name: str, th: Thread, loc, how: str) -> Future:
+        fut = th.futures.get(name)
+        if fut is None:
+            raise FutureError(f"future '{name}' has not been issued on this path", loc)
+        if fut.consumed_at is not None:
+            raise FutureError(f"future '{name}' is {how} twice: this dynamic instance was already "
+                              f"{fut.consumed_how}", loc, [("the first use", fut.consumed_at)])
+        fut.consumed_at, fut.consumed_how = loc, how
+        return fut
+
+    def s_trigger(self, s, th):
+        ev = self.event(s.event.event, s.loc)
+        slot, gen = self._slot(ev, s.event, th, s.loc)
+        phase = None if gen is None else ev.trigger_phase(gen)
+        who = f"role {th.name}"
+        if not s.after:
+            ev.arrive(slot, phase, th.release(), s.loc, who)
+        else:
+            futs = []
+            for name in s.after:
+                f = th.futures.get(name)
+                if f is not None and f.kind == "mma":
+                    raise FutureError(f"'trigger ... after {name}': an MMA future has no completion "
+                                      f"event; wait it, then trigger", s.loc)
+                futs.append(self._take_future(name, th, s.loc, "bound to an event"))
+            b = Binding(ev, slot, phase, futs, s.loc, who)
+            for f in futs:
+                if f.done:
+                    b.future_done(f)
+                else:
+                    f.bindings.append(b)
+        yield PREEMPT
+
+    # ---------------------------------------------------------------- data movement
+    def s_copy(self, s, th):
+        src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
+        dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        if src.shape != dst.shape:
+            raise InterpError(f"copy of {list(src.shape)} elements ({src}) into "
+                              f"{list(dst.shape)} ({dst})", s.loc)
+        kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
+        what = f"{kind} '{s.future}'" if s.future else kind
+
+        def action(agent):
+            self.mem.access(src, False, agent, s.loc, what)
+            self.mem.access(dst, True, agent, s.loc, what)
+            self.mem.write(dst, self.mem.read(src, as_float=False), s.loc)
+
+        if s.future is None:
+            action(th)
+            return
+        fut = Future(s.future, kind, s.loc, th, action)
+        th.futures[s.future] = fut
+        self.sched.issue(fut)
+        yield PREEMPT
+
+    def s_tma_store(self, s, th):
+        src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
+        dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        if src.shape != dst.shape:
+            raise InterpError(f"tma.copy of {list(src.shape)} ({src}) into {list(dst.shape)} ({dst})",
+                              s.loc)
+        key, n = th.group
+        if key is None or key[0] != "role" or n == 1:
+            self._store(src, dst, th, s.loc)
+            return
+        bar = yield from self._barrier(s, th, (src, dst))
+        if bar is not None:  # the last instance to arrive issues the role's copies
+            for a, b in dict.fromkeys(bar.items):
+                self._store(a, b, th, s.loc)
+
+    def _store(self, src: Box, dst: Box, th: Thread, loc) -> None:
+        self.mem.access(src, False, th, loc, "tma.copy")
+        self.mem.access(dst, True, th, loc, "tma.copy")
+        self.mem.write(dst, self.mem.read(src, as_float=False), loc)
+
+    # ---------------------------------------------------------------- buffers in per-thread code
+    def buf_elem(self, e, env):
+        box = self.mem.resolve(e.view, env, self.ev)
+        idx = tuple(self.ev.integer(i, env) for i in e.index)
+        return self.mem.element(box, idx)[0]
+
+    def s_buf_store(self, s, th):
+        box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
+        idx = tuple(self.ev.integer(i, th.env, s.loc) for i in s.index)
+        self.mem.set_element(box, idx, self.ev(s.value, th.env, s.loc), s.loc)
+
+    # ---------------------------------------------------------------- fragments
+    def elem(self, e: ir.Elem, env):
+        if self.apply is None:
+            raise InterpError(f"element of fragment '{e.frag}' read outside apply")
+        return self.apply.load(e)
+
+    def frag(self, th: Thread, name: str, loc) -> FragState:
+        f = th.frags.get(name)
+        if not isinstance(f, FragState):
+            state = "has no shape yet (no MMA used it)" if isinstance(f, LazyAcc) else "is not declared"
+            raise InterpError(f"fragment '{name}' {state} in role {th.name}", loc)
+        return f
+
+    def check_frag(self, th: Thread, name: str, write: bool, loc, chain: bool = False) -> None:
+        """A register an in-flight MMA updates (its accumulator) or reads (its A operand)."""
+        for f in th.mma_inflight:
+            if (f.acc_name == name and not chain) or (write and f.a_name == name):
+                role = "update" if f.acc_name == name else "read"
+                raise RaceError(f"role {th.name} {'writes' if write else 'reads'} fragment "
+                                f"'{name}' while {f.kind} '{f.var}' may still {role} it; "
+                                f"wait '{f.var}' first", loc, [(f"{f.kind} '{f.var}' issued here", f.loc)])
+
+    def s_frag_decl(self, s, th):
+        f = s.frag
+        st = th.frags[f.name] = FragState(f.name, f.dtype, f.shape, self.owners)
+        if s.init is not None:
+            st.fill(s.init.value)
+
+    def s_mma_fill(self, s, th):
+        self.check_frag(th, s.acc, True, s.loc)
+        cur = th.frags.get(s.acc)
+        decl = self.k.frag(s.acc)
+        if isinstance(cur, FragState):
+            cur.fill(s.value.value)
+        elif decl is not None:
+            st = th.frags[s.acc] = FragState(s.acc, decl.dtype, decl.shape, self.owners)
+            st.fill(s.value.value)
+        else:
+            th.frags[s.acc] = LazyAcc(s.acc, s.value.value)
+
+    def _acc(self, s: ir.Mma, th: Thread, a_shape, b_shape) -> FragState:
+        """The accumulator; one filled before its shape was known takes it from the operands."""
+        cur = th.frags.get(s.acc)
+        if isinstance(cur, LazyAcc):
+            ra, rb = s.layout.split(".")
+            m = a_shape[0] if ra == "row" else a_shape[1]
+            n = b_shape[0] if rb == "row" else b_shape[1]
+            decl = self.k.frag(s.acc)
+            st = th.frags[s.acc] = FragState(s.acc, decl.dtype if decl else "f32", (m, n), self.owners)
+            st.fill(cur.value)
+        return self.frag(th, s.acc, s.loc)
+
+    def s_mma(self, s, th):
+        a_frag = s.a if isinstance(s.a, str) else None
+        a_box = None if a_frag else self.mem.resolve(s.a, th.env, self.ev, s.loc)
+        b_box = self.mem.resolve(s.b, th.env, self.ev, s.loc)
+        a_shape = self.frag(th, a_frag, s.loc).shape if a_frag else a_box.shape
+        acc = self._acc(s, th, a_shape, b_box.shape)
+        self.check_frag(th, s.acc, True, s.loc, chain=True)
+        if a_frag:
+            self.check_frag(th, a_frag, False, s.loc)
+        what = f"mma.{s.layout} '{s.future}'" if s.future else f"mma.{s.layout}"
+
+        def action(agent):  # the MMA reads its operands when it runs, not at issue
+            a = self.frag(th, a_frag, s.loc).data if a_frag else self.mem.read(a_box)
+            acc.set(acc.data + mma_product(s.layout, a, self.mem.read(b_box), acc, s.loc))
+
+        agent = th
+        if s.future is not None:
+            agent = Future(s.future, "mma", s.loc, th, action, order_key=("mma", th.id))
+        for box in (a_box, b_box):
+            if box is not None:
+                self.mem.access(box, False, agent, s.loc, what)
+        if s.future is None:
+            action(th)
+            return
+        agent.acc_name, agent.a_name = s.acc, a_frag
+        th.mma_inflight.append(agent)
+        th.futures[s.future] = agent
+        self.sched.issue(agent)
+        yield PREEMPT
+
+    def s_mma_store(self, s, th):
+        acc = self.frag(th, s.acc, s.loc)
+        self.check_frag(th, s.acc, False, s.loc)
+        if acc.rank != 2:
+            raise InterpError(f"mma.store of '{s.acc}', which is not a 2-D accumulator", s.loc)
+        dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        self.mem.access(dst, True, th, s.loc, "mma.store")
+        self.mem.write(dst, acc.data, s.loc)
+
+    def s_apply(self, s, th):
+        if id(s) not in self.apply_cache:
+            self.apply_cache[id(s)] = apply_frags(s)
+        reads, writes = self.apply_cache[id(s)]
+        for name in reads:
+            self.check_frag(th, name, False, s.loc)
+        for name in writes:
+            self.check_frag(th, name, True, s.loc)
+        run = ApplyRun(s, th.frags, self.owners, self.ev, th.env)
+        self.apply = run
+        try:
+            run.run()
+        finally:
+            self.apply = None
+
+    def s_reduce(self, s, th):
+        self.check_frag(th, s.src, False, s.loc)
+        self.check_frag(th, s.dst, True, s.loc)
+        reduce(self.frag(th, s.dst, s.loc), self.frag(th, s.src, s.loc), s.kind, s.dim, s.loc)
+
+    def s_all_reduce(self, s, th):
+        self.check_frag(th, s.frag, True, s.loc)
+        all_reduce(self.frag(th, s.frag, s.loc), s.kind, s.loc)
+
+    def s_frag_copy(self, s, th):
+        self.check_frag(th, s.src, False, s.loc)
+        self.check_frag(th, s.dst, True, s.loc)
+        copy(self.frag(th, s.dst, s.loc), self.frag(th, s.src, s.loc), s.loc)
+
+    def s_elem_store(self, s, th):
+        raise InterpError(f"element store to '{s.frag}' outside apply", s.loc)

@@ -1,0 +1,252 @@
+"""Register fragments and their owners: accumulators, row vectors, `apply`.
+
+The model follows the sm_90a wgmma accumulator layout. A 2-D fragment
+[M, N] (an MMA accumulator or a cast of one) is distributed: each row is
+split among `owners` threads (the 4 threads of a quad), thread t of the
+quad holding columns {8k + 2t, 8k + 2t + 1}. Every element has exactly one
+owner, so the value is kept as one logical [M, N] tensor.
+
+A 1-D fragment (a row vector) has one copy per owner, kept as [owners, M].
+Elementwise code runs on each copy independently; code inside a 2-D apply
+that accumulates into a row vector (`s.at(i) = s.at(i) + acc.at(i, j)`)
+sees only the owner's own columns, so it leaves a *partial* value in each
+copy. `all_reduce_sum` combines the copies; `reduce_max`/`reduce_sum` read
+all owners and give a replicated result. A program that forgets its
+all-reduce therefore computes with partial sums, as the hardware would.
+`owners=1` models sm_100a, where one thread holds a whole row.
+
+`apply` bodies are evaluated with tensors over the whole index space. A
+body that writes only fragments of the domain's rank is elementwise and
+runs once over [M, N]. A body that folds into a lower-rank fragment runs
+once per column position of an owner (N / owners steps, each vectorised
+over rows and owners), which keeps each owner's sequential order.
+"""
+from __future__ import annotations
+
+from dataclasses import fields
+from functools import lru_cache
+
+import torch
+
+from .. import ir
+from .errors import InterpError
+from .scalars import round_to
+
+PAIR = 2  # adjacent columns a thread holds together (wgmma: 2 consecutive f32)
+
+
+class FragState:
+    """One fragment of one thread. `data` is [M, N] (2-D) or [owners, L] (1-D)."""
+
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], owners: int) -> None:
+        if len(shape) not in (1, 2):
+            raise InterpError(f"fragment '{name}' of rank {len(shape)}: only 1-D and 2-D are modelled")
+        self.name, self.dtype, self.shape = name, dtype, tuple(shape)
+        self.rank = len(shape)
+        self.storage = tuple(shape) if self.rank == 2 else (owners, shape[0])
+        self.data = torch.full(self.storage, float("nan"))  # an uninitialised register
+
+    def fill(self, value) -> None:
+        self.data = torch.full(self.storage, float(round_to(float(value), self.dtype)))
+
+    def set(self, value) -> None:
+        """Replaces the whole value (broadcast to the storage shape, rounded to dtype)."""
+        v = torch.as_tensor(value, dtype=torch.float32)
+        self.data = round_to(v.expand(self.storage), self.dtype).contiguous()
+
+
+@lru_cache(maxsize=None)
+def column_layout(n: int, owners: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(owner of each column [n], columns of each owner in order [owners, n // owners])."""
+    if n % owners:
+        raise InterpError(f"{n} columns cannot be split among {owners} owners")
+    if n % (PAIR * owners) == 0:
+        owner = (torch.arange(n) // PAIR) % owners
+    else:
+        owner = torch.arange(n) % owners
+    cols = torch.stack([torch.nonzero(owner == t).flatten() for t in range(owners)])
+    return owner, cols
+
+
+# ---------------------------------------------------------------- apply
+
+
+def _stores(stmts) -> list[ir.ElemStore]:
+    out = []
+    for s in ir.walk(stmts):
+        if isinstance(s, ir.ElemStore):
+            out.append(s)
+    return out
+
+
+class ApplyRun:
+    """Evaluation of one `apply` statement for one thread."""
+
+    def __init__(self, stmt: ir.Apply, frags: dict, owners: int, ev, env: dict) -> None:
+        self.stmt, self.frags, self.owners, self.ev = stmt, frags, owners, ev
+        self.loc = stmt.loc
+        dom = self.frag(stmt.domain)
+        if tuple(stmt.shape) != dom.shape:
+            raise InterpError(f"apply over shape {list(stmt.shape)} of '{dom.name}' "
+                              f"{list(dom.shape)}", self.loc)
+        if len(stmt.indices) != dom.rank:
+            raise InterpError(f"apply binds {len(stmt.indices)} indices over a "
+                              f"{dom.rank}-D fragment", self.loc)
+        self.dom = dom
+        self.env = dict(env)
+        self.copied: set[str] = set()
+        folds = any(self.frag(s.frag).rank < dom.rank for s in _stores(stmt.body))
+        self.mode = "fold" if folds else ("full" if dom.rank == 2 else "row")
+
+    def frag(self, name: str) -> FragState:
+        f = self.frags.get(name)
+        if f is None:
+            raise InterpError(f"fragment '{name}' is not declared in this role", self.loc)
+        return f
+
+    def run(self) -> None:
+        i = self.stmt.indices[0]
+        if self.mode == "row":
+            self.env[i] = torch.arange(self.dom.shape[0])[None, :]
+            self.body(self.stmt.body, None)
+        elif self.mode == "full":
+            m, n = self.dom.shape
+            self.owner_of_col, _ = column_layout(n, self.owners)
+            self.env[i] = torch.arange(m)[:, None]
+            self.env[self.stmt.indices[1]] = torch.arange(n)[None, :]
+            self.body(self.stmt.body, None)
+        else:
+            m, n = self.dom.shape
+            _, cols = column_layout(n, self.owners)
+            self.env[i] = torch.arange(m)[None, :]
+            for c in range(cols.shape[1]):
+                self.cols = cols[:, c]
+                self.env[self.stmt.indices[1]] = self.cols[:, None]
+                self.body(self.stmt.body, None)
+
+    def body(self, stmts, mask) -> None:
+        for s in stmts:
+            if isinstance(s, ir.ElemStore):
+                self.store(s, self.ev(s.value, self.env, s.loc), mask)
+            elif isinstance(s, ir.If):
+                c = torch.as_tensor(self.ev(s.cond, self.env, s.loc), dtype=torch.bool)
+                self.body(s.then, c if mask is None else mask & c)
+                if s.orelse:
+                    self.body(s.orelse, ~c if mask is None else mask & ~c)
+            elif isinstance(s, ir.Let):
+                self.env[s.name] = self.ev(s.value, self.env, s.loc)
+            else:
+                raise InterpError(f"{type(s).__name__} is not allowed inside apply", s.loc)
+
+    # -- element access: only the executing owner's own elements
+    def _check_index(self, f: FragState, index, loc) -> None:
+        want = self.stmt.indices[: f.rank] if f.rank == 1 else self.stmt.indices
+        got = tuple(x.name if isinstance(x, ir.Sym) else None for x in index)
+        if f.rank > self.dom.rank or got != tuple(want) or f.shape[0] != self.dom.shape[0] \
+                or (f.rank == 2 and f.shape != self.dom.shape):
+            raise InterpError(f"'{f.name}' indexed other than by the apply's own indices "
+                              f"({', '.join(want)}): the element may belong to another thread", loc)
+
+    def load(self, e: ir.Elem):
+        f = self.frag(e.frag)
+        self._check_index(f, e.index, self.loc)
+        if self.mode == "row":
+            return f.data
+        if self.mode == "full":
+            return f.data if f.rank == 2 else f.data.T[:, self.owner_of_col]
+        return f.data[:, self.cols].T if f.rank == 2 else f.data
+
+    def store(self, s: ir.ElemStore, value, mask) -> None:
+        f = self.frag(s.frag)
+        self._check_index(f, s.index, s.loc)
+        if self.mode == "fold" and f.rank == 2:
+            if f.name not in self.copied:  # values may be shared with other fragments
+                f.data = f.data.clone()
+                self.copied.add(f.name)
+            old = f.data[:, self.cols].T
+            new = _masked(value, old, mask, f.dtype)
+            f.data[:, self.cols] = new.T
+            return
+        f.data = _masked(value, f.data, mask, f.dtype)
+
+
+def _masked(value, old: torch.Tensor, mask, dtype: str) -> torch.Tensor:
+    v = round_to(torch.as_tensor(value, dtype=torch.float32), dtype)
+    if mask is not None:
+        return torch.where(mask, v, old)
+    return v.expand(old.shape).contiguous() if tuple(v.shape) != tuple(old.shape) else v
+
+
+def _elems(e: ir.Expr, out: set) -> None:
+    if isinstance(e, ir.Elem):
+        out.add(e.frag)
+    for f in fields(e):
+        v = getattr(e, f.name)
+        for x in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(x, ir.Expr):
+                _elems(x, out)
+
+
+def apply_frags(stmt: ir.Apply) -> tuple[set[str], set[str]]:
+    """(fragments read, fragments written) by an apply body."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for s in ir.walk(stmt.body):
+        if isinstance(s, ir.ElemStore):
+            writes.add(s.frag)
+            _elems(s.value, reads)
+        elif isinstance(s, ir.If):
+            _elems(s.cond, reads)
+        elif isinstance(s, ir.Let):
+            _elems(s.value, reads)
+    return reads, writes
+
+
+# ---------------------------------------------------------------- whole-fragment ops
+
+
+def reduce(dst: FragState, src: FragState, kind: str, dim: int, loc) -> None:
+    """`reduce_max/sum(dst, src, dim)`: over every owner, replicated to all copies."""
+    if src.rank != 2 or dim != 1 or dst.rank != 1 or dst.shape[0] != src.shape[0]:
+        raise InterpError(f"reduce_{kind}({dst.name}, {src.name}, {dim}): only reducing the "
+                          f"columns of a 2-D fragment into a row vector is modelled", loc)
+    if kind == "max":
+        r = src.data.amax(dim=1)
+    elif kind == "sum":
+        r = src.data.sum(dim=1)
+    else:
+        raise InterpError(f"unknown reduction '{kind}'", loc)
+    dst.set(r[None, :])
+
+
+def all_reduce(f: FragState, kind: str, loc) -> None:
+    if f.rank != 1:
+        raise InterpError(f"all_reduce_{kind} of '{f.name}': the operand must be a row vector", loc)
+    if kind == "sum":
+        r = f.data.sum(dim=0, keepdim=True)
+    elif kind == "max":
+        r = f.data.amax(dim=0, keepdim=True)
+    else:
+        raise InterpError(f"unknown all-reduce '{kind}'", loc)
+    f.set(r)
+
+
+def copy(dst: FragState, src: FragState, loc) -> None:
+    if dst.shape != src.shape:
+        raise InterpError(f"copy of '{src.name}' {list(src.shape)} into '{dst.name}' "
+                          f"{list(dst.shape)}", loc)
+    dst.set(src.data)
+
+
+def mma_product(layout: str, a: torch.Tensor, b: torch.Tensor, acc: FragState, loc) -> torch.Tensor:
+    """a @ op(b) in f32 for Choreo's layout suffix (operands already rounded to their dtype)."""
+    parts = layout.split(".")
+    if len(parts) != 2 or any(p not in ("row", "col") for p in parts):
+        raise InterpError(f"unknown MMA layout '{layout}'", loc)
+    a = a if parts[0] == "row" else a.T  # col: A is [K, M]
+    b = b.T if parts[1] == "row" else b  # row: B is [N, K]; col: B is [K, N]
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0] or \
+            (a.shape[0], b.shape[1]) != acc.shape:
+        raise InterpError(f"mma.{layout}: operands {list(a.shape)} x {list(b.shape)} do not "
+                          f"fit accumulator '{acc.name}' {list(acc.shape)}", loc)
+    return a.to(torch.float32) @ b.to(torch.float32)

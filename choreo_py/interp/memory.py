@@ -1,0 +1,246 @@
+"""Global tensors and shared buffers, the boxes views select, and race detection.
+
+A `Box` is a view with every expression evaluated: a start and a size per
+dimension of its base (a kernel parameter or a buffer, plus the buffer's
+array slot). TMA/DMA reads of global tensors zero-fill the part of the box
+outside the tensor and writes clip it, as the hardware's tensor copies do;
+boxes on shared buffers must lie inside them.
+
+Race detection is by happens-before, not by timing, so that a missing wait is
+reported under every schedule: every access is recorded with the epoch of
+the agent making it (a role thread, or the asynchronous operation behind a
+future), and a later access conflicts with an earlier one that it overlaps
+when at least one writes and the earlier one is not ordered before it in the
+later agent's vector clock.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .. import ir
+from .errors import InterpError, RaceError
+from .scalars import TORCH_DTYPES
+
+
+@dataclass(frozen=True)
+class Box:
+    base: str
+    slot: Optional[int]
+    starts: tuple[int, ...]
+    sizes: tuple[int, ...]
+    keep: tuple[bool, ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(n for n, k in zip(self.sizes, self.keep) if k)
+
+    def __str__(self) -> str:
+        base = self.base if self.slot is None else f"{self.base}[{self.slot}]"
+        dims = ", ".join(f"{s}:{s + n}" if k else str(s)
+                         for s, n, k in zip(self.starts, self.sizes, self.keep))
+        return f"{base}[{dims}]"
+
+
+@dataclass
+class Access:
+    write: bool
+    ranges: tuple[tuple[int, int], ...]
+    agent: int
+    epoch: int
+    loc: object
+    what: str
+
+
+def _overlap(a, b) -> bool:
+    return all(lo1 < hi2 and lo2 < hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b))
+
+
+def _covers(a, b) -> bool:
+    """Whether ranges `a` contain ranges `b`."""
+    return all(lo1 <= lo2 and hi2 <= hi1 for (lo1, hi1), (lo2, hi2) in zip(a, b))
+
+
+class Memory:
+    """The data one block sees: the launch's global tensors and its own buffers."""
+
+    def __init__(self, kernel: ir.Kernel, tensors: dict[str, torch.Tensor]) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.storage: dict[str, str] = {}
+        self.counts: dict[str, Optional[int]] = {}
+        for p in kernel.params:
+            self.tensors[p.name] = tensors[p.name]
+            self.storage[p.name] = p.storage
+            self.counts[p.name] = None
+        for b in kernel.buffers:
+            self.tensors[b.name] = _alloc(b)
+            self.storage[b.name] = b.storage
+            self.counts[b.name] = b.count
+        self.history: dict[tuple[str, Optional[int]], list[Access]] = {}
+
+    # -- views
+    def resolve(self, view: ir.View, env: dict, ev, loc=None) -> Box:
+        offs = tuple(ev.integer(e, env, loc) for e in view.offsets)
+        exts = tuple(ev.integer(e, env, loc) for e in view.extents)
+        slot = None if view.slot is None else ev.integer(view.slot, env, loc)
+        parent = env.get(view.base)
+        if isinstance(parent, Box):  # a view over a named view (`ViewDef`)
+            box = _compose(parent, offs, exts, tuple(view.keep), slot, loc)
+        elif view.base in self.tensors:
+            box = Box(view.base, slot, offs, exts, tuple(view.keep))
+        else:
+            raise InterpError(f"'{view.base}' is not a tensor, buffer or view", loc)
+        self._check(box, loc)
+        return box
+
+    def _check(self, box: Box, loc) -> None:
+        t = self.tensors[box.base]
+        count = self.counts[box.base]
+        if count is not None:
+            if box.slot is None:
+                raise InterpError(f"'{box.base}' is an array of {count} buffers; a slot is needed", loc)
+            if not 0 <= box.slot < count:
+                raise InterpError(f"slot {box.slot} of '{box.base}' is out of range [0, {count})", loc)
+            t = t[0]
+        elif box.slot is not None:
+            raise InterpError(f"'{box.base}' is not an array of buffers", loc)
+        if len(box.starts) != t.dim():
+            raise InterpError(f"view of rank {len(box.starts)} over '{box.base}' of rank {t.dim()}", loc)
+        if any(n < 0 for n in box.sizes):
+            raise InterpError(f"negative extent in view {box}", loc)
+        if self.storage[box.base] != "global":
+            for s, n, d in zip(box.starts, box.sizes, t.shape):
+                if s < 0 or s + n > d:
+                    raise InterpError(f"view {box} is out of bounds of buffer "
+                                      f"'{box.base}' {list(t.shape)}", loc)
+
+    def _base(self, box: Box) -> torch.Tensor:
+        t = self.tensors[box.base]
+        return t if box.slot is None else t[box.slot]
+
+    def clipped(self, box: Box) -> tuple[tuple[int, int], ...]:
+        t = self._base(box)
+        return tuple((max(s, 0), min(s + n, d)) for s, n, d in zip(box.starts, box.sizes, t.shape))
+
+    # -- data
+    def read(self, box: Box, as_float: bool = True) -> torch.Tensor:
+        """The box's values (zero outside a global tensor), shaped as the view."""
+        t = self._base(box)
+        rng = self.clipped(box)
+        inner = tuple(slice(lo, hi) for lo, hi in rng)
+        if all(lo == s and hi == s + n for (lo, hi), s, n in zip(rng, box.starts, box.sizes)):
+            out = t[inner].clone()
+        else:
+            out = torch.zeros(box.sizes, dtype=t.dtype)
+            if all(hi > lo for lo, hi in rng):
+                dst = tuple(slice(lo - s, hi - s) for (lo, hi), s in zip(rng, box.starts))
+                out[dst] = t[inner]
+        out = out.reshape(box.shape)
+        return out.to(torch.float32) if as_float and out.is_floating_point() else out
+
+    def write(self, box: Box, value: torch.Tensor, loc=None) -> None:
+        """Stores `value` (the view's shape) into the box, clipped to a global tensor."""
+        if tuple(value.shape) != box.shape:
+            raise InterpError(f"shape {list(value.shape)} does not fit view {box} "
+                              f"of shape {list(box.shape)}", loc)
+        t = self._base(box)
+        rng = self.clipped(box)
+        if not all(hi > lo for lo, hi in rng):
+            return
+        value = value.reshape(box.sizes)
+        src = tuple(slice(lo - s, hi - s) for (lo, hi), s in zip(rng, box.starts))
+        t[tuple(slice(lo, hi) for lo, hi in rng)] = value[src].to(t.dtype)
+
+    def element(self, box: Box, index: tuple[int, ...], loc=None):
+        pos = _element_pos(box, index, loc)
+        t = self._base(box)
+        if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
+            raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
+        return t[pos].item(), pos
+
+    def set_element(self, box: Box, index: tuple[int, ...], value, loc=None) -> None:
+        pos = _element_pos(box, index, loc)
+        t = self._base(box)
+        if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
+            raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
+        t[pos] = value
+
+    # -- races
+    def access(self, box: Box, write: bool, agent, loc, what: str, ranges=None) -> None:
+        """Records an access by `agent`; raises RaceError on an unordered conflict."""
+        rng = ranges if ranges is not None else self.clipped(box)
+        if not all(hi > lo for lo, hi in rng):
+            return
+        key = (box.base, box.slot)
+        clock = agent.clock
+        kept = []
+        for a in self.history.get(key, ()):
+            if not _overlap(a.ranges, rng):
+                kept.append(a)
+                continue
+            ordered = clock.get(a.agent, 0) >= a.epoch
+            if not ordered and (write or a.write):
+                _race(box, key, write, what, loc, a)
+            # An earlier access ordered before this one and covered by it can
+            # be forgotten: any later access racing with it races with this one
+            # too (a write covers everything; a read covers reads only).
+            if not (ordered and (write or not a.write) and _covers(rng, a.ranges)):
+                kept.append(a)
+        kept.append(Access(write, rng, agent.id, clock[agent.id], loc, what))
+        self.history[key] = kept
+
+
+def _race(box: Box, key, write: bool, what: str, loc, a: Access) -> None:
+    name = key[0] if key[1] is None else f"{key[0]}[{key[1]}]"
+    mine = "writes" if write else "reads"
+    theirs = "write" if a.write else "read"
+    raise RaceError(
+        f"data race on {name}: {what} {mine} {box} while the {theirs} by {a.what} "
+        f"(at {a.loc}) is not ordered before it; a wait on its completion (or on an "
+        f"event triggered after it) is missing",
+        loc, [(f"the conflicting {theirs}: {a.what}", a.loc)])
+
+
+def _element_pos(box: Box, index: tuple[int, ...], loc) -> tuple[int, ...]:
+    if len(index) != len(box.shape):
+        raise InterpError(f"{len(index)} indices for view {box} of rank {len(box.shape)}", loc)
+    pos, it = [], iter(index)
+    for s, n, k in zip(box.starts, box.sizes, box.keep):
+        if k:
+            i = next(it)
+            if not 0 <= i < n:
+                raise InterpError(f"index {i} outside extent {n} of view {box}", loc)
+            pos.append(s + i)
+        else:
+            pos.append(s)
+    return tuple(pos)
+
+
+def _compose(parent: Box, offs, exts, keep, slot, loc) -> Box:
+    kept = [d for d, k in enumerate(parent.keep) if k]
+    if len(offs) != len(kept):
+        raise InterpError(f"view of rank {len(offs)} over a view of rank {len(kept)}", loc)
+    if slot is not None and parent.slot is not None:
+        raise InterpError(f"'{parent.base}' is already indexed", loc)
+    starts, sizes = list(parent.starts), list(parent.sizes)
+    new_keep = [False] * len(starts)
+    for n, d in enumerate(kept):
+        starts[d] += offs[n]
+        sizes[d] = exts[n]
+        new_keep[d] = keep[n]
+    return Box(parent.base, parent.slot if slot is None else slot,
+               tuple(starts), tuple(sizes), tuple(new_keep))
+
+
+def _alloc(b: ir.Buffer) -> torch.Tensor:
+    shape = ((b.count,) if b.count else ()) + tuple(b.shape)
+    dt = TORCH_DTYPES[b.dtype]
+    if b.init is not None:
+        return torch.full(shape, b.init.value, dtype=dt)
+    # Uninitialised shared memory reads as NaN, so that a read before any
+    # write shows up in the results even where no race is reported.
+    if dt.is_floating_point and dt.itemsize >= 2:
+        return torch.full(shape, float("nan"), dtype=dt)
+    return torch.zeros(shape, dtype=dt)

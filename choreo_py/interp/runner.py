@@ -1,0 +1,135 @@
+"""Entry points: run one kernel over its grid, or a module's launches in order."""
+from __future__ import annotations
+
+import itertools
+import random
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .. import ir
+from .errors import InterpError
+from .executor import BlockRun
+from .memory import Memory
+from .scalars import TORCH_DTYPES, Evaluator
+from .scheduler import Scheduler
+from .sync import EventState
+
+DEFAULT_STEP_LIMIT = 2_000_000
+
+
+@dataclass
+class RunStats:
+    blocks: int = 0
+    statements: int = 0
+    scheduling_steps: int = 0
+
+
+def static_counts(kernel: ir.Kernel) -> tuple[dict[str, int], dict[int, int]]:
+    """(arrivals per event generation, instances per Role/Parallel statement) of one block.
+
+    A generation of an event completes when every role instance that can
+    trigger it has arrived once: the sum, over the distinct roles (or
+    parallel bodies, or the block) containing a `trigger` of it, of their
+    instance counts. Several triggers of one event in one role count once.
+    """
+    triggerers: dict[str, dict] = {}
+    instances: dict[int, int] = {}
+
+    def visit(stmts, mult: int, outer: int, ctx) -> None:
+        for s in stmts:
+            if isinstance(s, ir.Trigger):
+                triggerers.setdefault(s.event.event, {})[ctx] = mult
+            if isinstance(s, ir.Parallel):
+                instances[id(s)] = mult * s.extent
+                visit(s.body, mult * s.extent, mult, ("parallel", id(s)))
+            elif isinstance(s, ir.Role):
+                n = outer * len(s.members) if s.members else mult
+                instances[id(s)] = n
+                visit(s.body, n, outer, ("role", id(s)))
+            else:
+                for block in ir.child_blocks(s):
+                    visit(block, mult, outer, ctx)
+
+    visit(kernel.body, 1, 1, ("block",))
+    return {e: sum(c.values()) for e, c in triggerers.items()}, instances
+
+
+def bind_dims(kernel: ir.Kernel, tensors: dict, dims: Optional[dict]) -> dict[str, int]:
+    """Symbolic dimensions from the tensors' shapes, checked against `dims`."""
+    bound = dict(dims or {})
+    for p in kernel.params:
+        t = tensors.get(p.name)
+        if t is None:
+            raise InterpError(f"no tensor given for parameter '{p.name}'", p.loc)
+        if not isinstance(t, torch.Tensor) or t.dim() != len(p.shape):
+            raise InterpError(f"'{p.name}' must be a tensor of rank {len(p.shape)}", p.loc)
+        if t.dtype != TORCH_DTYPES.get(p.dtype):
+            raise InterpError(f"'{p.name}' is {p.dtype} but the tensor is {t.dtype}", p.loc)
+        for d, n in zip(p.shape, t.shape):
+            if isinstance(d, ir.Sym):
+                if bound.setdefault(d.name, int(n)) != n:
+                    raise InterpError(f"'{p.name}' has {d.name} = {n}, but {d.name} = "
+                                      f"{bound[d.name]} elsewhere", p.loc)
+            elif isinstance(d, ir.Const) and d.value != n:
+                raise InterpError(f"'{p.name}' dimension is {n}, the kernel needs {d.value}", p.loc)
+    return bound
+
+
+def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
+               dims: Optional[dict[str, int]] = None, schedule: str = "round_robin",
+               seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
+               max_delay: int = 8) -> RunStats:
+    """Runs every block of `kernel`'s grid on the CPU; global tensors are updated in place.
+
+    `owners` is the number of threads sharing an accumulator row (4 models
+    sm_90a wgmma, 1 models sm_100a). `step_limit` bounds the statements one
+    block may execute. Raises `InterpError` subclasses for program faults.
+    """
+    env0 = bind_dims(kernel, tensors, dims)
+    arrivals, instances = static_counts(kernel)
+    rng = random.Random(seed)
+    ev = Evaluator(None)
+    extents = [ev.integer(g.extent, env0, kernel.loc) for g in kernel.grid]
+    blocks = list(itertools.product(*(range(n) for n in extents)))
+    if schedule == "random":  # blocks are independent: their order must not matter either
+        rng.shuffle(blocks)
+    stats = RunStats()
+    for coords in blocks:
+        env = dict(env0, **{g.var: c for g, c in zip(kernel.grid, coords)})
+        events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
+                  for e in kernel.events}
+        sched = Scheduler(schedule, rng, step_limit, max_delay=max_delay)
+        BlockRun(kernel, Memory(kernel, tensors), events, sched, owners, instances).start(env)
+        stats.blocks += 1
+        stats.statements += sched.steps
+        stats.scheduling_steps += sched.ticks
+    return stats
+
+
+def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
+                     function: Optional[str] = None, schedule: str = "round_robin",
+                     seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
+                     **dims: int) -> RunStats:
+    """Runs the `Launch`es of one function (the named one, else the first) in order."""
+    if not module.functions:
+        raise InterpError("the module has no function to run")
+    fn = module.functions[0] if function is None else \
+        next((f for f in module.functions if f.name == function), None)
+    if fn is None:
+        raise InterpError(f"no function named '{function}'")
+    total = RunStats()
+    for s in ir.walk(fn.body):
+        if not isinstance(s, ir.Launch):
+            continue
+        kernel = module.kernel(s.kernel)
+        if kernel is None:
+            raise InterpError(f"launch of unknown kernel '{s.kernel}'", s.loc)
+        args = {p.name: tensors[p.name] for p in kernel.params if p.name in tensors}
+        st = run_kernel(kernel, args, dims, schedule=schedule, seed=seed,
+                        step_limit=step_limit, owners=owners)
+        total.blocks += st.blocks
+        total.statements += st.statements
+        total.scheduling_steps += st.scheduling_steps
+    return total

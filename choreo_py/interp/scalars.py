@@ -1,0 +1,239 @@
+"""Expression evaluation with the IR's numeric semantics.
+
+One evaluator serves scalar code (Python ints and floats: loop counters,
+offsets, conditions) and `apply` bodies (torch tensors covering a whole
+index space at once). A value is therefore either a Python number or a
+tensor, and every operator picks the matching implementation.
+
+Integers follow C: `/` and `%` truncate toward zero, unsigned types wrap.
+Floats follow IEEE: division by zero gives inf/nan, `max`/`min` are
+fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from .. import ir
+from .errors import InterpError
+
+TORCH_DTYPES = {
+    "bool": torch.bool, "s8": torch.int8, "u8": torch.uint8, "s16": torch.int16,
+    "u16": torch.int32, "s32": torch.int32, "u32": torch.int64, "s64": torch.int64,
+    "u64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16,
+    "f32": torch.float32, "tf32": torch.float32, "f64": torch.float64,
+    "f8_e4m3": torch.float8_e4m3fn, "f8_e5m2": torch.float8_e5m2,
+}
+_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
+_NARROW_FLOATS = ("f16", "bf16", "f8_e4m3", "f8_e5m2")
+
+
+def wrap_int(v: int, dtype: str) -> int:
+    """Reduce an integer to the range of `dtype` (two's complement)."""
+    bits = _BITS.get(dtype)
+    if bits is None:
+        return v
+    v &= (1 << bits) - 1
+    if dtype[0] == "s" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def round_to(x, dtype: str):
+    """Convert a value to `dtype` as a store or `to` would (floats stay float32 tensors)."""
+    if isinstance(x, torch.Tensor):
+        if dtype in _NARROW_FLOATS:
+            return x.to(TORCH_DTYPES[dtype]).to(torch.float32)
+        if dtype in ("f32", "tf32"):
+            return x.to(torch.float32)
+        if dtype == "f64":
+            return x.to(torch.float64)
+        if dtype == "bool":
+            return x != 0
+        return torch.trunc(x).to(torch.int64) if x.is_floating_point() else x.to(torch.int64)
+    if dtype in _NARROW_FLOATS:
+        return float(torch.tensor(float(x), dtype=TORCH_DTYPES[dtype]).float())
+    if dtype in ("f32", "tf32"):
+        return float(np.float32(x))
+    if dtype == "f64":
+        return float(x)
+    if dtype == "bool":
+        return bool(x)
+    if isinstance(x, float):
+        if math.isnan(x) or math.isinf(x):
+            raise InterpError(f"conversion of {x} to {dtype}")
+        x = int(x)  # C conversion truncates toward zero
+    return wrap_int(int(x), dtype)
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _scalar_float(op: str, a, b, dtype: str):
+    t = np.float64 if dtype == "f64" else np.float32
+    with np.errstate(all="ignore"):
+        x, y = t(a), t(b)
+        if op == "+":
+            r = x + y
+        elif op == "-":
+            r = x - y
+        elif op == "*":
+            r = x * y
+        elif op == "/":
+            r = x / y
+        elif op == "%":
+            r = np.fmod(x, y)
+        else:
+            raise InterpError(f"operator '{op}' on floating-point values")
+    return round_to(float(r), dtype) if dtype in _NARROW_FLOATS else float(r)
+
+
+_CMP = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+}
+_BITOPS = {
+    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b, "&": lambda a, b: a & b,
+    "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
+}
+
+
+def binary(op: str, a, b, dtype: str, loc=None):
+    if op in _CMP:
+        return _CMP[op](a, b)
+    if op in ("&&", "||"):
+        if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+            fn = torch.logical_and if op == "&&" else torch.logical_or
+            return fn(torch.as_tensor(a), torch.as_tensor(b))
+        return (bool(a) and bool(b)) if op == "&&" else (bool(a) or bool(b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return _tensor_arith(op, a, b, dtype)
+    if ir.is_float(dtype):
+        return _scalar_float(op, a, b, dtype)
+    a, b = int(a), int(b)
+    if op in ("/", "%"):
+        if b == 0:
+            raise InterpError("integer division by zero", loc)
+        q = _c_div(a, b)
+        return wrap_int(q if op == "/" else a - q * b, dtype)
+    if op in _BITOPS:
+        return wrap_int(_BITOPS[op](a, b), dtype)
+    r = a + b if op == "+" else a - b if op == "-" else a * b
+    return wrap_int(r, dtype)
+
+
+def _tensor_arith(op: str, a, b, dtype: str):
+    floating = ir.is_float(dtype)
+    if op == "/":
+        r = a / b if floating else torch.div(torch.as_tensor(a), b, rounding_mode="trunc")
+    elif op == "%":
+        r = torch.fmod(torch.as_tensor(a), b)
+    elif op in _BITOPS:
+        r = _BITOPS[op](a, b)
+    else:
+        r = a + b if op == "+" else a - b if op == "-" else a * b
+    return round_to(r, dtype) if dtype in _NARROW_FLOATS else r
+
+
+def unary(op: str, v, dtype: str):
+    if op == "-":
+        return -v if isinstance(v, torch.Tensor) or ir.is_float(dtype) else wrap_int(-v, dtype)
+    if op == "!":
+        return torch.logical_not(v) if isinstance(v, torch.Tensor) else not v
+    if op == "~":
+        return ~v if isinstance(v, torch.Tensor) else wrap_int(~int(v), dtype)
+    raise InterpError(f"unknown unary operator '{op}'")
+
+
+def _fminmax(fn: str, a, b):
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        like = a if isinstance(a, torch.Tensor) else b
+        a = torch.as_tensor(a, dtype=like.dtype)
+        b = torch.as_tensor(b, dtype=like.dtype)
+        if like.is_floating_point():
+            return torch.fmax(a, b) if fn == "max" else torch.fmin(a, b)
+        return torch.maximum(a, b) if fn == "max" else torch.minimum(a, b)
+    if isinstance(a, float) and math.isnan(a):
+        return b
+    if isinstance(b, float) and math.isnan(b):
+        return a
+    return max(a, b) if fn == "max" else min(a, b)
+
+
+_TORCH_MATH = {"exp2": torch.exp2, "exp": torch.exp, "log2": torch.log2, "log": torch.log,
+               "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "abs": torch.abs}
+_NP_MATH = {"exp2": np.exp2, "exp": np.exp, "log2": np.log2, "log": np.log,
+            "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs}
+
+
+def call(fn: str, args: list, dtype: str, loc=None):
+    if fn == "cdiv":
+        a, b = int(args[0]), int(args[1])
+        if b == 0:
+            raise InterpError("cdiv by zero", loc)
+        return wrap_int(_c_div(a + b - 1, b) if a >= 0 else _c_div(a, b), dtype)
+    if fn in ("min", "max"):
+        return _fminmax(fn, args[0], args[1])
+    if fn == "to":
+        return round_to(args[0], dtype)
+    x = args[0]
+    if isinstance(x, torch.Tensor):
+        return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)
+    if fn == "abs" and not ir.is_float(dtype):
+        return wrap_int(abs(int(x)), dtype)
+    t = np.float64 if dtype == "f64" else np.float32
+    with np.errstate(all="ignore"):
+        return round_to(float(_NP_MATH[fn](t(x))), dtype)
+
+
+class Evaluator:
+    """Evaluates expressions in an environment; element reads go to `hooks`.
+
+    `hooks.elem(e)` reads a fragment element inside `apply`, and
+    `hooks.buf_elem(e, env)` reads a buffer element (per-thread code).
+    """
+
+    def __init__(self, hooks) -> None:
+        self.hooks = hooks
+
+    def __call__(self, e: ir.Expr, env: dict, loc=None):
+        t = type(e)
+        if t is ir.Const:
+            return e.value
+        if t is ir.Sym:
+            try:
+                return env[e.name]
+            except KeyError:
+                raise InterpError(f"'{e.name}' has no value here", loc) from None
+        if t is ir.Bin:
+            if e.op in ("&&", "||"):
+                a = self(e.lhs, env, loc)
+                if not isinstance(a, torch.Tensor) and bool(a) == (e.op == "||"):
+                    return bool(a)  # C short-circuit for scalar conditions
+                return binary(e.op, a, self(e.rhs, env, loc), e.dtype, loc)
+            return binary(e.op, self(e.lhs, env, loc), self(e.rhs, env, loc), e.dtype, loc)
+        if t is ir.Un:
+            return unary(e.op, self(e.operand, env, loc), e.dtype)
+        if t is ir.Select:
+            c = self(e.cond, env, loc)
+            if isinstance(c, torch.Tensor):
+                a, b = self(e.if_true, env, loc), self(e.if_false, env, loc)
+                return torch.where(c, torch.as_tensor(a), torch.as_tensor(b))
+            return self(e.if_true if c else e.if_false, env, loc)
+        if t is ir.Call:
+            return call(e.fn, [self(a, env, loc) for a in e.args], e.dtype, loc)
+        if t is ir.Elem:
+            return self.hooks.elem(e, env)
+        if t.__name__ == "BufElem":
+            return self.hooks.buf_elem(e, env)
+        raise InterpError(f"cannot evaluate {t.__name__}", loc)
+
+    def integer(self, e: ir.Expr, env: dict, loc=None) -> int:
+        v = self(e, env, loc)
+        if isinstance(v, torch.Tensor) or isinstance(v, float):
+            raise InterpError(f"expected an integer, got {v!r}", loc)
+        return int(v)

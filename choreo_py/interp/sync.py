@@ -1,0 +1,239 @@
+"""Agents, vector clocks, events, futures and the conditions a role waits on.
+
+An agent is anything that touches data: a role thread, or the asynchronous
+operation behind a future (a TMA copy, an MMA). Each carries a vector clock
+(agent id -> epoch) that says which other agents' work it is ordered after;
+memory accesses are checked against it (see memory.py).
+
+Events. `e.at(order)` on an event of N slots is slot `order % N`, generation
+`order // N`. A slot counts its completed phases, starting at 1 for a
+`ready` event (phase 0 is pre-completed). A wait for generation g is
+satisfied once phase g has completed; a trigger of generation g arrives on
+phase g (g + 1 for a `ready` event, whose generation 0 is the initial one).
+
+Arrival count (one rule for every event): a phase completes when it has
+received one arrival from every role instance that can trigger the event,
+i.e. the sum over the roles (or parallel bodies) containing a `trigger` of
+that event of their instance counts. The seed's `ke`/`ve` are triggered by
+the consumer role of 2 instances, so each phase needs both warpgroups;
+`kf`/`vf`/`qf` by the single producer instance. A plain `trigger` arrives at
+once; `trigger e after f, g` arrives when all of f, g have completed.
+
+Because the hardware waits on a phase's parity, the interpreter reports a
+wait for generation g while fewer than g phases completed (the parity test
+would pass early) or after g + 2 completed (it would hang), and an arrival
+for a phase other than the slot's current one.
+"""
+from __future__ import annotations
+
+import itertools
+from typing import Callable, Optional
+
+from .errors import EventError
+
+_ids = itertools.count(1)
+
+
+def join(into: dict, other: dict) -> None:
+    for k, v in other.items():
+        if into.get(k, 0) < v:
+            into[k] = v
+
+
+class Agent:
+    def __init__(self, name: str, clock: Optional[dict] = None) -> None:
+        self.id = next(_ids)
+        self.name = name
+        self.clock = dict(clock or {})
+        self.clock[self.id] = 1
+
+    def release(self) -> dict:
+        """A snapshot of this agent's clock to hand to others; later work is not in it."""
+        snap = dict(self.clock)
+        self.clock[self.id] += 1
+        return snap
+
+
+class EventState:
+    def __init__(self, name: str, slots: Optional[int], ready: bool, expected: int) -> None:
+        self.name = name
+        self.array = slots is not None
+        self.n = slots or 1
+        self.ready = ready
+        self.expected = max(expected, 1)
+        self.completed = [1 if ready else 0] * self.n
+        self.arrivals = [0] * self.n
+        self.pending = [dict() for _ in range(self.n)]  # clock of the phase being filled
+        self.phase_clocks: list[list[dict]] = [[{}] if ready else [] for _ in range(self.n)]
+
+    def label(self, slot: int) -> str:
+        return f"{self.name}[{slot}]" if self.array else self.name
+
+    def trigger_phase(self, generation: int) -> int:
+        return generation + (1 if self.ready else 0)
+
+    def arrive(self, slot: int, phase: Optional[int], clock: dict, loc, who: str) -> None:
+        """One arrival on `slot`; `phase` None means the slot's current phase."""
+        cur = self.completed[slot]
+        if phase is not None and phase != cur:
+            gen = phase - (1 if self.ready else 0)
+            state = (f"its generation {cur - (1 if self.ready else 0)} is still incomplete "
+                     f"({self.arrivals[slot]}/{self.expected} arrivals)") if phase > cur else \
+                f"that generation has already completed"
+            raise EventError(f"{who} triggers {self.label(slot)} generation {gen}, but {state}; "
+                             f"the arrival would count toward the wrong phase", loc)
+        join(self.pending[slot], clock)
+        self.arrivals[slot] += 1
+        if self.arrivals[slot] == self.expected:
+            self.phase_clocks[slot].append(self.pending[slot])
+            self.pending[slot] = {}
+            self.arrivals[slot] = 0
+            self.completed[slot] += 1
+
+
+class Future(Agent):
+    """One dynamic instance of an asynchronous operation."""
+
+    def __init__(self, name: str, kind: str, loc, issuer, action: Callable[["Future"], None],
+                 order_key: Optional[object] = None) -> None:
+        super().__init__(f"{kind} '{name}'", issuer.release())
+        self.var = name
+        self.kind = kind
+        self.loc = loc
+        self.issuer = issuer
+        self.action = action
+        self.done = False
+        self.consumed_at = None  # loc of the wait or `trigger ... after` that used it
+        self.consumed_how = ""
+        self.acc_name: Optional[str] = None  # MMA: the accumulator it updates
+        self.a_name: Optional[str] = None  # MMA: a register A operand it reads
+        self.bindings: list["Binding"] = []
+        self.order_key = order_key  # futures with a key complete in issue order (wgmma groups)
+        self.due = 0
+        self.retired = False  # an MMA whose completion the issuer has observed
+
+
+class Binding:
+    """`trigger e after f1, f2`: one arrival once every future has completed."""
+
+    def __init__(self, event: EventState, slot: int, phase: Optional[int], futures, loc, who) -> None:
+        self.event, self.slot, self.phase, self.loc, self.who = event, slot, phase, loc, who
+        self.left = len(futures)
+        self.clock: dict = {}
+
+    def future_done(self, fut: Future) -> None:
+        join(self.clock, fut.clock)
+        self.left -= 1
+        if self.left == 0:
+            self.event.arrive(self.slot, self.phase, self.clock, self.loc, self.who)
+
+
+# ---------------------------------------------------------------- wait conditions
+
+
+class EventWait:
+    def __init__(self, event: EventState, slot: int, gen: int, loc) -> None:
+        self.event, self.slot, self.gen, self.loc = event, slot, gen, loc
+
+    def ready(self) -> bool:
+        return self.event.completed[self.slot] > self.gen
+
+    def check(self, who: str) -> None:
+        """Called when the wait starts: the parity wait must not pass early."""
+        done = self.event.completed[self.slot]
+        if done < self.gen:
+            raise EventError(f"{who} waits {self.describe()} while generation {done} of that "
+                             f"slot has not completed: the hardware's parity wait would pass "
+                             f"early", self.loc)
+
+    def acquire(self, agent: Agent, who: str) -> None:
+        done = self.event.completed[self.slot]
+        if done > self.gen + 1:
+            raise EventError(f"{who} waits {self.describe()}, but the slot already completed "
+                             f"generation {done - 1}: the hardware's parity wait cannot tell "
+                             f"them apart", self.loc)
+        join(agent.clock, self.event.phase_clocks[self.slot][self.gen])
+
+    def describe(self) -> str:
+        return f"{self.event.label(self.slot)} generation {self.gen}"
+
+    def detail(self) -> str:
+        e = self.event
+        return (f"{self.describe()} ({e.arrivals[self.slot]}/{e.expected} arrivals on "
+                f"generation {e.completed[self.slot] - (1 if e.ready else 0)})")
+
+
+class FutureWait:
+    def __init__(self, fut: Future, loc) -> None:
+        self.fut, self.loc = fut, loc
+
+    def ready(self) -> bool:
+        return self.fut.done
+
+    def check(self, who: str) -> None:
+        pass
+
+    def acquire(self, agent: Agent, who: str) -> None:
+        join(agent.clock, self.fut.clock)
+
+    def describe(self) -> str:
+        return f"future {self.fut.var} ({self.fut.kind} issued at {self.fut.loc})"
+
+    detail = describe
+
+
+class Barrier:
+    """The instances of a role meeting before a collective statement."""
+
+    def __init__(self, expected: int, loc) -> None:
+        self.expected, self.loc = expected, loc
+        self.arrived: list = []
+        self.clock: dict = {}
+        self.items: list = []
+
+    def arrive(self, agent: Agent, item) -> None:
+        join(self.clock, agent.release())
+        self.arrived.append(agent)
+        self.items.append(item)
+
+
+class BarrierWait:
+    def __init__(self, barrier: Barrier, loc) -> None:
+        self.barrier, self.loc = barrier, loc
+
+    def ready(self) -> bool:
+        return len(self.barrier.arrived) >= self.barrier.expected
+
+    def check(self, who: str) -> None:
+        pass
+
+    def acquire(self, agent: Agent, who: str) -> None:
+        join(agent.clock, self.barrier.clock)
+
+    def describe(self) -> str:
+        b = self.barrier
+        return f"the role's other instances at a barrier ({len(b.arrived)}/{b.expected} arrived)"
+
+    detail = describe
+
+
+class JoinWait:
+    """A parallel region (or an instance) waiting for the threads it spawned."""
+
+    def __init__(self, threads: list, loc) -> None:
+        self.threads, self.loc = threads, loc
+
+    def ready(self) -> bool:
+        return all(t.done for t in self.threads)
+
+    def check(self, who: str) -> None:
+        pass
+
+    def acquire(self, agent: Agent, who: str) -> None:
+        for t in self.threads:
+            join(agent.clock, t.clock)
+
+    def describe(self) -> str:
+        return "its spawned roles to finish"
+
+    detail = describe
