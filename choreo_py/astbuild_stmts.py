@@ -194,18 +194,18 @@ class StmtBuilder(BuilderBase):
     def shape_decl(self, c):
         _, rank, name, mark, value = c
         if str(mark) == "=":
-            self.error("must use ':' to initialize a mdspan", self.tloc(mark))
+            self.error("must use ':' to initialize a mdspan.", self.tloc(mark))
         return ast.MdSpanDecl(name=str(name), rank=rank, value=_derivation(value),
                               loc=self.tloc(name))
 
     def ituple_decl(self, c):
         _, rank, name, array, mark, value = c
         if array is not None:
-            self.error("no ituple array is allowed", self.tloc(name))
+            self.error("no ituple array is allowed.", self.tloc(name))
         elif mark is None:
-            self.error("an ituple must be initialized", self.tloc(name))
+            self.error("an ituple must be initialized.", self.tloc(name))
         elif str(mark) == ":":
-            self.error("must use '=' to initialize an ituple", self.tloc(mark))
+            self.error("must use '=' to initialize an ituple.", self.tloc(mark))
         return ast.ITupleDecl(name=str(name), rank=rank, value=value, loc=self.tloc(name))
 
     def scalar_items(self, c):
@@ -375,8 +375,8 @@ class StmtBuilder(BuilderBase):
         if isinstance(bound, ast.MdSpanLit) and not bound.parenthesized:
             # `p by [8]` means `p by 8`; several bounds need `{a, b} by [...]`
             if len(bound.elements) > 1:
-                self.error(f"the parallel variable '{name}' can not be assigned multiple "
-                           "bounds", self.tloc(name))
+                self.error(f"The parallel variable '{name}' can not be assigned multiple "
+                           "bounds.", self.tloc(name))
             bounds = bound.elements[:1]
         return ast.ParallelLevel(var=str(name), elements=[], bounds=bounds, bracketed=False,
                                  loc=self.tloc(name))

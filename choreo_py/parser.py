@@ -138,6 +138,24 @@ def _describe_token(tok: Token) -> str:
     return f"'{tok}'"
 
 
+def _acceptable(err: UnexpectedToken) -> set[str]:
+    """Terminals that could really come next.  The state's own list is wider
+    (LALR states are shared between contexts), so ask the parser which
+    terminals it would shift after performing its pending reductions."""
+    expected = set(err.expected)
+    ip = getattr(err, "interactive_parser", None)
+    if ip is None:
+        return expected
+    saved = list(_BUILDER.errors)
+    try:
+        accepted = set(ip.accepts())
+    except Exception:  # noqa: BLE001 - best effort; fall back to the state's list
+        return expected
+    finally:
+        _BUILDER.errors[:] = saved   # trial reductions may have reported errors
+    return accepted or expected
+
+
 def _prev_token_end(text: str, pos: int) -> int:
     """Offset just past the last non-blank character before `pos`."""
     i = min(pos, len(text))
@@ -160,7 +178,7 @@ def syntax_error(err: UnexpectedInput, text: str, base: int, loc_of) -> Diagnost
     tok = err.token
     pos = tok.start_pos if tok.type != "$END" and tok.start_pos is not None else len(text)
     texts = _terminal_texts(lark_parser())
-    expected = set(err.expected)
+    expected = _acceptable(err)
     prev_end = _prev_token_end(text, pos)
     message = _special_case(text, tok, pos, prev_end, expected, texts)
     if message is not None:
@@ -169,6 +187,8 @@ def syntax_error(err: UnexpectedInput, text: str, base: int, loc_of) -> Diagnost
     what = _describe_expected(expected, texts)
     got = _describe_token(tok)
     if tok.type == "$END":
+        if "RBRACE" in expected:   # the usual cause: an unclosed block
+            what = "'}'"
         msg = f"expected {what} at end of input" if what else "unexpected end of input"
         return Diagnostic("error", msg, loc_of(base + prev_end))
     msg = f"expected {what}, got {got}" if what else f"unexpected {got}"
