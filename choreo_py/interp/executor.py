@@ -242,10 +242,10 @@ class BlockRun:
         fut = th.futures.get(name)
         if fut is None:
             raise FutureError(f"future '{name}' has not been issued on this path", loc)
-        if fut.consumed_at is not None:
+        if fut.consumed:
             raise FutureError(f"future '{name}' is {how} twice: this dynamic instance was already "
                               f"{fut.consumed_how}", loc, [("the first use", fut.consumed_at)])
-        fut.consumed_at, fut.consumed_how = loc, how
+        fut.consumed, fut.consumed_at, fut.consumed_how = True, loc, how
         return fut
 
     def s_trigger(self, s, th):

@@ -103,7 +103,8 @@ class Future(Agent):
         self.issuer = issuer
         self.action = action
         self.done = False
-        self.consumed_at = None  # loc of the wait or `trigger ... after` that used it
+        self.consumed = False  # waited, or bound by `trigger ... after`: once only
+        self.consumed_at = None
         self.consumed_how = ""
         self.acc_name: Optional[str] = None  # MMA: the accumulator it updates
         self.a_name: Optional[str] = None  # MMA: a register A operand it reads
