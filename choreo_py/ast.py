@@ -95,6 +95,7 @@ class MdSpanType(Node):
 
     `dims` lists the bracket contents as written (None for `mdspan<N>`); a
     single entry may itself denote a whole shape (`f32 [sp]`, `f32 [a.span]`).
+    `rank` is set when the text fixes it: `mdspan<N>`, or several entries.
     """
     elem: TypeRef
     dims: Optional[list[Union[Expr, DimWildcard]]]

@@ -128,7 +128,9 @@ class ExprBuilder(BuilderBase):
         if str(c[0]) == "mdspan" and str(c[1]) == "<":
             return None, int(self.int_lit([c[2]]).value)
         items = c[1] if str(c[0]) == "[" else c[2]
-        return items, len(items)
+        # One entry may stand for a whole shape (`f32 [sp]`): rank unknown then.
+        single_scalar = len(items) == 1 and isinstance(items[0], (ast.IntLit, ast.DimWildcard))
+        return items, (len(items) if len(items) > 1 or single_scalar else None)
 
     def dim_items(self, c):
         return nodes(c)

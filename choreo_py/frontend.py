@@ -6,6 +6,7 @@ runs the parse-level checks first, then every registered check in order.
 """
 from __future__ import annotations
 
+import sys
 from typing import Callable, Iterable, Optional
 
 from . import ast, parse_checks, segments
@@ -80,9 +81,18 @@ def dump_ast(program: ast.Node) -> str:
     return dump(program)
 
 
+#: Recursion allowed to later stages (tree walks); CPython 3.11 runs Python
+#: calls without growing the C stack, so a generous limit is safe.
+RECURSION_LIMIT = 20000
+
+
 def _guarded(where, fn, *args):
-    """Run a stage; a program nested beyond Python's stack is a user error."""
+    """Run a stage; a program nested beyond even that limit is a user error."""
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
     try:
         return fn(*args)
     except RecursionError:
         raise ChoreoError("the program is nested too deeply to compile", where) from None
+    finally:
+        sys.setrecursionlimit(old)

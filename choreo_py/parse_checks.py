@@ -204,8 +204,12 @@ class FunctionChecker:
 
     def _param(self, p: ast.Param) -> None:
         self._type(p.type)
-        if p.name and isinstance(p.type, ast.MdSpanType) and p.type.rank is not None:
-            self.shape_ranks[p.name] = p.type.rank
+        t = p.type
+        if p.name and isinstance(t, ast.MdSpanType):
+            # parameter dimensions are always scalars: one entry per dimension
+            rank = t.rank if t.rank is not None else len(t.dims or [])
+            if rank:
+                self.shape_ranks[p.name] = rank
 
     def _type(self, t) -> None:
         if isinstance(t, ast.MdSpanType) and t.dims is not None:

@@ -64,6 +64,9 @@ def split(text: str, loc_of) -> list[Segment]:
             kind, body = DEVICE, (open_at + 1, end - 1)
         else:
             end = _device_function_end(text, m.end())
+            if end < 0:
+                raise ChoreoError(f"missing '}}' for the device function started by '{word}'",
+                                  loc_of(start))
             kind, body = DEVICE, (start, end)
         _add_host(segments, text, host_start, start)
         device_kind = "" if kind == CHOREO else ("cok" if "cok" in word else "device")
@@ -133,7 +136,8 @@ def _block_bounds(text: str, pos: int, loc_of, word: str) -> tuple[int, int]:
 
 def _device_function_end(text: str, pos: int) -> int:
     """End of a `__device__` function (its body's closing `}`) or declaration
-    (a `;` outside any parentheses, braces and angle brackets)."""
+    (a `;` outside any parentheses, braces and angle brackets); -1 if the
+    text ends first."""
     parens = braces = angles = 0
     saw_brace = False
     for m in _INTERESTING.finditer(text, pos):
@@ -155,7 +159,7 @@ def _device_function_end(text: str, pos: int) -> int:
                 return m.end()
         elif ch == ";" and parens == braces == angles == 0:
             return m.end()
-    return len(text)
+    return -1
 
 
 def first_text_loc(segment: Segment, loc_of) -> Loc:
