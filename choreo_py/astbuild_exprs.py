@@ -308,10 +308,26 @@ def mark_dim_indices(exprs: list) -> list:
 
 
 def _mark(e):
-    if e.parenthesized and isinstance(e, (ast.IntLit, ast.Name)):
+    """Wrap dimension picks in `e`, looking through + - * / and unary ops."""
+    if _is_pick(e):
         return ast.DimIndex(index=e, loc=e.loc)
-    if isinstance(e, ast.Binary):
-        e.lhs, e.rhs = _mark(e.lhs), _mark(e.rhs)
-    elif isinstance(e, ast.Unary):
-        e.operand = _mark(e.operand)
+    stack = [e]
+    while stack:                      # iterative: long sums must not recurse
+        node = stack.pop()
+        if isinstance(node, ast.Binary):
+            for side in ("lhs", "rhs"):
+                child = getattr(node, side)
+                if _is_pick(child):
+                    setattr(node, side, ast.DimIndex(index=child, loc=child.loc))
+                else:
+                    stack.append(child)
+        elif isinstance(node, ast.Unary):
+            if _is_pick(node.operand):
+                node.operand = ast.DimIndex(index=node.operand, loc=node.operand.loc)
+            else:
+                stack.append(node.operand)
     return e
+
+
+def _is_pick(e) -> bool:
+    return e.parenthesized and isinstance(e, (ast.IntLit, ast.Name))

@@ -56,13 +56,20 @@ def int_literal_error(lit: ast.IntLit) -> Optional[str]:
 
 def fold_int(expr) -> Optional[int]:
     """The value of an integer constant expression (C semantics), or None."""
+    try:
+        return _fold(expr)
+    except RecursionError:     # absurdly deep: not a constant worth checking
+        return None
+
+
+def _fold(expr) -> Optional[int]:
     if isinstance(expr, ast.IntLit):
         return expr.value
     if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
-        v = fold_int(expr.operand)
+        v = _fold(expr.operand)
         return None if v is None else (-v if expr.op == "-" else v)
     if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*", "/", "%"):
-        a, b = fold_int(expr.lhs), fold_int(expr.rhs)
+        a, b = _fold(expr.lhs), _fold(expr.rhs)
         if a is None or b is None:
             return None
         if expr.op in ("/", "%") and b == 0:
@@ -140,28 +147,39 @@ class FunctionChecker:
     # ---------------------------------------------------------- walking
 
     def _block(self, block: ast.Block, scope: _Scope) -> None:
-        for stmt in block.stmts:
-            self._stmt(stmt, scope)
+        """Visit statements in source order (iteratively: blocks may nest deeply).
 
-    def _stmt(self, stmt: ast.Stmt, scope: _Scope) -> None:
-        if isinstance(stmt, ast.IntrinsicDirective):
-            (scope.prefixes if stmt.kind == "prefix" else scope.namespaces).append(stmt.value)
-            return
-        # nested statement blocks get their own intrinsic scope
+        A `#pragma croq intrinsic` adds to the scope it appears in, so it
+        affects the statements after it there and in the blocks they contain.
+        """
+        stack: list[tuple[ast.Stmt, _Scope]] = [(st, scope) for st in reversed(block.stmts)]
+        while stack:
+            stmt, scope = stack.pop()
+            if isinstance(stmt, ast.IntrinsicDirective):
+                (scope.prefixes if stmt.kind == "prefix" else scope.namespaces).append(stmt.value)
+                continue
+            nested = self._stmt_fields(stmt, scope)
+            handler = getattr(self, "_" + type(stmt).__name__, None)
+            if handler is not None:   # after the fields: intrinsic calls are resolved
+                handler(stmt)
+            for inner in reversed(nested):     # each nested block is a new scope
+                inner_scope = _Scope(scope)
+                stack += [(st, inner_scope) for st in reversed(inner.stmts)]
+
+    def _stmt_fields(self, stmt: ast.Stmt, scope: _Scope) -> list[ast.Block]:
+        """Check the expressions of `stmt`; return its nested blocks."""
+        blocks = []
         for f in fields(stmt):
             value = getattr(stmt, f.name)
             if isinstance(value, ast.Block):
-                self._block(value, _Scope(scope))
+                blocks.append(value)
             elif isinstance(value, ast.Node) and not isinstance(value, ast.Stmt):
                 self._exprs(stmt, f.name, value, scope)
             elif isinstance(value, list):
                 for i, item in enumerate(value):
                     if isinstance(item, ast.Node) and not isinstance(item, ast.Stmt):
                         self._exprs(value, i, item, scope)
-        # statement rules last: intrinsic calls inside have been resolved
-        handler = getattr(self, "_" + type(stmt).__name__, None)
-        if handler is not None:
-            handler(stmt)
+        return blocks
 
     def _exprs(self, holder, key, root: ast.Node, scope: _Scope) -> None:
         """Check every expression node under `root`; resolve intrinsic calls
@@ -224,15 +242,21 @@ class FunctionChecker:
                 self.error(f'The mdspan size "{value}" is invalid!', d.loc)
 
     def _rank_of(self, expr) -> int:
-        """How many bounds an expression in `by [...]` stands for."""
-        if isinstance(expr, ast.Name) and expr.id in self.shape_ranks:
-            return self.shape_ranks[expr.id]
-        if isinstance(expr, ast.Member) and expr.name == "span" \
-                and isinstance(expr.base, ast.Name) and expr.base.id in self.shape_ranks:
-            return self.shape_ranks[expr.base.id]
-        if isinstance(expr, ast.MdSpanLit):
-            return sum(self._rank_of(e) for e in expr.elements)
-        return 1
+        """How many bounds an expression in `by [...]` stands for: a known
+        shape counts its rank, a literal list its elements, anything else 1."""
+        total, stack = 0, [expr]
+        while stack:
+            e = stack.pop()
+            if isinstance(e, ast.MdSpanLit):
+                stack += e.elements
+            elif isinstance(e, ast.Name) and e.id in self.shape_ranks:
+                total += self.shape_ranks[e.id]
+            elif isinstance(e, ast.Member) and e.name == "span" \
+                    and isinstance(e.base, ast.Name) and e.base.id in self.shape_ranks:
+                total += self.shape_ranks[e.base.id]
+            else:
+                total += 1
+        return total
 
     # ---------------------------------------------------------- statements
 

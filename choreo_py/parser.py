@@ -119,6 +119,7 @@ def _describe_expected(names: set[str], texts: dict[str, str]) -> str:
     if {"a name", "an integer", "a floating-point number"} <= words:
         parts.append("an expression")
         words -= _EXPR_STARTS | {"a name", "an integer", "a floating-point number", "a string"}
+        words -= {"dma", "tma", "mma"}     # operations allowed where values are
     listed = sorted(words, key=lambda w: (_ORDER.index(w) if w in _ORDER else len(_ORDER), w))
     parts += [w if w.startswith(("a ", "an ", "'", "end of")) else f"'{w}'" for w in listed]
     if len(parts) > 6:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import ast, frontend
+from choreo_py import ast, frontend, parse_checks
 from choreo_py.diagnostics import ChoreoError
 
 CASES = Path(__file__).resolve().parent / "parse_cases"
@@ -16,7 +16,11 @@ def program(src: str, name: str = "<test>") -> ast.Program:
 
 
 def checked(src: str, name: str = "<test>") -> ast.Program:
-    return frontend.check_text(src, name)
+    """Parsed and through the parse-level checks (not the semantic analysis,
+    so that snippets need not declare everything they use)."""
+    prog = program(src, name)
+    parse_checks.check(prog)
+    return prog
 
 
 def function(src: str) -> ast.FunctionDef:
