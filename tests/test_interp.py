@@ -181,3 +181,11 @@ def test_seed_runs_fast():
     elapsed = time.perf_counter() - start
     assert _rel(o, _sdpa(q, k, v, True)) < 1e-2
     assert elapsed < 5.0, f"{elapsed:.2f} s"
+
+
+@pytest.mark.skipif(not P.COLLECTIVES, reason="the IR has no RoleSync")
+def test_shared_store_without_role_sync_is_a_race():
+    """Each consumer writes half of o_buf; the leader's store must wait for the other half."""
+    with pytest.raises(RaceError, match="data race on o_buf") as info:
+        _attention(P.flash_attention(role_sync=False), 1, 1, 256)
+    assert sorted(loc.line for loc in info.value.locs) == [171, 172]

@@ -6,13 +6,17 @@ the others are plain functions. Asynchronous operations create `Future`s
 whose `action` performs the data movement or the MMA when the scheduler
 completes them, so a result lands strictly after its issue.
 
-Collective store: a `tma.copy` issued inside a role of several instances
-is performed once for the whole role after all its instances reached it
-(the reference compiler synchronises the role's warpgroups with a named
-barrier there and lets one thread issue the copy). Instances whose boxes
-differ each get their own copy, still after the barrier.
+Collective copies: sema marks a copy that a role of several instances
+performs together as `leader_only` and puts a `RoleSync` (a barrier among
+the role's instances) before it; only the role's leader (its lowest
+instance) executes such a copy. For IR without those (an older IR, before
+`leader_only` existed), a `tma.copy` in a role of several instances is made
+collective here: the instances meet, then the last to arrive performs the
+distinct copies, as the reference compiler does with a named barrier.
 """
 from __future__ import annotations
+
+from dataclasses import fields
 
 from .. import ir
 from .errors import FutureError, InterpError, RaceError
@@ -21,6 +25,10 @@ from .memory import Box, Memory
 from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
 from .sync import Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait, JoinWait
+
+
+#: Whether the IR marks collective copies itself (`leader_only` + `RoleSync`).
+IR_MARKS_COLLECTIVES = any(f.name == "leader_only" for f in fields(ir.TmaStore))
 
 
 class _Break(Exception):
@@ -61,9 +69,10 @@ class BlockRun:
             ir.MmaFill: self.s_mma_fill, ir.MmaStore: self.s_mma_store, ir.Apply: self.s_apply,
             ir.Reduce: self.s_reduce, ir.AllReduce: self.s_all_reduce,
             ir.FragCopy: self.s_frag_copy, ir.ElemStore: self.s_elem_store,
+            ir.BufStore: self.s_buf_store,
         }
-        if hasattr(ir, "BufStore"):
-            self.plain[ir.BufStore] = self.s_buf_store
+        if hasattr(ir, "RoleSync"):
+            self.gens[ir.RoleSync] = self.s_sync
 
     # ---------------------------------------------------------------- threads
     def start(self, env: dict) -> None:
@@ -163,6 +172,7 @@ class BlockRun:
         for p in range(s.extent):
             c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))
             c.instance = (s.var, p)
+            c.leader = p == 0
             c.group = (("parallel", id(s)), self.instances.get(id(s), s.extent))
             self.launch(c, s.body)
             kids.append(c)
@@ -181,12 +191,13 @@ class BlockRun:
         var, p = th.instance or ("", 0)
         c = Thread(f"{s.name}[{var}={p}]", th, dict(th.env), dict(th.types))
         c.instance = th.instance
+        c.leader = p == (min(s.members) if s.members else 0)
         c.group = (("role", id(s)), self.instances.get(id(s), 1))
         self.launch(c, s.body)
         th.children.append(c)
 
     def s_sync(self, s, th):
-        """`sync.shared`: a barrier among the instances of the current role or parallel."""
+        """`sync.shared` / `RoleSync`: a barrier among the instances of the role (or parallel)."""
         yield from self._barrier(s, th, None)
 
     def _barrier(self, s, th, item):
@@ -278,6 +289,8 @@ class BlockRun:
         if src.shape != dst.shape:
             raise InterpError(f"copy of {list(src.shape)} elements ({src}) into "
                               f"{list(dst.shape)} ({dst})", s.loc)
+        if getattr(s, "leader_only", False) and not th.leader:
+            return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
         what = f"{kind} '{s.future}'" if s.future else kind
 
@@ -300,8 +313,12 @@ class BlockRun:
         if src.shape != dst.shape:
             raise InterpError(f"tma.copy of {list(src.shape)} ({src}) into {list(dst.shape)} ({dst})",
                               s.loc)
+        if getattr(s, "leader_only", False):
+            if th.leader:
+                self._store(src, dst, th, s.loc)
+            return
         key, n = th.group
-        if key is None or key[0] != "role" or n == 1:
+        if IR_MARKS_COLLECTIVES or key is None or key[0] != "role" or n == 1:
             self._store(src, dst, th, s.loc)
             return
         bar = yield from self._barrier(s, th, (src, dst))

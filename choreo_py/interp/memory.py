@@ -198,8 +198,7 @@ def _race(box: Box, key, write: bool, what: str, loc, a: Access) -> None:
     theirs = "write" if a.write else "read"
     raise RaceError(
         f"data race on {name}: {what} {mine} {box} while the {theirs} by {a.what} "
-        f"(at {a.loc}) is not ordered before it; a wait on its completion (or on an "
-        f"event triggered after it) is missing",
+        f"(at {a.loc}) is not ordered before it: no wait, event or role barrier orders them",
         loc, [(f"the conflicting {theirs}: {a.what}", a.loc)])
 
 

@@ -12,8 +12,8 @@ fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
 from __future__ import annotations
 
 import math
+import struct
 
-import numpy as np
 import torch
 
 from .. import ir
@@ -28,6 +28,7 @@ TORCH_DTYPES = {
 }
 _BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
 _NARROW_FLOATS = ("f16", "bf16", "f8_e4m3", "f8_e5m2")
+_F32 = struct.Struct("f")
 
 
 def wrap_int(v: int, dtype: str) -> int:
@@ -56,7 +57,7 @@ def round_to(x, dtype: str):
     if dtype in _NARROW_FLOATS:
         return float(torch.tensor(float(x), dtype=TORCH_DTYPES[dtype]).float())
     if dtype in ("f32", "tf32"):
-        return float(np.float32(x))
+        return _f32(float(x))
     if dtype == "f64":
         return float(x)
     if dtype == "bool":
@@ -73,23 +74,36 @@ def _c_div(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
+def _f32(x: float) -> float:
+    """Rounds a double to the nearest f32 (values beyond f32 range become infinities)."""
+    try:
+        return _F32.unpack(_F32.pack(x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def _scalar_float(op: str, a, b, dtype: str):
-    t = np.float64 if dtype == "f64" else np.float32
-    with np.errstate(all="ignore"):
-        x, y = t(a), t(b)
-        if op == "+":
-            r = x + y
-        elif op == "-":
-            r = x - y
-        elif op == "*":
-            r = x * y
-        elif op == "/":
-            r = x / y
-        elif op == "%":
-            r = np.fmod(x, y)
+    # Python doubles then one rounding: exact for + - * / of f32 operands
+    # (a double holds more than twice f32's precision).
+    a, b = float(a), float(b)
+    if op == "+":
+        r = a + b
+    elif op == "-":
+        r = a - b
+    elif op == "*":
+        r = a * b
+    elif op == "/":
+        if b == 0.0:
+            r = math.nan if a == 0.0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
         else:
-            raise InterpError(f"operator '{op}' on floating-point values")
-    return round_to(float(r), dtype) if dtype in _NARROW_FLOATS else float(r)
+            r = a / b
+    elif op == "%":
+        r = math.fmod(a, b) if b != 0.0 else math.nan
+    else:
+        raise InterpError(f"operator '{op}' on floating-point values")
+    if dtype == "f64":
+        return r
+    return _f32(r) if dtype in ("f32", "tf32") else round_to(r, dtype)
 
 
 _CMP = {
@@ -166,8 +180,25 @@ def _fminmax(fn: str, a, b):
 
 _TORCH_MATH = {"exp2": torch.exp2, "exp": torch.exp, "log2": torch.log2, "log": torch.log,
                "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "abs": torch.abs}
-_NP_MATH = {"exp2": np.exp2, "exp": np.exp, "log2": np.log2, "log": np.log,
-            "sqrt": np.sqrt, "rsqrt": lambda x: 1 / np.sqrt(x), "abs": np.abs}
+def _log(x, base2=False):
+    if x == 0.0:
+        return -math.inf
+    if x < 0.0 or math.isnan(x):
+        return math.nan
+    return math.log2(x) if base2 else math.log(x)
+
+
+def _exp(x, base2=False):
+    try:
+        return math.exp2(x) if base2 else math.exp(x)
+    except OverflowError:
+        return math.inf
+
+
+_PY_MATH = {"exp2": lambda x: _exp(x, True), "exp": _exp, "log2": lambda x: _log(x, True),
+            "log": _log, "sqrt": lambda x: math.sqrt(x) if x >= 0 else math.nan,
+            "rsqrt": lambda x: 1 / math.sqrt(x) if x > 0 else (math.inf if x == 0 else math.nan),
+            "abs": abs}
 
 
 def call(fn: str, args: list, dtype: str, loc=None):
@@ -185,9 +216,7 @@ def call(fn: str, args: list, dtype: str, loc=None):
         return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)
     if fn == "abs" and not ir.is_float(dtype):
         return wrap_int(abs(int(x)), dtype)
-    t = np.float64 if dtype == "f64" else np.float32
-    with np.errstate(all="ignore"):
-        return round_to(float(_NP_MATH[fn](t(x))), dtype)
+    return round_to(_PY_MATH[fn](float(x)), dtype)
 
 
 class Evaluator:
@@ -228,7 +257,7 @@ class Evaluator:
             return call(e.fn, [self(a, env, loc) for a in e.args], e.dtype, loc)
         if t is ir.Elem:
             return self.hooks.elem(e, env)
-        if t.__name__ == "BufElem":
+        if t is ir.BufElem:
             return self.hooks.buf_elem(e, env)
         raise InterpError(f"cannot evaluate {t.__name__}", loc)
 

@@ -48,6 +48,7 @@ class Thread(Agent):
         self.loc = None
         self.instance: Optional[tuple[str, int]] = None
         self.group: tuple = (None, 1)  # (key, instances) for collective statements
+        self.leader = True  # the instance that issues the group's `leader_only` copies
         self.occurrences: dict = {}
 
 
