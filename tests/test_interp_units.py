@@ -9,7 +9,7 @@ import pytest
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from interp_programs import C, S, add, bin_, el, store, sub, view, whole  # noqa: E402
+from interp_programs import C, S, add, bin_, el, mul, store, sub, view, whole  # noqa: E402
 
 from choreo_py import ir  # noqa: E402
 from choreo_py.interp import (DeadlockError, EventError, FutureError, InterpError,  # noqa: E402
@@ -347,3 +347,23 @@ def test_futures_complete_after_their_issue_and_schedules_differ(monkeypatch):
         assert all(done > issued for _, issued, done in log)
         orders.add(tuple(name for name, _, _ in log))
     assert len(orders) >= 3
+
+
+@pytest.mark.skipif(not hasattr(ir, "RoleSync"), reason="the IR has no RoleSync")
+def test_leader_only_copy_is_issued_once_and_must_not_depend_on_the_instance():
+    params = [ir.Param("X", "f32", (C(4),)), ir.Param("Y", "f32", (C(8),))]
+    bufs = [ir.Buffer("s", "shared", "f32", (4,))]
+
+    def body(offset):
+        ld = ir.TmaLoad(whole("X", (4,)), whole("s", (4,)))
+        st = ir.TmaStore(whole("s", (4,)), view("Y", (offset,), (4,)))
+        ld.leader_only = st.leader_only = True
+        return [ir.RoleSync(), ld, ir.RoleSync(), st]
+
+    k = kernel([role("r", [1, 2], body(C(2)))], 3, (), bufs, params)
+    t = dict(X=torch.ones(4), Y=torch.zeros(8))
+    run_kernel(k, t)
+    assert t["Y"].tolist() == [0, 0, 1, 1, 1, 1, 0, 0]
+    k = kernel([role("r", [1, 2], body(mul(sub(S("p"), 1), 4)))], 3, (), bufs, params)
+    with pytest.raises(InterpError, match="instance-dependent boxes"):
+        run_kernel(k, dict(X=torch.ones(4), Y=torch.zeros(8)))

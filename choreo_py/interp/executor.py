@@ -55,6 +55,7 @@ class BlockRun:
         self.ev = Evaluator(self)
         self.apply: ApplyRun | None = None
         self.barriers: dict = {}
+        self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
         self.gens = {
             ir.For: self.s_for, ir.While: self.s_while, ir.If: self.s_if,
@@ -289,8 +290,10 @@ class BlockRun:
         if src.shape != dst.shape:
             raise InterpError(f"copy of {list(src.shape)} elements ({src}) into "
                               f"{list(dst.shape)} ({dst})", s.loc)
-        if getattr(s, "leader_only", False) and not th.leader:
-            return
+        if getattr(s, "leader_only", False):
+            self._same_boxes(s, th, (src, dst))
+            if not th.leader:
+                return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
         what = f"{kind} '{s.future}'" if s.future else kind
 
@@ -314,6 +317,7 @@ class BlockRun:
             raise InterpError(f"tma.copy of {list(src.shape)} ({src}) into {list(dst.shape)} ({dst})",
                               s.loc)
         if getattr(s, "leader_only", False):
+            self._same_boxes(s, th, (src, dst))
             if th.leader:
                 self._store(src, dst, th, s.loc)
             return
@@ -325,6 +329,16 @@ class BlockRun:
         if bar is not None:  # the last instance to arrive issues the role's copies
             for a, b in dict.fromkeys(bar.items):
                 self._store(a, b, th, s.loc)
+
+    def _same_boxes(self, s, th: Thread, boxes: tuple) -> None:
+        """A `leader_only` copy stands for every instance's copy only if they all agree."""
+        occ = th.occurrences[("copy", id(s))] = th.occurrences.get(("copy", id(s)), 0) + 1
+        first = self.collective.setdefault((th.group[0], id(s), occ), (th.name, boxes))
+        if first[1] != boxes:
+            raise InterpError(f"a copy issued once for the whole role (by its leader) has "
+                              f"instance-dependent boxes: {first[0]} copies {first[1][0]} => "
+                              f"{first[1][1]}, {th.name} copies {boxes[0]} => {boxes[1]}; only "
+                              f"the leader's copy would happen", s.loc)
 
     def _store(self, src: Box, dst: Box, th: Thread, loc) -> None:
         self.mem.access(src, False, th, loc, "tma.copy")
