@@ -189,3 +189,9 @@ def test_shared_store_without_role_sync_is_a_race():
     with pytest.raises(RaceError, match="data race on o_buf") as info:
         _attention(P.flash_attention(role_sync=False), 1, 1, 256)
     assert sorted(loc.line for loc in info.value.locs) == [171, 172]
+
+
+@pytest.mark.parametrize("owners", [1, 2, 4, 8])
+def test_seed_is_right_for_any_number_of_row_owners(owners):
+    q, k, v, o = _attention(P.flash_attention(), 1, 1, 256, owners=owners)
+    assert _rel(o, _sdpa(q, k, v, True)) < 1e-2
