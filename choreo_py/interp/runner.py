@@ -80,13 +80,27 @@ def bind_dims(kernel: ir.Kernel, tensors: dict, dims: Optional[dict]) -> dict[st
 def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
                dims: Optional[dict[str, int]] = None, schedule: str = "round_robin",
                seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
-               max_delay: int = 8) -> RunStats:
+               max_delay: int = 8, torch_threads: Optional[int] = 1) -> RunStats:
     """Runs every block of `kernel`'s grid on the CPU; global tensors are updated in place.
 
     `owners` is the number of threads sharing an accumulator row (4 models
     sm_90a wgmma, 1 models sm_100a). `step_limit` bounds the statements one
     block may execute. Raises `InterpError` subclasses for program faults.
+    `torch_threads` sets torch's intra-op threads for the run (restored
+    after): the tensors are tiles, for which one thread is fastest and
+    several only contend, ten times slower on a loaded machine. None keeps
+    the current setting.
     """
+    saved = torch.get_num_threads()
+    if torch_threads is not None:
+        torch.set_num_threads(torch_threads)
+    try:
+        return _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay)
+    finally:
+        torch.set_num_threads(saved)
+
+
+def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay) -> RunStats:
     env0 = bind_dims(kernel, tensors, dims)
     arrivals, instances = static_counts(kernel)
     rng = random.Random(seed)
