@@ -238,6 +238,7 @@ class CallExpr(Expr):
     func: str
     args: list[Expr]
     comptime: bool = False     # `print!(...)`
+    template_args: Optional[list[Union[Expr, "TypeRef"]]] = None   # `ns::f<4>(x)`
 
 
 @dataclass(kw_only=True, eq=False)
@@ -504,6 +505,18 @@ class Sync(Stmt):
 class StorageTarget(Expr):
     """`=> local`: the destination is a fresh buffer in that storage."""
     storage: str
+
+
+@dataclass(kw_only=True, eq=False)
+class BufferMap(Stmt):
+    """`m = src.map<local>(offset, size);` maps part of a dense buffer into
+    `storage`; `.remap` re-points an existing mapping of the same source."""
+    target: str
+    source: Expr
+    storage: str
+    offset: Expr
+    size: Expr
+    remap: bool = False
 
 
 @dataclass(kw_only=True, eq=False)

@@ -183,7 +183,9 @@ class ExprBuilder(BuilderBase):
         return ast.Name(id="::".join(str(t) for t in c if t.type == "NAME"), loc=self.tloc(c[0]))
 
     def callee(self, c):
-        return c[0].id if isinstance(c[0], ast.Name) else str(c[0])
+        if isinstance(c[0], ast.Name):
+            return c[0]
+        return ast.Name(id=str(c[0]), loc=self.tloc(c[0]))
 
     def span_of(self, c):
         base = ast.Name(id=str(c[0]), loc=self.tloc(c[0]))
@@ -294,7 +296,21 @@ class ExprBuilder(BuilderBase):
 
     def device_call(self, c):
         _, callee, targs, _, args, _ = c
-        return ast.Call(func=callee, template_args=targs, args=args or [], loc=self.tloc(c[0]))
+        return ast.Call(func=callee.id, template_args=targs, args=args or [], loc=self.tloc(c[0]))
+
+    def intrinsic_template_call(self, c):
+        """`ns::f<4, T>(x);`: an intrinsic with template arguments (statements only)."""
+        callee, targs, _, args, _ = c
+        return ast.CallExpr(func=callee.id, args=args or [], template_args=targs,
+                            loc=callee.loc)
+
+    def map_kw(self, c):
+        return c[0]
+
+    def buffer_map(self, c):
+        source, _, kw, _, storage, _, _, offset, _, size, _ = c
+        return ast.BufferMap(target="", source=source, storage=str(storage), offset=offset,
+                             size=size, remap=str(kw) == "remap", loc=source.loc)
 
     def ituple_select(self, c):
         base = ast.Name(id=str(c[0]), loc=self.tloc(c[0]))

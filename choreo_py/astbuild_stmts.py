@@ -143,7 +143,7 @@ class StmtBuilder(BuilderBase):
     def assign_stmt(self, c):
         target, op, value = c
         if isinstance(value, (ast.DmaOp, ast.MmaOp, ast.MmaFill, ast.MmaLoad,
-                              ast.MmaStore, ast.MmaScale)):
+                              ast.MmaStore, ast.MmaScale, ast.BufferMap)):
             return self._bind_future(target, op, value)
         if not isinstance(target, (ast.Name, ast.MethodCall, ast.Index, ast.Member)):
             self.error("this expression can not be assigned to", target.loc)
@@ -152,12 +152,14 @@ class StmtBuilder(BuilderBase):
     def _bind_future(self, target, op, value):
         """`f = dma.copy ...`, `acc = mma.fill 0`: the operation names its result."""
         if not isinstance(target, ast.Name) or str(op) != "=":
-            self.error("the result of a DMA or MMA operation must be bound with "
+            self.error("the result of a DMA, MMA or map operation must be bound with "
                        "'name = ...'", target.loc)
             return value
         value.loc = target.loc
         if isinstance(value, ast.DmaOp):
             value.future = target.id
+        elif isinstance(value, ast.BufferMap):
+            value.target = target.id
         elif isinstance(value, ast.MmaFill):
             if not value.declares:
                 self.error("'mma.fill acc, v' fills an existing fragment and has no result",

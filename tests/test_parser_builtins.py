@@ -122,3 +122,17 @@ def test_file_scope_intrinsic_namespace():
 def test_removed_stage_syntax():
     d = error("__co__ void f() {\n  order = 0;\n  slot = stage<2>(order);\n}\n")
     assert d.loc.line == 3 and "stage<N>(x)" in d.message
+
+
+def test_buffer_map_and_remap():
+    a, b = body("m0 = src.map<local>(0, 32);\nm1 = src.remap<local>(32, |src.span|);")
+    assert isinstance(a, ast.BufferMap) and a.target == "m0" and a.storage == "local"
+    assert not a.remap and b.remap and isinstance(b.size, ast.SizeOf)
+
+
+def test_intrinsic_with_template_arguments():
+    prog = checked("#pragma croq intrinsic namespace my_lib\n__co__ void f(f16 [8] x) {\n"
+                   "  my_lib::matmul<16, my_lib::MK_NK>(x.data, 1);\n}\n")
+    call = prog.functions[0].body.stmts[0].expr
+    assert call.func == "my_lib::matmul" and len(call.template_args) == 2
+    assert (call.loc.line, call.loc.col) == (3, 3)
