@@ -10,7 +10,7 @@ import argparse
 import sys
 import traceback
 
-from .diagnostics import ChoreoError, InternalError
+from .diagnostics import ChoreoError, InternalError, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -51,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="parse and run the semantic checks")
     _common(p)
+
+    p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
+    _common(p)
+    p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
+    p.add_argument("--emit", default="pyptx", choices=("ast", "ir", "pyptx", "ptx", "cubin"),
+                   help="the stage whose output to write")
+    p.add_argument("-o", dest="output", metavar="FILE", help="write here ('-' for stdout)")
     return ap
 
 
@@ -69,6 +76,18 @@ def _run(args: argparse.Namespace) -> int:
         return EXIT_OK
     if args.cmd == "check":
         frontend.check_file(args.file, include, defines)
+        return EXIT_OK
+    if args.cmd == "compile":
+        from . import driver
+
+        text = driver.compile_file(args.file, args.emit, args.target, include, defines)
+        if args.output in (None, "-") and args.emit in ("ast", "ir"):
+            sys.stdout.write(text)
+        elif args.output and args.output != "-":
+            with open(args.output, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
         return EXIT_OK
     raise InternalError(f"unknown command {args.cmd}")
 
@@ -98,6 +117,9 @@ def main(argv: list[str] | None = None) -> int:
               f"(in {frame.name}, {frame.filename.rsplit('/', 1)[-1]}:{frame.lineno})",
               file=sys.stderr)
         return EXIT_INTERNAL
+    finally:
+        for w in take_warnings():
+            print(w.render(), file=sys.stderr)
 
 
 if __name__ == "__main__":

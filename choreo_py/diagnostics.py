@@ -88,3 +88,17 @@ class InternalError(Exception):
     def __init__(self, message: str, where: Loc | None = None) -> None:
         super().__init__(message)
         self.where = where
+
+
+#: Warnings reported while processing the current command; the CLI prints them.
+WARNINGS: list[Diagnostic] = []
+
+
+def warn(message: str, loc: Loc | None = None) -> None:
+    WARNINGS.append(Diagnostic("warning", message, loc))
+
+
+def take_warnings() -> list[Diagnostic]:
+    out = list(WARNINGS)
+    WARNINGS.clear()
+    return out

@@ -355,6 +355,7 @@ class TmaLoad(Stmt):
     evict: Optional[str] = None  # "evict_first" | "evict_last" | ...
     swizzle: Optional[int] = None  # bytes; resolved from a bare `.swiz` by sema
     loc: Optional[Loc] = None
+    leader_only: bool = False  # issued once for the whole role (see RoleSync)
 
 
 @dataclass
@@ -364,6 +365,7 @@ class TmaStore(Stmt):
     src: View
     dst: View
     loc: Optional[Loc] = None
+    leader_only: bool = False  # issued once for the whole role (see RoleSync)
 
 
 @dataclass
@@ -373,6 +375,7 @@ class DmaCopy(Stmt):
     future: Optional[str] = None
     swizzle: Optional[int] = None
     loc: Optional[Loc] = None
+    leader_only: bool = False  # issued once for the whole role (see RoleSync)
 
 
 @dataclass
@@ -385,6 +388,18 @@ class Wait(Stmt):
 class Trigger(Stmt):
     event: EventRef
     after: list[str] = field(default_factory=list)  # futures whose completion publishes it
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class RoleSync(Stmt):
+    """All instances of the enclosing role (or parallel region) meet here.
+
+    Sema puts one before a collective operation (`leader_only`), such as the
+    TMA store of a tile that several warpgroups wrote: the store may start only
+    once every instance has written its part, and one instance issues it.
+    """
+
     loc: Optional[Loc] = None
 
 

@@ -72,6 +72,10 @@ def event_ref(r: ir.EventRef) -> str:
     return r.event
 
 
+def _leader(s) -> str:
+    return " [leader]" if s.leader_only else ""
+
+
 def _item(x) -> str:
     return event_ref(x) if isinstance(x, ir.EventRef) else f"future {x.future}"
 
@@ -106,6 +110,7 @@ class _Printer:
     def s_Break(self, s): self.emit("break")
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
+    def s_RoleSync(self, s): self.emit("role.sync")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
 
     def s_For(self, s):
@@ -126,7 +131,7 @@ class _Printer:
         members = ", ".join(str(m) for m in s.members)
         regs = f" maxregs={s.max_regs}" if s.max_regs is not None else ""
         kind = "role" if s.is_async else "role.sync"
-        self.region(f"{kind} {s.name} when {expr(s.cond)} = {{{members}}}{regs}", s.body)
+        self.region(f"{kind} ({expr(s.cond)}) = {{{members}}}{regs}", s.body)
 
     def s_SetMaxRegs(self, s):
         self.emit(f"setmaxnreg.{'inc' if s.increase else 'dec'} {s.count}")
@@ -137,14 +142,16 @@ class _Printer:
         swz = f".swizzle{s.swizzle}" if s.swizzle else ""
         lhs = f"{s.future} = " if s.future else ""
         kind = "tma.load.async" if s.future else "tma.load"
-        self.emit(f"{lhs}{kind}{mods}{swz} {view(s.src)} => {view(s.dst)}")
+        self.emit(f"{lhs}{kind}{mods}{swz}{_leader(s)} {view(s.src)} => {view(s.dst)}")
 
-    def s_TmaStore(self, s): self.emit(f"tma.store {view(s.src)} => {view(s.dst)}")
+    def s_TmaStore(self, s):
+        self.emit(f"tma.store{_leader(s)} {view(s.src)} => {view(s.dst)}")
 
     def s_DmaCopy(self, s):
         lhs = f"{s.future} = " if s.future else ""
         swz = f".swizzle{s.swizzle}" if s.swizzle else ""
-        self.emit(f"{lhs}dma.copy{'.async' if s.future else ''}{swz} {view(s.src)} => {view(s.dst)}")
+        self.emit(f"{lhs}dma.copy{'.async' if s.future else ''}{swz}{_leader(s)} "
+                  f"{view(s.src)} => {view(s.dst)}")
 
     def s_Wait(self, s): self.emit("wait " + ", ".join(_item(x) for x in s.items))
 

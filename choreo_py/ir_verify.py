@@ -188,6 +188,7 @@ class _Verifier:
     def s_Break(self, s): pass
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
+    def s_RoleSync(self, s): pass
     def s_SetMaxRegs(self, s):
         if not 24 <= s.count <= 256 or s.count % 8:
             self.err(f"register count {s.count} must be a multiple of 8 in [24, 256]", s.loc)

@@ -3,10 +3,10 @@
 - A buffer's swizzle comes from the copies that fill it; they must agree,
   since one buffer has one layout in shared memory.
 - Fragment layouts: `acc` for MMA accumulators, `operand` for register A
-  operands of an MMA, `row` for vectors produced by reductions or kept
-  replicated, and `row_partial` for vectors accumulated in an `apply` over
-  an accumulator: each owner of a row holds a partial value there until an
-  `all_reduce_sum` combines them.
+  operands of an MMA, `row` for row vectors that every owner of a row holds
+  whole, and `row_partial` for row vectors that at some point hold per-owner
+  partial values (accumulated in an `apply` over an accumulator, or computed
+  from such a vector) until an `all_reduce_sum` combines them.
 """
 from __future__ import annotations
 
@@ -30,35 +30,83 @@ def resolve_swizzles(kernel: ir.Kernel) -> None:
         kernel.buffer(name).swizzle = swz
 
 
-def _accumulated_rows(kernel: ir.Kernel, apply: ir.Apply) -> set[str]:
-    """Vectors written with fewer indices than the accumulator domain of `apply` has."""
-    out = set()
-    dom = kernel.frag(apply.domain)
-    if dom is None or dom.layout != "acc":
-        return out
-    for s in ir.walk(apply.body):
-        if isinstance(s, ir.ElemStore) and len(s.index) < len(apply.indices):
-            out.add(s.frag)
+def _reads(e: ir.Expr, out: set[str]) -> set[str]:
+    if isinstance(e, ir.Elem):
+        out.add(e.frag)
+    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
+        sub = getattr(e, name, None)
+        if isinstance(sub, ir.Expr):
+            _reads(sub, out)
+    for a in getattr(e, "args", ()) or ():
+        _reads(a, out)
+    for a in getattr(e, "index", ()) or ():
+        _reads(a, out)
     return out
+
+
+class _RowStates:
+    """Which row vectors hold per-owner partial values, statement by statement.
+
+    A vector becomes partial when an `apply` over an accumulator writes it
+    with fewer indices than the accumulator has (each owner sums only its
+    columns) or from a partial vector; `all_reduce` makes it whole again.
+    Loops are walked twice so that loop-carried states settle.
+    """
+
+    def __init__(self, kernel: ir.Kernel) -> None:
+        self.k = kernel
+        self.partial: set[str] = set()
+        self.ever_partial: set[str] = set()
+
+    def block(self, stmts: list[ir.Stmt]) -> None:
+        for s in stmts:
+            if isinstance(s, ir.AllReduce):
+                self.partial.discard(s.frag)
+            elif isinstance(s, ir.Apply):
+                self.apply(s)
+            elif isinstance(s, ir.FragCopy):
+                self._set(s.dst, s.src in self.partial)
+            elif isinstance(s, ir.Reduce):
+                self._set(s.dst, False)
+            elif isinstance(s, (ir.For, ir.While)):
+                self.block(s.body)
+                self.block(s.body)
+            else:
+                for body in ir.child_blocks(s):
+                    self.block(body)
+
+    def _set(self, name: str, partial: bool) -> None:
+        if partial:
+            self.partial.add(name)
+            self.ever_partial.add(name)
+        else:
+            self.partial.discard(name)
+
+    def apply(self, a: ir.Apply) -> None:
+        dom = self.k.frag(a.domain)
+        over_acc = dom is not None and dom.layout == "acc"
+        for s in ir.walk(a.body):
+            if not isinstance(s, ir.ElemStore):
+                continue
+            target = self.k.frag(s.frag)
+            if target is None or len(target.shape) != 1:
+                continue
+            folds = over_acc and len(s.index) < len(a.indices)
+            self._set(s.frag, folds or bool(_reads(s.value, set()) & self.partial))
 
 
 def assign_frag_layouts(kernel: ir.Kernel) -> None:
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.MmaFill):
             kernel.frag(s.acc).layout = "acc"
-    partial: set[str] = set()
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.Mma) and isinstance(s.a, str):
             kernel.frag(s.a).layout = "operand"
-        elif isinstance(s, ir.Reduce):
-            kernel.frag(s.dst).layout = "row"
-        elif isinstance(s, ir.Apply):
-            partial |= _accumulated_rows(kernel, s)
-    for name in sorted(partial):
-        kernel.frag(name).layout = "row_partial"
+    states = _RowStates(kernel)
+    states.block(kernel.body)
     for f in kernel.frags:
-        if f.layout == "plain" and len(f.shape) == 1:
-            f.layout = "row"
+        if len(f.shape) == 1:
+            f.layout = "row_partial" if f.name in states.ever_partial else "row"
 
 
 def run(kernel: ir.Kernel) -> None:

@@ -209,11 +209,16 @@ class _Sim:
 
     def _roles_of(self, body, env, var, p):
         roles, plain = [], []
+        env = dict(env)
         for s in body:
             if isinstance(s, ir.Role):
                 if p in s.members:
-                    roles.append((f"{s.name} [{var}={p}]", s.body, env))
+                    roles.append((f"({s.name}) [{var}={p}]", s.body, dict(env)))
             else:
+                if isinstance(s, (ir.Let, ir.Var)) and not plain:
+                    value = s.value if isinstance(s, ir.Let) else s.init
+                    env[s.name] = evaluate(value, env)
+                    continue
                 plain.append(s)
         if plain and any(isinstance(s, (ir.Wait, ir.Trigger)) for s in ir.walk(plain)):
             roles.append((f"{var}={p}", plain, env))

@@ -1,0 +1,42 @@
+"""The compilation pipeline, stage by stage; each stage's output can be printed.
+
+    preprocess -> parse -> AST -> sema -> tile IR (verified, passes run) -> backend
+
+`compile_file(path, emit=...)` runs the stages up to the one asked for and
+returns its text.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from . import frontend, ir, sema
+from .diagnostics import ChoreoError
+from .ir_printer import print_module
+
+TARGETS = ("sm_100a", "sm_90a")
+EMITS = ("ast", "ir", "pyptx", "ptx", "cubin")
+
+
+def build_ir(program, target: str = "sm_100a") -> ir.Module:
+    frontend.check_program(program)
+    return sema.build_module(program, target)
+
+
+def ir_of_file(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
+               target: str = "sm_100a") -> ir.Module:
+    return build_ir(frontend.parse_file(path, include_dirs, defines), target)
+
+
+def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
+                 include_dirs: Iterable[str] = (), defines: Optional[dict] = None) -> str:
+    if target not in TARGETS:
+        raise ChoreoError(f"unknown target '{target}' (choose {', '.join(TARGETS)})")
+    program = frontend.parse_file(path, include_dirs, defines)
+    if emit == "ast":
+        frontend.check_program(program)
+        return frontend.dump_ast(program)
+    module = build_ir(program, target)
+    if emit == "ir":
+        return print_module(module)
+    raise ChoreoError(f"--emit {emit}: the {target} backend is not part of this build yet; "
+                      "'--emit ir' shows the tile IR it will lower")

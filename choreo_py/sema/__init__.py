@@ -1,0 +1,69 @@
+"""Semantic analysis: from the AST to a verified tile IR.
+
+`build_module(program)` analyses every `__co__` function and returns the IR
+module; constructs that are valid Choreo but that the tile IR cannot express
+yet raise `Unsupported` (a ChoreoError naming the construct and its place).
+`check_program(program)` is what `choreo check` runs: it reports every
+semantic error of the functions the IR covers and accepts the others
+without building IR for them.
+"""
+from __future__ import annotations
+
+from .. import ast as A
+from .. import ir
+from ..diagnostics import ChoreoError, warn
+from ..ir_verify import verify_kernel
+from ..passes import layouts, pipeline_check, smem_plan
+from .kernel import KernelBuilder
+from .values import Unsupported
+
+__all__ = ["build_module", "check_program", "Unsupported"]
+
+
+def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Function:
+    fn = KernelBuilder(func).build()
+    for k in fn.kernels:
+        verify_kernel(k)
+        layouts.run(k)
+        smem_plan.plan(k, target)
+        verify_kernel(k)
+        try:
+            pipeline_check.check_kernel(k)
+        except pipeline_check.PipelineError as e:
+            # A kernel that would hang is refused by `compile`; `check` judges the
+            # language's rules, which such a program does not break, and warns.
+            if strict:
+                raise
+            warn(e.message, e.loc)
+    return fn
+
+
+def build_module(program: A.Program, target: str = "sm_90a") -> ir.Module:
+    """IR for every function; raises on the first error or unsupported construct."""
+    funcs, errors = [], []
+    for func in program.functions:
+        try:
+            funcs.append(_build_function(func, target, strict=True))
+        except ChoreoError as e:
+            errors += e.diagnostics
+    if errors:
+        raise ChoreoError(diagnostics=errors)
+    return ir.Module(funcs, program.file)
+
+
+def check_program(program: A.Program, target: str = "sm_90a") -> list[Unsupported]:
+    """Semantic errors of every function; functions beyond the IR are skipped.
+
+    Returns the `Unsupported` notes of the skipped functions (for `-v` output).
+    """
+    skipped, errors = [], []
+    for func in program.functions:
+        try:
+            _build_function(func, target, strict=False)
+        except Unsupported as u:
+            skipped.append(u)
+        except ChoreoError as e:
+            errors += e.diagnostics
+    if errors:
+        raise ChoreoError(diagnostics=errors)
+    return skipped

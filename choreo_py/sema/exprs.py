@@ -1,0 +1,379 @@
+"""Expressions: from AST expressions to sema values and IR expressions.
+
+Scalars become IR expressions, folded where constant. View chains become
+`ViewValue`s (normalised boxes). Fragment and buffer element accesses
+(`acc.at(i, j)`) become `ir.Elem` / `ir.BufElem` reads.
+"""
+from __future__ import annotations
+
+import math
+
+from .. import ast as A
+from .. import ir
+from .. import ir_build as B
+from ..diagnostics import ChoreoError
+from . import views as V
+from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Scalar,
+                     ShapeValue, Tensor, TilingValue, Unsupported, Value, ViewValue)
+
+#: Builtin scalar functions as written -> IR builtin name.
+BUILTIN_FUNCS = {
+    "cdiv": "cdiv", "__exp2f": "exp2", "exp2": "exp2", "__expf": "exp", "__exp": "exp",
+    "__log2f": "log2", "__logf": "log", "__sqrtf": "sqrt", "__rsqrtf": "rsqrt",
+    "__fabsf": "abs", "__abs": "abs", "abs": "abs",
+    "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
+}
+_INT_SUFFIX = {"": "s32", "u": "u32", "l": "s64", "ll": "s64", "ul": "u64", "ull": "u64",
+               "lu": "u64", "llu": "u64"}
+
+
+def err(message: str, node) -> ChoreoError:
+    return ChoreoError(message, getattr(node, "loc", None))
+
+
+class ExprBuilder:
+    """Mixin of the statement builder: needs `self.scope`, `self.kernel`."""
+
+    # ------------------------------------------------------------ entry points
+    def value(self, node: A.Expr, dtype_hint: str | None = None) -> Value:
+        method = getattr(self, "e_" + type(node).__name__, None)
+        if method is None:
+            raise Unsupported(f"the expression form '{type(node).__name__}'", node.loc)
+        return method(node, dtype_hint)
+
+    def scalar(self, node: A.Expr, dtype_hint: str | None = None) -> ir.Expr:
+        v = self.value(node, dtype_hint)
+        if isinstance(v, Scalar):
+            return v.expr
+        if isinstance(v, (EventValue, FutureValue)):
+            raise Unsupported(f"{_kind(v)} used as a value", node.loc)
+        raise err(f"{self.describe(node)} is {_kind(v)}, not a scalar value", node)
+
+    def const_int(self, node: A.Expr, what: str) -> int:
+        e = self.scalar(node)
+        n = B.as_int(e)
+        if n is None:
+            raise err(f"{what} must be a compile-time integer", node)
+        return n
+
+    def describe(self, node: A.Expr) -> str:
+        return f"'{node.id}'" if isinstance(node, A.Name) else "this expression"
+
+    # ------------------------------------------------------------ leaves
+    def e_IntLit(self, n: A.IntLit, hint):
+        dtype = _INT_SUFFIX.get(n.suffix, "s64")
+        if dtype == "s32" and n.value > 0x7FFFFFFF:
+            dtype = "s64"
+        return Scalar(B.const(n.value, dtype), kind="const")
+
+    def e_FloatLit(self, n: A.FloatLit, hint):
+        # Choreo's float arithmetic is single precision unless asked otherwise.
+        dtype = "f64" if hint == "f64" else "f32"
+        return Scalar(B.const(float(n.value), dtype), kind="const")
+
+    def e_BoolLit(self, n: A.BoolLit, hint):
+        return Scalar(B.const(bool(n.value), "bool"), kind="const")
+
+    def e_Name(self, n: A.Name, hint):
+        if n.id in ("inf", "INFINITY"):
+            return Scalar(B.const(math.inf, "f32"), kind="const")
+        v = self.scope.lookup(n.id)
+        if v is None:
+            raise err(f"'{n.id}' is not declared", n)
+        return v
+
+    def e_UBound(self, n: A.UBound, hint):
+        v = self.scope.lookup(n.name)
+        if not isinstance(v, Scalar) or v.bound is None:
+            raise err(f"'#{n.name}': '{n.name}' is not a bounded variable", n)
+        return Scalar(v.bound, kind="const" if B.as_int(v.bound) is not None else "let")
+
+    # ------------------------------------------------------------ operators
+    def e_Unary(self, n: A.Unary, hint):
+        if n.op in ("post++", "post--", "++", "--"):
+            raise Unsupported(f"'{n.op.replace('post', '')}' inside an expression (other than "
+                              "an event order)", n.loc)
+        x = self.scalar(n.operand, hint)
+        if n.op == "+":
+            return Scalar(x)
+        if n.op == "-":
+            if isinstance(x, ir.Const) and not isinstance(x.value, bool):
+                return Scalar(ir.Const(-x.value, x.dtype), kind="const")
+            return Scalar(ir.Un("-", x, x.dtype))
+        if n.op == "!":
+            return Scalar(ir.Un("!", x, "bool"))
+        if n.op == "~":
+            return Scalar(ir.Un("~", x, x.dtype))
+        raise Unsupported(f"the unary operator '{n.op}'", n.loc)
+
+    def e_Binary(self, n: A.Binary, hint):
+        if n.op.startswith("#"):
+            raise Unsupported(f"the bounded-variable operator '{n.op}'", n.loc)
+        lhs, rhs = self.value(n.lhs, hint), self.value(n.rhs, hint)
+        if isinstance(lhs, ShapeValue) or isinstance(rhs, ShapeValue):
+            return self._shape_arith(n, lhs, rhs)
+        if not isinstance(lhs, Scalar) or not isinstance(rhs, Scalar):
+            bad = n.lhs if not isinstance(lhs, Scalar) else n.rhs
+            raise err(f"operator '{n.op}' needs scalar operands; {self.describe(bad)} is "
+                      f"{_kind(lhs if bad is n.lhs else rhs)}", bad)
+        if n.op in ("/", "%") and B.as_int(rhs.expr) == 0:
+            raise err("division by zero", n.rhs)
+        e = B.binop(n.op, lhs.expr, rhs.expr)
+        return Scalar(e, kind="const" if isinstance(e, ir.Const) else "let")
+
+    def _shape_arith(self, n, lhs, rhs):
+        def dims(v, node):
+            if isinstance(v, ShapeValue):
+                return list(v.dims)
+            if isinstance(v, Scalar):
+                return None
+            raise err(f"operator '{n.op}' cannot combine a shape with {_kind(v)}", node)
+        a, b = dims(lhs, n.lhs), dims(rhs, n.rhs)
+        if a is not None and b is not None and len(a) != len(b):
+            raise err(f"shapes of rank {len(a)} and {len(b)} cannot be combined with '{n.op}'", n)
+        size = len(a if a is not None else b)
+        a = a if a is not None else [lhs.expr] * size
+        b = b if b is not None else [rhs.expr] * size
+        return ShapeValue(tuple(B.binop(n.op, x, y) for x, y in zip(a, b)))
+
+    def e_Ternary(self, n: A.Ternary, hint):
+        c = self.scalar(n.cond)
+        t, f = self.scalar(n.then, hint), self.scalar(n.otherwise, hint)
+        if isinstance(c, ir.Const):
+            return Scalar(t if c.value else f)
+        return Scalar(ir.Select(c, t, f, B.result_type(t, f)))
+
+    # ------------------------------------------------------------ calls
+    def e_CallExpr(self, n: A.CallExpr, hint):
+        fn = BUILTIN_FUNCS.get(n.func)
+        if fn is None:
+            raise Unsupported(f"the builtin '{n.func}' in an expression", n.loc)
+        arity = ir.BUILTINS[fn]
+        if len(n.args) != arity:
+            raise err(f"'{n.func}' takes {arity} argument(s), not {len(n.args)}", n)
+        args = tuple(self.scalar(a, hint) for a in n.args)
+        if fn == "cdiv":
+            if B.as_int(args[1]) == 0:
+                raise err("cdiv by zero", n.args[1])
+            return Scalar(B.cdiv(*args))
+        if fn in ("min", "max") and all(B.as_int(a) is not None for a in args):
+            return Scalar(B.const((min if fn == "min" else max)(B.as_int(a) for a in args)))
+        dtype = B.result_type(*args) if len(args) == 2 else args[0].dtype
+        if fn not in ("min", "max", "abs") and not ir.is_float(dtype):
+            dtype = "f32"
+        return Scalar(ir.Call(fn, args, dtype))
+
+    def e_Cast(self, n: A.Cast, hint):
+        if n.foreign is not None:
+            raise Unsupported(f"a conversion to the foreign type \"{n.foreign}\"", n.loc)
+        target = n.target.name if n.target is not None else hint
+        if target is None:
+            raise err("'__to(x)' converts to the type of its destination, and here it has none; "
+                      "write '__to<type>(x)'", n)
+        x = self.scalar(n.value)
+        if x.dtype == target:
+            return Scalar(x)
+        return Scalar(ir.Call("to", (x,), target))
+
+    # ------------------------------------------------------------ shapes
+    def e_MdSpanLit(self, n: A.MdSpanLit, hint):
+        dims = []
+        for el in n.elements:
+            v = self.value(el)
+            if isinstance(v, ShapeValue):
+                dims += v.dims
+            elif isinstance(v, Scalar):
+                dims.append(v.expr)
+            else:
+                raise err(f"a shape element cannot be {_kind(v)}", el)
+        return ShapeValue(tuple(dims))
+
+    def e_ITupleLit(self, n: A.ITupleLit, hint):
+        elems = []
+        for el in n.elements:
+            v = self.value(el)
+            if isinstance(v, ITupleValue):
+                elems += v.elems
+            elif isinstance(v, Scalar):
+                elems.append(v.expr)
+            else:
+                raise err(f"an ituple element cannot be {_kind(v)}", el)
+        return ITupleValue(tuple(elems))
+
+    def e_Member(self, n: A.Member, hint):
+        base = self.value(n.base)
+        if n.name == "span":
+            shape = self.shape_of(base, n.base)
+            of = base.frag.name if isinstance(base, FragValue) else None
+            return ShapeValue(tuple(shape), of_frag=of)
+        if n.name == "data" and isinstance(base, FutureValue):
+            if base.dst is None:
+                raise err(f"'{n.base.id}' is an operation future; it has no '.data'", n)
+            buf = self.kernel.buffer(base.dst.base)
+            return ViewValue(base.dst, buf.dtype if buf else "f32")
+        raise Unsupported(f"the member '.{n.name}'", n.loc)
+
+    def e_DimOf(self, n: A.DimOf, hint):
+        base = self.value(n.base)
+        k = self.const_int(n.index, "a dimension index")
+        if isinstance(base, ShapeValue):
+            seq = base.dims
+        elif isinstance(base, ITupleValue):
+            seq = base.elems
+        else:
+            raise err(f"'(...)' selects an element of a shape or ituple, not of {_kind(base)}", n)
+        if not 0 <= k < len(seq):
+            raise err(f"index {k} is out of range for a rank-{len(seq)} value", n.index)
+        return Scalar(seq[k])
+
+    def shape_of(self, v: Value, node) -> tuple[ir.Expr, ...]:
+        if isinstance(v, Tensor):
+            return v.param.shape
+        if isinstance(v, BufferValue):
+            return tuple(B.const(d) for d in v.buffer.shape)
+        if isinstance(v, ViewValue):
+            return v.view.shape
+        if isinstance(v, FragValue):
+            if not v.frag.shape:
+                raise Unsupported(f"using the shape of accumulator '{v.frag.name}' before the "
+                                  "MMA that fixes it", node.loc)
+            return tuple(B.const(d) for d in v.frag.shape)
+        if isinstance(v, ShapeValue):
+            return v.dims
+        if isinstance(v, FutureValue) and v.dst is not None:
+            return v.dst.shape
+        raise err(f"{self.describe(node)} is {_kind(v)}; it has no shape", node)
+
+    # ------------------------------------------------------------ views and elements
+    def e_Index(self, n: A.Index, hint):
+        base = self.value(n.base)
+        if isinstance(base, BufferValue) and base.buffer.count:
+            if len(n.indices) != 1:
+                raise err(f"'{base.buffer.name}' is a 1-D array of buffers; index it with one value", n)
+            slot = self.scalar(n.indices[0])
+            k = B.as_int(slot)
+            if k is not None and not 0 <= k < base.buffer.count:
+                raise err(f"slot {k} is out of range for '{base.buffer.name}[{base.buffer.count}]'", n)
+            b = base.buffer
+            return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
+        if isinstance(base, EventValue):
+            return base  # event indexing is resolved by wait/trigger
+        raise Unsupported("indexing with '[...]' here", n.loc)
+
+    def view_of(self, node: A.Expr) -> ViewValue:
+        v = self.value(node)
+        if isinstance(v, ViewValue):
+            return v
+        if isinstance(v, Tensor):
+            return ViewValue(V.whole(v.param.name, v.param.shape), v.param.dtype)
+        if isinstance(v, BufferValue):
+            b = v.buffer
+            if b.count:
+                raise err(f"'{b.name}' is an array of {b.count} buffers; select one with "
+                          f"'{b.name}[slot]'", node)
+            return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape)), b.dtype)
+        if isinstance(v, FutureValue) and v.dst is not None:
+            buf = self.kernel.buffer(v.dst.base)
+            return ViewValue(v.dst, buf.dtype if buf else "f32")
+        if isinstance(v, TilingValue):
+            raise err("this tiling needs '.at(...)' to select a tile", node)
+        raise err(f"{self.describe(node)} is {_kind(v)}, not data that can be viewed", node)
+
+    def _args(self, args):
+        out = []
+        for a in args:
+            if isinstance(a, A.Name) and a.id == "_":
+                out.append(None)
+                continue
+            v = self.value(a)
+            if isinstance(v, ITupleValue):
+                out += list(v.elems)
+            elif isinstance(v, ShapeValue):
+                out += list(v.dims)
+            elif isinstance(v, Scalar):
+                out.append(v.expr)
+            else:
+                raise err(f"a view argument cannot be {_kind(v)}", a)
+        return out
+
+    def e_MethodCall(self, n: A.MethodCall, hint):
+        m = n.method
+        if m == "at":
+            base = self.value(n.base)
+            if isinstance(base, FragValue):
+                return self._elem(base, n, hint)
+            if isinstance(base, EventValue):
+                return base
+            if isinstance(base, TilingValue):
+                return self._wrap(lambda: V.at(base.tiling, self._args(n.args)), base.dtype, n)
+            view = self.view_of(n.base)
+            return self._buf_elem(view, n)
+        if m in ("subspan", "chunk"):
+            if n.strides:
+                raise Unsupported("'subspan' with strides", n.loc)
+            view = self.view_of(n.base)
+            return TilingValue(self._wrap(lambda: V.subspan(view.view, self._args(n.args)),
+                                          view.dtype, n, raw=True), view.dtype)
+        if m == "step":
+            base = self.value(n.base)
+            if not isinstance(base, TilingValue):
+                raise err("'.step(...)' follows '.subspan(...)'", n)
+            return TilingValue(self._wrap(lambda: V.step(base.tiling, self._args(n.args)),
+                                          base.dtype, n, raw=True), base.dtype)
+        if m == "sqz":
+            view = self.view_of(n.base)
+            return ViewValue(V.sqz(view.view), view.dtype)
+        if m == "chunkat":
+            view = self.view_of(n.base)
+            return self._wrap(lambda: V.chunkat(view.view, self._chunk_args(n.args)), view.dtype, n)
+        if m == "from":
+            inner = n.base
+            if not (isinstance(inner, A.MethodCall) and inner.method == "view"):
+                raise err("'.from(...)' follows '.view(...)'", n)
+            if inner.strides:
+                raise Unsupported("'view' with element strides", inner.loc)
+            view = self.view_of(inner.base)
+            return self._wrap(lambda: V.window(view.view, self._args(inner.args), self._args(n.args)),
+                              view.dtype, n)
+        raise Unsupported(f"the view operation '.{m}(...)'", n.loc)
+
+    def _wrap(self, fn, dtype, node, raw=False):
+        try:
+            result = fn()
+        except V.ViewError as e:
+            raise err(str(e), node) from None
+        return result if raw else ViewValue(result, dtype)
+
+    def _chunk_args(self, args):
+        out = []
+        for a in args:
+            if isinstance(a, A.Name) and a.id == "_":
+                out.append(None)
+                continue
+            v = self.value(a)
+            if not isinstance(v, Scalar) or v.bound is None:
+                raise err("'chunkat' takes bounded variables (or '_')", a)
+            out.append((v.expr, v.bound))
+        return out
+
+    def _elem(self, frag: FragValue, n: A.MethodCall, hint):
+        f = frag.frag
+        index = tuple(self.scalar(a) for a in n.args)
+        if f.shape and len(index) != len(f.shape):
+            raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)} index(es)", n)
+        return Scalar(ir.Elem(f.name, index, f.dtype))
+
+    def _buf_elem(self, view: ViewValue, n: A.MethodCall):
+        index = tuple(self.scalar(a) for a in n.args)
+        if len(index) != view.view.rank:
+            raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
+        return Scalar(ir.BufElem(view.view, index, view.dtype))
+
+
+def _kind(v: Value) -> str:
+    return {
+        "Scalar": "a scalar", "Tensor": "a global tensor", "BufferValue": "a buffer",
+        "ViewValue": "a view", "TilingValue": "a tiling", "EventValue": "an event",
+        "FutureValue": "a future", "FragValue": "a fragment", "ShapeValue": "a shape",
+        "ITupleValue": "an ituple",
+    }.get(type(v).__name__, "a value")

@@ -1,0 +1,346 @@
+"""Statements: from a `__co__` function's AST to IR functions and kernels.
+
+One `parallel ... : block` at the top of a function body becomes a kernel;
+inside it, `parallel p by N : group-4` becomes `ir.Parallel`,
+`inthreads.async (cond)` becomes an `ir.Role` whose members are found by
+evaluating `cond` for every instance. The statement forms for data
+movement, events and fragments live in `ops.py`.
+"""
+from __future__ import annotations
+
+from .. import ast as A
+from .. import ir
+from .. import ir_build as B
+from ..ir_eval import EvalError, evaluate
+from ..ir_printer import expr as print_expr
+from .exprs import ExprBuilder, err
+from .ops import OpBuilder
+from .values import (BufferValue, EventValue, ITupleValue, Scalar, Scope, ShapeValue, Tensor,
+                     TilingValue, Unsupported, ViewValue)
+
+LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+
+
+class KernelBuilder(ExprBuilder, OpBuilder):
+    def __init__(self, func: A.FunctionDef) -> None:
+        self.func = func
+        self.scope = Scope()
+        self.kernel: ir.Kernel | None = None
+        self.params: list[ir.Param] = []
+        self.kernels: list[ir.Kernel] = []
+        self.out: list[ir.Stmt] = []  # where statements are emitted
+        self.in_parallel: ir.Parallel | None = None
+        self.role: ir.Role | None = None
+
+    # ------------------------------------------------------------ function
+    def build(self) -> ir.Function:
+        for p in self.func.params:
+            self.param(p)
+        host: list[ir.Stmt] = []
+        self.out = host
+        for s in self.func.body.stmts:
+            if isinstance(s, A.ParallelBy):
+                self.launch(s, host)
+            elif isinstance(s, A.Return) and s.value is None:
+                continue
+            else:
+                self.host_stmt(s)
+        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
+
+    def param(self, p: A.Param) -> None:
+        t = p.type
+        if p.name is None:
+            return
+        if isinstance(t, A.TypeRef):
+            self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            return
+        if t.dims is None:
+            raise Unsupported("a parameter without a written shape", p.loc)
+        shape = []
+        for d in t.dims:
+            if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
+                self.scope.bind(d.id, Scalar(ir.Sym(d.id, "s32"), kind="dim"))
+            if isinstance(d, A.DimWildcard):
+                raise Unsupported(f"the open dimension '{d.kind}'", d.loc)
+            v = self.value(d)
+            if not isinstance(v, Scalar):
+                raise Unsupported("a parameter shape written as a shape value", d.loc)
+            shape.append(v.expr)
+        param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
+        self.params.append(param)
+        self.scope.bind(p.name, Tensor(param))
+
+    def host_stmt(self, s: A.Stmt) -> None:
+        """Statements outside any parallel block: compile-time constants only."""
+        if isinstance(s, A.ScalarDecl) and not s.mutable and s.init is not None:
+            v = self.scalar(s.init, s.type.name if s.type else None)
+            if not isinstance(v, ir.Const):
+                raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
+            self.scope.bind(s.name, Scalar(v, kind="const"))
+            return
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
+            v = self.value(s.value)
+            if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
+                self.scope.bind(s.target.id, Scalar(v.expr, kind="const"))
+                return
+        raise Unsupported(f"host-side code ({type(s).__name__}) around the kernel", s.loc)
+
+    def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
+        if len(s.levels) != 1 or s.levels[0].level not in ("block", None):
+            raise Unsupported("a kernel whose outer parallel level is not ': block'", s.loc)
+        lvl = s.levels[0]
+        bounds = self._bounds(lvl)
+        names = lvl.elements or ([lvl.var] if lvl.var else [])
+        if not names:  # `parallel by N`: the variables have no names in the source
+            names = [f"_b{i}" for i in range(len(bounds))]
+        if len(names) != len(bounds):
+            raise err(f"parallel variables and bounds differ in number ({len(names)} vs. "
+                      f"{len(bounds)})", lvl)
+        if len(bounds) > 3:
+            raise err("a grid has at most 3 dimensions", lvl)
+        name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
+        self.kernel = ir.Kernel(name, self.params, [], loc=s.loc)
+        self.kernel.launch_bounds = self._launch_bounds(s.attributes)
+        outer = self.scope
+        self.scope = outer.child()
+        for var, bound in zip(names, bounds):
+            self.kernel.grid.append(ir.GridDim(var, bound))
+            self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        self.kernel.body = self.block(s.body.stmts, new_scope=False)
+        self.scope = outer
+        self.kernels.append(self.kernel)
+        host.append(ir.Launch(self.kernel.name, loc=s.loc))
+
+    def _bounds(self, lvl: A.ParallelLevel) -> list[ir.Expr]:
+        out = []
+        for b in lvl.bounds:
+            v = self.value(b)
+            if isinstance(v, ShapeValue):
+                out += v.dims
+            elif isinstance(v, Scalar):
+                out.append(v.expr)
+            else:
+                raise err("a parallel bound must be an integer or a shape", b)
+        for b, node in zip(out, lvl.bounds * len(out)):
+            n = B.as_int(b)
+            if n is not None and n <= 0:
+                raise err(f"a parallel bound must be positive, not {n}", node)
+        return out
+
+    def _launch_bounds(self, attrs: list[A.Attribute]):
+        for a in attrs:
+            if a.name == "launch_bounds":
+                vals = []
+                for x in a.args:
+                    vals.append(None if isinstance(x, A.Name) and x.id == "_"
+                                else self.const_int(x, "a launch bound"))
+                return tuple(vals)
+        return None
+
+    # ------------------------------------------------------------ blocks
+    def block(self, stmts: list[A.Stmt], new_scope: bool = True) -> list[ir.Stmt]:
+        saved_out, saved_scope = self.out, self.scope
+        self.out = []
+        if new_scope:
+            self.scope = self.scope.child()
+        try:
+            for s in stmts:
+                self.stmt(s)
+            return self.out
+        finally:
+            self.out, self.scope = saved_out, saved_scope
+
+    def emit(self, s: ir.Stmt) -> None:
+        self.out.append(s)
+
+    def stmt(self, s: A.Stmt) -> None:
+        method = getattr(self, "s_" + type(s).__name__, None)
+        if method is None:
+            raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
+        method(s)
+
+    def s_Block(self, s: A.Block) -> None:
+        for x in self.block(s.stmts):
+            self.emit(x)
+
+    # ------------------------------------------------------------ scalars
+    def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
+        if s.init is None:
+            raise err(f"'{s.name}' needs an initial value", s)
+        dtype = s.type.name if s.type else None
+        v = self.scalar(s.init, dtype)
+        dtype = dtype or v.dtype
+        if dtype in ("void", "auto"):
+            dtype = v.dtype
+        if dtype != v.dtype and isinstance(v, ir.Const):
+            v = ir.Const(float(v.value) if ir.is_float(dtype) else int(v.value), dtype)
+        if s.mutable:
+            self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
+            self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
+        else:
+            self._let(s.name, v, s.loc)
+
+    def _let(self, name: str, value: ir.Expr, loc) -> None:
+        if isinstance(value, ir.Const):
+            self.scope.bind(name, Scalar(value, kind="const", loc=loc))
+            return
+        self.emit(ir.Let(name, value, loc=loc))
+        self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), kind="let", loc=loc))
+
+    def s_Assign(self, s: A.Assign) -> None:
+        t = s.target
+        if isinstance(t, A.Name):
+            return self._assign_name(s, t.id)
+        if isinstance(t, A.MethodCall) and t.method == "at":
+            return self.element_store(s)
+        raise Unsupported("this assignment target", t.loc)
+
+    def _assign_name(self, s: A.Assign, name: str) -> None:
+        old = self.scope.lookup(name)
+        local = self.scope.local(name)
+        if isinstance(old, Scalar) and old.mutable:
+            value = self._compound(s, old.expr)
+            self.emit(ir.Assign(name, value, loc=s.loc))
+            return
+        if s.op != "=":
+            raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
+        if local is not None and isinstance(local, (Scalar,)):
+            where = f" (defined at {local.loc.line}:{local.loc.col})" if local.loc else ""
+            raise err(f"'{name}' is immutable{where}; declare it 'mutable' to assign it again", s.target)
+        v = self.value(s.value)
+        if isinstance(v, Scalar):
+            self._let(name, v.expr, s.loc)
+        elif isinstance(v, ViewValue):
+            self.emit(ir.ViewDef(name, v.view, loc=s.loc))
+            self.scope.bind(name, ViewValue(v.view, v.dtype, loc=s.loc))
+        elif isinstance(v, (TilingValue, ShapeValue, ITupleValue, Tensor, BufferValue, EventValue)):
+            v.loc = s.loc
+            self.scope.bind(name, v)
+        else:
+            raise Unsupported(f"naming {type(v).__name__}", s.loc)
+
+    def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
+        rhs = self.scalar(s.value, current.dtype)
+        if s.op == "=":
+            return rhs
+        return B.binop(s.op[:-1], current, rhs, current.dtype)
+
+    def s_ExprStmt(self, s: A.ExprStmt) -> None:
+        e = s.expr
+        if isinstance(e, A.Unary) and e.op in ("post++", "post--", "++", "--"):
+            self.increment(e)
+            return
+        if isinstance(e, A.Call):
+            return self.device_call(e)
+        if isinstance(e, A.CallExpr):
+            return self.builtin_stmt(e)
+        raise Unsupported("this expression statement", s.loc)
+
+    def increment(self, e: A.Unary) -> None:
+        if not isinstance(e.operand, A.Name):
+            raise err(f"'{e.op.replace('post', '')}' needs a mutable variable", e)
+        v = self.scope.lookup(e.operand.id)
+        if not isinstance(v, Scalar) or not v.mutable:
+            raise err(f"'{e.operand.id}' is not mutable", e.operand)
+        op = "+" if "++" in e.op else "-"
+        self.emit(ir.Assign(e.operand.id, B.binop(op, v.expr, B.const(1), v.dtype), loc=e.loc))
+
+    # ------------------------------------------------------------ control flow
+    def s_If(self, s: A.If) -> None:
+        cond = self.scalar(s.cond)
+        then = self.block(s.then.stmts)
+        orelse = self.block(s.orelse.stmts) if s.orelse else []
+        self.emit(ir.If(cond, then, orelse, loc=s.loc))
+
+    def s_While(self, s: A.While) -> None:
+        self.emit(ir.While(self.scalar(s.cond), self.block(s.body.stmts), loc=s.loc))
+
+    def s_Break(self, s): self.emit(ir.Break(loc=s.loc))
+    def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
+
+    def s_Foreach(self, s: A.Foreach) -> None:
+        if s.ranges and not s.bindings:
+            raise Unsupported("'foreach' over variables bound by an enclosing 'with'", s.loc)
+        loops: list[tuple[str, ir.Expr]] = []
+        for b in s.bindings:
+            dom = self.value(b.domain)
+            bounds = dom.dims if isinstance(dom, ShapeValue) else (
+                [dom.expr] if isinstance(dom, Scalar) else None)
+            if bounds is None:
+                raise err("a loop domain must be an integer or a shape", b.domain)
+            names = b.elements or ([b.name] if b.name else [])
+            if not b.elements and len(bounds) > 1:
+                raise Unsupported("a loop over a named ituple of several dimensions", b.loc)
+            if len(names) != len(bounds):
+                raise err(f"{len(names)} loop variable(s) for a {len(bounds)}-D domain", b)
+            loops += list(zip(names, bounds))
+        for r in s.ranges:
+            if r.sliced:
+                raise Unsupported("a sliced loop range", r.loc)
+        outer = self.scope
+        self.scope = outer.child()
+        for var, bound in loops:
+            self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        body = self.block(s.body.stmts)
+        self.scope = outer
+        for var, bound in reversed(loops):
+            body = [ir.For(var, B.const(0), bound, body, loc=s.loc)]
+        for x in body:
+            self.emit(x)
+
+    # ------------------------------------------------------------ parallel structure
+    def s_ParallelBy(self, s: A.ParallelBy) -> None:
+        if self.kernel is None:
+            raise Unsupported("a nested kernel launch", s.loc)
+        if self.in_parallel is not None:
+            raise Unsupported("nested 'parallel' levels inside a block", s.loc)
+        if len(s.levels) != 1:
+            raise Unsupported("several parallel levels in one statement inside a block", s.loc)
+        lvl = s.levels[0]
+        level = lvl.level or "thread"
+        if level not in LEVEL_THREADS:
+            raise Unsupported(f"the parallel level ': {level}' inside a block", lvl.loc)
+        names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
+        bounds = self._bounds(lvl)
+        if len(names) != 1 or len(bounds) != 1:
+            raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
+        extent = B.as_int(bounds[0])
+        if extent is None:
+            raise err("the number of thread groups must be a compile-time integer", lvl.bounds[0])
+        par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
+        outer = self.scope
+        self.scope = outer.child()
+        self.scope.bind(names[0], Scalar(ir.Sym(names[0], "s32"), bound=bounds[0], kind="index"))
+        self.in_parallel = par
+        try:
+            par.body = self.block(s.body.stmts)
+        finally:
+            self.in_parallel = None
+            self.scope = outer
+        self.emit(par)
+
+    def s_InThreads(self, s: A.InThreads) -> None:
+        par = self.in_parallel
+        if par is None:
+            raise err("'inthreads' selects thread groups of an enclosing 'parallel'", s)
+        if self.role is not None:
+            raise err("'inthreads' regions cannot be nested", s)
+        cond = self.scalar(s.cond)
+        members = []
+        for p in range(par.extent):
+            try:
+                if evaluate(cond, {par.var: p}):
+                    members.append(p)
+            except EvalError:
+                raise err(f"an 'inthreads' condition may only depend on the parallel variable "
+                          f"'{par.var}'", s.cond) from None
+        if not members:
+            raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
+                      s.cond)
+        role = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=s.is_async, loc=s.loc)
+        self.role = role
+        try:
+            role.body = self.block(s.body.stmts)
+        finally:
+            self.role = None
+        self.emit(role)

@@ -1,0 +1,496 @@
+"""Declarations and operations: buffers, events, DMA/TMA, waits and triggers,
+fragments, MMA, `apply` and reductions.
+
+Shape rules checked here (each error points at the operand):
+- a copy moves a tile into a destination of the same shape;
+- an MMA multiplies A [M, K] by B ([N, K] for `row.row`, [K, N] for
+  `row.col`) into an accumulator [M, N]; the first MMA on an accumulator
+  created by `mma.fill` fixes its shape;
+- `mma.store` writes the accumulator into a view of its shape.
+"""
+from __future__ import annotations
+
+from .. import ast as A
+from .. import ir
+from .. import ir_build as B
+from .exprs import err
+from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeValue,
+                     Unsupported, ViewValue)
+from .views import static_shape
+
+SWIZZLES = (32, 64, 128)
+
+
+def auto_swizzle(row_bytes: int) -> int | None:
+    """The swizzle that fits a tile's rows: the widest pattern not wider than a row."""
+    for s in (128, 64, 32):
+        if row_bytes >= s:
+            return s
+    return None
+
+
+def _syms(e: ir.Expr) -> set[str]:
+    if isinstance(e, ir.Sym):
+        return {e.name}
+    out: set[str] = set()
+    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
+        sub = getattr(e, name, None)
+        if isinstance(sub, ir.Expr):
+            out |= _syms(sub)
+    for a in (*(getattr(e, "args", ()) or ()), *(getattr(e, "index", ()) or ())):
+        out |= _syms(a)
+    return out
+
+
+def _fmt(shape) -> str:
+    return "[" + ", ".join(str(d) for d in shape) + "]"
+
+
+class OpBuilder:
+    """Mixin of KernelBuilder."""
+
+    # ------------------------------------------------------------ declarations
+    def _need_block(self, s, what: str) -> None:
+        if self.kernel is None:
+            raise err(f"{what} must be declared inside a 'parallel' block", s)
+
+    def _array_count(self, s) -> int | None:
+        if not s.array_dims:
+            return None
+        if len(s.array_dims) != 1:
+            raise Unsupported("multi-dimensional arrays of buffers or events", s.loc)
+        n = self.const_int(s.array_dims[0], "an array size")
+        if n <= 0:
+            raise err(f"an array size must be positive, not {n}", s.array_dims[0])
+        return n
+
+    def s_BufferDecl(self, s: A.BufferDecl) -> None:
+        storage = s.storage or "local"
+        if storage == "global":
+            raise Unsupported("a global buffer declared in a kernel", s.loc)
+        self._need_block(s, f"a {storage} buffer")
+        if s.type.dims is None:
+            raise err(f"'{s.name}' needs a shape", s.type)
+        dims = []
+        for d in s.type.dims:
+            v = self.value(d)
+            ds = v.dims if isinstance(v, ShapeValue) else (v.expr,) if isinstance(v, Scalar) else None
+            if ds is None:
+                raise err("a buffer dimension must be an integer or a shape", d)
+            for x in ds:
+                n = B.as_int(x)
+                if n is None:
+                    raise Unsupported(f"a {storage} buffer whose shape is only known at run time",
+                                      d.loc)
+                if n <= 0:
+                    raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", d)
+                dims.append(n)
+        init = None
+        if s.init is not None:
+            init = self.scalar(s.init, s.type.elem.name)
+            if not isinstance(init, ir.Const):
+                raise err("a buffer initialiser must be a constant", s.init)
+        buf = ir.Buffer(s.name, storage, s.type.elem.name, tuple(dims), self._array_count(s),
+                        init=init, loc=s.loc)
+        self._unique(s)
+        self.kernel.buffers.append(buf)
+        self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
+
+    def _unique(self, s) -> None:
+        local = self.scope.local(s.name)
+        if local is not None:
+            where = f" at {local.loc.line}:{local.loc.col}" if local.loc else ""
+            raise err(f"'{s.name}' is already declared in this scope{where}", s)
+        if self.kernel.buffer(s.name) or self.kernel.event(s.name) or self.kernel.frag(s.name):
+            raise Unsupported(f"two declarations named '{s.name}' in one kernel", s.loc)
+
+    def s_EventDecl(self, s: A.EventDecl) -> None:
+        self._need_block(s, "an event")
+        if (s.storage or "shared") != "shared":
+            raise Unsupported(f"'{s.storage}' events", s.loc)
+        if s.thread_count is not None:
+            raise Unsupported("events with an explicit thread count", s.loc)
+        ev = ir.Event(s.name, self._array_count(s), s.ready, loc=s.loc)
+        self._unique(s)
+        self.kernel.events.append(ev)
+        self.scope.bind(s.name, EventValue(ev, loc=s.loc))
+
+    # ------------------------------------------------------------ data movement
+    def s_DmaOp(self, s: A.DmaOp) -> None:
+        if s.operation in ("pad", "transp", "any") or s.sparse or s.multicast or s.zfill \
+                or s.promote or s.after:
+            raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
+        if s.dst is None or isinstance(s.dst, A.StorageTarget):
+            raise Unsupported("a copy into an implicit buffer ('=> shared')", s.loc)
+        src, dst = self.view_of(s.src), self.view_of(s.dst)
+        self._check_copy_shapes(s, src, dst)
+        swizzle = self._swizzle(s, dst)
+        src_store, dst_store = self._storage(src.view), self._storage(dst.view)
+        if s.is_async and s.future is None:
+            raise err("an asynchronous copy needs a future: 'f = ...'", s)
+        if s.engine == "tma":
+            if src_store == "global" and dst_store == "shared":
+                op = ir.TmaLoad(src.view, dst.view, s.future if s.is_async else None, s.evict,
+                                swizzle, loc=s.loc)
+            elif src_store == "shared" and dst_store == "global":
+                if s.is_async:
+                    raise Unsupported("an asynchronous TMA store", s.loc)
+                op = ir.TmaStore(src.view, dst.view, loc=s.loc)
+            else:
+                raise err(f"TMA copies between global and shared memory, not from {src_store} "
+                          f"to {dst_store}", s)
+        else:
+            op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc)
+        self._emit_collective(op, s)
+        if s.future:
+            kind = "tma" if s.engine == "tma" and src_store == "global" else s.engine
+            self.scope.bind(s.future, FutureValue(s.future, kind, dst.view, loc=s.loc))
+
+    def _instances(self) -> int:
+        """How many thread-group instances execute the current statement."""
+        if self.role is not None:
+            return len(self.role.members)
+        return self.in_parallel.extent if self.in_parallel is not None else 1
+
+    def _emit_collective(self, op, s) -> None:
+        """A copy is one operation of the group that executes it, not one per instance.
+
+        With several instances (two consumer warpgroups storing the tile they
+        both wrote), they meet first, one issues the copy, and for a
+        synchronous load they meet again so that all see the data.
+        """
+        if self._instances() == 1:
+            self.emit(op)
+            return
+        if getattr(op, "future", None):
+            raise Unsupported("an asynchronous copy issued by a role of several thread groups",
+                              s.loc)
+        op.leader_only = True
+        varying = self._instance_varying(op)
+        if varying:
+            raise err(f"this copy is issued once for all {self._instances()} thread groups that "
+                      f"run it, but its tile depends on '{varying}', which differs between them; "
+                      "copy the whole tile, or give each group a role of its own", s)
+        self.emit(ir.RoleSync(loc=s.loc))
+        self.emit(op)
+        if not isinstance(op, ir.TmaStore):
+            self.emit(ir.RoleSync(loc=s.loc))
+
+    def _instance_varying(self, op) -> str | None:
+        """A name in the copy's views whose value differs between the group's instances."""
+        var = self.in_parallel.var if self.in_parallel is not None else None
+        varying = {var} if var else set()
+        body = self.role.body if self.role is not None else []
+        for st in list(ir.walk(self.out)) + list(ir.walk(body)):
+            if isinstance(st, (ir.Let, ir.Assign, ir.Var)):
+                value = st.value if not isinstance(st, ir.Var) else st.init
+                if _syms(value) & varying:
+                    varying.add(st.name)
+        for v in (op.src, op.dst):
+            for e in (*v.offsets, *v.extents, *((v.slot,) if v.slot is not None else ())):
+                hit = _syms(e) & varying
+                if hit:
+                    return sorted(hit)[0]
+        return None
+
+    def _storage(self, v: ir.View) -> str:
+        p = self.kernel.param(v.base)
+        return p.storage if p else self.kernel.buffer(v.base).storage
+
+    def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
+        a, b = static_shape(src.view), static_shape(dst.view)
+        if a is not None and b is not None and a != b:
+            raise err(f"copy of a {_fmt(a)} tile into a {_fmt(b)} destination", s.src)
+        if src.dtype != dst.dtype:
+            raise err(f"copy from {src.dtype} data into a {dst.dtype} destination", s.dst)
+
+    def _swizzle(self, s: A.DmaOp, dst: ViewValue) -> int | None:
+        if s.swizzle is None:
+            return None
+        shape = static_shape(dst.view)
+        row_bytes = shape[-1] * ir.dtype_bytes(dst.dtype) if shape else None
+        if s.swizzle == "auto":
+            if row_bytes is None:
+                raise err("a bare '.swiz' needs a destination of known shape", s)
+            return auto_swizzle(row_bytes)
+        if s.swizzle not in SWIZZLES:
+            raise err(f"'.swiz<{s.swizzle}>': the swizzle is 32, 64 or 128 bytes", s)
+        if row_bytes is not None and row_bytes < s.swizzle:
+            raise err(f"'.swiz<{s.swizzle}>' is wider than the destination's {row_bytes}-byte rows", s)
+        return s.swizzle
+
+    # ------------------------------------------------------------ events
+    def _event_ref(self, node: A.Expr, allow_increment: bool):
+        post: list[ir.Stmt] = []
+        if isinstance(node, A.Name):
+            v = self.value(node)
+            if isinstance(v, EventValue):
+                return ir.EventRef(v.event.name), post
+            if isinstance(v, FutureValue):
+                return ir.FutureRef(v.name), post
+            raise err(f"'{node.id}' is not an event or a future", node)
+        if isinstance(node, A.Index):
+            v = self.value(node.base)
+            if isinstance(v, EventValue) and len(node.indices) == 1:
+                idx = self.scalar(node.indices[0])
+                self._slot_range(v.event, idx, node)
+                return ir.EventRef(v.event.name, index=idx), post
+        if isinstance(node, A.MethodCall) and node.method == "at":
+            v = self.value(node.base)
+            if not isinstance(v, EventValue):
+                raise err("'.at(order)' here needs an event", node.base)
+            if len(node.args) != 1:
+                raise err("'.at(order)' on an event takes one logical order", node)
+            arg = node.args[0]
+            if isinstance(arg, A.Unary) and arg.op in ("post++", "post--"):
+                if not allow_increment:
+                    raise err("'order++' is allowed in 'trigger', not here", arg)
+                if not isinstance(arg.operand, A.Name):
+                    raise err("'++' needs a mutable variable", arg)
+                var = self.scope.lookup(arg.operand.id)
+                if not isinstance(var, Scalar) or not var.mutable:
+                    raise err(f"'{arg.operand.id}' is not mutable", arg.operand)
+                op = "+" if arg.op == "post++" else "-"
+                post.append(ir.Assign(arg.operand.id, B.binop(op, var.expr, B.const(1), var.dtype),
+                                      loc=arg.loc))
+                return ir.EventRef(v.event.name, order=var.expr), post
+            return ir.EventRef(v.event.name, order=self.scalar(arg)), post
+        raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
+
+    def _slot_range(self, ev: ir.Event, idx: ir.Expr, node) -> None:
+        k = B.as_int(idx)
+        if k is not None and not 0 <= k < (ev.slots or 1):
+            raise err(f"slot {k} is out of range for event '{ev.name}'", node)
+
+    def s_Wait(self, s: A.Wait) -> None:
+        items = []
+        for t in s.targets:
+            ref, post = self._event_ref(t, allow_increment=False)
+            items.append(ref)
+        self.emit(ir.Wait(items, loc=s.loc))
+
+    def s_Trigger(self, s: A.Trigger) -> None:
+        if s.scope is not None:
+            raise Unsupported(f"'trigger.{s.scope}'", s.loc)
+        after = []
+        for f in s.after:
+            v = self.value(f)
+            if not isinstance(v, FutureValue):
+                raise err(f"'after' takes futures; {self.describe(f)} is not one", f)
+            if v.kind == "mma":
+                raise err(f"'trigger ... after {v.name}': an MMA future has no native completion "
+                          f"event; write 'wait {v.name};' and then a plain 'trigger'", f)
+            if v.kind != "tma":
+                raise err(f"'trigger ... after {v.name}': only asynchronous global-to-shared TMA "
+                          "loads can complete an event", f)
+            after.append(v.name)
+        for t in s.targets:
+            ref, post = self._event_ref(t, allow_increment=True)
+            if isinstance(ref, ir.FutureRef):
+                raise err("'trigger' takes events, not futures", t)
+            self.emit(ir.Trigger(ref, after, loc=s.loc))
+            for p in post:
+                self.emit(p)
+
+    def s_Sync(self, s: A.Sync) -> None:
+        if s.kind != "shared":
+            raise Unsupported(f"'sync.{s.kind}'", s.loc)
+        self.emit(ir.SyncShared(loc=s.loc))
+
+    def device_call(self, c: A.Call) -> None:
+        short = c.func.split("::")[-1]
+        if short in ("setreg_inc", "setreg_dec") and len(c.args) == 1:
+            n = self.const_int(c.args[0], "a register count")
+            if n % 8 or not 24 <= n <= 256:
+                raise err(f"{short}({n}): the register count must be a multiple of 8 in [24, 256]",
+                          c.args[0])
+            if self.role is not None:
+                self.role.max_regs = n
+            self.emit(ir.SetMaxRegs(n, short == "setreg_inc", loc=c.loc))
+            return
+        raise Unsupported(f"the device function '{c.func}'", c.loc)
+
+    # ------------------------------------------------------------ fragments
+    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node) -> ir.Frag:
+        if self.kernel.frag(name) is not None:
+            raise Unsupported(f"a second fragment named '{name}' in one kernel", node.loc)
+        f = ir.Frag(name, dtype, shape, loc=node.loc)
+        self.kernel.frags.append(f)
+        self.scope.bind(name, FragValue(f, loc=node.loc))
+        return f
+
+    def s_FragDecl(self, s: A.FragDecl) -> None:
+        self._need_block(s, "a fragment")
+        if s.array_dims or s.type is None:
+            raise Unsupported("this form of fragment declaration", s.loc)
+        shape = tuple(self.const_int(d, "a fragment dimension") for d in (s.type.dims or []))
+        if not shape or any(d <= 0 for d in shape):
+            raise err(f"fragment '{s.name}' needs a positive shape", s.type)
+        init = None
+        if s.init is not None:
+            init = self.scalar(s.init, s.type.elem.name)
+            if not isinstance(init, ir.Const):
+                raise err("a fragment initialiser must be a constant", s.init)
+        f = self._add_frag(s.name, s.type.elem.name, shape, s)
+        self.emit(ir.FragDecl(f, init, loc=s.loc))
+
+    def s_MmaFill(self, s: A.MmaFill) -> None:
+        self._need_block(s, "an accumulator")
+        if not isinstance(s.target, A.Name):
+            raise Unsupported("this 'mma.fill' target", s.loc)
+        name = s.target.id
+        existing = self.scope.lookup(name)
+        dtype = s.elem.name if s.elem else None
+        if isinstance(existing, FragValue):
+            frag = existing.frag
+            if dtype and dtype != frag.dtype:
+                raise err(f"'{name}' is a {frag.dtype} accumulator; it cannot be refilled as {dtype}",
+                          s)
+        else:
+            if not s.declares:
+                raise err(f"'{name}' is not an accumulator", s.target)
+            frag = self._add_frag(name, dtype or "f32", (), s)
+            self.emit(ir.FragDecl(frag, None, loc=s.loc))
+        value = self.scalar(s.value, frag.dtype)
+        if not isinstance(value, ir.Const):
+            raise err("'mma.fill' takes a constant", s.value)
+        value = ir.Const(float(value.value) if ir.is_float(frag.dtype) else int(value.value),
+                         frag.dtype)
+        self.emit(ir.MmaFill(frag.name, value, loc=s.loc))
+
+    def _frag_of(self, node, what: str) -> ir.Frag:
+        v = self.value(node)
+        if not isinstance(v, FragValue):
+            raise err(f"{what} must be a fragment; {self.describe(node)} is not one", node)
+        return v.frag
+
+    def s_MmaOp(self, s: A.MmaOp) -> None:
+        if s.sparse or s.scale or s.metadata is not None:
+            raise Unsupported("sparse and scaled MMA", s.loc)
+        acc = self._frag_of(s.acc, "the accumulator")
+        a_val = self.value(s.a)
+        if isinstance(a_val, FragValue):
+            a, a_shape, a_dtype = a_val.frag.name, a_val.frag.shape, a_val.frag.dtype
+        else:
+            av = self.view_of(s.a)
+            a, a_shape, a_dtype = av.view, static_shape(av.view), av.dtype
+            if self._storage(av.view) != "shared":
+                raise err("an MMA reads its A operand from shared memory or registers", s.a)
+        bv = self.view_of(s.b)
+        if self._storage(bv.view) != "shared":
+            raise err("an MMA reads its B operand from shared memory", s.b)
+        b_shape = static_shape(bv.view)
+        self._check_mma(s, acc, a_shape, b_shape, a_dtype, bv.dtype)
+        if s.is_async and s.future is None:
+            raise err("an asynchronous MMA needs a future: 'f = mma...'", s)
+        fut = s.future if s.is_async else None
+        order = tuple(s.issue_order) if s.issue_order else None
+        self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
+        if fut:
+            self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
+
+    def _check_mma(self, s, acc, a_shape, b_shape, a_dtype, b_dtype) -> None:
+        if s.layout not in ("row.row", "row.col"):
+            raise Unsupported(f"'mma.{s.layout}'", s.loc)
+        if a_shape is None or b_shape is None or len(a_shape) != 2 or len(b_shape) != 2:
+            raise err("MMA operands must be 2-D tiles of known shape", s)
+        m, k = a_shape
+        n, kb = (b_shape[0], b_shape[1]) if s.layout == "row.row" else (b_shape[1], b_shape[0])
+        if k != kb:
+            want = f"[N, {k}]" if s.layout == "row.row" else f"[{k}, N]"
+            raise err(f"MMA K mismatch: A is {_fmt(a_shape)} but B is {_fmt(b_shape)}; "
+                      f"'mma.{s.layout}' needs B as {want}", s.b)
+        if a_dtype != b_dtype:
+            raise err(f"MMA operands differ in type: A is {a_dtype}, B is {b_dtype}", s.b)
+        if not acc.shape:
+            acc.shape = (m, n)
+        elif acc.shape != (m, n):
+            raise err(f"accumulator '{acc.name}' is {_fmt(acc.shape)}, but this MMA produces "
+                      f"[{m}, {n}]", s.acc)
+
+    def s_MmaStore(self, s: A.MmaStore) -> None:
+        if s.is_async or s.transposed or s.mask:
+            raise Unsupported("'mma.store' with modifiers", s.loc)
+        acc = self._frag_of(s.source, "the stored value")
+        dst = self.view_of(s.dst)
+        shape = static_shape(dst.view)
+        if shape is not None and acc.shape and shape != acc.shape:
+            raise err(f"'mma.store' of a {_fmt(acc.shape)} accumulator into a {_fmt(shape)} "
+                      "destination", s.dst)
+        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc))
+
+    # ------------------------------------------------------------ apply and element stores
+    def s_Apply(self, s: A.Apply) -> None:
+        dom = self.value(s.domain)
+        if not isinstance(dom, ShapeValue) or dom.of_frag is None:
+            raise Unsupported("'apply' over something other than a fragment's span", s.domain.loc)
+        frag = self.kernel.frag(dom.of_frag)
+        if len(s.indices) != len(frag.shape):
+            raise err(f"'{frag.name}' has {len(frag.shape)} dimension(s); 'apply' names "
+                      f"{len(s.indices)} index(es)", s)
+        outer = self.scope
+        self.scope = outer.child()
+        for i, d in zip(s.indices, frag.shape):
+            self.scope.bind(i, Scalar(ir.Sym(i, "s32"), bound=B.const(d), kind="index"))
+        body = self.block(s.body.stmts)
+        self.scope = outer
+        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
+
+    def element_store(self, s: A.Assign) -> None:
+        t = s.target
+        base = self.value(t.base)
+        if isinstance(base, FragValue):
+            f = base.frag
+            index = tuple(self.scalar(a) for a in t.args)
+            if len(index) != len(f.shape):
+                raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)}", t)
+            value = self._stored_value(s, ir.Elem(f.name, index, f.dtype), f.dtype)
+            self.emit(ir.ElemStore(f.name, index, value, loc=s.loc))
+            return
+        view = self.view_of(t.base)
+        index = tuple(self.scalar(a) for a in t.args)
+        if len(index) != view.view.rank:
+            raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", t)
+        value = self._stored_value(s, ir.BufElem(view.view, index, view.dtype), view.dtype)
+        self.emit(ir.BufStore(view.view, index, value, loc=s.loc))
+
+    def _stored_value(self, s: A.Assign, current: ir.Expr, dtype: str) -> ir.Expr:
+        rhs = self.scalar(s.value, dtype)
+        if s.op != "=":
+            rhs = B.binop(s.op[:-1], current, rhs, dtype)
+        return rhs
+
+    def builtin_stmt(self, c: A.CallExpr) -> None:
+        fn = c.func
+        if fn in ("reduce_max", "reduce_sum"):
+            if len(c.args) != 3:
+                raise err(f"'{fn}(dst, src, dim)' takes 3 arguments", c)
+            dst, src = self._frag_of(c.args[0], "the result"), self._frag_of(c.args[1], "the input")
+            dim = self.const_int(c.args[2], "the reduced dimension")
+            if not src.shape:
+                raise Unsupported(f"reducing accumulator '{src.name}' before the MMA that fixes "
+                                  "its shape", c.args[1].loc)
+            if not 0 <= dim < len(src.shape):
+                raise err(f"dimension {dim} is out of range for '{src.name}'", c.args[2])
+            want = src.shape[:dim] + src.shape[dim + 1:]
+            if dst.shape != want:
+                raise err(f"'{fn}' of {_fmt(src.shape)} over dimension {dim} gives {_fmt(want)}, "
+                          f"but '{dst.name}' is {_fmt(dst.shape)}", c.args[0])
+            self.emit(ir.Reduce(fn[7:], dst.name, src.name, dim, loc=c.loc))
+            return
+        if fn in ("all_reduce_sum", "all_reduce_max"):
+            if len(c.args) != 1:
+                raise err(f"'{fn}' takes one fragment", c)
+            f = self._frag_of(c.args[0], "the operand")
+            if len(f.shape) != 1:
+                raise err(f"'{fn}' combines a 1-D row vector; '{f.name}' is {_fmt(f.shape)}",
+                          c.args[0])
+            self.emit(ir.AllReduce(fn[11:], f.name, loc=c.loc))
+            return
+        if fn == "copy" and len(c.args) == 2:
+            dst, src = self._frag_of(c.args[0], "the destination"), self._frag_of(c.args[1], "the source")
+            if dst.shape != src.shape:
+                raise err(f"copy of a {_fmt(src.shape)} fragment into a {_fmt(dst.shape)} one", c)
+            self.emit(ir.FragCopy(dst.name, src.name, loc=c.loc))
+            return
+        raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)

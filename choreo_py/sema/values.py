@@ -1,0 +1,118 @@
+"""What a name means during semantic analysis, and the scopes that hold names.
+
+Sema evaluates the program's compile-time structure: shapes, views and the
+roles of names. A name is bound to one of the `Value` kinds below; scalar
+values carry the IR expression that computes them (a `Const` when known at
+compile time, else a `Sym` naming an IR `Let`/`Var`).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import ir
+from ..diagnostics import ChoreoError
+from ..source import Loc
+
+
+class Unsupported(ChoreoError):
+    """A valid construct the tile IR (and so the backends) cannot express yet."""
+
+    def __init__(self, construct: str, loc: Loc | None) -> None:
+        super().__init__(f"{construct} is not supported by the tile IR yet", loc)
+        self.construct = construct
+
+
+@dataclass
+class Value:
+    loc: Optional[Loc] = field(default=None, kw_only=True)
+
+
+@dataclass
+class Scalar(Value):
+    expr: ir.Expr
+    mutable: bool = False
+    bound: Optional[ir.Expr] = None  # upper bound of a bounded variable (`#p`)
+    kind: str = "let"  # let | var | index | dim | const
+
+    @property
+    def dtype(self) -> str:
+        return self.expr.dtype
+
+
+@dataclass
+class Tensor(Value):
+    """A global parameter."""
+    param: ir.Param
+
+
+@dataclass
+class BufferValue(Value):
+    buffer: ir.Buffer
+
+
+@dataclass
+class ViewValue(Value):
+    view: ir.View
+    dtype: str
+
+
+@dataclass
+class TilingValue(Value):
+    """`x.subspan(...)` or `x.subspan(...).step(...)` before `.at(...)`."""
+    tiling: object  # views.Tiling
+    dtype: str
+
+
+@dataclass
+class EventValue(Value):
+    event: ir.Event
+
+
+@dataclass
+class FutureValue(Value):
+    name: str
+    kind: str  # "tma" | "dma" | "mma"
+    dst: Optional[ir.View] = None
+
+
+@dataclass
+class FragValue(Value):
+    frag: ir.Frag
+
+
+@dataclass
+class ShapeValue(Value):
+    """An mdspan: `[a, b]`, `x.span`."""
+    dims: tuple[ir.Expr, ...]
+    of_frag: Optional[str] = None  # `acc.span`: the fragment it came from
+
+
+@dataclass
+class ITupleValue(Value):
+    elems: tuple[ir.Expr, ...]
+
+
+class Scope:
+    """A chain of name tables: a block's names shadow the enclosing ones."""
+
+    def __init__(self, parent: "Scope | None" = None) -> None:
+        self.parent = parent
+        self.names: dict[str, Value] = {}
+
+    def lookup(self, name: str) -> Value | None:
+        s: Scope | None = self
+        while s is not None:
+            if name in s.names:
+                return s.names[name]
+            s = s.parent
+        return None
+
+    def local(self, name: str) -> Value | None:
+        return self.names.get(name)
+
+    def bind(self, name: str, value: Value) -> None:
+        self.names[name] = value
+
+    def child(self) -> "Scope":
+        return Scope(self)
