@@ -93,6 +93,10 @@ _STMT_WORDS = {"parallel", "with", "foreach", "apply", "inthreads", "while", "if
                "trigger", "return", "break", "continue", "yield", "sync", "dma", "tma", "mma",
                "mdspan", "ituple", "frag", "event", "mutable", "global", "shared", "local",
                "swap", "rotate", "__asm__", "asm", "__cpp__", "#pragma", "call"}
+#: Operators that may continue an expression: rarely what is missing, so they
+#: are left out of "expected ..." lists unless nothing else is acceptable.
+_OPERATORS = {"+", "-", "*", "/", "%", "<", ">", "<=", ">=", "==", "!=", "&&", "||", "&", "|",
+              "^", "#", "#+", "#-", "#*", "#/", "#%", "<<", ">>", "?", ".", "++", "--"}
 # Shown first when listed, since they are what usually is missing.
 _ORDER = [";", ")", "]", "}", ",", ">", ":", "{", "=", "=>", "(", "["]
 
@@ -120,6 +124,8 @@ def _describe_expected(names: set[str], texts: dict[str, str]) -> str:
         parts.append("an expression")
         words -= _EXPR_STARTS | {"a name", "an integer", "a floating-point number", "a string"}
         words -= {"dma", "tma", "mma"}     # operations allowed where values are
+    if parts or words - _OPERATORS:
+        words -= _OPERATORS
     listed = sorted(words, key=lambda w: (_ORDER.index(w) if w in _ORDER else len(_ORDER), w))
     parts += [w if w.startswith(("a ", "an ", "'", "end of")) else f"'{w}'" for w in listed]
     if len(parts) > 6:
@@ -199,6 +205,8 @@ def syntax_error(err: UnexpectedInput, text: str, base: int, loc_of) -> Diagnost
 def _special_case(text, tok, pos, prev_end, expected, texts):
     """Messages for common mistakes: (message, offset) or None."""
     names = {texts.get(n, n) for n in expected}
+    if "a statement" in _describe_expected(expected, texts):
+        names.discard(";")        # there ';' is an empty body, not a terminator
     before = text[:prev_end]
     word = _PREV_WORD.search(before)
     prev_word = word.group(1) if word else ""

@@ -136,3 +136,8 @@ def test_intrinsic_with_template_arguments():
     call = prog.functions[0].body.stmts[0].expr
     assert call.func == "my_lib::matmul" and len(call.template_args) == 2
     assert (call.loc.line, call.loc.col) == (3, 3)
+
+
+def test_increment_statements():
+    a, b = body("++k;\nk--;")
+    assert a.expr.op == "++" and b.expr.op == "post--"

@@ -123,3 +123,13 @@ def test_cli_renders_caret_and_exit_status(tmp_path):
     assert lines[0] == f"{path}:2:8: error: expected ';' after statement"
     assert lines[1] == "  x = 1" and lines[2] == "       ^"
     assert "Traceback" not in proc.stderr
+
+
+def test_missing_body_is_not_a_missing_semicolon():
+    d = _err("__co__ void f() {\n  foreach i in [4] }\n")
+    assert d.message.startswith("unexpected '}', expected a statement")
+
+
+def test_operators_are_not_listed_as_expected():
+    d = _err("__co__ void f() {\n  x = (a b);\n}\n")
+    assert d.message == "expected ')', got name 'b'"
