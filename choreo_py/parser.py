@@ -124,8 +124,8 @@ def _describe_expected(names: set[str], texts: dict[str, str]) -> str:
         parts.append("an expression")
         words -= _EXPR_STARTS | {"a name", "an integer", "a floating-point number", "a string"}
         words -= {"dma", "tma", "mma"}     # operations allowed where values are
-    if parts or words - _OPERATORS:
-        words -= _OPERATORS
+    if len(words & _OPERATORS) >= 3 and (parts or words - _OPERATORS):
+        words -= _OPERATORS     # an expression could go on: not the point here
     listed = sorted(words, key=lambda w: (_ORDER.index(w) if w in _ORDER else len(_ORDER), w))
     parts += [w if w.startswith(("a ", "an ", "'", "end of")) else f"'{w}'" for w in listed]
     if len(parts) > 6:

@@ -133,3 +133,8 @@ def test_missing_body_is_not_a_missing_semicolon():
 def test_operators_are_not_listed_as_expected():
     d = _err("__co__ void f() {\n  x = (a b);\n}\n")
     assert d.message == "expected ')', got name 'b'"
+
+
+def test_angle_bracket_of_a_rank_is_listed():
+    d = _err("__co__ void f() {\n  ituple[2] it = {7, 8};\n}\n")
+    assert d.message == "expected '<' or a name, got '['"
