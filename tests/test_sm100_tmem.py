@@ -1,0 +1,126 @@
+"""The TMEM column plan (lowering/sm100/tmem_plan.py) on the seed and on variants of it."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.driver import ir_of_file
+from choreo_py.lowering.sm100 import descriptors as d
+from choreo_py.lowering.sm100.tmem_plan import plan_tmem
+
+SEED = Path(__file__).resolve().parents[1] / "examples" / "flash_atten_causal.co"
+
+
+@pytest.fixture(scope="module")
+def seed_kernel() -> ir.Kernel:
+    return ir_of_file(str(SEED), target="sm_100a").functions[0].kernels[0]
+
+
+def _variant(kernel: ir.Kernel, **shapes) -> ir.Kernel:
+    k = copy.deepcopy(kernel)
+    for name, shape in shapes.items():
+        k.frag(name).shape = shape
+    return k
+
+
+def test_seed_plan(seed_kernel):
+    plan = plan_tmem(seed_kernel)
+    assert (plan.role, plan.instances) == ("p > 0", 2)
+    got = [(r.frag, r.instance, r.kind, r.layout, r.lane_align, r.col_start, r.ncols)
+           for r in plan.regions]
+    # Two M=64 consumers share columns at lane alignments 0 and 16 (layout F);
+    # S (f32, 128 columns), O (f32, 128), P (bf16 packed two per column: 64).
+    assert got == [
+        ("acc_s", 0, "acc", "F", 0, 0, 128), ("acc_s", 1, "acc", "F", 16, 0, 128),
+        ("acc_o", 0, "acc", "F", 0, 128, 128), ("acc_o", 1, "acc", "F", 16, 128, 128),
+        ("acc_s_cast", 0, "operand", "F", 0, 256, 64),
+        ("acc_s_cast", 1, "operand", "F", 16, 256, 64),
+    ]
+    assert (plan.columns_used, plan.alloc_columns) == (320, 512)
+    assert plan.staged == {}
+
+
+def test_seed_region_addresses(seed_kernel):
+    plan = plan_tmem(seed_kernel)
+    # Offsets from the allocated base: lane alignment in bits 31-16, column in 15-0.
+    assert plan.region("acc_s", 0).offset == 0x0000_0000
+    assert plan.region("acc_s", 1).offset == 0x0010_0000
+    assert plan.region("acc_o", 1).offset == 0x0010_0080
+    assert plan.region("acc_s_cast", 1).offset == 0x0010_0100
+    # Consumer 1, warp 3 loads its O rows from lane 96 + 16 = 112, column 128.
+    r = plan.region("acc_o", 1)
+    assert d.ld_base_addr(64, 3, r.lane_align, r.col_start) == 0x0070_0080
+    with pytest.raises(KeyError):
+        plan.region("acc_s", 2)
+
+
+def test_seed_summary_is_printable(seed_kernel):
+    text = plan_tmem(seed_kernel).summary()
+    assert text.splitlines()[0] == ("tmem plan for flash_atten: role (p > 0) x 2, "
+                                    "320 columns used, tcgen05.alloc 512")
+    assert "acc_s_cast[1] bf16[64, 128] layout F lanes+16 cols 256..319 (64)" in text
+
+
+def test_m128_instances_take_their_own_columns(seed_kernel):
+    # With 128-row consumers (layout D) nothing shares columns: 2 x (128 + 128 + 64) = 640.
+    k = _variant(seed_kernel, acc_s=(128, 128), acc_o=(128, 128), acc_s_cast=(128, 128))
+    with pytest.raises(ChoreoError) as e:
+        plan_tmem(k)
+    msg = e.value.message
+    assert "over-subscribed" in msg and "640 columns" in msg
+    for part in ("acc_s[0]", "acc_s[1]", "acc_o[1]", "acc_s_cast[1]", "cols 512..575"):
+        assert part in msg
+
+
+def test_wide_accumulators_oversubscribe(seed_kernel):
+    # N = 256: S 256 + O 256 + P 128 = 640 columns even with the lane sharing.
+    k = _variant(seed_kernel, acc_s=(64, 256), acc_o=(64, 256), acc_s_cast=(64, 256))
+    with pytest.raises(ChoreoError, match=r"need 640 columns, more than the 512"):
+        plan_tmem(k)
+
+
+def test_single_m128_instance_fits(seed_kernel):
+    k = _variant(seed_kernel, acc_s=(128, 128), acc_o=(128, 128), acc_s_cast=(128, 128))
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.Role) and s.members == (1, 2):
+            s.members = (1,)
+    plan = plan_tmem(k)
+    assert [(r.frag, r.layout, r.lane_align, r.col_start) for r in plan.regions] == [
+        ("acc_s", "D", 0, 0), ("acc_o", "D", 0, 128), ("acc_s_cast", "D", 0, 256)]
+    assert plan.alloc_columns == 512
+
+
+def test_small_plan_rounds_to_power_of_two(seed_kernel):
+    k = _variant(seed_kernel, acc_s=(64, 32), acc_o=(64, 16), acc_s_cast=(64, 32))
+    plan = plan_tmem(k)
+    # regions start on 32-column boundaries: S 0..31, O 32..47, P 64..79
+    assert [r.col_start for r in plan.regions if r.instance == 0] == [0, 32, 64]
+    assert (plan.columns_used, plan.alloc_columns) == (80, 128)
+
+
+def test_operand_not_k_major_is_staged(seed_kernel):
+    k = copy.deepcopy(seed_kernel)
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.Mma) and s.a == "acc_s_cast":
+            s.layout = "col.col"
+    plan = plan_tmem(k)
+    assert "acc_s_cast" in plan.staged and "K-major" in plan.staged["acc_s_cast"]
+    assert {r.frag for r in plan.regions} == {"acc_s", "acc_o"}
+    assert plan.columns_used == 256 and plan.alloc_columns == 256
+
+
+def test_bad_accumulator_shape(seed_kernel):
+    k = _variant(seed_kernel, acc_s=(32, 128))
+    with pytest.raises(ChoreoError, match="acc_s"):
+        plan_tmem(k)
+
+
+def test_kernel_without_mma(seed_kernel):
+    k = copy.deepcopy(seed_kernel)
+    k.body = []
+    plan = plan_tmem(k)
+    assert plan.regions == [] and plan.alloc_columns == 0
