@@ -3,6 +3,16 @@
 __version__ = "0.1.0"
 
 
+def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=4, **kwargs):
+    """Runs the kernels of the `.co` file `path` on CPU `tensors` in place; returns them.
+
+    See `choreo_py.interp.api.interpret` (imported on first use, as it needs torch).
+    """
+    from .interp.api import interpret as _interpret
+
+    return _interpret(path, tensors, schedule=schedule, seed=seed, owners=owners, **kwargs)
+
+
 def _register_semantic_checks() -> None:
     # `choreo check` = parse-level checks, then semantic analysis.
     from . import frontend, sema

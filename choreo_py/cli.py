@@ -58,6 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--emit", default="pyptx", choices=("ast", "ir", "pyptx", "ptx", "cubin"),
                    help="the stage whose output to write")
     p.add_argument("-o", dest="output", metavar="FILE", help="write here ('-' for stdout)")
+
+    p = sub.add_parser("run", help="interpret a file on random inputs and check the result")
+    _common(p)
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
+                   help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
+    p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")
+    p.add_argument("--schedule", default="round_robin", choices=("round_robin", "random"))
+    p.add_argument("--check", default="auto",
+                   choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"),
+                   help="the reference to compare with (auto: picked from the parameters "
+                        "and names when unambiguous, else none)")
+    p.add_argument("--rtol", type=float, default=1e-2,
+                   help="largest relative error ||out - ref|| / ||ref|| accepted")
+    p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
+                   help="threads sharing an accumulator row (default: 4 for sm_90a, 1 for sm_100a)")
+    p.add_argument("--target", default="sm_90a", choices=("sm_100a", "sm_90a"))
+    p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
+    p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
+                   help="statements one block may execute")
     return ap
 
 
@@ -89,6 +108,10 @@ def _run(args: argparse.Namespace) -> int:
         else:
             sys.stdout.write(text)
         return EXIT_OK
+    if args.cmd == "run":
+        from .interp.command import run_command
+
+        return run_command(args)
     raise InternalError(f"unknown command {args.cmd}")
 
 

@@ -360,16 +360,24 @@ class TmaLoad(Stmt):
 
 @dataclass
 class TmaStore(Stmt):
-    """Shared -> global bulk tensor copy (`tma.copy smem => global`), synchronous."""
+    """Shared -> global bulk tensor copy (`tma.copy smem => global`).
+
+    With `future`, the store is asynchronous: waiting the future means the
+    store has finished reading shared memory (it has no event binding).
+    """
 
     src: View
     dst: View
     loc: Optional[Loc] = None
     leader_only: bool = False  # issued once for the whole role (see RoleSync)
+    future: Optional[str] = None
 
 
 @dataclass
 class DmaCopy(Stmt):
+    """A general copy; the source box may be smaller than the destination in every
+    dimension (it fills the destination's leading corner)."""
+
     src: View
     dst: View
     future: Optional[str] = None

@@ -145,7 +145,8 @@ class _Printer:
         self.emit(f"{lhs}{kind}{mods}{swz}{_leader(s)} {view(s.src)} => {view(s.dst)}")
 
     def s_TmaStore(self, s):
-        self.emit(f"tma.store{_leader(s)} {view(s.src)} => {view(s.dst)}")
+        lhs, kind = (f"{s.future} = ", "tma.store.async") if s.future else ("", "tma.store")
+        self.emit(f"{lhs}{kind}{_leader(s)} {view(s.src)} => {view(s.dst)}")
 
     def s_DmaCopy(self, s):
         lhs = f"{s.future} = " if s.future else ""

@@ -220,6 +220,7 @@ class _Verifier:
     def s_TmaStore(self, s):
         self.view(s.src, s.loc, want="shared")
         self.view(s.dst, s.loc, want="global")
+        self._define_future(s.future, "tma_store", s.loc)
 
     def s_DmaCopy(self, s):
         self.view(s.src, s.loc)

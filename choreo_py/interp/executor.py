@@ -20,6 +20,7 @@ from dataclasses import fields
 
 from .. import ir
 from .errors import FutureError, InterpError, RaceError
+from . import lanes
 from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
@@ -57,6 +58,7 @@ class BlockRun:
         self.barriers: dict = {}
         self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
+        self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
         self.gens = {
             ir.For: self.s_for, ir.While: self.s_while, ir.If: self.s_if,
             ir.Parallel: self.s_parallel, ir.Role: self.s_role, ir.Wait: self.s_wait,
@@ -169,6 +171,11 @@ class BlockRun:
 
     # ---------------------------------------------------------------- parallel and roles
     def s_parallel(self, s, th):
+        if id(s) not in self.lane_bodies:
+            self.lane_bodies[id(s)] = lanes.eligible(s.body)
+        if self.lane_bodies[id(s)]:  # plain per-thread code: every instance at once
+            lanes.LaneRun(self, s, th).run()
+            return
         kids = []
         for p in range(s.extent):
             c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))
@@ -190,7 +197,8 @@ class BlockRun:
             yield from self.exec(s.body, th)
             return
         var, p = th.instance or ("", 0)
-        c = Thread(f"{s.name}[{var}={p}]", th, dict(th.env), dict(th.types))
+        name = s.name if s.name.isidentifier() else f"({s.name})"  # sema names roles by condition
+        c = Thread(f"{name}[{var}={p}]", th, dict(th.env), dict(th.types))
         c.instance = th.instance
         c.leader = p == (min(s.members) if s.members else 0)
         c.group = (("role", id(s)), self.instances.get(id(s), 1))
@@ -288,13 +296,30 @@ class BlockRun:
         src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
         if src.shape != dst.shape:
-            raise InterpError(f"copy of {list(src.shape)} elements ({src}) into "
-                              f"{list(dst.shape)} ({dst})", s.loc)
+            dst = self._corner(s, src, dst)
         if getattr(s, "leader_only", False):
             self._same_boxes(s, th, (src, dst))
             if not th.leader:
                 return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
+        yield from self._transfer(s, th, src, dst, kind)
+
+    def _corner(self, s, src: Box, dst: Box) -> Box:
+        """A DMA of a smaller box fills the leading corner of its destination."""
+        fits = len(src.shape) == len(dst.shape) and all(
+            a <= b for a, b in zip(src.shape, dst.shape))
+        if not isinstance(s, ir.DmaCopy) or not fits:
+            what = "dma.copy" if isinstance(s, ir.DmaCopy) else "copy"
+            raise InterpError(f"{what} of {list(src.shape)} elements ({src}) into "
+                              f"{list(dst.shape)} ({dst})", s.loc)
+        sizes, it = list(dst.sizes), iter(src.shape)
+        for d, k in enumerate(dst.keep):
+            if k:
+                sizes[d] = next(it)
+        return Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
+
+    def _transfer(self, s, th, src: Box, dst: Box, kind: str):
+        """A copy: at once without a future, else when the scheduler completes it."""
         what = f"{kind} '{s.future}'" if s.future else kind
 
         def action(agent):
@@ -316,6 +341,9 @@ class BlockRun:
         if src.shape != dst.shape:
             raise InterpError(f"tma.copy of {list(src.shape)} ({src}) into {list(dst.shape)} ({dst})",
                               s.loc)
+        if getattr(s, "future", None):  # asynchronous: done once its future completes
+            yield from self._transfer(s, th, src, dst, "tma.copy")
+            return
         if getattr(s, "leader_only", False):
             self._same_boxes(s, th, (src, dst))
             if th.leader:

@@ -96,6 +96,11 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
         torch.set_num_threads(torch_threads)
     try:
         return _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay)
+    except InterpError as err:
+        d = err.diagnostics[0]
+        if d.loc is None:  # locate it: the first role position named, else the kernel
+            d.loc = next((n.loc for n in d.notes if n.loc is not None), kernel.loc)
+        raise
     finally:
         torch.set_num_threads(saved)
 

@@ -61,6 +61,11 @@ class _RowStates:
     def block(self, stmts: list[ir.Stmt]) -> None:
         for s in stmts:
             if isinstance(s, ir.AllReduce):
+                if s.frag not in self.ever_partial:
+                    raise ChoreoError(
+                        f"'all_reduce_{s.kind}({s.frag})': '{s.frag}' holds no per-owner partial "
+                        "values here; it combines a row vector accumulated in an 'apply' over an "
+                        "MMA accumulator", s.loc)
                 self.partial.discard(s.frag)
             elif isinstance(s, ir.Apply):
                 self.apply(s)

@@ -21,7 +21,11 @@ __all__ = ["build_module", "check_program", "Unsupported"]
 
 
 def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Function:
-    fn = KernelBuilder(func).build()
+    builder = KernelBuilder(func, lenient=not strict)
+    fn = builder.build()
+    if builder.skipped:
+        # Analysed for errors, but the IR is incomplete: no passes on it.
+        raise builder.skipped[0]
     for k in fn.kernels:
         verify_kernel(k)
         layouts.run(k)

@@ -13,8 +13,8 @@ from .. import ir
 from .. import ir_build as B
 from ..diagnostics import ChoreoError
 from . import views as V
-from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Scalar,
-                     ShapeValue, Tensor, TilingValue, Unsupported, Value, ViewValue)
+from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+                     Scalar, ShapeValue, Tensor, TilingValue, Unsupported, Value, ViewValue)
 
 #: Builtin scalar functions as written -> IR builtin name.
 BUILTIN_FUNCS = {
@@ -80,6 +80,8 @@ class ExprBuilder:
         v = self.scope.lookup(n.id)
         if v is None:
             raise err(f"'{n.id}' is not declared", n)
+        if isinstance(v, Opaque):
+            raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
         return v
 
     def e_UBound(self, n: A.UBound, hint):
@@ -112,6 +114,9 @@ class ExprBuilder:
         lhs, rhs = self.value(n.lhs, hint), self.value(n.rhs, hint)
         if isinstance(lhs, ShapeValue) or isinstance(rhs, ShapeValue):
             return self._shape_arith(n, lhs, rhs)
+        for v, node in ((lhs, n.lhs), (rhs, n.rhs)):
+            if isinstance(v, (EventValue, FutureValue, ITupleValue, Tensor)):
+                raise Unsupported(f"operator '{n.op}' on {_kind(v)}", node.loc)
         if not isinstance(lhs, Scalar) or not isinstance(rhs, Scalar):
             bad = n.lhs if not isinstance(lhs, Scalar) else n.rhs
             raise err(f"operator '{n.op}' needs scalar operands; {self.describe(bad)} is "
@@ -127,7 +132,7 @@ class ExprBuilder:
                 return list(v.dims)
             if isinstance(v, Scalar):
                 return None
-            raise err(f"operator '{n.op}' cannot combine a shape with {_kind(v)}", node)
+            raise Unsupported(f"operator '{n.op}' between a shape and {_kind(v)}", node.loc)
         a, b = dims(lhs, n.lhs), dims(rhs, n.rhs)
         if a is not None and b is not None and len(a) != len(b):
             raise err(f"shapes of rank {len(a)} and {len(b)} cannot be combined with '{n.op}'", n)
@@ -275,8 +280,9 @@ class ExprBuilder:
         if isinstance(v, FutureValue) and v.dst is not None:
             buf = self.kernel.buffer(v.dst.base)
             return ViewValue(v.dst, buf.dtype if buf else "f32")
-        if isinstance(v, TilingValue):
-            raise err("this tiling needs '.at(...)' to select a tile", node)
+        if isinstance(v, TilingValue):  # `x.subspan(e)` alone is its first tile
+            t = v.tiling
+            return ViewValue(V.at(t, [None] * len(t.tile)), v.dtype)
         raise err(f"{self.describe(node)} is {_kind(v)}, not data that can be viewed", node)
 
     def _args(self, args):

@@ -15,15 +15,27 @@ from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
 from .exprs import ExprBuilder, err
 from .ops import OpBuilder
-from .values import (BufferValue, EventValue, ITupleValue, Scalar, Scope, ShapeValue, Tensor,
-                     TilingValue, Unsupported, ViewValue)
+from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
+                     Tensor, TilingValue, Unsupported, ViewValue, declared_names)
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 
 
 class KernelBuilder(ExprBuilder, OpBuilder):
-    def __init__(self, func: A.FunctionDef) -> None:
+    """Builds IR for one function.
+
+    `lenient` (for `choreo check`): a statement the IR cannot express yet is
+    recorded in `skipped` and analysis goes on with the next one, so that
+    errors later in the function are still found; names the skipped
+    statement declares become `Opaque`, and a statement that uses them is
+    skipped in turn (never reported as an error). Without `lenient`, the
+    first unsupported construct stops the build.
+    """
+
+    def __init__(self, func: A.FunctionDef, lenient: bool = False) -> None:
         self.func = func
+        self.lenient = lenient
+        self.skipped: list[Unsupported] = []
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None
         self.params: list[ir.Param] = []
@@ -35,16 +47,30 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
         for p in self.func.params:
-            self.param(p)
+            try:
+                self.param(p)
+            except Unsupported as u:
+                if not self.lenient:
+                    raise
+                self.skipped.append(u)
+                if p.name:
+                    self.scope.bind(p.name, Opaque(construct=u.construct, loc=p.loc))
         host: list[ir.Stmt] = []
         self.out = host
         for s in self.func.body.stmts:
-            if isinstance(s, A.ParallelBy):
-                self.launch(s, host)
-            elif isinstance(s, A.Return) and s.value is None:
-                continue
-            else:
-                self.host_stmt(s)
+            try:
+                if isinstance(s, A.ParallelBy):
+                    self.launch(s, host)
+                elif isinstance(s, A.Return) and s.value is None:
+                    continue
+                else:
+                    self.host_stmt(s)
+            except Unsupported as u:
+                if not self.lenient:
+                    raise
+                self.skipped.append(u)
+                for name in declared_names(s):
+                    self.scope.bind(name, Opaque(construct=u.construct, loc=s.loc))
         return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
 
     def param(self, p: A.Param) -> None:
@@ -72,6 +98,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
 
     def host_stmt(self, s: A.Stmt) -> None:
         """Statements outside any parallel block: compile-time constants only."""
+        if isinstance(s, A.ScalarDecl):
+            self._check_decl(s)
         if isinstance(s, A.ScalarDecl) and not s.mutable and s.init is not None:
             v = self.scalar(s.init, s.type.name if s.type else None)
             if not isinstance(v, ir.Const):
@@ -155,18 +183,33 @@ class KernelBuilder(ExprBuilder, OpBuilder):
 
     def stmt(self, s: A.Stmt) -> None:
         method = getattr(self, "s_" + type(s).__name__, None)
-        if method is None:
-            raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
-        method(s)
+        try:
+            if method is None:
+                raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
+            method(s)
+        except Unsupported as u:
+            if not self.lenient:
+                raise
+            self.skipped.append(u)
+            for name in declared_names(s):
+                self.scope.bind(name, Opaque(construct=u.construct, loc=s.loc))
 
     def s_Block(self, s: A.Block) -> None:
         for x in self.block(s.stmts):
             self.emit(x)
 
     # ------------------------------------------------------------ scalars
+    def _check_decl(self, s: A.ScalarDecl) -> None:
+        if s.init is None and s.type is None:
+            raise err(f"unable to deduce the type of '{s.name}': give it a type or a value", s)
+        if s.mutable and isinstance(s.init, (A.ITupleLit, A.MdSpanLit)):
+            kind = "an ituple" if isinstance(s.init, A.ITupleLit) else "an mdspan"
+            raise err(f"'{s.name}' is {kind} and cannot be declared 'mutable'", s)
+
     def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
+        self._check_decl(s)
         if s.init is None:
-            raise err(f"'{s.name}' needs an initial value", s)
+            raise Unsupported("a scalar declared without a value", s.loc)
         dtype = s.type.name if s.type else None
         v = self.scalar(s.init, dtype)
         dtype = dtype or v.dtype
@@ -322,7 +365,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     def s_InThreads(self, s: A.InThreads) -> None:
         par = self.in_parallel
         if par is None:
-            raise err("'inthreads' selects thread groups of an enclosing 'parallel'", s)
+            raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
             raise err("'inthreads' regions cannot be nested", s)
         cond = self.scalar(s.cond)

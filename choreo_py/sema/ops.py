@@ -133,9 +133,8 @@ class OpBuilder:
                 op = ir.TmaLoad(src.view, dst.view, s.future if s.is_async else None, s.evict,
                                 swizzle, loc=s.loc)
             elif src_store == "shared" and dst_store == "global":
-                if s.is_async:
-                    raise Unsupported("an asynchronous TMA store", s.loc)
-                op = ir.TmaStore(src.view, dst.view, loc=s.loc)
+                op = ir.TmaStore(src.view, dst.view, loc=s.loc,
+                                 future=s.future if s.is_async else None)
             else:
                 raise err(f"TMA copies between global and shared memory, not from {src_store} "
                           f"to {dst_store}", s)
@@ -143,8 +142,10 @@ class OpBuilder:
             op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc)
         self._emit_collective(op, s)
         if s.future:
-            kind = "tma" if s.engine == "tma" and src_store == "global" else s.engine
-            self.scope.bind(s.future, FutureValue(s.future, kind, dst.view, loc=s.loc))
+            kind = s.engine if s.engine != "tma" else ("tma" if src_store == "global" else "tma_store")
+            fut = FutureValue(s.future, kind, dst.view, loc=s.loc)
+            fut.done = getattr(op, "future", None) is None
+            self.scope.bind(s.future, fut)
 
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""
@@ -162,7 +163,11 @@ class OpBuilder:
         if self._instances() == 1:
             self.emit(op)
             return
-        if getattr(op, "future", None):
+        if isinstance(op, ir.TmaStore) and op.future:
+            # Issued by one thread for the group: made synchronous, so that its
+            # future is complete for every instance (a stronger order, never a weaker one).
+            op.future = None
+        elif getattr(op, "future", None):
             raise Unsupported("an asynchronous copy issued by a role of several thread groups",
                               s.loc)
         op.leader_only = True
@@ -198,9 +203,13 @@ class OpBuilder:
         return p.storage if p else self.kernel.buffer(v.base).storage
 
     def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
+        """TMA moves whole boxes: shapes must match. A DMA may fill the leading
+        corner of a larger destination, never overflow a smaller one."""
         a, b = static_shape(src.view), static_shape(dst.view)
         if a is not None and b is not None and a != b:
-            raise err(f"copy of a {_fmt(a)} tile into a {_fmt(b)} destination", s.src)
+            fits = len(a) == len(b) and all(x <= y for x, y in zip(a, b))
+            if s.engine == "tma" or not fits:
+                raise err(f"copy of a {_fmt(a)} tile into a {_fmt(b)} destination", s.src)
         if src.dtype != dst.dtype:
             raise err(f"copy from {src.dtype} data into a {dst.dtype} destination", s.dst)
 
@@ -266,8 +275,11 @@ class OpBuilder:
         items = []
         for t in s.targets:
             ref, post = self._event_ref(t, allow_increment=False)
+            if isinstance(ref, ir.FutureRef) and getattr(self.scope.lookup(ref.future), "done", False):
+                continue  # the operation was made synchronous: nothing left to wait for
             items.append(ref)
-        self.emit(ir.Wait(items, loc=s.loc))
+        if items:
+            self.emit(ir.Wait(items, loc=s.loc))
 
     def s_Trigger(self, s: A.Trigger) -> None:
         if s.scope is not None:
@@ -280,6 +292,10 @@ class OpBuilder:
             if v.kind == "mma":
                 raise err(f"'trigger ... after {v.name}': an MMA future has no native completion "
                           f"event; write 'wait {v.name};' and then a plain 'trigger'", f)
+            if v.kind == "tma_store":
+                raise err(f"'trigger ... after {v.name}': a shared-to-global TMA store has no "
+                          "mbarrier completion; use a synchronous 'tma.copy' followed by a plain "
+                          "'trigger'", f)
             if v.kind != "tma":
                 raise err(f"'trigger ... after {v.name}': only asynchronous global-to-shared TMA "
                           "loads can complete an event", f)
@@ -385,9 +401,19 @@ class OpBuilder:
             raise err("an asynchronous MMA needs a future: 'f = mma...'", s)
         fut = s.future if s.is_async else None
         order = tuple(s.issue_order) if s.issue_order else None
+        if order is not None:
+            self._check_k_schedule(s, a_shape, a_dtype, order)
         self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
         if fut:
             self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
+
+    def _check_k_schedule(self, s, a_shape, a_dtype, order) -> None:
+        """`[[schedule(k_tiles(...))]]` must list every K step of the MMA exactly once."""
+        k_step = 32 // ir.dtype_bytes(a_dtype)  # 16 for f16/bf16, 32 for 8-bit types
+        tiles = a_shape[1] // k_step if a_shape else None
+        if tiles is not None and sorted(order) != list(range(tiles)):
+            raise err(f"k_tiles({', '.join(map(str, order))}) must be a permutation of the "
+                      f"{tiles} K tiles (0..{tiles - 1}) of this MMA", s)
 
     def _check_mma(self, s, acc, a_shape, b_shape, a_dtype, b_dtype) -> None:
         if s.layout not in ("row.row", "row.col"):

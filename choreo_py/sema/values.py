@@ -72,8 +72,9 @@ class EventValue(Value):
 @dataclass
 class FutureValue(Value):
     name: str
-    kind: str  # "tma" | "dma" | "mma"
+    kind: str  # "tma" (global->shared) | "tma_store" | "dma" | "mma"
     dst: Optional[ir.View] = None
+    done: bool = False  # the operation was made synchronous
 
 
 @dataclass
@@ -91,6 +92,27 @@ class ShapeValue(Value):
 @dataclass
 class ITupleValue(Value):
     elems: tuple[ir.Expr, ...]
+
+
+@dataclass
+class Opaque(Value):
+    """A name declared by a statement sema skipped as unsupported; using it is unsupported too."""
+    construct: str = ""
+
+
+#: AST statement fields that name what the statement declares.
+def declared_names(stmt) -> list[str]:
+    from .. import ast as A
+
+    names = []
+    for attr in ("name", "future"):
+        v = getattr(stmt, attr, None)
+        if isinstance(v, str):
+            names.append(v)
+    target = getattr(stmt, "target", None)
+    if isinstance(target, A.Name) and (not isinstance(stmt, A.Assign) or stmt.op == "="):
+        names.append(target.id)
+    return names
 
 
 class Scope:

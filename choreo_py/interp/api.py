@@ -1,0 +1,206 @@
+"""Running `.co` files: the IR the interpreter runs, and `interpret(path, tensors)`.
+
+`load_module` builds the tile IR as `choreo check` judges a program: a
+finding of the static pipeline check (a wait no trigger completes, a ring
+overrun) is a warning here, not an error, so that the interpreter can run
+the program and show the hang or the wrong result it predicts. Everything
+else (syntax, semantic errors, constructs the IR does not cover) is an
+error as in `choreo compile`. Modules are cached per file contents, macro
+definitions and target.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Iterable, Optional
+
+import torch
+
+from .. import diagnostics, frontend, ir, parse_checks, sema
+from ..diagnostics import ChoreoError, Diagnostic
+from .runner import DEFAULT_STEP_LIMIT, RunStats, interpret_module
+
+_CACHE: dict = {}
+_CACHE_SIZE = 16
+
+
+class ChoreoWarning(UserWarning):
+    """A warning about a program, issued when the Python API interprets it."""
+
+
+class UsageError(Exception):
+    """Arguments that do not fit the program (missing dimensions, unknown names)."""
+
+
+def load_module(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
+                target: str = "sm_90a") -> tuple[ir.Module, list[Diagnostic]]:
+    """(IR of every function of the file, the warnings its analysis gave)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, tuple(include_dirs),
+           tuple(sorted((defines or {}).items())), target)
+    hit = _CACHE.get(key)
+    if hit is not None:
+        return hit
+    before = len(diagnostics.WARNINGS)
+    try:
+        program = frontend.parse_file(path, include_dirs, defines)
+        parse_checks.check(program)
+        funcs, errors = [], []
+        for func in program.functions:
+            try:
+                # Non-strict: pipeline-check findings become warnings (see above).
+                funcs.append(sema._build_function(func, target, strict=False))
+            except ChoreoError as e:
+                errors += e.diagnostics
+        if errors:
+            raise ChoreoError(diagnostics=errors)
+    finally:
+        found = diagnostics.WARNINGS[before:]
+        del diagnostics.WARNINGS[before:]
+    result = (ir.Module(funcs, program.file), found)
+    if len(_CACHE) >= _CACHE_SIZE:
+        _CACHE.pop(next(iter(_CACHE)))
+    _CACHE[key] = result
+    return result
+
+
+def pick_function(module: ir.Module, name: Optional[str] = None) -> ir.Function:
+    """The named `__co__` function, else the module's only (or first) one."""
+    if not module.functions:
+        raise ChoreoError("the file has no __co__ function to run")
+    if name is None:
+        return module.functions[0]
+    for f in module.functions:
+        if f.name == name:
+            return f
+    raise UsageError(f"no __co__ function named '{name}' (the file has "
+                     f"{', '.join(f.name for f in module.functions)})")
+
+
+def function_dims(fn: ir.Function) -> list[str]:
+    """The symbolic dimensions of a function's parameters, in order of appearance."""
+    seen: list[str] = []
+    for p in fn.params:
+        for d in p.shape:
+            if isinstance(d, ir.Sym) and d.name not in seen:
+                seen.append(d.name)
+    return seen
+
+
+def param_shape(p: ir.Param, dims: dict[str, int]) -> tuple[int, ...]:
+    return tuple(dims[d.name] if isinstance(d, ir.Sym) else int(d.value) for d in p.shape)
+
+
+def param_usage(module: ir.Module, fn: ir.Function) -> tuple[set[str], set[str]]:
+    """(parameters read, parameters written) by the kernels `fn` launches."""
+    reads: set[str] = set()
+    writes: set[str] = set()
+    for launch in ir.walk(fn.body):
+        if not isinstance(launch, ir.Launch):
+            continue
+        kernel = module.kernel(launch.kernel)
+        if kernel is None:
+            continue
+        alias: dict[str, str] = {}
+
+        def base(v: ir.View) -> str:
+            name = v.base
+            while name in alias:
+                name = alias[name]
+            return name
+
+        for s in ir.walk(kernel.body):
+            if isinstance(s, ir.ViewDef):
+                alias[s.name] = base(s.view)
+            if isinstance(s, (ir.TmaLoad, ir.TmaStore, ir.DmaCopy)):
+                reads.add(base(s.src))
+                writes.add(base(s.dst))
+            elif isinstance(s, ir.Mma):
+                reads.update(base(v) for v in (s.a, s.b) if isinstance(v, ir.View))
+            elif isinstance(s, ir.MmaStore):
+                writes.add(base(s.dst))
+            elif isinstance(s, ir.BufStore):
+                writes.add(base(s.view))
+            for e in _exprs(s):
+                for sub in _subexprs(e):
+                    if isinstance(sub, ir.BufElem):
+                        reads.add(base(sub.view))
+    names = {p.name for p in fn.params}
+    return reads & names, writes & names
+
+
+def _exprs(s: ir.Stmt):
+    for f in s.__dataclass_fields__:
+        v = getattr(s, f)
+        if isinstance(v, ir.Expr):
+            yield v
+        elif isinstance(v, (tuple, list)):
+            yield from (x for x in v if isinstance(x, ir.Expr))
+
+
+def _subexprs(e: ir.Expr):
+    stack = [e]
+    while stack:
+        e = stack.pop()
+        yield e
+        for f in e.__dataclass_fields__:
+            v = getattr(e, f)
+            if isinstance(v, ir.Expr):
+                stack.append(v)
+            elif isinstance(v, tuple):
+                stack.extend(x for x in v if isinstance(x, ir.Expr))
+            elif isinstance(v, ir.View):
+                stack.extend(x for x in (*v.offsets, *v.extents) if isinstance(x, ir.Expr))
+
+
+def check_names(fn: ir.Function, tensors: dict, dims: dict) -> None:
+    """Unknown tensor or dimension names, and missing tensors, are usage errors."""
+    params = [p.name for p in fn.params]
+    unknown = [n for n in tensors if n not in params]
+    if unknown:
+        raise UsageError(f"{fn.name} has no parameter {', '.join(map(repr, unknown))} "
+                         f"(its parameters: {', '.join(params)})")
+    missing = [n for n in params if n not in tensors]
+    if missing:
+        raise UsageError(f"no tensor for parameter {', '.join(map(repr, missing))} of "
+                         f"{fn.name} (its parameters: {', '.join(params)})")
+    check_dims(fn, dims)
+
+
+def check_dims(fn: ir.Function, dims: dict) -> None:
+    fdims = function_dims(fn)
+    extra = [d for d in dims if d not in fdims]
+    if extra:
+        raise UsageError(f"{fn.name} has no dimension {', '.join(map(repr, extra))} "
+                         f"(its dimensions: {', '.join(fdims) or 'none'})")
+
+
+def interpret(path: str, tensors: dict[str, torch.Tensor], *, schedule: str = "round_robin",
+              seed: int = 0, owners: int = 4, function: Optional[str] = None,
+              include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
+              target: str = "sm_90a", step_limit: int = DEFAULT_STEP_LIMIT,
+              stats: Optional[RunStats] = None, **dims: int) -> dict[str, torch.Tensor]:
+    """Runs the kernels of `path`'s function on `tensors`, in place, and returns them.
+
+    `tensors` maps every parameter name of the function to a CPU tensor of
+    its dtype and rank; the symbolic dimensions are read from their shapes
+    (`dims`, if given, must agree). `schedule` is "round_robin" or "random"
+    (seeded by `seed`); `owners` is the number of threads sharing an
+    accumulator row (4: sm_90a wgmma, 1: sm_100a). Program faults (deadlock,
+    data race, event misuse, step limit) raise `InterpError`s, which are
+    `ChoreoError`s located in the source; unknown names raise `UsageError`.
+    Pipeline-check findings are issued as `ChoreoWarning`s. With `stats`,
+    the run's block and statement counts are added to it.
+    """
+    module, found = load_module(path, include_dirs, defines, target)
+    for w in found:
+        warnings.warn(w.render(), ChoreoWarning, stacklevel=2)
+    fn = pick_function(module, function)
+    check_names(fn, tensors, dims)
+    st = interpret_module(module, tensors, function=fn.name, schedule=schedule, seed=seed,
+                          step_limit=step_limit, owners=owners, **dims)
+    if stats is not None:
+        stats.blocks += st.blocks
+        stats.statements += st.statements
+        stats.scheduling_steps += st.scheduling_steps
+    return tensors

@@ -1,0 +1,138 @@
+"""Inputs for a run, and the references `choreo run --check` compares results with.
+
+Checks (what a function's output is compared with, in float32):
+- `sdpa` / `sdpa-causal`: parameters Q, K, V, O in BSHD layout ([batch,
+  sequence, heads, head dim]); O against
+  `torch.nn.functional.scaled_dot_product_attention` (causal: top-left
+  aligned, query i sees keys 0..i).
+- `matmul`: parameters A [M, K], B [N, K], C [M, N]; C against A @ B^T.
+- `softmax`: parameters X, Y of one 2-D shape; Y against softmax(X) by rows.
+- `none`.
+
+`auto` (the default) picks one only when the program leaves no doubt: Q, K,
+V, O of rank 4 give `sdpa-causal` if "causal" is in the file or function
+name, else `sdpa`; A, B, C of the matmul shapes give `matmul`; X, Y with
+"softmax" in the file or function name give `softmax`; anything else gives
+`none`. Parameter names are matched case-insensitively.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+from .. import ir
+from .scalars import TORCH_DTYPES
+
+CHECKS = ("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax")
+_NEEDS = {"sdpa": "QKVO", "sdpa-causal": "QKVO", "matmul": "ABC", "softmax": "XY"}
+
+
+@dataclass
+class Comparison:
+    output: str
+    max_abs: float
+    rel: float
+
+    def ok(self, tol: float) -> bool:
+        return self.rel <= tol  # False for NaN
+
+
+def make_inputs(fn: ir.Function, dims: dict[str, int], reads: set[str], seed: int,
+                shape_of) -> dict[str, torch.Tensor]:
+    """Seeded random data for the parameters the kernels read; the others start as NaN
+    (floating point, so that an element the program never writes shows) or zero."""
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for p in fn.params:
+        shape = shape_of(p, dims)
+        dt = TORCH_DTYPES[p.dtype]
+        if p.name not in reads:
+            out[p.name] = torch.full(shape, float("nan"), dtype=dt) if dt.is_floating_point \
+                else torch.zeros(shape, dtype=dt)
+        elif dt.is_floating_point:
+            out[p.name] = torch.randn(shape, generator=g).to(dt)
+        elif dt == torch.bool:
+            out[p.name] = torch.randint(0, 2, shape, generator=g).bool()
+        else:
+            lo = 0 if p.dtype.startswith("u") else -8
+            out[p.name] = torch.randint(lo, 9, shape, generator=g).to(dt)
+    return out
+
+
+def _by_letter(fn: ir.Function) -> dict[str, ir.Param]:
+    return {p.name.upper(): p for p in fn.params}
+
+
+def _dims(p: ir.Param) -> tuple:
+    return tuple(d.name if isinstance(d, ir.Sym) else int(d.value) for d in p.shape)
+
+
+def applicable(check: str, fn: ir.Function) -> Optional[str]:
+    """None if `check` can judge `fn`, else why not."""
+    if check == "none":
+        return None
+    ps = _by_letter(fn)
+    need = _NEEDS[check]
+    missing = [c for c in need if c not in ps]
+    if missing:
+        return (f"--check {check} needs parameters {', '.join(need)}; {fn.name} has "
+                f"{', '.join(p.name for p in fn.params)}")
+    d = {c: _dims(ps[c]) for c in need}
+    if check.startswith("sdpa"):
+        if any(len(x) != 4 for x in d.values()):
+            return f"--check {check} needs Q, K, V, O of rank 4 (BSHD)"
+        q, k, v, o = d["Q"], d["K"], d["V"], d["O"]
+        if not (q[0] == k[0] == v[0] == o[0] and q[2] == k[2] == v[2] == o[2]
+                and q[1] == o[1] and k[1] == v[1] and q[3] == k[3] and v[3] == o[3]):
+            return f"--check {check}: Q, K, V, O do not have the BSHD shapes of attention"
+    elif check == "matmul":
+        a, b, c = d["A"], d["B"], d["C"]
+        if not (len(a) == len(b) == len(c) == 2 and a[1] == b[1] and c == (a[0], b[0])):
+            return "--check matmul needs A [M, K], B [N, K] and C [M, N]"
+    elif check == "softmax":
+        if len(d["X"]) != 2 or d["X"] != d["Y"]:
+            return "--check softmax needs X and Y of one 2-D shape"
+    return None
+
+
+def auto_check(fn: ir.Function, path: str) -> tuple[str, str]:
+    """(the check `auto` picks, why)."""
+    names = f"{os.path.basename(path)} {fn.name}".lower()
+    ps = _by_letter(fn)
+    if applicable("sdpa", fn) is None:
+        if "causal" in names:
+            return "sdpa-causal", "parameters Q, K, V, O; 'causal' in the file or function name"
+        return "sdpa", "parameters Q, K, V, O; no 'causal' in the file or function name"
+    if applicable("matmul", fn) is None and len(ps) == 3:
+        return "matmul", "parameters A [M, K], B [N, K], C [M, N]"
+    if applicable("softmax", fn) is None and len(ps) == 2 and "softmax" in names:
+        return "softmax", "parameters X, Y; 'softmax' in the file or function name"
+    return "none", "no reference fits this function's parameters"
+
+
+def reference(check: str, fn: ir.Function, inputs: dict[str, torch.Tensor]):
+    """(output parameter name, the expected float32 result) for `check`."""
+    ps = _by_letter(fn)
+    t = {c: inputs[p.name].float() for c, p in ps.items()}
+    if check.startswith("sdpa"):
+        q, k, v = (t[c].transpose(1, 2) for c in "QKV")
+        ref = torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, is_causal=check == "sdpa-causal")
+        return ps["O"].name, ref.transpose(1, 2)
+    if check == "matmul":
+        return ps["C"].name, t["A"] @ t["B"].T
+    if check == "softmax":
+        return ps["Y"].name, torch.softmax(t["X"], dim=-1)
+    raise ValueError(check)
+
+
+def compare(name: str, out: torch.Tensor, ref: torch.Tensor) -> Comparison:
+    """Max absolute error and relative error ||out - ref|| / ||ref|| (Frobenius)."""
+    diff = out.float() - ref
+    max_abs = float(diff.abs().max()) if diff.numel() else 0.0  # NaN if any is NaN
+    norm = float(ref.norm())
+    rel = float(diff.norm()) / norm if norm else float(diff.norm())
+    return Comparison(name, max_abs, rel)

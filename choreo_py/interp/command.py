@@ -1,0 +1,107 @@
+"""`choreo run FILE --shape B=1,H=2,...`: interpret a program on random inputs.
+
+The inputs (parameters the kernels read) get seeded random data (randn,
+rounded to the parameter's dtype); outputs start as NaN, so that an element
+the program never writes fails the check. The result is compared with a
+reference (checks.py) and the command fails when the relative error
+exceeds the tolerance. Exit status: 0 ok, 1 a fault of the program (a
+deadlock, a race, a wrong result), 2 usage errors (missing or unknown
+dimensions, a check that does not fit the parameters).
+"""
+from __future__ import annotations
+
+import re
+import sys
+import time
+
+from . import checks
+from .api import (UsageError, check_dims, function_dims, load_module, param_shape,
+                  param_usage, pick_function)
+from .runner import RunStats, interpret_module
+
+EXIT_OK, EXIT_PROGRAM, EXIT_USAGE = 0, 1, 2
+_ENTRY = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([0-9]+)\s*")
+
+
+def parse_shape(items: list[str]) -> dict[str, int]:
+    """`["B=1,H=2", "S=128"]` -> {"B": 1, "H": 2, "S": 128}; bad entries are usage errors."""
+    dims: dict[str, int] = {}
+    for item in items:
+        for entry in item.split(","):
+            if not entry.strip():
+                continue
+            m = _ENTRY.fullmatch(entry)
+            if m is None:
+                raise UsageError(f"--shape: '{entry.strip()}' is not NAME=SIZE "
+                                 "(e.g. --shape B=1,H=2,Q_SEQ=256,KV_SEQ=256)")
+            name, size = m.group(1), int(m.group(2))
+            if size < 1:
+                raise UsageError(f"--shape: {name} must be at least 1, not {size}")
+            if name in dims and dims[name] != size:
+                raise UsageError(f"--shape: {name} is given twice ({dims[name]} and {size})")
+            dims[name] = size
+    return dims
+
+
+def _bind_dims(fn, dims: dict[str, int]) -> None:
+    fdims = function_dims(fn)
+    check_dims(fn, dims)
+    missing = [d for d in fdims if d not in dims]
+    if missing:
+        given = ",".join(f"{d}=..." for d in fdims)
+        raise UsageError(f"missing --shape entr{'y' if len(missing) == 1 else 'ies'} for "
+                         f"{', '.join(missing)} ({fn.name} needs --shape {given})")
+
+
+def run_command(args) -> int:
+    try:
+        return _run(args)
+    except UsageError as e:
+        print(f"choreo: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+def _run(args) -> int:
+    from ..cli import _defines
+
+    dims = parse_shape(args.shape)
+    module, found = load_module(args.file, args.include, _defines(args.define), args.target)
+    for w in found:  # the static check's findings come before what the run shows
+        print(w.render(), file=sys.stderr)
+    fn = pick_function(module, args.function)
+    _bind_dims(fn, dims)
+    if args.check == "auto":
+        check, why = checks.auto_check(fn, args.file)
+        why = f"auto: {why}"
+    else:
+        check, why = args.check, "--check"
+        problem = checks.applicable(check, fn)
+        if problem:
+            raise UsageError(problem)
+    reads, writes = param_usage(module, fn)
+    tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
+    ref = None if check == "none" else checks.reference(check, fn, tensors)
+    owners = args.owners if args.owners is not None else (4 if args.target == "sm_90a" else 1)
+    start = time.perf_counter()
+    stats: RunStats = interpret_module(module, tensors, function=fn.name, schedule=args.schedule,
+                                       seed=args.seed, step_limit=args.step_limit, owners=owners,
+                                       **dims)
+    elapsed = time.perf_counter() - start
+    shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
+    print(f"ran {fn.name} [{shape}] schedule={args.schedule} seed={args.seed} owners={owners}: "
+          f"{stats.blocks} blocks, {stats.statements} statements, {elapsed:.2f} s")
+    if ref is None:
+        outs = ", ".join(sorted(writes)) or "none"
+        print(f"check none ({why}): outputs ({outs}) not compared")
+        return EXIT_OK
+    name, expected = ref
+    cmp = checks.compare(name, tensors[name], expected)
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check {check} ({why}): {name} max abs error {cmp.max_abs:.3e}, relative error "
+          f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
+    if not cmp.ok(args.rtol):
+        print(f"{args.file}: error: {name} differs from the {check} reference: relative error "
+              f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g} (max abs error "
+              f"{cmp.max_abs:.3e})", file=sys.stderr)
+        return EXIT_PROGRAM
+    return EXIT_OK

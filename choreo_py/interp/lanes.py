@@ -1,0 +1,525 @@
+"""Per-thread code run for all instances of a `parallel` at once.
+
+A `parallel r by N` whose body is plain per-thread code (scalars, loops,
+conditionals, buffer element reads and stores, and `sync.shared` at the top
+level of the body) is run once, SIMT style, with `r` bound to a tensor of the
+N lane indices: every scalar that depends on `r` becomes a tensor of N lanes,
+and a statement runs for all lanes with one torch operation instead of N
+Python interpretations. A lane-dependent condition runs each branch under a
+lane mask (a loop runs until no lane is left in it); stores and assignments
+touch the active lanes only, and element reads and checks ignore inactive
+lanes, so an out-of-range index in a lane that skips the read is no error.
+
+Instances of a parallel are unordered with respect to each other: a lane
+reading an element another lane wrote, or writing one another lane read or
+wrote, with no `sync.shared` in between, is a data race and is reported
+with both statements (buffers of up to TRACK_LIMIT elements are tracked;
+accesses to larger global tensors are checked against other agents only).
+Against other agents (asynchronous copies, other roles) the region's
+accesses count as its parent thread's, which the instances are ordered
+exactly like: after what the parent did before the region, before what it
+does after.
+
+Bodies with anything else (waits, triggers, copies, MMAs, roles, nested
+parallels, `break`/`continue`) run as one cooperative thread per instance.
+"""
+from __future__ import annotations
+
+import torch
+
+from .. import ir
+from .errors import InterpError, RaceError
+from .memory import Box
+from .scalars import Evaluator, binary, round_to
+
+TRACK_LIMIT = 1 << 22
+_PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
+          ir.SetMaxRegs)
+
+
+def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
+    """Whether a parallel body is plain per-thread code (see the module docstring)."""
+    for s in body:
+        if isinstance(s, ir.SyncShared) and top:
+            continue
+        if not isinstance(s, _PLAIN):
+            return False
+        if not all(eligible(b, False) for b in ir.child_blocks(s)):
+            return False
+    return True
+
+
+def _lane_dtype(dtype: str) -> torch.dtype:
+    if dtype == "bool":
+        return torch.bool
+    if dtype == "f64":
+        return torch.float64
+    return torch.float32 if ir.is_float(dtype) else torch.int64
+
+
+class _LaneEval(Evaluator):
+    """The scalar evaluator, with integer division guarded lane by lane."""
+
+    def __call__(self, e, env, loc=None):
+        if type(e) is ir.Bin and e.op in ("/", "%") and not ir.is_float(e.dtype):
+            a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
+            if isinstance(b, torch.Tensor):
+                zero = b == 0
+                if bool(self.hooks.active_any(zero)):
+                    raise InterpError("integer division by zero in instance "
+                                      f"{self.hooks.lane_names(zero)}", loc)
+                b = torch.where(zero, torch.ones_like(b), b)
+            elif isinstance(a, torch.Tensor) and b == 0:
+                raise InterpError("integer division by zero", loc)
+            return binary(e.op, a, b, e.dtype, loc)
+        return super().__call__(e, env, loc)
+
+
+class _Track:
+    """Per element of one base: the lane that wrote it and the lane(s) that read it."""
+
+    def __init__(self, shape) -> None:
+        n = 1
+        for d in shape:
+            n *= d
+        self.shape = tuple(shape)
+        self.writer = torch.full((n,), -1, dtype=torch.int32)
+        self.reader = torch.full((n,), -1, dtype=torch.int32)  # -2: several lanes
+        self.wloc = torch.zeros(n, dtype=torch.int32)
+        self.rloc = torch.zeros(n, dtype=torch.int32)
+
+
+class LaneRun:
+    """One execution of an eligible `parallel` body for all its instances."""
+
+    def __init__(self, block, s: ir.Parallel, th) -> None:
+        self.block, self.mem, self.sched = block, block.mem, block.sched
+        self.s, self.th = s, th
+        self.n = s.extent
+        self.lanes = torch.arange(self.n)
+        self.env = dict(th.env, **{s.var: self.lanes})
+        self.types = dict(th.types)
+        self.mask: torch.Tensor | None = None
+        self.count = self.n  # active lanes
+        self.ev = _LaneEval(self)
+        self.tracks: dict[str, _Track | None] = {}
+        self.locs: list = []
+        self.loc_ids: dict = {}
+        self.touched: dict = {}  # (base, write) -> the first such access's location
+        self.boxes: dict = {}  # (base, slot, write) -> [lo, hi, loc]: what the region touched
+        self.what = f"per-thread code of parallel {s.var}"
+
+    # ---------------------------------------------------------------- driver
+    def run(self) -> None:
+        self.exec(self.s.body)
+        self._fold_tracks()
+        # Against other agents the region acts as its parent thread: reads, then writes.
+        for write in (False, True):
+            for (base, slot, w), (lo, hi, loc) in self.boxes.items():
+                if w == write:
+                    box = Box(base, slot, tuple(lo), tuple(h - l for l, h in zip(lo, hi)),
+                              (True,) * len(lo))
+                    self.mem.access(box, write, self.th, loc, self.what,
+                                    ranges=tuple(zip(lo, hi)))
+
+    def _fold_tracks(self) -> None:
+        """Bounding boxes of the elements the tracked bases saw read and written."""
+        for base, tr in self.tracks.items():
+            if tr is None:
+                continue
+            arrays = self.mem.counts[base] is not None
+            for write in (False, True):
+                m = (tr.writer >= 0) if write else (tr.reader != -1)
+                if not bool(m.any()):
+                    continue
+                idx = torch.nonzero(m.view(tr.shape))
+                groups = [(None, idx)] if not arrays else \
+                    [(int(k), idx[idx[:, 0] == k][:, 1:]) for k in torch.unique(idx[:, 0])]
+                for slot, rows in groups:
+                    lo, hi = rows.min(0).values.tolist(), (rows.max(0).values + 1).tolist()
+                    self._merge_box((base, slot, write), lo, hi, self.touched[(base, write)])
+        self.tracks.clear()
+
+    def _merge_box(self, key, lo, hi, loc) -> None:
+        rec = self.boxes.get(key)
+        if rec is None:
+            self.boxes[key] = [lo, hi, loc]
+        else:
+            rec[0] = [min(a, b) for a, b in zip(rec[0], lo)]
+            rec[1] = [max(a, b) for a, b in zip(rec[1], hi)]
+
+    def exec(self, stmts) -> None:
+        for s in stmts:
+            loc = s.loc if s.loc is not None else self.th.loc
+            self.th.loc = loc
+            self.sched.step(loc)
+            self.sched.steps += self.count - 1
+            t = type(s)
+            if t is ir.Let:
+                self.env[s.name] = self.ev(s.value, self.env, loc)
+            elif t is ir.Var:
+                self.types[s.name] = s.dtype
+                self.env[s.name] = round_to(self.ev(s.init, self.env, loc), s.dtype)
+            elif t is ir.Assign:
+                self.assign(s, loc)
+            elif t is ir.If:
+                self.s_if(s, loc)
+            elif t is ir.For:
+                self.s_for(s, loc)
+            elif t is ir.While:
+                self.s_while(s, loc)
+            elif t is ir.BufStore:
+                box = self.resolve(s.view, loc)
+                idx = [self.ev(i, self.env, loc) for i in s.index]
+                self.store(box, idx, self.ev(s.value, self.env, loc), loc)
+            elif t is ir.ViewDef:
+                self.env[s.name] = self.resolve(s.view, loc)
+            elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
+                self._fold_tracks()
+
+    # ---------------------------------------------------------------- masks
+    def active_any(self, cond) -> bool:
+        if not isinstance(cond, torch.Tensor):
+            return bool(cond) and self.count > 0
+        if self.mask is not None:
+            cond = cond & self.mask
+        return bool(cond.any())
+
+    def first_lane(self, cond) -> int:
+        c = cond if self.mask is None else cond & self.mask
+        return int(torch.nonzero(c.expand(self.n))[0])
+
+    def lane_names(self, cond) -> str:
+        c = cond if self.mask is None else cond & self.mask
+        lanes = torch.nonzero(c.expand(self.n)).flatten().tolist()
+        more = f" (and {len(lanes) - 1} more)" if len(lanes) > 1 else ""
+        return f"{self.s.var}={lanes[0]}{more}"
+
+    def _masked(self, mask, fn) -> None:
+        saved = self.mask, self.count
+        self.mask = mask
+        self.count = int(mask.sum())
+        try:
+            if self.count:
+                fn()
+        finally:
+            self.mask, self.count = saved
+
+    def _cond(self, e, loc):
+        c = self.ev(e, self.env, loc)
+        if isinstance(c, torch.Tensor):
+            c = c != 0 if c.dtype != torch.bool else c
+            return c if self.mask is None else c & self.mask
+        if not isinstance(c, (bool, int, float)):
+            raise InterpError("a condition must be a scalar", loc)
+        return bool(c)
+
+    # ---------------------------------------------------------------- statements
+    def assign(self, s, loc) -> None:
+        if s.name not in self.env:
+            raise InterpError(f"assignment to '{s.name}', which has no value here", loc)
+        dtype = self.types.get(s.name, s.value.dtype)
+        v = round_to(self.ev(s.value, self.env, loc), dtype)
+        if self.mask is not None:
+            lt = _lane_dtype(dtype)
+            v = torch.where(self.mask, torch.as_tensor(v, dtype=lt),
+                            torch.as_tensor(self.env[s.name], dtype=lt))
+        self.env[s.name] = v
+
+    def s_if(self, s, loc) -> None:
+        c = self._cond(s.cond, loc)
+        if not isinstance(c, torch.Tensor):
+            self.exec(s.then if c else s.orelse)
+            return
+        base = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        self._masked(c, lambda: self.exec(s.then))
+        if s.orelse:
+            self._masked(base & ~c, lambda: self.exec(s.orelse))
+
+    def s_for(self, s, loc) -> None:
+        i, stop, step = (self.ev(e, self.env, loc) for e in (s.start, s.stop, s.step))
+        for v in (i, stop, step):
+            if isinstance(v, float) or (isinstance(v, torch.Tensor) and v.is_floating_point()):
+                raise InterpError(f"foreach bound {v!r} is not an integer", loc)
+        if isinstance(step, torch.Tensor):
+            if bool(self.active_any(step == 0)):
+                raise InterpError("foreach with a zero step", loc)
+        elif step == 0:
+            raise InterpError("foreach with a zero step", loc)
+        if not any(isinstance(v, torch.Tensor) for v in (i, stop, step)):
+            i, stop, step = int(i), int(stop), int(step)
+            while i < stop if step > 0 else i > stop:
+                self.env[s.var] = i
+                self.exec(s.body)
+                i += step
+            return
+        i = torch.as_tensor(i).expand(self.n).clone()
+        mask = self.mask
+        while True:
+            go = torch.where(torch.as_tensor(step) > 0, i < stop, i > stop)
+            mask = go if mask is None else mask & go
+            if not bool(mask.any()):
+                return
+            self.env[s.var] = i
+            self._masked(mask, lambda: self.exec(s.body))
+            i = i + step
+
+    def s_while(self, s, loc) -> None:
+        mask = self.mask  # the lanes still in the loop; None: all of them
+        while True:
+            c = self._cond(s.cond, loc)
+            if isinstance(c, torch.Tensor):
+                mask = c if mask is None else mask & c
+            elif not c:
+                return
+            if mask is None:
+                self.exec(s.body)
+            elif not bool(mask.any()):
+                return
+            else:
+                self._masked(mask, lambda: self.exec(s.body))
+
+    # ---------------------------------------------------------------- evaluator hooks
+    def buf_elem(self, e: ir.BufElem, env):
+        loc = self.th.loc
+        return self.read(self.resolve(e.view, loc), [self.ev(i, env, loc) for i in e.index], loc)
+
+    def elem(self, e: ir.Elem, env):
+        raise InterpError(f"element of fragment '{e.frag}' read in per-thread code", self.th.loc)
+
+    # ---------------------------------------------------------------- views and elements
+    def _int(self, e, loc):
+        v = self.ev(e, self.env, loc)
+        if isinstance(v, torch.Tensor):
+            if v.is_floating_point() or v.dtype == torch.bool:
+                raise InterpError(f"expected an integer, got {v.dtype} lanes", loc)
+            return v
+        if isinstance(v, float):
+            raise InterpError(f"expected an integer, got {v!r}", loc)
+        return int(v)
+
+    def resolve(self, view: ir.View, loc):
+        """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors."""
+        offs = [self._int(e, loc) for e in view.offsets]
+        sizes = []
+        for e in view.extents:
+            n = self._int(e, loc)
+            if isinstance(n, torch.Tensor):
+                raise InterpError("a view's extent differs between the instances of "
+                                  f"parallel {self.s.var}", loc)
+            sizes.append(n)
+        slot = None if view.slot is None else self._int(view.slot, loc)
+        keep = list(view.keep)
+        parent = self.env.get(view.base)
+        if isinstance(parent, (Box, _LaneBox)):
+            kept = [d for d, k in enumerate(parent.keep) if k]
+            if len(offs) != len(kept):
+                raise InterpError(f"view of rank {len(offs)} over a view of rank {len(kept)}", loc)
+            if slot is not None and parent.slot is not None:
+                raise InterpError(f"'{parent.base}' is already indexed", loc)
+            starts, all_sizes = list(parent.starts), list(parent.sizes)
+            new_keep = [False] * len(starts)
+            for j, d in enumerate(kept):
+                starts[d] = starts[d] + offs[j]
+                all_sizes[d] = sizes[j]
+                new_keep[d] = keep[j]
+            box = _LaneBox(parent.base, parent.slot if slot is None else slot, starts,
+                           all_sizes, new_keep)
+        elif view.base in self.mem.tensors:
+            box = _LaneBox(view.base, slot, offs, sizes, keep)
+        else:
+            raise InterpError(f"'{view.base}' is not a tensor, buffer or view", loc)
+        self._check(box, loc)
+        return box
+
+    def _check(self, box: "_LaneBox", loc) -> None:
+        t = self.mem.tensors[box.base]
+        count = self.mem.counts[box.base]
+        if count is not None:
+            if box.slot is None:
+                raise InterpError(f"'{box.base}' is an array of {count} buffers; a slot is needed", loc)
+            bad = (box.slot < 0) | (box.slot >= count)
+            if self.active_any(bad):
+                raise InterpError(f"slot of '{box.base}' is out of range [0, {count}) in "
+                                  f"{self._names(bad)}", loc)
+            t = t[0]
+        elif box.slot is not None:
+            raise InterpError(f"'{box.base}' is not an array of buffers", loc)
+        if len(box.starts) != t.dim():
+            raise InterpError(f"view of rank {len(box.starts)} over '{box.base}' of rank {t.dim()}", loc)
+        if any(n < 0 for n in box.sizes):
+            raise InterpError(f"negative extent in a view of '{box.base}'", loc)
+        if self.mem.storage[box.base] != "global":
+            for s, n, d in zip(box.starts, box.sizes, t.shape):
+                bad = (s < 0) | (s + n > d)
+                if self.active_any(bad):
+                    raise InterpError(f"a view of buffer '{box.base}' {list(t.shape)} is out of "
+                                      f"bounds in {self._names(bad)}", loc)
+
+    def _names(self, cond) -> str:
+        if isinstance(cond, torch.Tensor):
+            return "instance " + self.lane_names(cond)
+        return f"every instance of parallel {self.s.var}"
+
+    def _positions(self, box: "_LaneBox", idx, loc):
+        """Per base dimension (slot first, if any), the element's index: an int or lanes."""
+        if len(idx) != sum(box.keep):
+            raise InterpError(f"{len(idx)} indices for a view of rank {sum(box.keep)} "
+                              f"of '{box.base}'", loc)
+        for i in idx:
+            if isinstance(i, float) or (isinstance(i, torch.Tensor) and i.is_floating_point()):
+                raise InterpError(f"element index {i!r} is not an integer", loc)
+        t = self.mem.tensors[box.base]
+        shape = t.shape[1:] if box.slot is not None else t.shape
+        pos, checks, it = [], [], iter(idx)
+        for d, (s, n, k) in enumerate(zip(box.starts, box.sizes, box.keep)):
+            if k:
+                i = next(it)
+                checks.append(((i < 0) | (i >= n), i, f"outside extent {n} of dimension {d} "
+                               f"of a view of '{box.base}'"))
+                s = s + i
+            pos.append(s)
+            checks.append(((s < 0) | (s >= shape[d]), s,
+                           f"outside '{box.base}' {list(shape)} (dimension {d})"))
+        bad = False
+        for c, _, _ in checks:
+            bad = bad | c
+        if self.active_any(bad):  # one test on the way; the message names the first failure
+            c, v, what = next(x for x in checks if self.active_any(x[0]))
+            if isinstance(v, torch.Tensor):
+                v = int(v.expand(self.n)[self.first_lane(c)])
+            raise InterpError(f"index {v} {what} in {self._names(c)}", loc)
+        if box.slot is not None:
+            pos.insert(0, box.slot)
+        if self.mask is not None:  # inactive lanes may hold any index: make it a valid one
+            pos = [torch.where(self.mask, p, 0) if isinstance(p, torch.Tensor) else p for p in pos]
+        return pos
+
+    def read(self, box: "_LaneBox", idx, loc):
+        pos = self._positions(box, idx, loc)
+        t = self.mem.tensors[box.base]
+        self._account(box, pos, False, loc)
+        if not any(isinstance(p, torch.Tensor) for p in pos):
+            return t[tuple(pos)].item()
+        v = t[tuple(pos)]
+        if v.dtype == torch.bool or v.dtype == torch.float64:
+            return v
+        return v.float() if v.is_floating_point() else v.to(torch.int64)
+
+    def store(self, box: "_LaneBox", idx, value, loc) -> None:
+        pos = self._positions(box, idx, loc)
+        t = self.mem.tensors[box.base]
+        self._account(box, pos, True, loc)
+        if not any(isinstance(p, torch.Tensor) for p in pos) and not isinstance(value, torch.Tensor):
+            t[tuple(pos)] = value
+            return
+        if self.mask is None:
+            t[tuple(pos)] = torch.as_tensor(value).to(t.dtype)
+            return
+        lanes = torch.nonzero(self.mask).flatten()
+        full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
+        t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+
+    # ---------------------------------------------------------------- races
+    def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:
+        """Records an element access of the active lanes; raises on a race between lanes."""
+        if self.count == 0:
+            return
+        if self.mask is None:
+            lanes = self.lanes
+            full = [p.expand(self.n) if isinstance(p, torch.Tensor) else p for p in pos]
+        else:
+            lanes = torch.nonzero(self.mask).flatten()
+            full = [p[lanes] if isinstance(p, torch.Tensor) and p.dim() else p for p in pos]
+        tr = self._track(box.base)
+        if tr is None:  # too large to track per element: only the region's bounding box
+            self._touch_box(box, full, write, loc)
+            return
+        key = (box.base, write)
+        if key not in self.touched:
+            self.touched[key] = loc
+        flat = 0
+        for p, n in zip(full, tr.shape):
+            flat = flat * n + p
+        flat = torch.as_tensor(flat).expand(lanes.shape)
+        lid = self.loc_ids.get(id(loc))
+        if lid is None:
+            lid = self.loc_ids[id(loc)] = len(self.locs)
+            self.locs.append(loc)
+        lanes32 = lanes.to(torch.int32)
+        if write:
+            w_old, r = tr.writer[flat], tr.reader[flat]
+            tr.writer[flat] = lanes32
+            dup = tr.writer[flat] != lanes32  # another lane of this statement won the store
+            bad_w = dup | ((w_old >= 0) & (w_old != lanes32))
+            bad_r = (r == -2) | ((r >= 0) & (r != lanes32))
+            if bool((bad_w | bad_r).any()):
+                k = int(torch.nonzero(bad_w | bad_r)[0])
+                f = int(flat[k])
+                if bool(dup[k]):
+                    self._race(box, tr, f, int(lanes[k]), int(tr.writer[f]), True, True, loc, loc,
+                               same=True)
+                if bool(bad_w[k]):
+                    self._race(box, tr, f, int(lanes[k]), int(w_old[k]), True, True, loc,
+                               self.locs[int(tr.wloc[f])])
+                self._race(box, tr, f, int(lanes[k]), int(r[k]), True, False, loc,
+                           self.locs[int(tr.rloc[f])])
+            tr.wloc[flat] = lid
+            return
+        w = tr.writer[flat]
+        bad = (w >= 0) & (w != lanes32)
+        if bool(bad.any()):
+            k = int(torch.nonzero(bad)[0])
+            f = int(flat[k])
+            self._race(box, tr, f, int(lanes[k]), int(w[k]), False, True, loc,
+                       self.locs[int(tr.wloc[f])])
+        r_old = tr.reader[flat]
+        tr.reader[flat] = lanes32
+        several = (tr.reader[flat] != lanes32) | (r_old == -2) | ((r_old >= 0) & (r_old != lanes32))
+        if bool(several.any()):
+            tr.reader[flat[several]] = -2
+        tr.rloc[flat] = lid
+
+    def _touch_box(self, box, full, write: bool, loc) -> None:
+        body = full[1:] if box.slot is not None else full
+        slots = [None] if box.slot is None else torch.unique(torch.as_tensor(full[0])).tolist()
+        lo = [int(p.min()) if isinstance(p, torch.Tensor) else p for p in body]
+        hi = [int(p.max()) + 1 if isinstance(p, torch.Tensor) else p + 1 for p in body]
+        for slot in slots:
+            self._merge_box((box.base, slot, write), lo, hi, loc)
+
+    def _track(self, base: str):
+        if base not in self.tracks:
+            t = self.mem.tensors[base]
+            self.tracks[base] = _Track(t.shape) if t.numel() <= TRACK_LIMIT else None
+        return self.tracks[base]
+
+    def _race(self, box, tr: _Track, flat: int, lane: int, other: int, write: bool,
+              other_write: bool, loc, other_loc, same: bool = False) -> None:
+        idx = []
+        for n in reversed(tr.shape):
+            idx.append(flat % n)
+            flat //= n
+        idx.reverse()
+        name = box.base
+        if self.mem.counts[box.base] is not None:
+            name, idx = f"{box.base}[{idx[0]}]", idx[1:]
+        v = self.s.var
+        who = f"instance {v}={other}" if other >= 0 else "other instances"
+        mine = "writes" if write else "reads"
+        theirs = "writes it too" if same else f"{'wrote' if other_write else 'read'} it"
+        raise RaceError(
+            f"data race on {name}: instance {v}={lane} of parallel {v} {mine} {name}{idx} "
+            f"while {who} {theirs}; the instances of a parallel are unordered and no "
+            f"sync.shared separates the two accesses", loc,
+            [(f"the conflicting {'write' if other_write else 'read'} by {who}", other_loc)])
+
+
+class _LaneBox:
+    """A Box whose starts (and slot) may differ between lanes."""
+
+    __slots__ = ("base", "slot", "starts", "sizes", "keep")
+
+    def __init__(self, base, slot, starts, sizes, keep) -> None:
+        self.base, self.slot = base, slot
+        self.starts, self.sizes, self.keep = list(starts), list(sizes), list(keep)
