@@ -52,6 +52,7 @@ class _RoleRun:
     done: bool = False
     triggers: dict = field(default_factory=dict)  # (event, slot) -> count
     trace: list = field(default_factory=list)
+    triggerable: set = field(default_factory=set)  # events its code triggers
 
 
 class _Break(Exception):
@@ -237,6 +238,7 @@ class _Sim:
         for label, body, env in instances:
             r = _RoleRun(label, None)
             r.gen = self.run_role(body, env, r)
+            r.triggerable = {s.event.event for s in ir.walk(body) if isinstance(s, ir.Trigger)}
             runs.append(r)
         while True:
             progressed = False
@@ -259,7 +261,7 @@ class _Sim:
         waiting = [r for r in runs if not r.done]
         first = waiting[0]
         b = first.blocked
-        producers = [r for r in runs if any(ev == b.event for ev, _ in r.triggers)]
+        producers = [r for r in runs if b.event in r.triggerable]
         who = "; ".join(f"role {r.label} {'finished' if r.done else 'is blocked'} after "
                         f"triggering {b.event}[{b.slot}] {r.triggers.get((b.event, b.slot), 0)} time(s)"
                         for r in producers) or f"no role triggers {b.event}"

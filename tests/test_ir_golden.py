@@ -1,0 +1,53 @@
+"""Golden tile IR of the examples (`pytest --update-goldens` regenerates; review the diff)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from choreo_py.driver import compile_file, ir_of_file
+from choreo_py.ir_verify import verify_module
+
+from conftest import check_golden
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.co"))
+GOLDEN = Path(__file__).resolve().parent / "golden" / "ir"
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_ir_golden(example: Path, request) -> None:
+    text = compile_file(str(example.relative_to(ROOT)), emit="ir", target="sm_90a")
+    check_golden(GOLDEN / f"{example.stem}.ir.txt", text, request)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_ir_verifies_and_is_deterministic(example: Path, monkeypatch) -> None:
+    monkeypatch.chdir(ROOT)
+    rel = str(example.relative_to(ROOT))
+    module = ir_of_file(rel, target="sm_90a")
+    verify_module(module)
+    assert compile_file(rel, emit="ir") == compile_file(rel, emit="ir")
+
+
+def test_seed_ir_facts(monkeypatch) -> None:
+    """The structure the backends rely on, stated directly rather than via the golden."""
+    monkeypatch.chdir(ROOT)
+    k = ir_of_file("examples/flash_atten_causal.co").functions[0].kernels[0]
+    assert [g.var for g in k.grid] == ["tile", "head", "batch"]
+    assert k.launch_bounds == (None, 1)
+    assert {b.name: (b.shape, b.count, b.swizzle) for b in k.buffers} == {
+        "q_shared": ((128, 128), None, 128), "k_buf": ((128, 128), 2, 128),
+        "v_buf": ((128, 128), 2, 128), "o_buf": ((128, 128), None, None)}
+    assert {e.name: (e.slots, e.ready) for e in k.events} == {
+        "qf": (None, False), "kf": (2, False), "vf": (2, False), "ke": (2, True), "ve": (2, True)}
+    layouts = {f.name: (f.shape, f.layout) for f in k.frags}
+    assert layouts["acc_s"] == ((64, 128), "acc")
+    assert layouts["acc_o"] == ((64, 128), "acc")
+    assert layouts["acc_s_cast"] == ((64, 128), "operand")
+    assert layouts["logsum"] == ((64,), "row_partial")
+    assert layouts["scores_max"] == ((64,), "row")
+    roles = [s for s in k.body[-1].body]
+    assert [(r.members, r.max_regs) for r in roles] == [((0,), 40), ((1, 2), 232)]
+    # 3 x 32 KiB tiles + o_buf, 1024-aligned, plus 9 mbarriers
+    assert k.smem_total == 6 * 32768 + 9 * 8

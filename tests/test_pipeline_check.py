@@ -1,0 +1,83 @@
+"""The static pipeline check over event rings, on the examples and on broken seeds."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from choreo_py import cli, frontend, sema
+from choreo_py.diagnostics import ChoreoError, take_warnings
+from choreo_py.passes import pipeline_check
+
+ROOT = Path(__file__).resolve().parent.parent
+SEED = (ROOT / "examples" / "flash_atten_causal.co").read_text()
+
+
+def broken(old: str, new: str) -> str:
+    assert SEED.count(old) == 1, old
+    return SEED.replace(old, new)
+
+
+def line_of(text: str, fragment: str) -> int:
+    return next(i for i, line in enumerate(text.splitlines(), 1) if fragment in line)
+
+
+def compile_error(text: str) -> ChoreoError:
+    program = frontend.parse_text(text, "broken.co")
+    with pytest.raises(ChoreoError) as info:
+        sema.build_module(program)
+    return info.value
+
+
+@pytest.mark.parametrize("name", ["flash_atten_causal", "flash_atten", "gemm"])
+def test_examples_pass_over_many_trip_counts(name: str) -> None:
+    program = frontend.parse_file(str(ROOT / "examples" / f"{name}.co"))
+    kernel = sema.build_module(program).functions[0].kernels[0]
+    assert pipeline_check.check_kernel(kernel) >= 5  # distinct trip-count scenarios
+
+
+def test_missing_k_trigger_is_a_deadlock_with_roles_and_generations() -> None:
+    text = broken("trigger kf.at(k_pipe_order++) after k_load;", "k_pipe_order++;")
+    e = compile_error(text)
+    msg = e.message
+    assert msg.startswith("pipeline check: role (p > 0) [p=1] waits kf.at(k_pipe_order) = kf[0] "
+                          "generation 0, which is never completed")
+    assert "no role triggers kf" in msg and "when " in msg
+    assert e.loc.line == line_of(text, "wait kf.at(k_pipe_order);")
+
+
+def test_producer_one_tile_short_names_the_trip_count() -> None:
+    text = broken("foreach {issue} in [kv_bound] {", "foreach {issue} in [kv_bound - 1] {")
+    msg = compile_error(text).message
+    assert "waits kf.at(k_pipe_order) = kf[0] generation 0, which is never completed" in msg
+    assert "role (p == 0) [p=0] finished after triggering kf[0] 0 time(s)" in msg
+    assert "kv_bound=1" in msg
+
+
+def test_consumer_one_release_short_deadlocks_the_producer() -> None:
+    # The final PV release is dropped: the producer still finishes (it never
+    # needs that slot again), but with a longer loop a release is missing.
+    text = broken("""        wait pv;
+          trigger ve.at(v_pipe_order++);""", """        wait pv;
+          v_pipe_order++;""")
+    msg = compile_error(text).message
+    assert "role (p == 0) [p=0] waits ve.at(v_pipe_order)" in msg
+    assert "never completed" in msg
+
+
+def test_producer_without_empty_wait_overruns_the_ring() -> None:
+    text = broken("          wait ke.at(k_pipe_order);\n", "")
+    msg = compile_error(text).message
+    assert "parity wait cannot tell them apart" in msg or "would pass early" in msg
+
+
+def test_check_warns_where_compile_refuses(capsys, tmp_path) -> None:
+    path = tmp_path / "broken.co"
+    path.write_text(broken("trigger kf.at(k_pipe_order++) after k_load;", "k_pipe_order++;"))
+    take_warnings()
+    assert cli.main(["check", str(path)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: pipeline check: role (p > 0)" in err
+    assert cli.main(["compile", str(path), "--emit", "ir"]) == 1
+    err = capsys.readouterr().err
+    assert "error: pipeline check:" in err and "^" in err
