@@ -7,6 +7,7 @@ processed; never a bare Python traceback).
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import traceback
 
@@ -84,6 +85,9 @@ def _run(args: argparse.Namespace) -> int:
     from . import frontend
 
     include, defines = args.include, _defines(args.define)
+    if not os.path.isfile(args.file):
+        print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
+        return EXIT_USAGE
     if args.cmd == "preprocess":
         unit = frontend.preprocess(args.file, include, defines)
         sys.stdout.write(unit.text)
