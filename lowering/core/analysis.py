@@ -1,0 +1,249 @@
+"""Facts about a kernel that its lowering needs before emitting code.
+
+- MMA futures in flight: `wait f` on an MMA future waits until at most N
+  groups are outstanding, N = the groups issued after f that the program
+  lets stay in flight (QK[current] waited while PV[previous] runs: N = 1).
+  Found by walking the structured code with the ordered list of
+  outstanding futures; loops iterate to a fixed point, and where paths
+  disagree the list is unknown and the next wait drains everything (0).
+- Fill folding: `acc = mma.fill 0` directly followed (in the same block,
+  nothing else touching acc) by an MMA into acc costs nothing: the MMA's
+  first k-step overwrites instead of accumulating.
+- TMA futures: `trigger e after f, g` publishes loads f, g on event e. The
+  loads must precede it in the same block; the event is armed with the
+  loads' byte count before the first of them.
+- Event arrival counts: one arrival per instance of each role that
+  triggers the event.
+- Issue-only roles: a role whose body only moves data and synchronises
+  (TMA, events, scalar code) runs on one thread per instance; the other
+  threads of its warpgroup leave at once.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from .context import children
+
+_ISSUE_ONLY = (ir.Let, ir.Var, ir.Assign, ir.ViewDef, ir.For, ir.While, ir.If, ir.Break,
+               ir.Continue, ir.SetMaxRegs, ir.TmaLoad, ir.Trigger, ir.Wait)
+
+
+@dataclass
+class TmaGroup:
+    trigger: ir.Trigger
+    loads: list  # the TmaLoad statements it publishes, in program order
+    nbytes: int
+
+
+@dataclass
+class Facts:
+    wait_groups: dict = field(default_factory=dict)  # id(Wait) -> {future: N or None}
+    folded_fills: set = field(default_factory=set)  # id(MmaFill)
+    zero_first: set = field(default_factory=set)  # id(Mma)
+    tma_groups: dict = field(default_factory=dict)  # id(TmaLoad) -> TmaGroup
+    published: set = field(default_factory=set)  # id(Trigger) whose work the loads do
+    arrivals: dict = field(default_factory=dict)  # event -> count
+    mma_futures: set = field(default_factory=set)
+
+
+def analyse(kernel: ir.Kernel, arch: str) -> Facts:
+    f = Facts()
+    f.mma_futures = {s.future for s in ir.walk(kernel.body) if isinstance(s, ir.Mma) and s.future}
+    _InFlight(f).block(kernel.body, ())
+    _blocks(kernel.body, lambda b: _fold_fills(b, f))
+    _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, arch))
+    _count_arrivals(kernel, f)
+    return f
+
+
+def _blocks(stmts: list, fn) -> None:
+    fn(stmts)
+    for s in stmts:
+        for b in ir.child_blocks(s):
+            _blocks(b, fn)
+
+
+# ---------------------------------------------------------------- MMA futures
+
+class _InFlight:
+    def __init__(self, facts: Facts) -> None:
+        self.f = facts
+        self.record = True
+
+    def block(self, stmts: list, state):
+        for s in stmts:
+            state = self.stmt(s, state)
+        return state
+
+    def stmt(self, s, state):
+        if isinstance(s, ir.Mma):
+            if s.future is None:
+                return ()
+            return None if state is None else state + (s.future,)
+        if isinstance(s, ir.Wait):
+            waits = {}
+            for item in s.items:
+                if isinstance(item, ir.FutureRef) and item.future in self.f.mma_futures:
+                    n, state = self._wait(item.future, state)
+                    waits[item.future] = n
+            if self.record:
+                self.f.wait_groups[id(s)] = waits
+            return state
+        if isinstance(s, ir.If):
+            a = self.block(s.then, state)
+            b = self.block(s.orelse, state)
+            return a if a == b else None
+        if isinstance(s, (ir.For, ir.While)):
+            return self._loop(s.body, state)
+        if isinstance(s, (ir.Parallel, ir.Role)):
+            return self.block(s.body, state)
+        return state
+
+    @staticmethod
+    def _wait(fut: str, state):
+        if state is None:
+            return 0, ()
+        if fut not in state:
+            return None, state  # already complete on every path
+        idx = len(state) - 1 - state[::-1].index(fut)
+        return len(state) - idx - 1, state[idx + 1:]
+
+    def _loop(self, body: list, entry):
+        """The loop head's state: `entry` if one trip preserves it, else unknown."""
+        rec, self.record = self.record, False
+        state = entry
+        if self.block(body, state) != state:
+            state = None
+        self.record = rec
+        out = self.block(body, state)  # the recorded pass, from the fixed point
+        return state if out == state else None
+
+
+# ---------------------------------------------------------------- fills
+
+def _mentions(s: ir.Stmt, name: str) -> bool:
+    for t in ir.walk([s]):
+        for attr in ("acc", "frag", "src", "dst", "domain", "a"):
+            if getattr(t, attr, None) == name:
+                return True
+        for e in _exprs(t):
+            if _reads_frag(e, name):
+                return True
+    return False
+
+
+def _exprs(s: ir.Stmt):
+    for attr in ("value", "cond", "init"):
+        e = getattr(s, attr, None)
+        if isinstance(e, ir.Expr):
+            yield e
+    for e in getattr(s, "index", ()) or ():
+        yield e
+
+
+def _reads_frag(e: ir.Expr, name: str) -> bool:
+    if isinstance(e, ir.Elem) and e.frag == name:
+        return True
+    return any(_reads_frag(c, name) for c in children(e))
+
+
+def _fold_fills(stmts: list, f: Facts) -> None:
+    for i, s in enumerate(stmts):
+        if not (isinstance(s, ir.MmaFill) and s.value.value == 0):
+            continue
+        for t in stmts[i + 1:]:
+            if not _mentions(t, s.acc):
+                continue
+            if isinstance(t, ir.Mma) and t.acc == s.acc:
+                f.folded_fills.add(id(s))
+                f.zero_first.add(id(t))
+            break
+
+
+# ---------------------------------------------------------------- TMA futures
+
+def view_elems(v: ir.View, loc) -> int:
+    n = 1
+    for e in v.extents:
+        if not isinstance(e, ir.Const):
+            raise ChoreoError("a copy whose box size is not a compile-time constant", loc)
+        n *= e.value
+    return n
+
+
+def _assigned(stmts: list) -> set:
+    out = set()
+    for s in ir.walk(stmts):
+        if isinstance(s, (ir.Assign, ir.Var, ir.Let)):
+            out.add(s.name)
+    return out
+
+
+def _syms(e: Optional[ir.Expr], out: set) -> set:
+    if isinstance(e, ir.Sym):
+        out.add(e.name)
+    elif isinstance(e, ir.Expr):
+        for c in children(e):
+            _syms(c, out)
+    return out
+
+
+def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
+    loads = {s.future: (i, s) for i, s in enumerate(stmts)
+             if isinstance(s, ir.TmaLoad) and s.future}
+    for i, s in enumerate(stmts):
+        if not (isinstance(s, ir.Trigger) and s.after):
+            continue
+        group = []
+        for name in s.after:
+            if name not in loads or loads[name][0] > i:
+                raise ChoreoError(
+                    f"'trigger ... after {name}': publishing a future that is not a tma.load "
+                    f"earlier in the same block is not lowered for {arch} yet", s.loc)
+            group.append(loads[name])
+        group.sort(key=lambda t: t[0])
+        first = group[0][0]
+        used = _syms(s.event.order, set()) | _syms(s.event.index, set())
+        if used & _assigned(stmts[first:i]):
+            raise ChoreoError(
+                f"the event of 'trigger {s.event.event} after ...' changes between its loads and "
+                f"the trigger; this is not lowered for {arch} yet", s.loc)
+        nbytes = sum(view_elems(ld.dst, ld.loc) * ir.dtype_bytes(_elem_type(kernel, ld))
+                     for _, ld in group)
+        g = TmaGroup(s, [ld for _, ld in group], nbytes)
+        for _, ld in group:
+            f.tma_groups[id(ld)] = g
+        f.published.add(id(s))
+
+
+def _elem_type(kernel: ir.Kernel, s) -> str:
+    b = kernel.buffer(s.dst.base)
+    return b.dtype if b else kernel.param(s.dst.base).dtype
+
+
+# ---------------------------------------------------------------- arrivals
+
+def _count_arrivals(kernel: ir.Kernel, f: Facts) -> None:
+    def visit(stmts, instances: int, who, seen: dict):
+        for s in stmts:
+            if isinstance(s, ir.Trigger):
+                seen.setdefault(s.event.event, {})[who] = instances
+            if isinstance(s, ir.Role):
+                visit(s.body, len(s.members), id(s), seen)
+            elif isinstance(s, ir.Parallel):
+                visit(s.body, s.extent, id(s), seen)
+            else:
+                for b in ir.child_blocks(s):
+                    visit(b, instances, who, seen)
+    seen: dict = {}
+    visit(kernel.body, 1, None, seen)
+    for ev in kernel.events:
+        f.arrivals[ev.name] = max(1, sum(seen.get(ev.name, {}).values()))
+
+
+def issue_only(role: ir.Role) -> bool:
+    return all(isinstance(s, _ISSUE_ONLY) for s in ir.walk(role.body))

@@ -1,0 +1,202 @@
+"""State shared by the lowering of one kernel: names in scope, regions, roles.
+
+Regions and hoisting. A region is a straight-line list of statements run by
+the same threads (the kernel body, a parallel body, a role body). Before
+each of its top-level statements the writer leaves a mark. A value that
+depends only on names bound at the region's top level (or outside it) and
+never reassigned is *invariant*: it is computed once, at the mark before
+the statement that first needs it, and reused by every later statement of
+the region. That keeps descriptor bases, thread geometry and policies out
+of loops without a separate optimisation pass.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from .target import MmaTarget
+from .writer import Mark, V, Writer
+
+
+@dataclass
+class Binding:
+    value: V
+    invariant: bool  # immutable and bound at a region's top level (or outside)
+    mutable: bool = False
+    nonneg: bool = False  # provably >= 0 (selects shifts/masks for / and %)
+
+
+@dataclass
+class RoleCtx:
+    """The threads running the current code."""
+
+    members: tuple[int, ...]  # instances of the Parallel that run it
+    threads: int  # threads of one instance
+    instance: V  # the instance index (the Parallel variable)
+    local_tid: V  # thread index inside the instance
+    single_thread: bool  # issue-only role: one thread per instance runs the body
+    role_leader: Optional[V] = None  # pred: the first thread of the first member
+    inst_leader: Optional[V] = None  # pred: thread 0 of this instance
+    exit_label: str = ""
+
+
+@dataclass
+class Region:
+    mark: Optional[Mark] = None
+    cache: dict = field(default_factory=dict)
+
+
+class Lowering:
+    def __init__(self, kernel: ir.Kernel, target: MmaTarget, writer: Writer) -> None:
+        self.k = kernel
+        self.target = target
+        self.w = writer
+        self.scopes: list[dict[str, Binding]] = [{}]
+        self.regions: list[Region] = []
+        self.depth = 0  # nesting of loops/branches inside the current region
+        self.role: Optional[RoleCtx] = None
+        self.loops: list[tuple[str, str]] = []  # (continue label, exit label)
+        self.frags: dict[str, str] = {}  # fragment name -> register array name
+        self.smem_base: Optional[V] = None
+        self.tid: Optional[V] = None
+        self.named_barriers = 0  # ids handed out (bar.sync 0 is the block barrier)
+        self.facts = None  # analysis.Facts
+        self.memory = None  # memory.Memory
+        self.stmt_memo: dict = {}  # values of the statement being lowered
+        self.plain_waits: dict[str, int] = {}  # event -> generations waited on this path
+        self.smem_dirty = False  # threads wrote shared memory since the last barrier
+        self.instance_barrier_base: Optional[int] = None
+        self.parallel_extent = 1
+
+    # ------------------------------------------------------------ errors
+    def refuse(self, what: str, loc) -> ChoreoError:
+        return ChoreoError(f"{what} is not lowered for {self.target.arch} yet", loc)
+
+    # ------------------------------------------------------------ names
+    def bind(self, name: str, value: V, *, mutable: bool = False, nonneg: bool = False) -> None:
+        inv = not mutable and self.depth == 0
+        self.scopes[-1][name] = Binding(value, inv, mutable, nonneg)
+
+    def lookup(self, name: str) -> Optional[Binding]:
+        for scope in reversed(self.scopes):
+            if name in scope:
+                return scope[name]
+        return None
+
+    def push(self) -> None:
+        self.scopes.append({})
+
+    def pop(self) -> None:
+        self.scopes.pop()
+
+    # ------------------------------------------------------------ regions
+    def enter_region(self) -> None:
+        self.regions.append(Region())
+
+    def leave_region(self) -> None:
+        self.regions.pop()
+
+    def next_statement(self) -> None:
+        """Called before each top-level statement of the current region."""
+        if self.depth == 0 and self.regions:
+            self.regions[-1].mark = self.w.mark()
+
+    def cached(self, key) -> Optional[V]:
+        for r in reversed(self.regions):
+            if key in r.cache:
+                return r.cache[key]
+        return None
+
+    def remember(self, key, value: V) -> None:
+        if self.regions:
+            self.regions[-1].cache[key] = value
+
+    def hoist_mark(self) -> Optional[Mark]:
+        """Where invariant values go: None when already at the region's top level."""
+        if self.depth == 0 or not self.regions:
+            return None
+        return self.regions[-1].mark
+
+    def once(self, key, make) -> V:
+        """A region-wide value computed at the first use (at the hoist point) and reused."""
+        v = self.cached(key)
+        if v is None:
+            with self.w.into(self.hoist_mark()):
+                v = make()
+            self.remember(key, v)
+        return v
+
+    def invariant(self, e: ir.Expr) -> bool:
+        """Whether `e` reads only invariant names (so it can be hoisted and shared)."""
+        if isinstance(e, ir.Const):
+            return True
+        if isinstance(e, ir.Sym):
+            b = self.lookup(e.name)
+            return b is not None and b.invariant
+        if isinstance(e, (ir.Elem, ir.BufElem)):
+            return False
+        return all(self.invariant(c) for c in children(e))
+
+    # ------------------------------------------------------------ role threads
+    def inst_leader(self) -> V:
+        """Predicate: thread 0 of the current role instance."""
+        def make() -> V:
+            p = self.w.reg("pred", "is_inst_leader")
+            self.w.op("setp.eq.u32", p, self.role.local_tid, 0)
+            return p
+        return self.once(("inst_leader",), make)
+
+    def role_leader(self) -> V:
+        """Predicate: the first thread of the role's first instance."""
+        def make() -> V:
+            p = self.w.reg("pred", "is_role_leader")
+            self.w.op("setp.eq.u32", p, self.tid, self.role.members[0] * self.role.threads)
+            return p
+        return self.once(("role_leader",), make)
+
+    def issuer(self) -> Optional[V]:
+        """Predicate of the thread that issues an instance-wide operation (None: this one)."""
+        role = self.role
+        if role is None:
+            def make() -> V:
+                p = self.w.reg("pred", "is_block_leader")
+                self.w.op("setp.eq.u32", p, self.tid, 0)
+                return p
+            return self.once(("block_leader",), make)
+        if role.single_thread or role.threads == 1:
+            return None
+        return self.inst_leader()
+
+    def instance_sync_if_dirty(self) -> None:
+        """Before one thread acts for its instance: the others' shared-memory work is done."""
+        if not self.smem_dirty or self.role is None:
+            return
+        if self.instance_barrier_base is None:
+            self.instance_barrier_base = self.new_barrier_id(self.parallel_extent)
+        bid = self.w.reg("u32", "inst_bar")
+        self.w.op("add.u32", bid, self.role.instance, self.instance_barrier_base)
+        self.w.call("ptx.bar.sync", bid.text, str(self.role.threads))
+        self.smem_dirty = False
+
+    # ------------------------------------------------------------ barriers
+    def new_barrier_id(self, count: int = 1) -> int:
+        """Named barrier ids for role/instance syncs; 0 is left to the whole block."""
+        first = self.named_barriers + 1
+        self.named_barriers += count
+        if self.named_barriers > 15:
+            raise ChoreoError("more than 15 named barriers are needed in one kernel", self.k.loc)
+        return first
+
+
+def children(e: ir.Expr) -> list[ir.Expr]:
+    out: list[ir.Expr] = []
+    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
+        sub = getattr(e, name, None)
+        if isinstance(sub, ir.Expr):
+            out.append(sub)
+    out.extend(getattr(e, "args", ()) or ())
+    out.extend(getattr(e, "index", ()) or ())
+    return out

@@ -1,0 +1,127 @@
+"""Shared events as mbarriers; waits on futures.
+
+| Choreo | PTX |
+|---|---|
+| `shared event e[N]` | N mbarriers, initialised by thread 0 with the arrival count (one per triggering role instance), then `fence.mbarrier_init` and a block barrier |
+| `wait e.at(order)` | spin on slot `order % N` with phase parity `(order / N) & 1` (`^ 1` for `= ready` events, whose generation 0 starts complete) |
+| `wait e` (no order) | the generation this path waits next, counted at compile time |
+| `trigger e after f, g` | the loads' issuing thread arms slot e with `arrive.expect_tx` (their byte count) before the first load; the loads complete it |
+| `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
+| `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from .context import Lowering
+from .exprs import ExprLowering
+from .writer import V
+
+
+def init_events(lw: Lowering) -> None:
+    k = lw.k
+    if not k.events:
+        return
+    w = lw.w
+    w.comment("mbarriers for the shared events: thread 0 initialises, then the block syncs")
+    t0 = w.reg("pred", "is_thread0")
+    w.op("setp.eq.u32", t0, lw.tid, 0)
+    for ev in k.events:
+        count = lw.facts.arrivals[ev.name]
+        w.source(ev.loc)
+        for slot in range(ev.slots or 1):
+            w.call("ptx.mbarrier.init", f"ptx.addr({lw.smem_base.text}, {ev.offset + 8 * slot})",
+                   str(count), f"pred={t0.text}")
+    w.call("ptx.fence.mbarrier_init", f"pred={t0.text}")
+    w.call("ptx.bar.sync", "0")
+
+
+def _event(lw: Lowering, ref: ir.EventRef, loc) -> ir.Event:
+    ev = lw.k.event(ref.event)
+    if ev is None:
+        raise ChoreoError(f"'{ref.event}' is not an event of this kernel", loc)
+    return ev
+
+
+def slot_address(lw: Lowering, ref: ir.EventRef, loc) -> tuple[V, int]:
+    """(register, byte offset) of the mbarrier `ref` names."""
+    ev = _event(lw, ref, loc)
+    n = ev.slots or 1
+    if ref.order is None and ref.index is not None:
+        raise lw.refuse(f"indexing event '{ev.name}' by physical slot ('{ev.name}[i]')", loc)
+    if ref.order is None or n == 1:
+        return lw.smem_base, ev.offset
+    ex = ExprLowering(lw, loc)
+    slot = ir.Bin("%", ref.order, ir.Const(n, "s32"), ref.order.dtype)
+    byte = ir.Bin("*", slot, ir.Const(8, "s32"), ref.order.dtype)
+    if n & (n - 1) == 0 and ex.nonneg(ref.order):
+        byte = ir.Bin("<<", slot, ir.Const(3, "s32"), ref.order.dtype)
+    b = ex.value(byte, f"{ev.name}_slot")
+    if b.is_const:
+        return lw.smem_base, ev.offset + b.const
+    out = lw.w.reg("u32", f"{ev.name}_bar")
+    lw.w.op("add.u32", out, lw.smem_base, b)
+    return out, ev.offset
+
+
+def parity(lw: Lowering, ref: ir.EventRef, loc) -> V:
+    ev = _event(lw, ref, loc)
+    ex = ExprLowering(lw, loc)
+    if ref.order is not None:
+        n = ev.slots or 1
+        gen = ir.Bin("/", ref.order, ir.Const(n, "s32"), ref.order.dtype)
+        bit = ir.Bin("&", gen, ir.Const(1, "s32"), ref.order.dtype)
+        if ev.ready:
+            bit = ir.Bin("^", bit, ir.Const(1, "s32"), ref.order.dtype)
+        return ex.value(bit, f"{ev.name}_phase")
+    if lw.depth or lw.loops:
+        raise lw.refuse(f"waiting '{ev.name}' without .at(order) inside a loop or branch", loc)
+    counts = lw.plain_waits
+    gen = counts.get(ev.name, 0)
+    counts[ev.name] = gen + 1
+    return V.imm((gen & 1) ^ (1 if ev.ready else 0), "u32")
+
+
+def wait(lw: Lowering, s: ir.Wait) -> None:
+    waits = lw.facts.wait_groups.get(id(s), {})
+    for item in s.items:
+        if isinstance(item, ir.EventRef):
+            reg, off = slot_address(lw, item, s.loc)
+            ph = parity(lw, item, s.loc)
+            lw.w.call("ptx.mbarrier.wait", _addr(reg, off), ph.text)
+        elif item.future in lw.facts.mma_futures:
+            n = waits.get(item.future)
+            if n is None:
+                lw.w.comment(f"{item.future} has completed on every path here")
+            else:
+                lw.target.wait(lw, n)
+        else:
+            raise lw.refuse(f"waiting the copy future '{item.future}' directly (publish it with "
+                            f"'trigger <event> after {item.future}')", s.loc)
+
+
+def trigger(lw: Lowering, s: ir.Trigger) -> None:
+    if id(s) in lw.facts.published:
+        lw.w.comment(f"armed before the loads above: they complete {s.event.event}")
+        return
+    reg, off = slot_address(lw, s.event, s.loc)
+    pred = lw.issuer()
+    if pred is not None:
+        lw.instance_sync_if_dirty()
+    args = [_addr(reg, off)] + ([f"pred={pred.text}"] if pred is not None else [])
+    lw.w.call("ptx.mbarrier.arrive", *args)
+
+
+def arm(lw: Lowering, group, loc, pred: Optional[V]) -> tuple[V, int]:
+    """`arrive.expect_tx` on the event a group of loads publishes; returns its address."""
+    reg, off = slot_address(lw, group.trigger.event, loc)
+    args = [_addr(reg, off), str(group.nbytes)] + ([f"pred={pred.text}"] if pred else [])
+    lw.w.call("ptx.mbarrier.arrive_expect_tx", *args)
+    return reg, off
+
+
+def _addr(reg: V, off: int) -> str:
+    return f"ptx.addr({reg.text}, {off})" if off else f"ptx.addr({reg.text})"

@@ -1,0 +1,341 @@
+"""Scalar expressions: IR expression trees -> one PTX instruction per operator.
+
+Instruction choice is by table. A few rules keep the code as tight as a
+hand-written kernel's:
+
+- constants fold; `x / 2^k` and `x % 2^k` become shifts and masks when x is
+  provably non-negative (a grid index, a dimension, an unsigned value, ...);
+- `a * b + c`, `a * b - c` contract to `fma.rn.f32` (nvcc's default), and
+  the negated addend `-(m * k)` of a constant k is folded to `m * -k`, so
+  `exp2(x * k - m * k)` is one fma and one ex2 per element;
+- math builtins use the fast instructions (`__exp2f` is `ex2.approx.ftz`),
+  and `1.0 / x` is `rcp.approx.ftz.f32`.
+
+`ExprLowering` holds the policy for reuse: scalar code shares invariant
+values across a region (see context.py); per-thread fragment code
+(fragments.py) shares values within one `apply` and resolves fragment
+elements to registers.
+"""
+from __future__ import annotations
+
+import math
+from contextlib import nullcontext
+from typing import Optional
+
+from choreo_py import ir
+
+from .context import Lowering, children
+from .writer import V
+
+REG_TYPES = {"bool": "pred", "s32": "s32", "u32": "u32", "s64": "s64", "u64": "u64", "f32": "f32"}
+_CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
+_FCMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "neu"}
+_INT_OPS = {"+": "add.{t}", "-": "sub.{t}", "*": "mul.lo.{t}", "/": "div.{t}", "%": "rem.{t}",
+            "<<": "shl.b{n}", ">>": "shr.{t}", "&": "and.b{n}", "|": "or.b{n}", "^": "xor.b{n}"}
+_F32_OPS = {"+": "add.f32", "-": "sub.f32", "*": "mul.f32", "/": "div.full.f32"}
+_F32_CALLS = {"exp2": "ex2.approx.ftz.f32", "log2": "lg2.approx.ftz.f32",
+              "sqrt": "sqrt.rn.f32", "rsqrt": "rsqrt.approx.ftz.f32", "abs": "abs.f32"}
+LOG2E = 1.4426950408889634
+LN2 = 0.6931471805599453
+
+
+def reg_type(dtype: str, lw: Lowering, loc) -> str:
+    t = REG_TYPES.get(dtype)
+    if t is None:
+        raise lw.refuse(f"a scalar of type {dtype}", loc)
+    return t
+
+
+def _bits(t: str) -> int:
+    return 64 if t.endswith("64") else 32
+
+
+def _pow2(v) -> Optional[int]:
+    if isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0:
+        return v.bit_length() - 1
+    return None
+
+
+def fold(op: str, a, b, dtype: str):
+    """C semantics of a binary operator on two constants (None: do not fold)."""
+    try:
+        if op in ("/", "%") and isinstance(a, int) and isinstance(b, int):
+            if b == 0:
+                return None
+            q = abs(a) // abs(b) * (1 if (a >= 0) == (b >= 0) else -1)
+            r = a - q * b
+            out = q if op == "/" else r
+        else:
+            out = {
+                "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b,
+                "|": lambda: a | b, "^": lambda: a ^ b, "&&": lambda: bool(a and b),
+                "||": lambda: bool(a or b), "<": lambda: a < b, "<=": lambda: a <= b,
+                ">": lambda: a > b, ">=": lambda: a >= b, "==": lambda: a == b,
+                "!=": lambda: a != b,
+            }[op]()
+    except (KeyError, ZeroDivisionError, TypeError, ValueError):
+        return None
+    if dtype == "u32" and isinstance(out, int) and not isinstance(out, bool):
+        out &= 0xFFFFFFFF
+    if dtype == "s32" and isinstance(out, int) and not isinstance(out, bool):
+        out = (out + 2**31) % 2**32 - 2**31
+    return out
+
+
+class ExprLowering:
+    """Lowers expressions of scalar code; subclasses change leaves and reuse."""
+
+    def __init__(self, lw: Lowering, loc=None) -> None:
+        self.lw = lw
+        self.w = lw.w
+        self.loc = loc
+
+    # ------------------------------------------------------------ hooks
+    def leaf(self, e: ir.Expr) -> Optional[V]:
+        if isinstance(e, ir.Const):
+            if isinstance(e.value, bool) or e.dtype == "bool":
+                return V.imm(bool(e.value), "pred")
+            return V.imm(e.value, reg_type(e.dtype, self.lw, self.loc))
+        if isinstance(e, ir.Sym):
+            b = self.lw.lookup(e.name)
+            if b is None:
+                raise self.lw.refuse(f"the name '{e.name}' here", self.loc)
+            return b.value
+        if isinstance(e, (ir.Elem, ir.BufElem)):
+            raise self.lw.refuse("element access outside per-thread fragment code", self.loc)
+        return None
+
+    def key(self, e: ir.Expr):
+        if isinstance(e, ir.Sym):
+            return ("r", self.leaf(e).text)
+        if isinstance(e, ir.Const):
+            return ("c", e.value, e.dtype)
+        parts = [type(e).__name__, getattr(e, "op", None), getattr(e, "fn", None), e.dtype]
+        return tuple(parts) + tuple(self.key(c) for c in children(e))
+
+    def reuse(self, e: ir.Expr, key) -> Optional[V]:
+        if self.lw.invariant(e):
+            return self.lw.cached(key)
+        return self.lw.stmt_memo.get(key)
+
+    def keep(self, e: ir.Expr, key, v: V) -> None:
+        if self.lw.invariant(e):
+            self.lw.remember(key, v)
+        else:  # shared within the statement being lowered (nothing it reads changes)
+            self.lw.stmt_memo[key] = v
+
+    def place(self, e: ir.Expr):
+        if self.lw.invariant(e):
+            return self.w.into(self.lw.hoist_mark())
+        return nullcontext()
+
+    def nonneg(self, e: ir.Expr) -> bool:
+        if isinstance(e, ir.Const):
+            return not isinstance(e.value, bool) and e.value >= 0
+        if e.dtype in ("u32", "u64"):
+            return True
+        if isinstance(e, ir.Sym):
+            b = self.lw.lookup(e.name)
+            return b is not None and b.nonneg
+        if isinstance(e, ir.Bin) and e.op in ("+", "*", "/", "%", ">>", "&"):
+            return self.nonneg(e.lhs) and self.nonneg(e.rhs)
+        if isinstance(e, ir.Call) and e.fn in ("cdiv", "min", "max", "to"):
+            return all(self.nonneg(a) for a in e.args)
+        return False
+
+    # ------------------------------------------------------------ entry
+    def value(self, e: ir.Expr, hint: str = "t", dst: Optional[V] = None) -> V:
+        v = self.leaf(e)
+        if v is not None:
+            if dst is not None and not (dst.text == v.text):
+                self.w.op(f"mov.{dst.ty}", dst, v)
+                return dst
+            return v
+        if dst is not None:
+            return self.compute(e, hint, dst)
+        key = self.key(e)
+        got = self.reuse(e, key)
+        if got is not None:
+            return got
+        with self.place(e):
+            v = self.compute(e, hint, None)
+        self.keep(e, key, v)
+        return v
+
+    def out(self, dst: Optional[V], ty: str, hint: str) -> V:
+        return dst if dst is not None else self.w.reg(ty, hint)
+
+    # ------------------------------------------------------------ operators
+    def compute(self, e: ir.Expr, hint: str, dst: Optional[V]) -> V:
+        if isinstance(e, ir.Bin):
+            return self.binary(e, hint, dst)
+        if isinstance(e, ir.Un):
+            return self.unary(e, hint, dst)
+        if isinstance(e, ir.Select):
+            c = self.value(e.cond)
+            a, b = self.value(e.if_true), self.value(e.if_false)
+            if c.is_const:
+                return self.value(e.if_true if c.const else e.if_false, hint, dst)
+            t = reg_type(e.dtype, self.lw, self.loc)
+            out = self.out(dst, t, hint)
+            self.w.op(f"selp.{'b32' if t == 'pred' else t}", out, a, b, c)
+            return out
+        if isinstance(e, ir.Call):
+            return self.call(e, hint, dst)
+        raise self.lw.refuse(f"the expression {type(e).__name__}", self.loc)
+
+    def binary(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
+        if e.dtype == "f32" and e.op in ("+", "-"):
+            fused = self.contract(e, hint, dst)
+            if fused is not None:
+                return fused
+        a, b = self.value(e.lhs), self.value(e.rhs)
+        if a.is_const and b.is_const:
+            r = fold(e.op, a.const, b.const, e.dtype)
+            if r is not None:
+                return self.value(ir.Const(r, "bool" if isinstance(r, bool) else e.dtype),
+                                  hint, dst)
+        if e.op in _CMP:
+            return self.compare(e.op, e.lhs, a, b, hint, dst)
+        t = reg_type(e.dtype, self.lw, self.loc)
+        if e.op in ("&&", "||"):
+            out = self.out(dst, "pred", hint)
+            self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, b)
+            return out
+        if t == "f32":
+            if e.op == "/" and a.is_const and a.const == 1.0:
+                out = self.out(dst, t, hint)
+                self.w.op("rcp.approx.ftz.f32", out, b)
+                return out
+            opcode = _F32_OPS.get(e.op)
+        else:
+            opcode = self.int_opcode(e, b, t)
+            if e.op in ("/", "%") and _pow2(b.const) is not None and self.nonneg(e.lhs):
+                s = _pow2(b.const)
+                b = V.imm(s if e.op == "/" else b.const - 1, t)
+        if opcode is None:
+            raise self.lw.refuse(f"the operator '{e.op}' on {e.dtype}", self.loc)
+        out = self.out(dst, t, hint)
+        self.w.op(opcode, out, a, b)
+        return out
+
+    def int_opcode(self, e: ir.Bin, b: V, t: str) -> Optional[str]:
+        n = _bits(t)
+        if e.op in ("/", "%") and _pow2(b.const) is not None and self.nonneg(e.lhs):
+            return f"shr.u{n}" if e.op == "/" else f"and.b{n}"
+        pattern = _INT_OPS.get(e.op)
+        return pattern.format(t=t, n=n) if pattern else None
+
+    def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
+        t = a.ty if not a.is_const else b.ty
+        if t == "pred":
+            raise self.lw.refuse("comparing conditions", self.loc)
+        cmp = (_FCMP if t == "f32" else _CMP)[op]
+        out = self.out(dst, "pred", hint)
+        self.w.op(f"setp.{cmp}.{t}", out, a, b)
+        return out
+
+    def contract(self, e: ir.Bin, hint: str, dst: Optional[V]) -> Optional[V]:
+        """`x*y + z`, `z + x*y`, `x*y - z` -> fma (None when no product to fuse)."""
+        def product(x: ir.Expr) -> bool:
+            return isinstance(x, ir.Bin) and x.op == "*" and x.dtype == "f32"
+        if product(e.lhs):
+            m, addend = e.lhs, (e.rhs if e.op == "+" else None)
+            c = self.value(addend) if addend is not None else self.negated(e.rhs)
+        elif e.op == "+" and product(e.rhs):
+            m, c = e.rhs, self.value(e.lhs)
+        else:
+            return None
+        x, y = self.value(m.lhs), self.value(m.rhs)
+        out = self.out(dst, "f32", hint)
+        self.w.op("fma.rn.f32", out, x, y, c)
+        return out
+
+    def negated(self, e: ir.Expr) -> V:
+        """-e, folding the sign into a constant factor where there is one."""
+        if isinstance(e, ir.Const):
+            return V.imm(-e.value, "f32")
+        if isinstance(e, ir.Un) and e.op == "-":
+            return self.value(e.operand)
+        if isinstance(e, ir.Bin) and e.op == "*":
+            if isinstance(e.rhs, ir.Const):
+                return self.value(ir.Bin("*", e.lhs, ir.Const(-e.rhs.value, e.rhs.dtype), e.dtype),
+                                  "neg")
+            if isinstance(e.lhs, ir.Const):
+                return self.value(ir.Bin("*", ir.Const(-e.lhs.value, e.lhs.dtype), e.rhs, e.dtype),
+                                  "neg")
+        return self.value(ir.Un("-", e, e.dtype), "neg")
+
+    def unary(self, e: ir.Un, hint: str, dst: Optional[V]) -> V:
+        a = self.value(e.operand)
+        t = reg_type(e.dtype, self.lw, self.loc)
+        if a.is_const:
+            r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
+            return self.value(ir.Const(r, e.dtype), hint, dst)
+        out = self.out(dst, t, hint)
+        if e.op == "-":
+            self.w.op(f"neg.{t}", out, a)
+        elif e.op == "!":
+            self.w.op("not.pred", out, a)
+        else:
+            self.w.op(f"not.b{_bits(t)}", out, a)
+        return out
+
+    def call(self, e: ir.Call, hint: str, dst: Optional[V]) -> V:
+        t = reg_type(e.dtype, self.lw, self.loc)
+        if e.fn == "cdiv":
+            n, d = e.args
+            less = ir.Const(d.value - 1, d.dtype) if isinstance(d, ir.Const) else \
+                ir.Bin("-", d, ir.Const(1, d.dtype), d.dtype)
+            up = ir.Bin("+", n, less, e.dtype)
+            return self.value(ir.Bin("/", up, d, e.dtype), hint, dst)
+        if e.fn == "to":
+            return self.convert(e.args[0], t, hint, dst)
+        args = [self.value(a) for a in e.args]
+        if all(a.is_const for a in args) and e.fn in ("min", "max", "abs"):
+            r = {"min": min, "max": max, "abs": lambda x: abs(x)}[e.fn](*[a.const for a in args])
+            return self.value(ir.Const(r, e.dtype), hint, dst)
+        out = self.out(dst, t, hint)
+        if e.fn in ("min", "max"):
+            self.w.op(f"{e.fn}.{t}", out, *args)
+        elif e.fn == "abs" and t != "f32":
+            self.w.op(f"abs.{t}", out, args[0])
+        elif e.fn in ("exp", "log") and t == "f32":
+            if e.fn == "exp":
+                self.w.op("mul.f32", out, args[0], V.imm(LOG2E, "f32"))
+                self.w.op("ex2.approx.ftz.f32", out, out)
+            else:
+                self.w.op("lg2.approx.ftz.f32", out, args[0])
+                self.w.op("mul.f32", out, out, V.imm(LN2, "f32"))
+        elif e.fn in _F32_CALLS and t == "f32":
+            self.w.op(_F32_CALLS[e.fn], out, args[0])
+        else:
+            raise self.lw.refuse(f"the builtin '{e.fn}' on {e.dtype}", self.loc)
+        return out
+
+    def convert(self, x: ir.Expr, t: str, hint: str, dst: Optional[V]) -> V:
+        a = self.value(x)
+        if a.is_const:
+            v = float(a.const) if t == "f32" else int(a.const)
+            return self.value(ir.Const(v, "f32" if t == "f32" else t), hint, dst)
+        if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
+            return V(a.text, t) if dst is None else self.value(x, hint, dst)
+        out = self.out(dst, t, hint)
+        if t == "f32" and a.ty in ("s32", "u32", "s64", "u64"):
+            self.w.op(f"cvt.rn.f32.{a.ty}", out, a)
+        elif a.ty == "f32" and t in ("s32", "u32", "s64", "u64"):
+            self.w.op(f"cvt.rzi.{t}.f32", out, a)
+        elif a.ty in ("s32", "u32") and t in ("s64", "u64"):
+            self.w.op(f"cvt.{t}.{a.ty}", out, a)
+        else:
+            raise self.lw.refuse(f"converting {a.ty} to {t}", self.loc)
+        return out
+
+
+def is_pow2(x: int) -> bool:
+    return _pow2(x) is not None
+
+
+def log2i(x: int) -> int:
+    return int(math.log2(x))

@@ -1,0 +1,222 @@
+"""Lowering of one kernel to a pyptx module (the core's entry point).
+
+The module holds, besides the kernel function, what a launcher needs:
+`PARAMS` (kernel parameters in order: tensor maps and symbolic
+dimensions), `TENSORS` (the function's tensors with their dtypes and
+shapes), `grid(**dims)`, `THREADS` and `SMEM_BYTES`. The runtime
+(choreo_py/runtime) reads these; nothing else about the kernel is needed
+at launch.
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from . import analysis, control, epilogue, events, fragments, roles
+from .context import Lowering
+from .memory import SMEM_ALIGN, Memory
+from .target import MmaTarget
+from .writer import V, Writer
+
+_SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
+
+
+def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: str) -> str:
+    w = Writer()
+    lw = Lowering(k, target, w)
+    lw.facts = analysis.analyse(k, target.arch)
+    if len(k.grid) > 3:
+        raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
+    lw.enter_region()
+    _prologue(lw)
+    lw.memory = Memory(lw)
+    events.init_events(lw)
+    _region(lw, k.body, top=True)
+    lw.leave_region()
+    return _module(lw, fn, w.text(), source_name)
+
+
+def _prologue(lw: Lowering) -> None:
+    w, k = lw.w, lw.k
+    w.source(k.loc, f"kernel {k.name}")
+    lw.next_statement()
+    for d in k.symbolic_dims:
+        r = w.reg("s32", d)
+        w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
+        lw.bind(d, r, nonneg=True)
+    for g, special in zip(k.grid, _SPECIAL):
+        r = w.reg("u32", g.var)
+        w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
+        lw.bind(g.var, r, nonneg=True)
+    lw.tid = w.reg("u32", "tid")
+    w.op("mov.u32", lw.tid, 'ptx.sreg("%tid.x")')
+    w.comment(f"dynamic shared memory, base rounded up to {SMEM_ALIGN} B")
+    raw = w.reg("u32", "smem_raw")
+    w.op("mov.u32", raw, '"smem"')
+    lw.smem_base = w.reg("u32", "smem_base")
+    w.op("add.u32", lw.smem_base, raw, SMEM_ALIGN - 1)
+    w.op("and.b32", lw.smem_base, lw.smem_base, -SMEM_ALIGN)
+
+
+def _region(lw: Lowering, stmts: list, top: bool = False) -> None:
+    """A straight-line list run by the same threads; marks let invariants be hoisted."""
+    lw.enter_region() if not top else None
+    for i, s in enumerate(stmts):
+        lw.next_statement()
+        _stmt(lw, s, stmts, i)
+    lw.leave_region() if not top else None
+
+
+def _block(lw: Lowering, stmts: list) -> None:
+    """A nested block (loop or branch body): same region, deeper."""
+    i = 0
+    while i < len(stmts):
+        i = _stmt(lw, stmts[i], stmts, i)
+
+
+def _stmt(lw: Lowering, s: ir.Stmt, stmts: list, i: int) -> int:
+    """Lowers stmts[i] (and, for leader-only runs, the ones after it); returns the next index."""
+    if getattr(s, "leader_only", False):
+        j = i
+        while j < len(stmts) and getattr(stmts[j], "leader_only", False):
+            j += 1
+        if lw.role is None:
+            raise lw.refuse("a leader-only statement outside a role", s.loc)
+        rest = stmts[j:]
+        roles.leader_block(lw, stmts[i:j], lambda t: _one(lw, t, last=not rest))
+        return j
+    _one(lw, s, last=i == len(stmts) - 1)
+    return i + 1
+
+
+def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
+    w = lw.w
+    lw.stmt_memo = {}
+    if not isinstance(s, (ir.Parallel, ir.Role, ir.ViewDef)):
+        w.source(s.loc)
+    handler = _HANDLERS.get(type(s))
+    if handler is None:
+        raise lw.refuse(_NAMES.get(type(s), type(s).__name__), getattr(s, "loc", None))
+    handler(lw, s, last)
+
+
+def _parallel(lw: Lowering, s: ir.Parallel, last: bool) -> None:
+    roles.parallel(lw, s, lambda body: _region(lw, body), last)
+
+
+_NAMES = {
+    ir.DmaCopy: "dma.copy", ir.BufStore: "a store to a buffer element (per-thread buffer code)",
+    ir.SyncShared: "sync.shared", ir.Role: "inthreads.async outside a parallel region",
+    ir.Launch: "a launch inside a kernel",
+}
+
+_HANDLERS = {
+    ir.Let: lambda lw, s, last: control.let(lw, s),
+    ir.Var: lambda lw, s, last: control.var(lw, s),
+    ir.Assign: lambda lw, s, last: control.assign(lw, s),
+    ir.ViewDef: lambda lw, s, last: None,
+    ir.For: lambda lw, s, last: control.for_(lw, s, lambda b: _block(lw, b)),
+    ir.While: lambda lw, s, last: control.while_(lw, s, lambda b: _block(lw, b)),
+    ir.If: lambda lw, s, last: control.if_(lw, s, lambda b: _block(lw, b)),
+    ir.Break: lambda lw, s, last: control.break_(lw, s),
+    ir.Continue: lambda lw, s, last: control.continue_(lw, s),
+    ir.Parallel: _parallel,
+    ir.SetMaxRegs: lambda lw, s, last: roles.setmaxnreg(lw, s),
+    ir.RoleSync: lambda lw, s, last: roles.role_sync(lw, s),
+    ir.TmaLoad: lambda lw, s, last: roles.tma_load(lw, s),
+    ir.TmaStore: lambda lw, s, last: roles.tma_store(lw, s, last),
+    ir.Wait: lambda lw, s, last: events.wait(lw, s),
+    ir.Trigger: lambda lw, s, last: events.trigger(lw, s),
+    ir.FragDecl: lambda lw, s, last: fragments.declare(lw, s),
+    ir.MmaFill: lambda lw, s, last: fragments.fill(lw, s),
+    ir.Mma: lambda lw, s, last: lw.target.issue(lw, s, id(s) in lw.facts.zero_first),
+    ir.MmaStore: lambda lw, s, last: epilogue.mma_store(lw, s),
+    ir.Apply: lambda lw, s, last: fragments.apply(lw, s),
+    ir.Reduce: lambda lw, s, last: fragments.reduce(lw, s),
+    ir.AllReduce: lambda lw, s, last: fragments.all_reduce(lw, s),
+    ir.FragCopy: lambda lw, s, last: fragments.copy(lw, s),
+}
+
+
+# ---------------------------------------------------------------- module text
+
+def _threads(k: ir.Kernel) -> int:
+    par = [s for s in k.body if isinstance(s, ir.Parallel)]
+    return par[0].extent * (par[0].threads or 1) if par else 1
+
+
+def _py_expr(e: ir.Expr) -> str:
+    """Host-side Python for a grid extent (dims are keyword arguments)."""
+    if isinstance(e, ir.Const):
+        return str(e.value)
+    if isinstance(e, ir.Sym):
+        return e.name
+    if isinstance(e, ir.Bin) and e.op in ("+", "-", "*", "/", "%"):
+        op = "//" if e.op == "/" else e.op
+        return f"({_py_expr(e.lhs)} {op} {_py_expr(e.rhs)})"
+    if isinstance(e, ir.Call) and e.fn == "cdiv":
+        a, b = (_py_expr(x) for x in e.args)
+        return f"(-(-{a} // {b}))"
+    if isinstance(e, ir.Call) and e.fn in ("min", "max"):
+        return f"{e.fn}({', '.join(_py_expr(x) for x in e.args)})"
+    raise ChoreoError("a grid extent that the launcher cannot compute")
+
+
+def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
+    k = lw.k
+    threads = _threads(k)
+    smem = (k.smem_total or 0) + SMEM_ALIGN
+    dims = k.symbolic_dims
+    params = [("tmap", m.name, m.tensor, m.dtype, m.box, m.swizzle) for m in lw.memory.maps]
+    params += [("dim", f"dim_{d}", d) for d in dims]
+    raw = [("b8.align64.array128", m.name) for m in lw.memory.maps] + \
+        [("u32", f"dim_{d}") for d in dims]
+    tensors = [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
+                                       for x in p.shape)) for p in fn.params]
+    grid = [_py_expr(g.extent) for g in k.grid] + ["1"] * (3 - len(k.grid))
+    types = sorted({"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used)
+    lb = k.launch_bounds
+    directives = [("maxntid", (threads, 1, 1))]
+    if lw.target.arch.startswith("sm_9") or (lb and lb[1]):
+        directives.append(("minnctapersm", (lb[1] if lb and lb[1] else 1,)))
+    out = [
+        f'"""Kernel `{k.name}` of {source_name}, compiled by choreo-py for {lw.target.arch}.',
+        "",
+        "Each ptx.* call emits one PTX instruction (ptx.mbarrier.wait: its try_wait",
+        "spin loop); a comment names the Choreo statement each block comes from.",
+        "The launcher reads PARAMS, TENSORS, grid(), THREADS and SMEM_BYTES.",
+        '"""',
+        "from pyptx import kernel, ptx, reg",
+        f"from pyptx.types import {', '.join(types)}",
+        "",
+        f'ARCH = "{lw.target.arch}"',
+        f'ENTRY = "{k.name}"',
+        f"THREADS = {threads}",
+        f"SMEM_BYTES = {smem}  # shared-memory plan ({k.smem_total or 0} B) + {SMEM_ALIGN} B "
+        "to align the base",
+        "# kernel parameters, in order: (\"tmap\", param, tensor, dtype, box innermost first, "
+        "swizzle bytes) | (\"dim\", param, name)",
+        f"PARAMS = {tuple(params)!r}",
+        f"TENSORS = {tuple(tensors)!r}",
+        "",
+        "",
+        f"def grid({', '.join(dims)}):",
+        f"    return ({', '.join(grid)})",
+        "",
+        "",
+        f"def {k.name}():",
+        body,
+        "",
+        "",
+        f"{k.name}.__name__ = ENTRY",
+        "KERNEL = kernel(",
+        "    arch=ARCH,",
+        f"    raw_params={raw!r},",
+        '    extern_smem="smem",',
+        "    block=(THREADS, 1, 1),",
+        "    # a register cap at entry (launch_bounds(_, 1)) is what lets setmaxnreg take effect",
+        f"    raw_directives={directives!r},",
+        f")({k.name})",
+        "",
+    ]
+    return "\n".join(out)

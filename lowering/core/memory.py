@@ -1,0 +1,324 @@
+"""Shared memory, tensor maps and TMA copies.
+
+Shared memory is one dynamic buffer; the plan (choreo_py/passes/smem_plan)
+gives every buffer and event a byte offset. The base is rounded up to
+1024 B at run time (pyptx declares extern shared memory `.align 128`), so
+the launch asks for 1 KiB more than the plan.
+
+Buffer layout. A 2-D buffer [rows, cols] with a swizzle of S bytes is kept
+as column stripes of S bytes ([cols*e/S][rows][S/e]), each stripe in the
+S-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)); that is the
+layout TMA writes with a box S bytes wide and wgmma reads through a
+descriptor. Without a swizzle a buffer is row-major.
+
+A buffer that only `mma.store` writes and only `tma.copy` reads has no
+layout the program can see; the backend gives it the 128-byte swizzle
+when its offset allows (the epilogue's stores then hit 32 distinct banks
+per warp instead of 8-way conflicts).
+
+Tensor maps. Each (tensor, box, swizzle) used by a copy becomes one
+by-value `CUtensorMap` kernel parameter (`.param .align 64 .b8 [128]`,
+the `__grid_constant__` convention); the generated module lists them in
+`PARAMS` and the runtime encodes them with cuTensorMapEncodeTiled. Boxes
+are given innermost dimension first; the S-byte stripes of a swizzled tile
+are separate copies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from .context import Lowering
+from .exprs import ExprLowering
+from .writer import V
+
+SMEM_ALIGN = 1024
+_TMA_DTYPES = ("bf16", "f16", "f32", "u8", "s8", "s32", "u32")
+
+
+@dataclass
+class BufLayout:
+    name: str
+    dtype: str
+    rows: int
+    cols: int
+    count: int
+    offset: int
+    swizzle: Optional[int]
+
+    @property
+    def esize(self) -> int:
+        return ir.dtype_bytes(self.dtype)
+
+    @property
+    def slot_bytes(self) -> int:
+        return self.rows * self.cols * self.esize
+
+    @property
+    def stripe_cols(self) -> int:
+        return self.swizzle // self.esize if self.swizzle else self.cols
+
+    @property
+    def row_bytes(self) -> int:
+        return self.stripe_cols * self.esize
+
+    @property
+    def stripe_bytes(self) -> int:
+        return self.rows * self.row_bytes
+
+
+@dataclass(frozen=True)
+class TensorMap:
+    name: str
+    tensor: str
+    dtype: str
+    box: tuple[int, ...]  # innermost dimension first
+    swizzle: int  # bytes, 0 = none
+
+
+class Memory:
+    def __init__(self, lw: Lowering) -> None:
+        self.lw = lw
+        self.layouts: dict[str, BufLayout] = {}
+        self.maps: list[TensorMap] = []
+        k = lw.k
+        epilogue = _epilogue_only(k)
+        for b in k.buffers:
+            if b.storage != "shared" or len(b.shape) != 2:
+                continue
+            swz = b.swizzle
+            if swz is None and b.name in epilogue and b.offset % SMEM_ALIGN == 0 \
+                    and (b.shape[1] * ir.dtype_bytes(b.dtype)) % 128 == 0 and b.shape[0] % 8 == 0:
+                swz = 128
+            self.layouts[b.name] = BufLayout(b.name, b.dtype, b.shape[0], b.shape[1],
+                                             b.count or 1, b.offset, swz)
+
+    # ------------------------------------------------------------ layouts
+    def layout(self, name: str, loc) -> BufLayout:
+        lay = self.layouts.get(name)
+        if lay is None:
+            b = self.lw.k.buffer(name)
+            what = f"the {b.storage} buffer '{name}' of rank {len(b.shape)}" if b else f"'{name}'"
+            raise self.lw.refuse(f"{what} as a tile", loc)
+        if lay.swizzle and (lay.cols * lay.esize) % lay.swizzle:
+            raise self.lw.refuse(f"'{name}': rows of {lay.cols * lay.esize} B in a "
+                                 f"{lay.swizzle} B swizzle", loc)
+        return lay
+
+    def view_origin(self, view: ir.View, loc, *, row_align: int = 8) -> tuple[BufLayout, V, int, int]:
+        """(layout, register, byte offset, first column) of a 2-D box of a shared buffer.
+
+        The register holds the run-time part of the address (base, slot,
+        row offset); the constant part is returned separately so that it
+        can ride in the instruction's address operand."""
+        lw = self.lw
+        lay = self.layout(view.base, loc)
+        r0, c0 = view.offsets
+        if not isinstance(c0, ir.Const):
+            raise lw.refuse("a shared tile whose first column is not a constant", loc)
+        col = c0.value
+        if lay.swizzle and (col % lay.stripe_cols) * lay.esize % 16:
+            raise lw.refuse("a swizzled tile starting inside a 16-byte chunk", loc)
+        if lay.swizzle and not multiple_of(r0, row_align):
+            raise lw.refuse(f"a swizzled tile whose first row is not a multiple of {row_align}",
+                            loc)
+        const = lay.offset + (col // lay.stripe_cols) * lay.stripe_bytes \
+            + (col % lay.stripe_cols) * lay.esize
+        terms = []
+        if view.slot is not None:
+            terms.append((view.slot, lay.slot_bytes))
+        terms.append((r0, lay.row_bytes))
+        reg, extra = self.address(terms, loc, "tile_addr" if view.slot is None else f"{view.base}_slot_addr")
+        return lay, reg, const + extra, col
+
+    def address(self, terms, loc, hint: str) -> tuple[V, int]:
+        """smem_base + sum(expr * scale): (register, constant bytes)."""
+        lw = self.lw
+        ex = ExprLowering(lw, loc)
+        const, dyn = 0, []
+        for e, scale in terms:
+            v = ex.value(e)
+            if v.is_const:
+                const += v.const * scale
+            else:
+                dyn.append((e, v, scale))
+        if not dyn:
+            return lw.smem_base, const
+        key = ("addr",) + tuple((ex.key(e), scale) for e, _, scale in dyn)
+        invariant = all(lw.invariant(e) for e, _, _ in dyn)
+
+        def make() -> V:
+            out = lw.w.reg("u32", hint)
+            acc = lw.smem_base
+            for _, v, scale in dyn:
+                lw.w.op("mad.lo.u32", out, v, scale, acc)
+                acc = out
+            return out
+        return (lw.once(key, make) if invariant else make()), const
+
+    # ------------------------------------------------------------ tensor maps
+    def tensor_map(self, tensor: str, dtype: str, box: tuple[int, ...], swizzle: int, loc) -> V:
+        if dtype not in _TMA_DTYPES:
+            raise self.lw.refuse(f"a TMA copy of {dtype} elements", loc)
+        for m in self.maps:
+            if (m.tensor, m.box, m.swizzle) == (tensor, box, swizzle):
+                break
+        else:
+            n = sum(1 for m in self.maps if m.tensor == tensor)
+            m = TensorMap(f"tmap_{tensor}" + (f"_{n + 1}" if n else ""), tensor, dtype, box, swizzle)
+            self.maps.append(m)
+
+        def make() -> V:
+            sym = self.lw.w.reg("u64", m.name + "_param")
+            self.lw.w.op("mov.b64", sym, f'"{m.name}"')
+            gen = self.lw.w.reg("u64", m.name)
+            self.lw.w.op("cvta.param.u64", gen, sym)
+            return gen
+        return self.lw.once(("tmap", m.name), make)
+
+    def box(self, s, glob: ir.View, tile: ir.View, lay: BufLayout) -> tuple[tuple[int, ...], int]:
+        """TMA box (innermost first) of one stripe, and the number of stripes."""
+        lw = self.lw
+        p = lw.k.param(glob.base)
+        kept = [d for d, keep in enumerate(glob.keep) if keep]
+        ext = []
+        for e in glob.extents:
+            if not isinstance(e, ir.Const):
+                raise lw.refuse("a TMA copy whose box is not a compile-time constant", s.loc)
+            ext.append(e.value)
+        rank = len(p.shape)
+        if len(kept) != 2 or kept[-1] != rank - 1:
+            raise lw.refuse("a TMA copy other than a 2-D box whose rows are contiguous in "
+                            "global memory", s.loc)
+        rows, cols = ext[kept[0]], ext[kept[1]]
+        if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != (rows, cols):
+            raise ChoreoError(f"copy of a [{rows}, {cols}] box into a tile of another shape", s.loc)
+        width = lay.stripe_cols if lay.swizzle else cols
+        if cols % width:
+            raise lw.refuse(f"a box of {cols} columns in {lay.swizzle} B stripes", s.loc)
+        if max(ext) > 256 or width > 256:
+            raise lw.refuse("a TMA box wider than 256 elements", s.loc)
+        box = tuple(width if d == rank - 1 else ext[d] for d in reversed(range(rank)))
+        return box, cols // width
+
+    def coords(self, glob: ir.View, stripe_cols: int, stripe: int, loc) -> str:
+        ex = ExprLowering(self.lw, loc)
+        parts = []
+        rank = len(glob.offsets)
+        for d in reversed(range(rank)):
+            e = glob.offsets[d]
+            if d == rank - 1 and stripe:
+                e = ir.Bin("+", e, ir.Const(stripe * stripe_cols, "s32"), "s32")
+            parts.append(ex.value(e, "coord").ptx_name())
+        return '", {' + ", ".join(parts) + '}"'
+
+    # ------------------------------------------------------------ copies
+    def tma_load(self, s: ir.TmaLoad, mbar: tuple[V, int], pred: Optional[V]) -> None:
+        lw = self.lw
+        lay, dst, off, _ = self.view_origin(s.dst, s.loc)
+        if (s.swizzle or None) != lay.swizzle:
+            raise ChoreoError(f"tma.load with swizzle {s.swizzle} into '{lay.name}', whose "
+                              f"layout has swizzle {lay.swizzle}", s.loc)
+        p = lw.k.param(s.src.base)
+        box, stripes = self.box(s, s.src, s.dst, lay)
+        tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
+        policy = self.policy(s.evict, s.loc)
+        rank = len(box)
+        hint = ".L2::cache_hint" if policy else ""
+        opcode = (f"cp.async.bulk.tensor.{rank}d.shared::cluster.global"
+                  f".mbarrier::complete_tx::bytes{hint}")
+        for st in range(stripes):
+            ops = [addr(dst, off + st * lay.stripe_bytes),
+                   f"ptx.addr({tmap.text}, {self.coords(s.src, box[0], st, s.loc)})",
+                   addr(*mbar)]
+            if policy:
+                ops.append(policy)
+            lw.w.op(opcode, *ops, pred=pred)
+
+    def tma_store(self, s: ir.TmaStore, pred: Optional[V], last: bool) -> None:
+        lw = self.lw
+        lay, src, off, _ = self.view_origin(s.src, s.loc)
+        p = lw.k.param(s.dst.base)
+        box, stripes = self.box(s, s.dst, s.src, lay)
+        tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
+        rank = len(box)
+        for st in range(stripes):
+            lw.w.op(f"cp.async.bulk.tensor.{rank}d.global.shared::cta.bulk_group",
+                    f"ptx.addr({tmap.text}, {self.coords(s.dst, box[0], st, s.loc)})",
+                    addr(src, off + st * lay.stripe_bytes), pred=pred)
+        lw.w.op("cp.async.bulk.commit_group", pred=pred)
+        # The shared tile may be reused once the copy has read it; when nothing
+        # follows, reading is all that must finish before the thread exits.
+        lw.w.op("cp.async.bulk.wait_group.read" if last else "cp.async.bulk.wait_group", 0,
+                pred=pred)
+
+    def policy(self, evict: Optional[str], loc) -> Optional[V]:
+        if evict is None:
+            return None
+        if evict not in ("evict_first", "evict_last", "evict_normal", "evict_unchanged"):
+            raise self.lw.refuse(f"the cache hint .{evict}", loc)
+
+        def make() -> V:
+            r = self.lw.w.reg("b64", evict)
+            self.lw.w.op(f"createpolicy.fractional.L2::{evict}.b64", r, V.imm(1.0, "f32"))
+            return r
+        return self.lw.once(("policy", evict), make)
+
+
+def addr(reg: V, off: int = 0) -> str:
+    return f"ptx.addr({reg.text}, {off})" if off else f"ptx.addr({reg.text})"
+
+
+def multiple_of(e: ir.Expr, n: int) -> bool:
+    if isinstance(e, ir.Const):
+        return e.value % n == 0
+    if isinstance(e, ir.Bin) and e.op == "*":
+        return multiple_of(e.lhs, n) or multiple_of(e.rhs, n)
+    if isinstance(e, ir.Bin) and e.op in ("+", "-"):
+        return multiple_of(e.lhs, n) and multiple_of(e.rhs, n)
+    if isinstance(e, ir.Bin) and e.op == "<<" and isinstance(e.rhs, ir.Const):
+        return (1 << e.rhs.value) % n == 0 or multiple_of(e.lhs, n)
+    return False
+
+
+def _epilogue_only(k: ir.Kernel) -> set[str]:
+    """Buffers written only by mma.store and read only by tma.copy."""
+    ok, bad = set(), set()
+    for s in ir.walk(k.body):
+        if isinstance(s, ir.MmaStore):
+            ok.add(s.dst.base)
+        elif isinstance(s, ir.TmaStore):
+            pass
+        elif isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
+            bad.add(s.dst.base)
+            bad.add(s.src.base)
+        elif isinstance(s, ir.Mma):
+            bad.add(s.b.base)
+            if isinstance(s.a, ir.View):
+                bad.add(s.a.base)
+        elif isinstance(s, (ir.BufStore, ir.Apply, ir.Let, ir.Assign, ir.If, ir.While)):
+            for t in ir.walk([s]):
+                if isinstance(t, ir.BufStore):
+                    bad.add(t.view.base)
+            bad |= _buf_reads(s)
+    return ok - bad
+
+
+def _buf_reads(s) -> set[str]:
+    from .context import children
+
+    out: set[str] = set()
+
+    def visit(e):
+        if isinstance(e, ir.BufElem):
+            out.add(e.view.base)
+        for c in children(e):
+            visit(c)
+    for attr in ("value", "cond"):
+        e = getattr(s, attr, None)
+        if isinstance(e, ir.Expr):
+            visit(e)
+    return out

@@ -1,0 +1,187 @@
+"""Parallel regions, roles (`inthreads.async`) and who issues what.
+
+`parallel p by [n] : group-4` runs n warpgroups; p = tid / 128. Each role is
+one branch taken by its instances (members), and the instances that run it
+leave the kernel at its end, so no join is needed when nothing follows the
+region (the only form lowered so far):
+
+    @!(p in members) bra skip_role
+    setmaxnreg ...            (first, by every thread of the warpgroup)
+    [issue-only role: @(local tid != 0) bra role_exit]
+    ... role body ...
+  role_exit: ret
+  skip_role:
+
+Asynchronous copies and event arrivals are operations of a role instance,
+not of each thread: in an issue-only role the single remaining thread
+issues them; in other roles thread 0 of the instance does, predicated.
+`leader_only` statements (after `role.sync`) are issued once for the whole
+role by its first thread, after a named barrier over the role's threads and
+`fence.proxy.async.shared::cta` (thread-written shared memory becomes
+visible to the TMA engine).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from choreo_py import ir
+
+from . import analysis, events
+from .context import Lowering, RoleCtx
+from .writer import V
+
+_LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+
+
+def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
+    w = lw.w
+    if lw.role is not None:
+        raise lw.refuse("a parallel region inside another one", s.loc)
+    if not last:
+        raise lw.refuse("statements after a parallel region (joining its instances)", s.loc)
+    threads = s.threads or _LEVEL_THREADS.get(s.level, 0)
+    if threads <= 0 or threads & (threads - 1):
+        raise lw.refuse(f"parallel instances of {threads} threads", s.loc)
+    shift = threads.bit_length() - 1
+    inst = w.reg("u32", s.var)
+    w.op("shr.u32", inst, lw.tid, shift)
+    local = w.reg("u32", f"{s.var}_tid")
+    w.op("and.b32", local, lw.tid, threads - 1)
+    lw.bind(s.var, inst, nonneg=True)
+    lw.parallel_extent = s.extent
+    roles = [t for t in s.body if isinstance(t, ir.Role)]
+    if roles and len(roles) != len(s.body):
+        other = next(t for t in s.body if not isinstance(t, ir.Role))
+        raise lw.refuse("a statement of a parallel region outside its inthreads roles",
+                        getattr(other, "loc", s.loc))
+    if not roles:
+        roles = [ir.Role("all", ir.Const(True, "bool"), tuple(range(s.extent)), s.body,
+                         loc=s.loc)]
+    for r in roles:
+        role(lw, r, inst, local, threads, s.extent, region)
+
+
+def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int, region) -> None:
+    w = lw.w
+    w.blank()
+    w.source(r.loc)
+    skip = w.label("skip_role")
+    exit_ = w.label("role_exit")
+    members = sorted(r.members)
+    if members != list(range(extent)):
+        inside = member_pred(lw, inst, members, extent)
+        w.bra(skip, inside, negate=True)
+    single = threads > 1 and analysis.issue_only(r)
+    lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
+    lw.plain_waits = {}
+    lw.smem_dirty = False
+    body = list(r.body)
+    while body and isinstance(body[0], ir.SetMaxRegs):  # every thread of the warpgroup
+        setmaxnreg(lw, body.pop(0))
+    if single:
+        w.comment("issue-only role: one thread per instance issues its copies and events")
+        rest = w.reg("pred", "not_issuer")
+        w.op("setp.ne.u32", rest, local, 0)
+        w.bra(exit_, rest)
+    region(body)
+    w.put_label(exit_)
+    w.call("ptx.ret")
+    w.put_label(skip)
+    lw.role = None
+
+
+def member_pred(lw: Lowering, inst: V, members: list[int], extent: int) -> V:
+    w = lw.w
+    p = w.reg("pred", "in_role")
+    lo, hi = members[0], members[-1]
+    if members == list(range(lo, hi + 1)):
+        if lo == hi:
+            w.op("setp.eq.u32", p, inst, lo)
+        elif hi == extent - 1:
+            w.op("setp.ge.u32", p, inst, lo)
+        elif lo == 0:
+            w.op("setp.le.u32", p, inst, hi)
+        else:
+            q = w.reg("pred", "in_role_hi")
+            w.op("setp.ge.u32", p, inst, lo)
+            w.op("setp.le.u32", q, inst, hi)
+            w.op("and.pred", p, p, q)
+        return p
+    w.op("setp.eq.u32", p, inst, members[0])
+    for m in members[1:]:
+        q = w.reg("pred", "is_member")
+        w.op("setp.eq.u32", q, inst, m)
+        w.op("or.pred", p, p, q)
+    return p
+
+
+def setmaxnreg(lw: Lowering, s: ir.SetMaxRegs) -> None:
+    lw.w.source(s.loc)
+    if s.count % 8 or not 24 <= s.count <= 256:
+        raise lw.refuse(f"setmaxnreg {s.count} (a multiple of 8 in [24, 256])", s.loc)
+    lw.w.call("ptx.setmaxnreg", str(s.count), f"inc={s.increase}")
+
+
+def role_sync(lw: Lowering, s: ir.RoleSync) -> None:
+    role = lw.role
+    if role is None:
+        lw.w.call("ptx.bar.sync", "0")
+        return
+    n = role.threads * len(role.members)
+    if role.single_thread:
+        raise lw.refuse("role.sync in an issue-only role", s.loc)
+    lw.w.comment("thread-written shared memory -> visible to the async (TMA) proxy")
+    lw.w.call("ptx.fence.proxy_async_shared_cta")
+    if len(role.members) == lw.parallel_extent:
+        lw.w.call("ptx.bar.sync", "0")
+    else:
+        bid = role_barrier(lw)
+        lw.w.call("ptx.bar.sync", str(bid), str(n))
+    lw.smem_dirty = False
+
+
+def role_barrier(lw: Lowering) -> int:
+    key = ("role_barrier", lw.role.members)
+    cache = lw.__dict__.setdefault("_role_barriers", {})
+    if key not in cache:
+        cache[key] = lw.new_barrier_id()
+    return cache[key]
+
+
+def leader_block(lw: Lowering, stmts: list, lower_one) -> None:
+    """Statements issued once for the whole role."""
+    w = lw.w
+    skip = w.label("leader_done")
+    w.bra(skip, lw.role_leader(), negate=True)
+    saved = lw.role
+    lw.role = RoleCtx(saved.members, saved.threads, saved.instance, saved.local_tid, True,
+                      exit_label=saved.exit_label)
+    lw.depth += 1
+    for s in stmts:
+        lower_one(s)
+    lw.depth -= 1
+    lw.role = saved
+    w.put_label(skip)
+
+
+def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
+    group = lw.facts.tma_groups.get(id(s))
+    if group is None:
+        what = "a synchronous tma.load" if s.future is None else \
+            f"tma.load '{s.future}' that no 'trigger ... after {s.future}' publishes"
+        raise lw.refuse(what, s.loc)
+    pred = lw.issuer()
+    armed = lw.__dict__.setdefault("_armed", {})
+    if s is group.loads[0]:
+        if lw.role is not None and not lw.role.single_thread:
+            lw.instance_sync_if_dirty()
+        armed[id(group)] = events.arm(lw, group, s.loc, pred)
+    lw.memory.tma_load(s, armed[id(group)], pred)
+
+
+def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
+    pred = lw.issuer()
+    if lw.role is not None and not lw.role.single_thread and lw.smem_dirty:
+        lw.w.call("ptx.fence.proxy_async_shared_cta")
+        lw.instance_sync_if_dirty()
+    lw.memory.tma_store(s, pred, last)

@@ -1,0 +1,268 @@
+"""Writes the generated pyptx module: Python text, one call per PTX instruction.
+
+The lowering never builds PTX itself. It writes a Python module whose kernel
+function, when traced by pyptx, emits the instructions; `--emit pyptx`
+prints that module and `--emit ptx` runs it. This file is the only place
+that knows how that text is spelled.
+
+Registers get readable names: the Python variable `bm` is the PTX register
+`%bm`. Names are made unique per module and kept clear of pyptx's own
+automatic names (`%r12`, `%p3`, ...) and of PTX special registers.
+
+Code is kept flat (labels and predicated branches, never `ptx.if_` blocks,
+whose nesting pyptx 0.1.1 mispairs). Chunks make hoisting possible: a mark
+is an empty chunk at the current position that later lines can be written
+into (loop-invariant values placed before the loop that needs them).
+"""
+from __future__ import annotations
+
+import keyword
+import os
+import re
+import struct
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Optional, Union
+
+from choreo_py.source import SOURCES, Loc
+
+INDENT = "    "
+
+#: PTX special registers and pyptx's automatic register prefixes: a
+#: register named like one of these would clash.
+_PTX_RESERVED = {
+    "tid", "ntid", "laneid", "warpid", "nwarpid", "ctaid", "nctaid", "smid", "nsmid",
+    "gridid", "clock", "clock64", "globaltimer", "envreg", "pm", "lanemask_eq",
+    "lanemask_le", "lanemask_lt", "lanemask_ge", "lanemask_gt", "dynamic_smem_size",
+    "total_smem_size", "aggr_smem_size", "cluster_ctarank", "clusterid",
+}
+_AUTO_NAME = re.compile(r"^(?:p|rs|r|rd|rq|h|hh|f|fd|b)(?:\d*|arr\d+_\d*)$")
+#: Names the generated module itself uses.
+_PY_RESERVED = {
+    "ptx", "reg", "kernel", "pred", "b16", "b32", "b64", "s32", "s64", "u32", "u64", "f32",
+    "f16", "bf16", "list", "range", "grid", "KERNEL", "ARCH", "ENTRY", "THREADS",
+    "SMEM_BYTES", "PARAMS", "TENSORS", "LAUNCHES",
+}
+
+
+def f32_hex(x: float) -> str:
+    """PTX f32 immediate with the exact bit pattern (`0f3F800000` for 1.0)."""
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(x)))[0]
+
+
+@dataclass(frozen=True)
+class V:
+    """A value in the generated code: a register (by its Python name) or an immediate.
+
+    `ty` is the PTX type name ("s32", "u32", "f32", "pred", "b32", "u64", ...).
+    For an immediate, `const` holds the Python value and `text` its spelling.
+    """
+
+    text: str
+    ty: str
+    const: Optional[Union[int, float, bool]] = None
+
+    @property
+    def is_const(self) -> bool:
+        return self.const is not None
+
+    @staticmethod
+    def imm(value, ty: str) -> "V":
+        if ty == "pred":
+            return V("1" if value else "0", ty, bool(value))
+        if ty in ("f32", "f64"):
+            return V(f'"{f32_hex(value)}"', ty, float(value))
+        return V(str(int(value)), ty, int(value))
+
+    def ptx_name(self) -> str:
+        """How PTX spells this value (for operands written inside strings)."""
+        if self.is_const:
+            return self.text.strip('"')
+        return "%" + self.text
+
+
+class Mark:
+    """An insertion point: an empty chunk that lines can be added to later."""
+
+    def __init__(self, chunk: list[str]) -> None:
+        self.chunk = chunk
+
+
+class Writer:
+    def __init__(self) -> None:
+        self._chunks: list[list[str]] = [[]]
+        self._target: Optional[list[str]] = None
+        self._names: set[str] = set()
+        self._labels: dict[str, int] = {}
+        self._last_src: Optional[tuple[str, int]] = None
+        self.types_used: set[str] = set()
+
+    # ------------------------------------------------------------ text
+    def _out(self) -> list[str]:
+        return self._target if self._target is not None else self._chunks[-1]
+
+    def line(self, text: str) -> None:
+        self._out().append(INDENT + text)
+
+    def comment(self, text: str) -> None:
+        for part in text.splitlines():
+            self.line("# " + part)
+
+    def blank(self) -> None:
+        out = self._out()
+        if out and out[-1] != "":
+            out.append("")
+
+    def source(self, loc: Optional[Loc], what: Optional[str] = None) -> None:
+        """`# file.co:LINE: statement` before the code of a statement (once per line)."""
+        if loc is None:
+            return
+        key = (loc.file, loc.line)
+        if key == self._last_src and self._target is None:
+            return
+        if self._target is None:
+            self._last_src = key
+        text = what if what is not None else source_statement(loc)
+        self.line(f"# {os.path.basename(loc.file)}:{loc.line}: {text}")
+
+    def text(self) -> str:
+        return "\n".join(line for chunk in self._chunks for line in chunk)
+
+    # ------------------------------------------------------------ hoisting
+    def mark(self) -> Mark:
+        """An insertion point here; the lines after it go to a new chunk."""
+        if self._target is not None:
+            return Mark(self._target)  # nested: insert at the redirect target
+        m = Mark([])
+        self._chunks.append(m.chunk)
+        self._chunks.append([])
+        return m
+
+    @contextmanager
+    def into(self, mark: Optional[Mark]):
+        """Write to `mark` (or here when None) for the duration of the block."""
+        if mark is None:
+            yield
+            return
+        old = self._target
+        self._target = mark.chunk
+        try:
+            yield
+        finally:
+            self._target = old
+
+    # ------------------------------------------------------------ names
+    def fresh(self, hint: str) -> str:
+        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        if (base in _PTX_RESERVED or base in _PY_RESERVED or keyword.iskeyword(base)
+                or _AUTO_NAME.match(base)):
+            base += "_"
+        name, n = base, 1
+        while name in self._names:
+            n += 1
+            name = f"{base}_{n}"
+        self._names.add(name)
+        return name
+
+    def reg(self, ty: str, hint: str, init: Optional[V] = None) -> V:
+        """Declares a register; `init` (a V) is moved into it."""
+        name = self.fresh(hint)
+        self.types_used.add(ty)
+        self.line(f'{name} = reg.scalar({ty}, name="%{name}")')
+        v = V(name, ty)
+        if init is not None:
+            self.op(f"mov.{_mov_type(ty)}", v, init)
+        return v
+
+    def array(self, ty: str, count: int, hint: str) -> str:
+        """Declares `count` registers `%name0..`; returns the Python name of the array.
+
+        ptxas rejects a parameterised name whose base ends in a digit, and the
+        element names must not be taken."""
+        base = hint if not hint[-1:].isdigit() else hint + "_"
+        while True:
+            name = self.fresh(base)
+            if name[-1].isdigit():
+                self._names.discard(name)
+                base = name + "_"
+                continue
+            elems = [f"{name}{i}" for i in range(count)]
+            if not any(e in self._names for e in elems):
+                break
+            base = name + "_"
+        self._names.update(elems)  # keep scalar names off the element names
+        self.types_used.add(ty)
+        self.line(f'{name} = reg.array({ty}, {count}, name="%{name}")')
+        return name
+
+    def label(self, hint: str) -> str:
+        n = self._labels.get(hint, 0)
+        self._labels[hint] = n + 1
+        return f"L_{hint}_{n}"
+
+    # ------------------------------------------------------------ instructions
+    def op(self, opcode: str, *operands, pred: Optional[V] = None, negate: bool = False) -> None:
+        """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`)."""
+        path = ".".join(_py_attr(part) for part in opcode.split("."))
+        args = [_arg(o) for o in operands]
+        if pred is not None:
+            args.append(f"pred={'~' if negate else ''}{pred.text}")
+        self.line(f"ptx.inst.{path}({', '.join(args)})")
+
+    def call(self, fn: str, *args: str) -> None:
+        """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
+        self.line(f"{fn}({', '.join(args)})")
+
+    def put_label(self, name: str) -> None:
+        self.line(f'ptx.label("{name}")')
+
+    def bra(self, label: str, pred: Optional[V] = None, negate: bool = False) -> None:
+        if pred is None:
+            self.line(f'ptx.bra("{label}")')
+        elif pred.is_const:
+            if bool(pred.const) != negate:
+                self.line(f'ptx.bra("{label}")')
+        else:
+            self.line(f'ptx.bra("{label}", pred={"~" if negate else ""}{pred.text})')
+
+
+def _mov_type(ty: str) -> str:
+    return {"pred": "pred"}.get(ty, ty)
+
+
+def _py_attr(part: str) -> str:
+    """PTX modifier -> pyptx attribute (`global` -> `global_`, `4d` -> `_4d`, `::` -> `__`)."""
+    part = part.replace("::", "__")
+    if part[:1].isdigit():
+        return "_" + part
+    if keyword.iskeyword(part):
+        return part + "_"
+    return part
+
+
+def _arg(o) -> str:
+    if isinstance(o, V):
+        return o.text
+    if isinstance(o, (list, tuple)):
+        return "[" + ", ".join(_arg(x) for x in o) + "]"
+    return str(o)
+
+
+def source_statement(loc: Loc) -> str:
+    """The Choreo statement starting at `loc`: its line, joined with continuation lines."""
+    first = SOURCES.line(loc)
+    if first is None:
+        return "?"
+    parts = [first[max(loc.col - 1, 0):].strip()]
+    line = loc.line
+    while not re.search(r"[;{}]\s*(//.*)?$", parts[-1]) and len(parts) < 4:
+        line += 1
+        nxt = SOURCES.line(Loc(loc.file, line, 1))
+        if nxt is None:
+            break
+        parts.append(nxt.strip())
+    text = " ".join(p for p in parts if p)
+    text = re.sub(r"\s*//.*$", "", text)
+    return re.sub(r"\s+", " ", text)[:160]

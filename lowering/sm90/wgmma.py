@@ -1,0 +1,197 @@
+"""Hopper's MMA unit for the lowering core: wgmma (see core/target.py).
+
+- Accumulators live in registers: m64nNk16 with f32 accumulation gives
+  each of a warpgroup's 128 threads N/2 registers; register k of thread
+  t = 32w + l (w: warp in the warpgroup, l: lane) holds
+  row 16w + l/4 + 8((k%4)/2), column 8(k/4) + 2(l%4) + k%2.
+  The 4 lanes of a quad share a row (butterfly shuffles over lanes 1, 2).
+- `mma` issues one wgmma per 16-wide k-step between `wgmma.fence` and
+  `commit_group`. A shared operand is a matrix descriptor:
+  (address >> 4) | (LBO >> 4) << 16 | (SBO >> 4) << 32 | mode << 62, mode
+  1/2/3 = 128/64/32-byte swizzle; K-major tiles (A, and B of `row.row`)
+  step 16 columns inside a stripe and jump stripes; the MN-major B of
+  `row.col` steps 16 rows (LBO = distance between 64-column stripes).
+  A register operand (RS form) feeds registers 4k..4k+3 at k-step k.
+- `mma.fill 0` right before an MMA into the same accumulator is scale-d = 0
+  on the first k-step (no zeroing moves).
+- `wait f` is `wgmma.wait_group N` with N from the core's in-flight analysis.
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+
+from ..core.context import Lowering
+from ..core.target import AccLayout
+from ..core.writer import V
+
+_SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
+_KINDS = {"bf16": "bf16", "f16": "f16"}
+
+
+class Sm90Target:
+    arch = "sm_90a"
+
+    # ------------------------------------------------------------ layout
+    def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
+        m, n = frag.shape
+        if m != 64:
+            raise _refuse(f"an accumulator of {m} rows per warpgroup (wgmma tiles are 64 rows)",
+                          loc)
+        if n % 8 or not 8 <= n <= 256:
+            raise _refuse(f"an accumulator of {n} columns (wgmma takes 8..256, multiples of 8)",
+                          loc)
+        regs = n // 2
+        return AccLayout(
+            rows=64, cols=n,
+            row_off=tuple(8 * ((k % 4) // 2) for k in range(regs)),
+            col_off=tuple(8 * (k // 4) + (k % 2) for k in range(regs)),
+            row_lanes=(1, 2), col_base_max=6)
+
+    def thread_bases(self, lw: Lowering) -> tuple[V, V]:
+        def row_base() -> V:
+            w = lw.w
+            warp = w.reg("u32", "warp")
+            w.op("shr.u32", warp, lw.role.local_tid, 5)
+            rb = w.reg("s32", "row_base")
+            w.op("and.b32", rb, lw.role.local_tid, 31)
+            w.op("shr.u32", rb, rb, 2)
+            w.op("mad.lo.s32", rb, warp, 16, rb)
+            return rb
+
+        def col_base() -> V:
+            cb = lw.w.reg("s32", "col_base")
+            lw.w.op("and.b32", cb, lw.role.local_tid, 3)
+            lw.w.op("shl.b32", cb, cb, 1)
+            return cb
+        self._check_warpgroup(lw, None)
+        return lw.once(("row_base",), row_base), lw.once(("col_base",), col_base)
+
+    def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
+        lay = self.acc_layout(frag, frag.loc)
+        return lw.w.array("f32", lay.regs, frag.name)
+
+    def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
+        arr = lw.frags[frag.name].array
+        for k in range(self.acc_layout(frag, frag.loc).regs):
+            lw.w.op("mov.f32", V(f"{arr}[{k}]", "f32"), value)
+
+    def access(self, lw: Lowering, frag: ir.Frag) -> None:
+        pass  # registers already
+
+    def update(self, lw: Lowering, frag: ir.Frag) -> None:
+        pass
+
+    def wait(self, lw: Lowering, groups_after: int) -> None:
+        lw.w.call("ptx.wgmma.wait_group", str(groups_after))
+
+    # ------------------------------------------------------------ mma
+    def issue(self, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
+        self._check_warpgroup(lw, s.loc)
+        if s.k_schedule is not None:
+            raise lw.refuse("an MMA with an explicit k schedule", s.loc)
+        acc = lw.frags.get(s.acc)
+        if acc is None or acc.kind != "acc":
+            raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)
+        m, n = acc.frag.shape
+        if s.layout not in ("row.row", "row.col"):
+            raise lw.refuse(f"mma.{s.layout}", s.loc)
+        a_kind, k, a_regs = self._a_operand(lw, s)
+        b = lw.memory.layout(s.b.base, s.loc)
+        b_shape = _shape(s.b)
+        want = (n, k) if s.layout == "row.row" else (k, n)
+        if b_shape != want:
+            raise lw.refuse(f"mma.{s.layout} with B of shape {list(b_shape)} (expected "
+                            f"{list(want)})", s.loc)
+        kind = _KINDS.get(b.dtype)
+        if kind is None or kind != a_kind:
+            raise lw.refuse(f"an MMA on {a_kind} x {b.dtype}", s.loc)
+        if k % 16:
+            raise lw.refuse(f"an MMA with K = {k} (a multiple of 16)", s.loc)
+        trans_b = 0 if s.layout == "row.row" else 1
+        b_desc, b_col0 = self._desc(lw, s.b, s.loc, mn_major=bool(trans_b))
+        a_desc = None
+        if a_regs is None:
+            a_desc, a_col0 = self._desc(lw, s.a, s.loc, mn_major=False)
+            a_lay = lw.memory.layout(s.a.base, s.loc)
+        w = lw.w
+        opcode = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}"
+        w.call("ptx.wgmma.fence")
+        for kk in range(k // 16):
+            scale_d = 0 if (zero_first and kk == 0) else 1
+            if trans_b:
+                bd = _desc_add(lw, b_desc, kk * 16 * b.row_bytes)
+            else:
+                bd = _desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
+            if a_regs is None:
+                ad = _desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk))
+                w.op(opcode, f"list({acc.array})", ad, bd, scale_d, 1, 1, 0, trans_b)
+            else:
+                regs = "[" + ", ".join(f"{a_regs}[{4 * kk + j}]" for j in range(4)) + "]"
+                w.op(opcode, f"list({acc.array})", regs, bd, scale_d, 1, 1, trans_b)
+        w.call("ptx.wgmma.commit_group")
+        if s.future is None:
+            w.call("ptx.wgmma.wait_group", "0")
+
+    def _a_operand(self, lw: Lowering, s: ir.Mma):
+        if isinstance(s.a, str):
+            fi = lw.frags.get(s.a)
+            if fi is None or fi.kind != "operand":
+                raise lw.refuse(f"an MMA whose A '{s.a}' is not a register operand", s.loc)
+            if fi.frag.shape[0] != 64:
+                raise lw.refuse("a register operand of other than 64 rows", s.loc)
+            return _KINDS.get(fi.frag.dtype), fi.frag.shape[1], fi.array
+        shape = _shape(s.a)
+        if shape[0] != 64:
+            raise lw.refuse(f"an MMA whose A tile has {shape[0]} rows (wgmma: 64)", s.loc)
+        lay = lw.memory.layout(s.a.base, s.loc)
+        return _KINDS.get(lay.dtype), shape[1], None
+
+    def _desc(self, lw: Lowering, view: ir.View, loc, *, mn_major: bool):
+        """Descriptor of a shared tile's origin (hoisted when the tile does not move)."""
+        lay, reg, const, col0 = lw.memory.view_origin(view, loc)
+        if not lay.swizzle or lay.swizzle not in _SWIZZLE_MODE:
+            raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
+        sbo = 8 * lay.row_bytes
+        lbo = lay.stripe_bytes if mn_major else 16
+        bits = (_SWIZZLE_MODE[lay.swizzle] << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
+        exprs = list(view.offsets) + ([view.slot] if view.slot is not None else [])
+        inv = all(lw.invariant(e) for e in exprs)
+
+        def make() -> V:
+            w = lw.w
+            t = w.reg("u32", f"{view.base}_a16")
+            w.op("add.u32", t, reg, const)
+            w.op("shr.u32", t, t, 4)
+            d = w.reg("u64", f"{view.base}_desc")
+            w.op("cvt.u64.u32", d, t)
+            w.op("or.b64", d, d, hex(bits))
+            return d
+        d = lw.once(("desc", reg.text, const, bits), make) if inv else make()
+        return d, col0
+
+    def _check_warpgroup(self, lw: Lowering, loc) -> None:
+        if lw.role is None or lw.role.threads != 128:
+            raise _refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role", loc)
+
+
+def _shape(v: ir.View) -> tuple:
+    return tuple(e.value if isinstance(e, ir.Const) else None for e in v.shape)
+
+
+def _kmajor_step(lay, col0: int, kk: int) -> int:
+    def at(c: int) -> int:
+        return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
+    return at(col0 + 16 * kk) - at(col0)
+
+
+def _desc_add(lw: Lowering, desc: V, byte_offset: int) -> V:
+    if byte_offset == 0:
+        return desc
+    out = lw.w.reg("u64", "desc_k")
+    lw.w.op("add.s64", out, desc, byte_offset >> 4)
+    return out
+
+
+def _refuse(what: str, loc):
+    from choreo_py.diagnostics import ChoreoError
+    return ChoreoError(f"{what} is not lowered for sm_90a yet", loc)
