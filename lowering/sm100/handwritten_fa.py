@@ -3,7 +3,7 @@
 This is the code the sm_100a backend should emit for
 ``shared/seeds/flash_atten_causal.co`` (causal, or full attention with
 ``causal=False``; bf16, D = 128, BSHD tensors). It keeps the seed's schedule
-and roles exactly and changes only the MMA / accumulator path against the
+and roles and changes only the MMA / accumulator path against the
 sm_90a kernel (``lowering/sm90/handwritten_fa.py``, whose TMA, mbarrier-ring
 and loop emitters it reuses unchanged):
 
