@@ -21,3 +21,13 @@ def _register_semantic_checks() -> None:
 
 
 _register_semantic_checks()
+
+
+def __getattr__(name: str):
+    # `choreo_py.load(path, target="sm_90a")`: imported on first use, so that
+    # the compiler itself needs neither torch nor CUDA.
+    if name == "load":
+        from .runtime import load
+
+        return load
+    raise AttributeError(f"module 'choreo_py' has no attribute '{name}'")

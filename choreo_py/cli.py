@@ -104,6 +104,13 @@ def _run(args: argparse.Namespace) -> int:
         from . import driver
 
         text = driver.compile_file(args.file, args.emit, args.target, include, defines)
+        if isinstance(text, bytes):  # --emit cubin
+            if args.output and args.output != "-":
+                with open(args.output, "wb") as fh:
+                    fh.write(text)
+            else:
+                sys.stdout.buffer.write(text)
+            return EXIT_OK
         if args.output in (None, "-") and args.emit in ("ast", "ir"):
             sys.stdout.write(text)
         elif args.output and args.output != "-":

@@ -28,7 +28,7 @@ def ir_of_file(path: str, include_dirs: Iterable[str] = (), defines: Optional[di
 
 
 def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
-                 include_dirs: Iterable[str] = (), defines: Optional[dict] = None) -> str:
+                 include_dirs: Iterable[str] = (), defines: Optional[dict] = None):
     if target not in TARGETS:
         raise ChoreoError(f"unknown target '{target}' (choose {', '.join(TARGETS)})")
     program = frontend.parse_file(path, include_dirs, defines)
@@ -38,5 +38,9 @@ def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
     module = build_ir(program, target)
     if emit == "ir":
         return print_module(module)
+    if target == "sm_90a" and emit in ("pyptx", "ptx", "cubin"):
+        from .runtime import build  # the backend: lowering/sm90 (cubin: bytes)
+
+        return build.emit(module, path, emit, target)
     raise ChoreoError(f"--emit {emit}: the {target} backend is not part of this build yet; "
                       "'--emit ir' shows the tile IR it will lower")

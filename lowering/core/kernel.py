@@ -85,6 +85,10 @@ def _stmt(lw: Lowering, s: ir.Stmt, stmts: list, i: int) -> int:
         rest = stmts[j:]
         roles.leader_block(lw, stmts[i:j], lambda t: _one(lw, t, last=not rest))
         return j
+    if isinstance(s, ir.Parallel) and i + 1 < len(stmts):
+        nxt = stmts[i + 1]
+        raise lw.refuse("a statement after a parallel region (joining its instances)",
+                        getattr(nxt, "loc", s.loc))
     _one(lw, s, last=i == len(stmts) - 1)
     return i + 1
 

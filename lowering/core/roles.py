@@ -38,7 +38,7 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     if lw.role is not None:
         raise lw.refuse("a parallel region inside another one", s.loc)
     if not last:
-        raise lw.refuse("statements after a parallel region (joining its instances)", s.loc)
+        raise lw.refuse("a statement after a parallel region (joining its instances)", s.loc)
     threads = s.threads or _LEVEL_THREADS.get(s.level, 0)
     if threads <= 0 or threads & (threads - 1):
         raise lw.refuse(f"parallel instances of {threads} threads", s.loc)

@@ -160,8 +160,11 @@ class Sm90Target:
         def make() -> V:
             w = lw.w
             t = w.reg("u32", f"{view.base}_a16")
-            w.op("add.u32", t, reg, const)
-            w.op("shr.u32", t, t, 4)
+            if const:
+                w.op("add.u32", t, reg, const)
+                w.op("shr.u32", t, t, 4)
+            else:
+                w.op("shr.u32", t, reg, 4)
             d = w.reg("u64", f"{view.base}_desc")
             w.op("cvt.u64.u32", d, t)
             w.op("or.b64", d, d, hex(bits))

@@ -1,0 +1,103 @@
+"""From tile IR to pyptx text, PTX and cubin for one target (CPU only).
+
+    pyptx  the generated Python module (lowering/<arch>)
+    ptx    that module run: `KERNEL.ptx()` traces the kernel function
+    cubin  the PTX assembled by ptxas (-arch=<target>)
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+BACKENDS = {"sm_90a": "sm90"}
+
+
+def lowering(target: str):
+    """The backend package: `choreo_py.lowering.<arch>` when installed, `lowering.<arch>` in a checkout."""
+    arch = BACKENDS.get(target)
+    if arch is None:
+        raise ChoreoError(f"the {target} backend is not part of this build yet; "
+                          "'--emit ir' shows the tile IR it will lower")
+    for name in (f"choreo_py.lowering.{arch}", f"lowering.{arch}"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as err:
+            if err.name not in (name, name.rsplit(".", 1)[0], "choreo_py.lowering", "lowering"):
+                raise
+    raise ChoreoError(f"the {target} backend package (lowering/{arch}) is not installed")
+
+
+def pyptx_text(module: ir.Module, source_path: str, target: str) -> str:
+    return lowering(target).lower_module(module, os.path.basename(source_path))
+
+
+@dataclass
+class Loaded:
+    """The generated module, executed: its kernel and launch description."""
+
+    namespace: dict
+
+    def __getattr__(self, name):
+        try:
+            return self.namespace[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def ptx(self) -> str:
+        return self.namespace["KERNEL"].ptx()
+
+
+def run_module(text: str, filename: str = "<choreo pyptx>") -> Loaded:
+    ns: dict = {"__name__": "choreo_generated"}
+    exec(compile(text, filename, "exec"), ns)  # noqa: S102 - our own generated code
+    return Loaded(ns)
+
+
+def find_ptxas() -> str | None:
+    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
+        if cand and os.path.isfile(cand):
+            return cand
+    return None
+
+
+def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
+    """Assembles PTX; returns (cubin, ptxas messages)."""
+    exe = find_ptxas()
+    if exe is None:
+        raise ChoreoError("--emit cubin needs ptxas (CUDA toolkit) on PATH")
+    with tempfile.TemporaryDirectory(prefix="choreo_") as tmp:
+        src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
+        with open(src, "w", encoding="utf-8") as fh:
+            fh.write(ptx)
+        cmd = [exe, f"-arch={arch}", src, "-o", out] + (["-v"] if verbose else [])
+        res = subprocess.run(cmd, capture_output=True, text=True)
+        if res.returncode != 0:
+            raise ChoreoError(f"ptxas rejected the generated PTX:\n{res.stderr.strip()}")
+        with open(out, "rb") as fh:
+            return fh.read(), (res.stderr + res.stdout).replace(src, "kernel.ptx")
+
+
+@functools.lru_cache(maxsize=32)
+def _ptx_of(text: str) -> str:
+    return run_module(text).ptx()
+
+
+def emit(module: ir.Module, source_path: str, emit: str, target: str):
+    """`--emit pyptx|ptx|cubin`: str for the text forms, bytes for the cubin."""
+    text = pyptx_text(module, source_path, target)
+    if emit == "pyptx":
+        return text
+    ptx = _ptx_of(text)
+    if emit == "ptx":
+        return ptx
+    if emit == "cubin":
+        return ptxas(ptx, target)[0]
+    raise ChoreoError(f"unknown --emit {emit}")

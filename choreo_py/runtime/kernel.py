@@ -1,0 +1,147 @@
+"""`load(path)` -> a callable over torch tensors (see the package docstring)."""
+from __future__ import annotations
+
+import ctypes
+import os
+from typing import Iterable, Optional
+
+from . import build
+
+_TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
+                 "u8": "uint8", "f64": "float64", "s64": "int64"}
+
+
+class ChoreoRuntimeError(ValueError):
+    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+class ChoreoFunction:
+    def __init__(self, path: str, target: str, text: str) -> None:
+        self.path = path
+        self.target = target
+        self.source = text  # the generated pyptx module
+        self.meta = build.run_module(text, os.path.basename(path) + ".pyptx.py")
+        self.name = self.meta.ENTRY
+        self._ptx: Optional[str] = None
+        self._cubin: Optional[bytes] = None
+        self.ptxas_log = ""
+        self._loaded: dict = {}  # device index -> CudaKernel
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{n}: {d}{list(s)}" for n, d, s in self.meta.TENSORS)
+        return f"<choreo kernel {self.name}({args}) for {self.target}>"
+
+    # ------------------------------------------------------------ build
+    @property
+    def ptx(self) -> str:
+        if self._ptx is None:
+            self._ptx = self.meta.ptx()
+        return self._ptx
+
+    def cubin(self) -> bytes:
+        if self._cubin is None:
+            self._cubin, self.ptxas_log = build.ptxas(self.ptx, self.target, verbose=True)
+        return self._cubin
+
+    def _kernel(self, device):
+        from .launch import CudaKernel
+
+        idx = device.index if device.index is not None else 0
+        if idx not in self._loaded:
+            self._check_device(device)
+            self._loaded[idx] = CudaKernel(self.cubin(), self.name, self.meta.SMEM_BYTES, device)
+        return self._loaded[idx]
+
+    def _check_device(self, device) -> None:
+        import torch
+
+        major, minor = torch.cuda.get_device_capability(device)
+        want = self.target.removeprefix("sm_").rstrip("a")
+        if f"{major}{minor}" != want:
+            raise ChoreoRuntimeError(f"{self.name} was compiled for {self.target}; "
+                                     f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}")
+
+    # ------------------------------------------------------------ call
+    def bind(self, tensors) -> dict:
+        """Checks the arguments; returns the symbolic dimensions they give."""
+        import torch
+
+        spec = self.meta.TENSORS
+        if len(tensors) != len(spec):
+            names = ", ".join(n for n, _, _ in spec)
+            raise ChoreoRuntimeError(f"{self.name}({names}) takes {len(spec)} tensors, "
+                                     f"got {len(tensors)}")
+        dims: dict = {}
+        device = None
+        for t, (name, dtype, shape) in zip(tensors, spec):
+            if not isinstance(t, torch.Tensor):
+                raise ChoreoRuntimeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
+            want = getattr(torch, _TORCH_DTYPES.get(dtype, dtype))
+            if t.dtype != want:
+                raise ChoreoRuntimeError(f"{name}: dtype {t.dtype}, the kernel takes {want} ({dtype})")
+            if t.dim() != len(shape):
+                raise ChoreoRuntimeError(f"{name}: {t.dim()} dimensions, the kernel takes "
+                                         f"{len(shape)} {list(shape)}")
+            for axis, (size, want_size) in enumerate(zip(t.shape, shape)):
+                if isinstance(want_size, int):
+                    if size != want_size:
+                        raise ChoreoRuntimeError(f"{name}: dimension {axis} is {size}, the kernel "
+                                                 f"takes {want_size} ({list(shape)})")
+                elif dims.setdefault(want_size, size) != size:
+                    raise ChoreoRuntimeError(f"{name}: dimension {axis} ({want_size}) is {size}, but "
+                                             f"an earlier tensor gives {want_size} = {dims[want_size]}")
+            if not t.is_contiguous():
+                raise ChoreoRuntimeError(f"{name}: not contiguous (call .contiguous())")
+            if not t.is_cuda:
+                raise ChoreoRuntimeError(f"{name}: on {t.device}; the kernel needs CUDA tensors")
+            if device is None:
+                device = t.device
+            elif t.device != device:
+                raise ChoreoRuntimeError(f"{name}: on {t.device}, the other tensors on {device}")
+            if t.numel() and t.data_ptr() % 16:
+                raise ChoreoRuntimeError(f"{name}: the data is not 16-byte aligned (TMA needs it)")
+        for d, v in dims.items():
+            if v >= 2**31:
+                raise ChoreoRuntimeError(f"dimension {d} = {v} does not fit in 32 bits")
+        return dims
+
+    def __call__(self, *tensors) -> None:
+        import torch
+
+        dims = self.bind(tensors)
+        grid = tuple(int(g) for g in self.meta.grid(**dims))
+        if any(g == 0 for g in grid) or any(t.numel() == 0 for t in tensors):
+            return
+        device = tensors[0].device
+        kern = self._kernel(device)
+        by_name = {name: t for t, (name, _, _) in zip(tensors, self.meta.TENSORS)}
+        params = [self._param(p, by_name, dims) for p in self.meta.PARAMS]
+        stream = torch.cuda.current_stream(device).cuda_stream
+        kern.launch(grid, self.meta.THREADS, params, stream)
+
+    @staticmethod
+    def _param(p, tensors: dict, dims: dict):
+        from .launch import tensor_map
+
+        if p[0] == "dim":
+            return ctypes.c_uint32(dims[p[2]])
+        _, _, name, dtype, box, swizzle = p
+        t = tensors[name]
+        esize = t.element_size()
+        sizes = tuple(reversed(t.shape))
+        strides = tuple(s * esize for s in reversed(t.stride()))[1:]
+        for axis, s in enumerate(strides):
+            if s % 16:
+                raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
+                                         f"multiples of 16 bytes")
+        return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
+
+
+def load(path: str, target: str = "sm_90a", include_dirs: Iterable[str] = (),
+         defines: Optional[dict] = None) -> ChoreoFunction:
+    """Compiles the kernel of a .co file for `target`; returns a callable over torch tensors."""
+    from choreo_py.driver import ir_of_file
+
+    module = ir_of_file(path, include_dirs, defines, target=target)
+    text = build.pyptx_text(module, path, target)
+    return ChoreoFunction(path, target, text)

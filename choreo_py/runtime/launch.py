@@ -1,0 +1,96 @@
+"""CUDA side of the runtime: load a cubin into torch's context, encode tensor maps, launch.
+
+Uses cuda-python's driver bindings (`cuda.bindings.driver`): the module is
+loaded into torch's primary context, tensor maps are encoded with
+cuTensorMapEncodeTiled and passed by value (the `__grid_constant__`
+convention the generated kernels declare), and the kernel is launched on
+torch's current stream, so it composes with torch ops and CUDA graphs.
+"""
+from __future__ import annotations
+
+import ctypes
+import functools
+from typing import Any, Sequence
+
+_DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "u8": "UINT8",
+           "s32": "INT32", "u32": "UINT32"}
+_SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+def driver():
+    try:
+        from cuda.bindings import driver as drv
+    except ImportError as err:  # pragma: no cover - depends on the machine
+        raise LaunchError("running a compiled kernel needs cuda-python "
+                          "(pip install cuda-python)") from err
+    return drv
+
+
+def check(result, what: str):
+    drv = driver()
+    if result[0] != drv.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"{what} failed: {result[0]}")
+    return result[1] if len(result) > 1 else None
+
+
+class CudaKernel:
+    """One cubin loaded on one device."""
+
+    def __init__(self, cubin: bytes, entry: str, smem_bytes: int, device) -> None:
+        import torch
+
+        drv = driver()
+        with torch.cuda.device(device):
+            torch.empty(1, device=device)  # makes torch's primary context current
+            check(drv.cuInit(0), "cuInit")
+            self.module = check(drv.cuModuleLoadData(cubin), "cuModuleLoadData")
+            self.fn = check(drv.cuModuleGetFunction(self.module, entry.encode()),
+                            "cuModuleGetFunction")
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
+        self.smem = smem_bytes
+
+    def launch(self, grid, threads: int, params: Sequence[Any], stream: int) -> None:
+        drv = driver()
+        ptrs = (ctypes.c_void_p * len(params))()
+        for i, p in enumerate(params):
+            ptrs[i] = ctypes.addressof(p) if isinstance(p, ctypes._SimpleCData) else int(p.getPtr())
+        args = (self.fn, *grid, threads, 1, 1, self.smem, drv.CUstream(stream),
+                ctypes.addressof(ptrs))
+        try:
+            err = drv.cuLaunchKernel(*args, 0)
+        except TypeError:  # bindings that want extra=None
+            err = drv.cuLaunchKernel(*args, None)
+        if err[0] != drv.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"cuLaunchKernel failed: {err[0]}")
+
+
+@functools.lru_cache(maxsize=512)
+def tensor_map(ptr: int, dtype: str, dims: tuple, strides: tuple, box: tuple, swizzle: int):
+    """cuTensorMapEncodeTiled over a tensor (dims/box innermost first, strides in bytes).
+
+    Cached: a map depends only on these values and stays valid while the
+    memory does (a freed and reused address with the same shape gives the
+    same map)."""
+    drv = driver()
+    rank = len(dims)
+    res = drv.cuTensorMapEncodeTiled(
+        getattr(drv.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{_DTYPES[dtype]}"),
+        rank, ptr,
+        [drv.cuuint64_t(int(d)) for d in dims],
+        [drv.cuuint64_t(int(s)) for s in strides],
+        [drv.cuuint32_t(int(b)) for b in box],
+        [drv.cuuint32_t(1)] * rank,
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        getattr(drv.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{_SWIZZLE[swizzle]}"),
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if res[0] != drv.CUresult.CUDA_SUCCESS:
+        raise LaunchError(f"cuTensorMapEncodeTiled failed: {res[0]} (dims {dims}, "
+                          f"strides {strides}, box {box}, swizzle {swizzle})")
+    return res[1]
