@@ -1,0 +1,164 @@
+"""The compiled examples on an sm_90 GPU against float32 torch references.
+
+Skipped without a CUDA device. Each output is poisoned with NaN before the
+run; a case passes when nothing is left unwritten and
+||out - ref|| / ||ref|| < 1e-2 (bf16 inputs, float32 references with TF32
+off). `CHOREO_GPU_RESULTS=path.json` collects the errors of every case.
+
+    python tests/test_sm90_gpu.py sanitize   # small launches, for compute-sanitizer
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+TOL = 1e-2
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+_loaded: dict = {}
+
+
+def kernel(name: str):
+    if name not in _loaded:
+        import choreo_py
+
+        _loaded[name] = choreo_py.load(str(EXAMPLES / f"{name}.co"), target="sm_90a")
+    return _loaded[name]
+
+
+def record(key: str, err: float, ok: bool) -> None:
+    path = os.environ.get("CHOREO_GPU_RESULTS")
+    if not path:
+        return
+    data = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+    data[key] = {"rel_err": err, "ok": ok}
+    Path(path).write_text(json.dumps(data, indent=1))
+
+
+def attention_ref(q, k, v, causal: bool, heads_per_chunk: int = 4):
+    """softmax(q k^T / sqrt(d) [causal]) v in float32, [B, S, H, D] layout, chunked over heads."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    b, sq, h, d = q.shape
+    skv = k.shape[1]
+    out = torch.empty(b, sq, h, d, device=q.device, dtype=torch.float32)
+    mask = None
+    if causal:
+        mask = torch.ones(sq, skv, device=q.device, dtype=torch.bool).tril()
+    for h0 in range(0, h, heads_per_chunk):
+        hs = slice(h0, min(h, h0 + heads_per_chunk))
+        qh = q[:, :, hs].float().transpose(1, 2)
+        kh = k[:, :, hs].float().transpose(1, 2)
+        vh = v[:, :, hs].float().transpose(1, 2)
+        s = (qh @ kh.transpose(-1, -2)) / math.sqrt(d)
+        if mask is not None:
+            s = s.masked_fill(~mask, float("-inf"))
+        out[:, :, hs] = (torch.softmax(s, dim=-1) @ vh).transpose(1, 2)
+    return out
+
+
+def rel_err(out, ref) -> float:
+    return float((out.float() - ref).norm() / ref.norm())
+
+
+def check(key: str, out, ref) -> None:
+    unwritten = bool(torch.isnan(out).any())
+    err = rel_err(out, ref) if not unwritten else float("nan")
+    ok = not unwritten and err < TOL
+    record(key, err, ok)
+    assert not unwritten, f"{key}: NaN / unwritten elements in the output"
+    assert err < TOL, f"{key}: rel. error {err:.3e}"
+
+
+# ---------------------------------------------------------------- attention
+
+SIZES = {"small": (1, 2), "large": (2, 16)}
+SEQS = [128, 256, 1024, 4096, 8192]
+
+
+def _fa_case(name: str, causal: bool, b: int, h: int, sq: int, skv: int) -> None:
+    g = torch.Generator(device="cuda").manual_seed(sq * 131 + skv * 7 + b * 3 + h)
+    q = torch.randn(b, sq, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    k = torch.randn(b, skv, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    v = torch.randn(b, skv, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    o = torch.full_like(q, float("nan"))
+    kernel(name)(q, k, v, o)
+    torch.cuda.synchronize()
+    check(f"{name} B={b} H={h} Q_SEQ={sq} KV_SEQ={skv}", o, attention_ref(q, k, v, causal))
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+@pytest.mark.parametrize("s", SEQS + [77, 200, 1000])
+def test_causal_seed(size, s):
+    b, h = SIZES[size]
+    _fa_case("flash_atten_causal", True, b, h, s, s)
+
+
+@pytest.mark.parametrize("size", sorted(SIZES))
+@pytest.mark.parametrize("sq,skv", [(s, s) for s in SEQS] + [(1000, 1000), (384, 1000),
+                                                               (200, 77), (128, 4001)])
+def test_non_causal(size, sq, skv):
+    b, h = SIZES[size]
+    _fa_case("flash_atten", False, b, h, sq, skv)
+
+
+# ---------------------------------------------------------------- gemm
+
+@pytest.mark.parametrize("m,n,k", [(128, 128, 64), (256, 512, 192), (1024, 1024, 1024),
+                                   (4096, 4096, 4096), (300, 260, 136), (8192, 8192, 512)])
+def test_gemm(m, n, k):
+    g = torch.Generator(device="cuda").manual_seed(m + 3 * n + 7 * k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    bt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel("gemm")(a, bt, c)
+    torch.cuda.synchronize()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    check(f"gemm M={m} N={n} K={k}", c, a.float() @ bt.float().T)
+
+
+# ---------------------------------------------------------------- runtime checks
+
+def test_runtime_rejects_bad_arguments():
+    from choreo_py.runtime import ChoreoRuntimeError
+
+    f = kernel("flash_atten_causal")
+    q = torch.randn(1, 128, 2, 128, device="cuda", dtype=torch.bfloat16)
+    with pytest.raises(ChoreoRuntimeError, match="dtype"):
+        f(q.float(), q, q, q)
+    with pytest.raises(ChoreoRuntimeError, match="dimension 3"):
+        f(q[..., :64].contiguous(), q, q, q)
+    with pytest.raises(ChoreoRuntimeError, match="contiguous"):
+        f(q.transpose(1, 2), q, q, q)
+    with pytest.raises(ChoreoRuntimeError, match="B = 1"):
+        f(q, torch.cat([q, q]), q, q)
+
+
+def sanitize() -> None:
+    """Small launches of the three kernels (run under compute-sanitizer)."""
+    torch.manual_seed(0)
+    for name, causal in (("flash_atten_causal", True), ("flash_atten", False)):
+        q, k, v = (torch.randn(1, 200, 2, 128, device="cuda", dtype=torch.bfloat16)
+                   for _ in range(3))
+        o = torch.full_like(q, float("nan"))
+        kernel(name)(q, k, v, o)
+        torch.cuda.synchronize()
+        print(name, "rel_err", rel_err(o, attention_ref(q, k, v, causal)))
+    a = torch.randn(300, 136, device="cuda", dtype=torch.bfloat16)
+    bt = torch.randn(260, 136, device="cuda", dtype=torch.bfloat16)
+    c = torch.full((300, 260), float("nan"), device="cuda", dtype=torch.bfloat16)
+    kernel("gemm")(a, bt, c)
+    torch.cuda.synchronize()
+    print("gemm rel_err", rel_err(c, a.float() @ bt.float().T))
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["sanitize"]:
+    sanitize()
