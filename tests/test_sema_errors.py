@@ -140,3 +140,19 @@ def test_collective_copy_that_depends_on_the_instance() -> None:
     e = error_of(kernel(body))
     assert "issued once for all 2 thread groups" in e.message and "'p'" in e.message
     assert (e.loc.line, e.loc.col) == (6, 9)
+
+
+def test_span_as_keeps_the_element_count() -> None:
+    body = "    shared bf16[128, 128] b;\n    v = b.span_as([64, 64]);\n"
+    e = error_of(kernel(body))
+    assert "16384 elements cannot take a shape of 4096" in e.message
+    assert (e.loc.line, e.loc.col) == (4, 9)
+    frontend.check_text(kernel("    shared bf16[128, 128] b;\n    v = b.span_as([64, 256]);\n"), "t.co")
+
+
+def test_async_roles_must_not_overlap() -> None:
+    body = ("    parallel p by 3 : group-4 {\n      inthreads.async (p >= 1) { }\n"
+            "      inthreads.async (p == 2) { }\n    }\n")
+    e = error_of(kernel(body))
+    assert "roles (p >= 1) and (p == 2) both select thread group p=2" in e.message
+    assert (e.loc.line, e.loc.col) == (5, 24)

@@ -341,7 +341,24 @@ class ExprBuilder:
             view = self.view_of(inner.base)
             return self._wrap(lambda: V.window(view.view, self._args(inner.args), self._args(n.args)),
                               view.dtype, n)
+        if m == "span_as":
+            return self._span_as(n)
         raise Unsupported(f"the view operation '.{m}(...)'", n.loc)
+
+    def _span_as(self, n: A.MethodCall):
+        """Reshape: the element count must not change. Typed here; the IR has no
+        reshaped views yet, so building IR stops after the check."""
+        view = self.view_of(n.base)
+        new = self._args(n.args)
+        old_n, new_n = 1, 1
+        for d in view.view.shape:
+            old_n = None if old_n is None or B.as_int(d) is None else old_n * B.as_int(d)
+        for d in new:
+            new_n = None if new_n is None or d is None or B.as_int(d) is None else new_n * B.as_int(d)
+        if old_n is not None and new_n is not None and old_n != new_n:
+            raise err(f"'span_as' keeps the element count: {old_n} elements cannot take a shape "
+                      f"of {new_n}", n)
+        raise Unsupported("'span_as' (reshaped views)", n.loc)
 
     def _wrap(self, fn, dtype, node, raw=False):
         try:

@@ -380,6 +380,13 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if not members:
             raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
                       s.cond)
+        for other in self.out:
+            if isinstance(other, ir.Role) and other.is_async and s.is_async:
+                both = sorted(set(other.members) & set(members))
+                if both:
+                    raise err(f"roles ({other.name}) and ({print_expr(cond)}) both select thread "
+                              f"group {par.var}={both[0]}; asynchronous roles must not overlap",
+                              s.cond)
         role = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=s.is_async, loc=s.loc)
         self.role = role
         try:
