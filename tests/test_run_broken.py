@@ -184,3 +184,27 @@ def test_threads_reading_an_async_load_they_did_not_wait_race(schedule, seed):
     choreo_py.interpret(path, dict(X=x, Y=y), schedule=schedule, seed=seed,
                         defines={"WAIT": "1"})
     assert rel(y, torch.softmax(x.float(), dim=-1)) < 1e-2
+
+
+@pytest.mark.parametrize("defines, expected", [
+    ({}, r"instance r=63 of parallel r reads buf\[0\] while instance r=0 wrote it"),
+    ({"SYNC": "1", "COLLIDE": "1"}, r"instance r=1 of parallel r writes out\[0\] while "
+                                    r"instance r=0 wrote it"),
+    ({"SYNC": "1"}, None),
+])
+def test_races_between_threads_on_large_bases(monkeypatch, defines, expected):
+    """Bases too large for a per-element map keep access records, checked at the barrier
+    or the end of the region and compacted as they grow: the same races are found."""
+    from choreo_py.interp import lane_races
+
+    monkeypatch.setattr(lane_races, "DENSE_LIMIT", 0)
+    monkeypatch.setattr(lane_races, "COMPACT_AT", 100)
+    x = torch.randn(200)
+    y = torch.zeros(200)
+    path = str(CO / "thread_shift.co")
+    if expected is None:
+        choreo_py.interpret(path, dict(X=x, Y=y), defines=defines)
+        assert torch.equal(y[:63], 2 * x[1:64])
+        return
+    with pytest.raises(RaceError, match=expected):
+        choreo_py.interpret(path, dict(X=x, Y=y), defines=defines)

@@ -13,8 +13,7 @@ lanes, so an out-of-range index in a lane that skips the read is no error.
 Instances of a parallel are unordered with respect to each other: a lane
 reading an element another lane wrote, or writing one another lane read or
 wrote, with no `sync.shared` in between, is a data race and is reported
-with both statements (buffers of up to TRACK_LIMIT elements are tracked;
-accesses to larger global tensors are checked against other agents only).
+with both statements (lane_races.py).
 Against other agents (asynchronous copies, other roles) the region's
 accesses count as its parent thread's, which the instances are ordered
 exactly like: after what the parent did before the region, before what it
@@ -28,11 +27,11 @@ from __future__ import annotations
 import torch
 
 from .. import ir
-from .errors import InterpError, RaceError
+from .errors import InterpError
+from .lane_races import LaneAccesses
 from .memory import Box
 from .scalars import Evaluator, binary, round_to
 
-TRACK_LIMIT = 1 << 22
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
           ir.SetMaxRegs)
 
@@ -75,20 +74,6 @@ class _LaneEval(Evaluator):
         return super().__call__(e, env, loc)
 
 
-class _Track:
-    """Per element of one base: the lane that wrote it and the lane(s) that read it."""
-
-    def __init__(self, shape) -> None:
-        n = 1
-        for d in shape:
-            n *= d
-        self.shape = tuple(shape)
-        self.writer = torch.full((n,), -1, dtype=torch.int32)
-        self.reader = torch.full((n,), -1, dtype=torch.int32)  # -2: several lanes
-        self.wloc = torch.zeros(n, dtype=torch.int32)
-        self.rloc = torch.zeros(n, dtype=torch.int32)
-
-
 class LaneRun:
     """One execution of an eligible `parallel` body for all its instances."""
 
@@ -102,51 +87,21 @@ class LaneRun:
         self.mask: torch.Tensor | None = None
         self.count = self.n  # active lanes
         self.ev = _LaneEval(self)
-        self.tracks: dict[str, _Track | None] = {}
-        self.locs: list = []
-        self.loc_ids: dict = {}
-        self.touched: dict = {}  # (base, write) -> the first such access's location
-        self.boxes: dict = {}  # (base, slot, write) -> [lo, hi, loc]: what the region touched
+        self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
         self.what = f"per-thread code of parallel {s.var}"
 
     # ---------------------------------------------------------------- driver
     def run(self) -> None:
         self.exec(self.s.body)
-        self._fold_tracks()
         # Against other agents the region acts as its parent thread: reads, then writes.
+        boxes = self.accesses.settle()
         for write in (False, True):
-            for (base, slot, w), (lo, hi, loc) in self.boxes.items():
+            for (base, slot, w), (lo, hi, loc) in boxes.items():
                 if w == write:
                     box = Box(base, slot, tuple(lo), tuple(h - l for l, h in zip(lo, hi)),
                               (True,) * len(lo))
                     self.mem.access(box, write, self.th, loc, self.what,
                                     ranges=tuple(zip(lo, hi)))
-
-    def _fold_tracks(self) -> None:
-        """Bounding boxes of the elements the tracked bases saw read and written."""
-        for base, tr in self.tracks.items():
-            if tr is None:
-                continue
-            arrays = self.mem.counts[base] is not None
-            for write in (False, True):
-                m = (tr.writer >= 0) if write else (tr.reader != -1)
-                if not bool(m.any()):
-                    continue
-                idx = torch.nonzero(m.view(tr.shape))
-                groups = [(None, idx)] if not arrays else \
-                    [(int(k), idx[idx[:, 0] == k][:, 1:]) for k in torch.unique(idx[:, 0])]
-                for slot, rows in groups:
-                    lo, hi = rows.min(0).values.tolist(), (rows.max(0).values + 1).tolist()
-                    self._merge_box((base, slot, write), lo, hi, self.touched[(base, write)])
-        self.tracks.clear()
-
-    def _merge_box(self, key, lo, hi, loc) -> None:
-        rec = self.boxes.get(key)
-        if rec is None:
-            self.boxes[key] = [lo, hi, loc]
-        else:
-            rec[0] = [min(a, b) for a, b in zip(rec[0], lo)]
-            rec[1] = [max(a, b) for a, b in zip(rec[1], hi)]
 
     def exec(self, stmts) -> None:
         for s in stmts:
@@ -175,7 +130,7 @@ class LaneRun:
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
-                self._fold_tracks()
+                self.accesses.settle()
 
     # ---------------------------------------------------------------- masks
     def active_any(self, cond) -> bool:
@@ -422,7 +377,7 @@ class LaneRun:
 
     # ---------------------------------------------------------------- races
     def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:
-        """Records an element access of the active lanes; raises on a race between lanes."""
+        """Records an element access of the active lanes (lane_races.py)."""
         if self.count == 0:
             return
         if self.mask is None:
@@ -431,88 +386,7 @@ class LaneRun:
         else:
             lanes = torch.nonzero(self.mask).flatten()
             full = [p[lanes] if isinstance(p, torch.Tensor) and p.dim() else p for p in pos]
-        tr = self._track(box.base)
-        if tr is None:  # too large to track per element: only the region's bounding box
-            self._touch_box(box, full, write, loc)
-            return
-        key = (box.base, write)
-        if key not in self.touched:
-            self.touched[key] = loc
-        flat = 0
-        for p, n in zip(full, tr.shape):
-            flat = flat * n + p
-        flat = torch.as_tensor(flat).expand(lanes.shape)
-        lid = self.loc_ids.get(id(loc))
-        if lid is None:
-            lid = self.loc_ids[id(loc)] = len(self.locs)
-            self.locs.append(loc)
-        lanes32 = lanes.to(torch.int32)
-        if write:
-            w_old, r = tr.writer[flat], tr.reader[flat]
-            tr.writer[flat] = lanes32
-            dup = tr.writer[flat] != lanes32  # another lane of this statement won the store
-            bad_w = dup | ((w_old >= 0) & (w_old != lanes32))
-            bad_r = (r == -2) | ((r >= 0) & (r != lanes32))
-            if bool((bad_w | bad_r).any()):
-                k = int(torch.nonzero(bad_w | bad_r)[0])
-                f = int(flat[k])
-                if bool(dup[k]):
-                    self._race(box, tr, f, int(lanes[k]), int(tr.writer[f]), True, True, loc, loc,
-                               same=True)
-                if bool(bad_w[k]):
-                    self._race(box, tr, f, int(lanes[k]), int(w_old[k]), True, True, loc,
-                               self.locs[int(tr.wloc[f])])
-                self._race(box, tr, f, int(lanes[k]), int(r[k]), True, False, loc,
-                           self.locs[int(tr.rloc[f])])
-            tr.wloc[flat] = lid
-            return
-        w = tr.writer[flat]
-        bad = (w >= 0) & (w != lanes32)
-        if bool(bad.any()):
-            k = int(torch.nonzero(bad)[0])
-            f = int(flat[k])
-            self._race(box, tr, f, int(lanes[k]), int(w[k]), False, True, loc,
-                       self.locs[int(tr.wloc[f])])
-        r_old = tr.reader[flat]
-        tr.reader[flat] = lanes32
-        several = (tr.reader[flat] != lanes32) | (r_old == -2) | ((r_old >= 0) & (r_old != lanes32))
-        if bool(several.any()):
-            tr.reader[flat[several]] = -2
-        tr.rloc[flat] = lid
-
-    def _touch_box(self, box, full, write: bool, loc) -> None:
-        body = full[1:] if box.slot is not None else full
-        slots = [None] if box.slot is None else torch.unique(torch.as_tensor(full[0])).tolist()
-        lo = [int(p.min()) if isinstance(p, torch.Tensor) else p for p in body]
-        hi = [int(p.max()) + 1 if isinstance(p, torch.Tensor) else p + 1 for p in body]
-        for slot in slots:
-            self._merge_box((box.base, slot, write), lo, hi, loc)
-
-    def _track(self, base: str):
-        if base not in self.tracks:
-            t = self.mem.tensors[base]
-            self.tracks[base] = _Track(t.shape) if t.numel() <= TRACK_LIMIT else None
-        return self.tracks[base]
-
-    def _race(self, box, tr: _Track, flat: int, lane: int, other: int, write: bool,
-              other_write: bool, loc, other_loc, same: bool = False) -> None:
-        idx = []
-        for n in reversed(tr.shape):
-            idx.append(flat % n)
-            flat //= n
-        idx.reverse()
-        name = box.base
-        if self.mem.counts[box.base] is not None:
-            name, idx = f"{box.base}[{idx[0]}]", idx[1:]
-        v = self.s.var
-        who = f"instance {v}={other}" if other >= 0 else "other instances"
-        mine = "writes" if write else "reads"
-        theirs = "writes it too" if same else f"{'wrote' if other_write else 'read'} it"
-        raise RaceError(
-            f"data race on {name}: instance {v}={lane} of parallel {v} {mine} {name}{idx} "
-            f"while {who} {theirs}; the instances of a parallel are unordered and no "
-            f"sync.shared separates the two accesses", loc,
-            [(f"the conflicting {'write' if other_write else 'read'} by {who}", other_loc)])
+        self.accesses.record(box.base, full, lanes, write, loc)
 
 
 class _LaneBox:

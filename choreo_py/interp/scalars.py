@@ -53,7 +53,13 @@ def round_to(x, dtype: str):
             return x.to(torch.float64)
         if dtype == "bool":
             return x != 0
-        return torch.trunc(x).to(torch.int64) if x.is_floating_point() else x.to(torch.int64)
+        x = torch.trunc(x).to(torch.int64) if x.is_floating_point() else x.to(torch.int64)
+        bits = _BITS.get(dtype, 64)
+        if bits < 64:  # two's complement, as wrap_int
+            x = x & ((1 << bits) - 1)
+            if dtype[0] == "s":
+                x = torch.where(x >= 1 << (bits - 1), x - (1 << bits), x)
+        return x
     if dtype in _NARROW_FLOATS:
         return float(torch.tensor(float(x), dtype=TORCH_DTYPES[dtype]).float())
     if dtype in ("f32", "tf32"):

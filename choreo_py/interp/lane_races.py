@@ -1,0 +1,229 @@
+"""Races between the instances (lanes) of a `parallel` run as lanes (lanes.py).
+
+The instances of a parallel are unordered: an element one lane writes and
+another lane reads or writes, with no `sync.shared` between the two
+accesses, is a data race. Every element access of the active lanes is
+recorded per base (tensor or buffer):
+
+- bases of up to DENSE_LIMIT elements (shared buffers, small tensors) keep a
+  map per element (the lane that wrote it, the lane that read it or "several")
+  and a conflict is found at the access that makes it;
+- larger bases keep a list of (element, lane, read/write, statement) records,
+  checked when the region ends or reaches a `sync.shared`, and compacted
+  (one record per element, lane and kind) when it grows long.
+
+Either way the report names both statements. `settle()` also returns the
+bounding box of what the region read and wrote per base, which the caller
+checks against the other agents (asynchronous copies, other roles).
+"""
+from __future__ import annotations
+
+import torch
+
+from .errors import RaceError
+
+DENSE_LIMIT = 1 << 18
+COMPACT_AT = 1 << 22
+
+
+class _Dense:
+    def __init__(self, shape) -> None:
+        n = 1
+        for d in shape:
+            n *= d
+        self.shape = tuple(shape)
+        self.writer = torch.full((n,), -1, dtype=torch.int32)
+        self.reader = torch.full((n,), -1, dtype=torch.int32)  # -2: several lanes
+        self.wloc = torch.zeros(n, dtype=torch.int32)
+        self.rloc = torch.zeros(n, dtype=torch.int32)
+
+    def touched(self):
+        """(flat indices read, flat indices written)."""
+        return torch.nonzero(self.reader != -1).flatten(), torch.nonzero(self.writer >= 0).flatten()
+
+
+class _Sparse:
+    def __init__(self, shape) -> None:
+        self.shape = tuple(shape)
+        self.parts: list[tuple] = []  # (flat, lane, write, loc id), in program order
+        self.size = 0
+
+    def add(self, flat, lanes, write: bool, lid: int) -> None:
+        n = flat.numel()
+        self.parts.append((flat, lanes, torch.full((n,), write), torch.full((n,), lid,
+                                                                              dtype=torch.int32)))
+        self.size += n
+        if self.size >= COMPACT_AT:
+            self.compact()
+
+    def arrays(self):
+        if len(self.parts) != 1:
+            self.parts = [tuple(torch.cat(x) for x in zip(*self.parts))] if self.parts else \
+                [(torch.zeros(0, dtype=torch.int64), torch.zeros(0, dtype=torch.int32),
+                  torch.zeros(0, dtype=torch.bool), torch.zeros(0, dtype=torch.int32))]
+        return self.parts[0]
+
+    def compact(self) -> None:
+        """Keeps the first record of each (element, lane, kind): enough to find any race."""
+        f, ln, w, d = self.arrays()
+        key = (f * (int(ln.max()) + 1) + ln) * 2 + w
+        uniq, inv = torch.unique(key, return_inverse=True)
+        first = torch.full((uniq.numel(),), key.numel(), dtype=torch.int64)
+        first.scatter_reduce_(0, inv, torch.arange(key.numel()), "amin")
+        keep = torch.sort(first).values
+        self.parts = [(f[keep], ln[keep], w[keep], d[keep])]
+        self.size = keep.numel()
+
+    def conflict(self):
+        """The first element accessed by two lanes, one writing: (flat, j, i) records, or None."""
+        f, ln, w, d = self.arrays()
+        if f.numel() < 2:
+            return None
+        order = torch.sort(f, stable=True).indices  # program order within an element
+        fs, ls, ws = f[order], ln[order], w[order]
+        start = torch.ones_like(fs, dtype=torch.bool)
+        start[1:] = fs[1:] != fs[:-1]
+        gid = torch.cumsum(start.to(torch.int64), 0) - 1
+        groups = int(gid[-1]) + 1
+        other = (ls != ls[start][gid]).to(torch.int64)
+        multi = torch.zeros(groups, dtype=torch.int64).index_add_(0, gid, other) > 0
+        wrote = torch.zeros(groups, dtype=torch.int64).index_add_(0, gid, ws.to(torch.int64)) > 0
+        bad = torch.nonzero(multi & wrote).flatten()
+        if bad.numel() == 0:
+            return None
+        g = int(bad[0])
+        rows = order[gid == g].tolist()
+        first_write, readers = None, {}
+        for j in rows:
+            lane, write = int(ln[j]), bool(w[j])
+            if first_write is not None and int(ln[first_write]) != lane:
+                return int(f[j]), j, first_write
+            if write:
+                i = next((i for r, i in readers.items() if r != lane), None)
+                if i is not None:
+                    return int(f[j]), j, i
+                first_write = j if first_write is None else first_write
+            else:
+                readers.setdefault(lane, j)
+        return None  # not reached: the group has two lanes and a write
+
+
+class LaneAccesses:
+    """The element accesses of one lane region (see the module docstring)."""
+
+    def __init__(self, var: str, tensors: dict, counts: dict) -> None:
+        self.var, self.tensors, self.counts = var, tensors, counts
+        self.tracks: dict = {}
+        self.locs: list = []
+        self.loc_ids: dict = {}
+        self.first: dict = {}  # (base, write) -> the first such access's location
+        self.boxes: dict = {}  # (base, slot, write) -> [lo, hi, loc]
+
+    def record(self, base: str, full, lanes, write: bool, loc) -> None:
+        """`full`: per dimension of the base tensor (slot first), the active lanes' indices."""
+        tr = self.tracks.get(base)
+        if tr is None:
+            t = self.tensors[base]
+            tr = self.tracks[base] = (_Dense if t.numel() <= DENSE_LIMIT else _Sparse)(t.shape)
+        self.first.setdefault((base, write), loc)
+        flat = 0
+        for p, n in zip(full, tr.shape):
+            flat = flat * n + p
+        flat = torch.as_tensor(flat).expand(lanes.shape)
+        lid = self.loc_ids.get(id(loc))
+        if lid is None:
+            lid = self.loc_ids[id(loc)] = len(self.locs)
+            self.locs.append(loc)
+        lanes32 = lanes.to(torch.int32)
+        if isinstance(tr, _Sparse):
+            tr.add(flat, lanes32, write, lid)
+        elif write:
+            self._dense_write(base, tr, flat, lanes32, lid, loc)
+        else:
+            self._dense_read(base, tr, flat, lanes32, lid, loc)
+
+    def _dense_write(self, base, tr: _Dense, flat, lanes, lid, loc) -> None:
+        w_old, r = tr.writer[flat], tr.reader[flat]
+        tr.writer[flat] = lanes
+        dup = tr.writer[flat] != lanes  # another lane of this statement won the store
+        bad_w = dup | ((w_old >= 0) & (w_old != lanes))
+        bad_r = (r == -2) | ((r >= 0) & (r != lanes))
+        if bool((bad_w | bad_r).any()):
+            k = int(torch.nonzero(bad_w | bad_r)[0])
+            f, lane = int(flat[k]), int(lanes[k])
+            if bool(dup[k]):
+                self._race(base, tr.shape, f, lane, int(tr.writer[f]), True, True, loc, loc, True)
+            if bool(bad_w[k]):
+                self._race(base, tr.shape, f, lane, int(w_old[k]), True, True, loc,
+                           self.locs[int(tr.wloc[f])])
+            self._race(base, tr.shape, f, lane, int(r[k]), True, False, loc,
+                       self.locs[int(tr.rloc[f])])
+        tr.wloc[flat] = lid
+
+    def _dense_read(self, base, tr: _Dense, flat, lanes, lid, loc) -> None:
+        w = tr.writer[flat]
+        bad = (w >= 0) & (w != lanes)
+        if bool(bad.any()):
+            k = int(torch.nonzero(bad)[0])
+            f = int(flat[k])
+            self._race(base, tr.shape, f, int(lanes[k]), int(w[k]), False, True, loc,
+                       self.locs[int(tr.wloc[f])])
+        r_old = tr.reader[flat]
+        tr.reader[flat] = lanes
+        several = (tr.reader[flat] != lanes) | (r_old == -2) | ((r_old >= 0) & (r_old != lanes))
+        if bool(several.any()):
+            tr.reader[flat[several]] = -2
+        tr.rloc[flat] = lid
+
+    def settle(self) -> dict:
+        """Checks the deferred records, folds every base into the bounding boxes, and
+        starts afresh (a `sync.shared` orders everything before it); returns the boxes."""
+        for base, tr in self.tracks.items():
+            if isinstance(tr, _Sparse):
+                hit = tr.conflict()
+                if hit is not None:
+                    f, j, i = hit
+                    _, ln, w, d = tr.arrays()
+                    self._race(base, tr.shape, f, int(ln[j]), int(ln[i]), bool(w[j]), bool(w[i]),
+                               self.locs[int(d[j])], self.locs[int(d[i])])
+                f, _, w, _ = tr.arrays()
+                reads, writes = f[~w], f[w]
+            else:
+                reads, writes = tr.touched()
+            for write, flat in ((False, reads), (True, writes)):
+                if flat.numel():
+                    self._fold(base, tr.shape, flat, write)
+        self.tracks.clear()
+        return self.boxes
+
+    def _fold(self, base, shape, flat, write: bool) -> None:
+        idx = torch.stack(torch.unravel_index(flat, shape), dim=1)
+        if self.counts[base] is None:
+            groups = [(None, idx)]
+        else:
+            groups = [(int(k), idx[idx[:, 0] == k][:, 1:]) for k in torch.unique(idx[:, 0])]
+        loc = self.first[(base, write)]
+        for slot, rows in groups:
+            lo, hi = rows.min(0).values.tolist(), (rows.max(0).values + 1).tolist()
+            rec = self.boxes.get((base, slot, write))
+            if rec is None:
+                self.boxes[(base, slot, write)] = [lo, hi, loc]
+            else:
+                rec[0] = [min(a, b) for a, b in zip(rec[0], lo)]
+                rec[1] = [max(a, b) for a, b in zip(rec[1], hi)]
+
+    def _race(self, base, shape, flat: int, lane: int, other: int, write: bool,
+              other_write: bool, loc, other_loc, same: bool = False) -> None:
+        idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
+        name = base
+        if self.counts[base] is not None:
+            name, idx = f"{base}[{idx[0]}]", idx[1:]
+        v = self.var
+        who = f"instance {v}={other}" if other >= 0 else "other instances"
+        mine = "writes" if write else "reads"
+        theirs = "writes it too" if same else f"{'wrote' if other_write else 'read'} it"
+        raise RaceError(
+            f"data race on {name}: instance {v}={lane} of parallel {v} {mine} {name}{idx} "
+            f"while {who} {theirs}; the instances of a parallel are unordered and no "
+            f"sync.shared separates the two accesses", loc,
+            [(f"the conflicting {'write' if other_write else 'read'} by {who}", other_loc)])
