@@ -93,6 +93,7 @@ def warm_up() -> None:
 
 
 _COMPILED: dict = {}
+HAND = False
 
 
 def compiled(name: str):
@@ -111,6 +112,10 @@ def implementations(q, k, v, o, causal: bool):
     name = "flash_atten_causal" if causal else "flash_atten"
     ours = compiled(name)
     impls = [("choreo-py", lambda: ours(q, k, v, o))]
+    if HAND:  # the hand-written pyptx kernel the backend was shaped after
+        from lowering.sm90.handwritten_fa import flash_attention
+
+        impls.append(("hand-written", lambda: flash_attention(q, k, v, causal=causal, out=o)))
     qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
     for label, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION),
                            ("FA2 (SDPA flash)", SDPBackend.FLASH_ATTENTION)):
@@ -184,8 +189,9 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         "  Reference: the reference compiler's build of the seed, its own harness (events, median",
         "  of 50). Ratio: choreo-py's best / the best of cuDNN and the reference.",
         "",
-        "| shape | choreo-py r1 / r2 / ev | cuDNN r1 / r2 / ev | FA2 r1 / r2 / ev | reference | ratio |",
-        "|---|---|---|---|---|---|",
+        "| shape | choreo-py r1 / r2 / ev | cuDNN r1 / r2 / ev | FA2 r1 / r2 / ev | reference | ratio |"
+        + (" hand-written r1 / r2 / ev |" if HAND else ""),
+        "|---|---|---|---|---|---|" + ("---|" if HAND else ""),
     ]
     for r in rows:
         cells = []
@@ -195,7 +201,11 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         ours = best(r["times"].get("choreo-py"))
         rivals = [x for x in (best(r["times"].get("cuDNN")), r.get("ref")) if x]
         ratio = f"{ours / max(rivals):.3f}" if ours and rivals else "n/a"
-        lines.append(f"| {r['label']} | {' | '.join(cells)} | {fmt(r.get('ref'))} | {ratio} |")
+        hand = r["times"].get("hand-written", {})
+        extra = (" " + " / ".join(fmt(hand.get(m)) for m in ("graph", "graph2", "events")) + " |"
+                 if HAND else "")
+        lines.append(f"| {r['label']} | {' | '.join(cells)} | {fmt(r.get('ref'))} | {ratio} |"
+                     + extra)
     lines.append("")
     with open(path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines))
@@ -206,7 +216,10 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ref", default=os.path.join(ROOT, ".ref", "croq_fa"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    ap.add_argument("--hand", action="store_true", help="also time lowering/sm90/handwritten_fa")
     args = ap.parse_args()
+    global HAND
+    HAND = args.hand
     import torch
 
     build = None
