@@ -181,29 +181,24 @@ class ExprBuilder:
         return Scalar(ir.Call("to", (x,), target))
 
     # ------------------------------------------------------------ shapes
-    def e_MdSpanLit(self, n: A.MdSpanLit, hint):
-        dims = []
-        for el in n.elements:
+    def _flatten(self, elements, nested: type, what: str) -> tuple[ir.Expr, ...]:
+        """Elements of a shape or ituple literal; a nested one of the same kind is spliced in."""
+        out: list[ir.Expr] = []
+        for el in elements:
             v = self.value(el)
-            if isinstance(v, ShapeValue):
-                dims += v.dims
+            if isinstance(v, nested):
+                out += v.dims if isinstance(v, ShapeValue) else v.elems
             elif isinstance(v, Scalar):
-                dims.append(v.expr)
+                out.append(v.expr)
             else:
-                raise err(f"a shape element cannot be {_kind(v)}", el)
-        return ShapeValue(tuple(dims))
+                raise err(f"{what} element cannot be {_kind(v)}", el)
+        return tuple(out)
+
+    def e_MdSpanLit(self, n: A.MdSpanLit, hint):
+        return ShapeValue(self._flatten(n.elements, ShapeValue, "a shape"))
 
     def e_ITupleLit(self, n: A.ITupleLit, hint):
-        elems = []
-        for el in n.elements:
-            v = self.value(el)
-            if isinstance(v, ITupleValue):
-                elems += v.elems
-            elif isinstance(v, Scalar):
-                elems.append(v.expr)
-            else:
-                raise err(f"an ituple element cannot be {_kind(v)}", el)
-        return ITupleValue(tuple(elems))
+        return ITupleValue(self._flatten(n.elements, ITupleValue, "an ituple"))
 
     def e_Member(self, n: A.Member, hint):
         base = self.value(n.base)

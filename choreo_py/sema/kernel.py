@@ -47,31 +47,26 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
         for p in self.func.params:
-            try:
-                self.param(p)
-            except Unsupported as u:
-                if not self.lenient:
-                    raise
-                self.skipped.append(u)
-                if p.name:
-                    self.scope.bind(p.name, Opaque(construct=u.construct, loc=p.loc))
+            self._guarded(self.param, p, [p.name] if p.name else [])
         host: list[ir.Stmt] = []
         self.out = host
         for s in self.func.body.stmts:
-            try:
-                if isinstance(s, A.ParallelBy):
-                    self.launch(s, host)
-                elif isinstance(s, A.Return) and s.value is None:
-                    continue
-                else:
-                    self.host_stmt(s)
-            except Unsupported as u:
-                if not self.lenient:
-                    raise
-                self.skipped.append(u)
-                for name in declared_names(s):
-                    self.scope.bind(name, Opaque(construct=u.construct, loc=s.loc))
+            if isinstance(s, A.ParallelBy):
+                self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
+            elif not (isinstance(s, A.Return) and s.value is None):
+                self._guarded(self.host_stmt, s, declared_names(s))
         return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
+
+    def _guarded(self, fn, node, names: list[str]) -> None:
+        """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
+        try:
+            fn(node)
+        except Unsupported as u:
+            if not self.lenient:
+                raise
+            self.skipped.append(u)
+            for name in names:
+                self.scope.bind(name, Opaque(construct=u.construct, loc=node.loc))
 
     def param(self, p: A.Param) -> None:
         t = p.type
@@ -183,16 +178,12 @@ class KernelBuilder(ExprBuilder, OpBuilder):
 
     def stmt(self, s: A.Stmt) -> None:
         method = getattr(self, "s_" + type(s).__name__, None)
-        try:
-            if method is None:
-                raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
-            method(s)
-        except Unsupported as u:
-            if not self.lenient:
-                raise
-            self.skipped.append(u)
-            for name in declared_names(s):
-                self.scope.bind(name, Opaque(construct=u.construct, loc=s.loc))
+        if method is None:
+            method = self._unknown_stmt
+        self._guarded(method, s, declared_names(s))
+
+    def _unknown_stmt(self, s: A.Stmt) -> None:
+        raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
 
     def s_Block(self, s: A.Block) -> None:
         for x in self.block(s.stmts):
