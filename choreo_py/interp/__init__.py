@@ -6,12 +6,21 @@ complete after their issue, events count arrivals per generation, and the
 interpreter reports deadlocks, data races (by happens-before) and event
 protocol faults. Fragments follow the wgmma ownership model (see
 fragments.py), so a missing cross-thread reduction gives a wrong result.
+Per-thread code (`parallel r by N : thread` bodies of plain scalar code)
+runs for all N threads at once as tensor lanes, with races between threads
+reported (lanes.py, lane_races.py).
+
+`interpret(path, tensors)` runs a `.co` file's kernels in place (api.py);
+`choreo run` fills inputs and compares with a reference (command.py,
+checks.py).
 """
 from .errors import (DeadlockError, EventError, FutureError, InterpError, RaceError,
                      StepLimitError)
 from .runner import RunStats, interpret_module, run_kernel, static_counts
+from .api import ChoreoWarning, UsageError, interpret, load_module
 
 __all__ = [
     "run_kernel", "interpret_module", "static_counts", "RunStats", "InterpError",
     "DeadlockError", "RaceError", "EventError", "FutureError", "StepLimitError",
+    "interpret", "load_module", "UsageError", "ChoreoWarning",
 ]

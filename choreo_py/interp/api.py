@@ -5,8 +5,9 @@ finding of the static pipeline check (a wait no trigger completes, a ring
 overrun) is a warning here, not an error, so that the interpreter can run
 the program and show the hang or the wrong result it predicts. Everything
 else (syntax, semantic errors, constructs the IR does not cover) is an
-error as in `choreo compile`. Modules are cached per file contents, macro
-definitions and target.
+error as in `choreo compile`. Modules are cached per file (path, size and
+modification time; not those of the files it includes), include path,
+macro definitions and target.
 """
 from __future__ import annotations
 
