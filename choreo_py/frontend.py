@@ -60,8 +60,14 @@ def parse_text(text: str, name: str = "<input>", include_dirs: Iterable[str] = (
     return parse_unit(preprocess_text(text, name, tuple(include_dirs), defines))
 
 
-def check_program(program: ast.Program) -> ast.Program:
+def check_parse_rules(program: ast.Program) -> ast.Program:
+    """Only the parse-level rules (what `compile` runs before its own, strict, sema)."""
     _guarded(program.loc, parse_checks.check, program)
+    return program
+
+
+def check_program(program: ast.Program) -> ast.Program:
+    check_parse_rules(program)
     for check in SEMANTIC_CHECKS:
         _guarded(program.loc, check, program)
     return program
