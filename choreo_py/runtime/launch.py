@@ -54,13 +54,20 @@ class CudaKernel:
             check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
         self.smem = smem_bytes
 
-    def launch(self, grid, threads: int, params: Sequence[Any], stream: int) -> None:
-        drv = driver()
+    @staticmethod
+    def pack(params: Sequence[Any]):
+        """The kernelParams array: tensor maps by value (their address), scalars as ctypes.
+
+        The returned object keeps the parameters alive as long as it lives."""
         ptrs = (ctypes.c_void_p * len(params))()
         for i, p in enumerate(params):
             ptrs[i] = ctypes.addressof(p) if isinstance(p, ctypes._SimpleCData) else int(p.getPtr())
+        return (ptrs, list(params))
+
+    def launch(self, grid, threads: int, packed, stream: int) -> None:
+        drv = driver()
         args = (self.fn, *grid, threads, 1, 1, self.smem, drv.CUstream(stream),
-                ctypes.addressof(ptrs))
+                ctypes.addressof(packed[0]))
         try:
             err = drv.cuLaunchKernel(*args, 0)
         except TypeError:  # bindings that want extra=None

@@ -30,10 +30,28 @@ def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: 
     lw.enter_region()
     _prologue(lw)
     lw.memory = Memory(lw)
+    prefetch = w.mark()
     events.init_events(lw)
     _region(lw, k.body, top=True)
     lw.leave_region()
+    with w.into(prefetch):
+        _prefetch_tensor_maps(lw)
     return _module(lw, fn, w.text(), source_name)
+
+
+def _prefetch_tensor_maps(lw: Lowering) -> None:
+    """Thread 0 pulls every tensor map into the descriptor cache while the block starts up."""
+    w = lw.w
+    if not lw.memory.maps:
+        return
+    w.comment("tensor maps: prefetched once per block, ahead of the first copy")
+    first = w.reg("pred", "prefetcher")
+    w.op("setp.eq.u32", first, lw.tid, 0)
+    for m in lw.memory.maps:
+        sym = w.reg("u64", f"{m.name}_pf")
+        w.op("mov.b64", sym, f'"{m.name}"')
+        w.op("cvta.param.u64", sym, sym)
+        w.op("prefetch.tensormap", f"ptx.addr({sym.text})", pred=first)
 
 
 def _prologue(lw: Lowering) -> None:
