@@ -114,6 +114,13 @@ class Memory:
         The register holds the run-time part of the address (base, slot,
         row offset); the constant part is returned separately so that it
         can ride in the instruction's address operand."""
+        lay, const, terms, col = self.origin_terms(view, loc, row_align=row_align)
+        hint = "tile_addr" if view.slot is None else f"{view.base}_slot_addr"
+        reg, extra = self.address(terms, loc, hint)
+        return lay, reg, const + extra, col
+
+    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8):
+        """(layout, constant bytes, [(expr, bytes per unit)], first column) of a tile's origin."""
         lw = self.lw
         lay = self.layout(view.base, loc)
         r0, c0 = view.offsets
@@ -131,8 +138,7 @@ class Memory:
         if view.slot is not None:
             terms.append((view.slot, lay.slot_bytes))
         terms.append((r0, lay.row_bytes))
-        reg, extra = self.address(terms, loc, "tile_addr" if view.slot is None else f"{view.base}_slot_addr")
-        return lay, reg, const + extra, col
+        return lay, const, terms, col
 
     def address(self, terms, loc, hint: str) -> tuple[V, int]:
         """smem_base + sum(expr * scale): (register, constant bytes)."""

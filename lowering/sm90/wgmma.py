@@ -21,6 +21,7 @@ from __future__ import annotations
 from choreo_py import ir
 
 from ..core.context import Lowering
+from ..core.exprs import ExprLowering
 from ..core.target import AccLayout
 from ..core.writer import V
 
@@ -147,21 +148,27 @@ class Sm90Target:
         return _KINDS.get(lay.dtype), shape[1], None
 
     def _desc(self, lw: Lowering, view: ir.View, loc, *, mn_major: bool):
-        """Descriptor of a shared tile's origin (hoisted when the tile does not move)."""
-        lay, reg, const, col0 = lw.memory.view_origin(view, loc)
+        """Descriptor of a shared tile's origin.
+
+        The part of the address that does not move (buffer, invariant row
+        offset) is one descriptor computed once; a ring slot or moving row is
+        added to it in units of 16 bytes (`cvt` + `mad.lo.u64`)."""
+        lay, const, terms, col0 = lw.memory.origin_terms(view, loc)
         if not lay.swizzle or lay.swizzle not in _SWIZZLE_MODE:
             raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
         sbo = 8 * lay.row_bytes
         lbo = lay.stripe_bytes if mn_major else 16
         bits = (_SWIZZLE_MODE[lay.swizzle] << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
-        exprs = list(view.offsets) + ([view.slot] if view.slot is not None else [])
-        inv = all(lw.invariant(e) for e in exprs)
+        fixed = [t for t in terms if lw.invariant(t[0])]
+        moving = [t for t in terms if not lw.invariant(t[0])]
+        reg, extra = lw.memory.address(fixed, loc, "tile_addr")
+        addr = const + extra
 
         def make() -> V:
             w = lw.w
             t = w.reg("u32", f"{view.base}_a16")
-            if const:
-                w.op("add.u32", t, reg, const)
+            if addr:
+                w.op("add.u32", t, reg, addr)
                 w.op("shr.u32", t, t, 4)
             else:
                 w.op("shr.u32", t, reg, 4)
@@ -169,7 +176,17 @@ class Sm90Target:
             w.op("cvt.u64.u32", d, t)
             w.op("or.b64", d, d, hex(bits))
             return d
-        d = lw.once(("desc", reg.text, const, bits), make) if inv else make()
+        d = lw.once(("desc", reg.text, addr, bits), make)
+        for e, scale in moving:
+            v = ExprLowering(lw, loc).value(e)
+            if v.is_const:
+                d = _desc_add(lw, d, v.const * scale)
+                continue
+            wide = lw.w.reg("u64", f"{view.base}_step")
+            lw.w.op("cvt.u64.u32", wide, v)
+            out = lw.w.reg("u64", f"{view.base}_desc")
+            lw.w.op("mad.lo.u64", out, wide, scale >> 4, d)
+            d = out
         return d, col0
 
     def _check_warpgroup(self, lw: Lowering, loc) -> None:
