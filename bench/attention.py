@@ -150,17 +150,24 @@ def time_shape(b: int, h: int, s: int, causal: bool) -> dict:
     return row
 
 
-def reference(ref_dir: str, build: subprocess.Popen | None) -> dict:
-    """TFLOP/s per shape label from the reference compiler's own harness."""
+def gpu_state() -> str:
+    q = "clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+    res = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"],
+                         capture_output=True, text=True)
+    return res.stdout.strip()
+
+
+def reference(ref_dir: str, build: subprocess.Popen | None, found: dict) -> dict:
+    """Appends the reference harness's TFLOP/s per shape label to `found` (one run)."""
     if build is not None:
         out, _ = build.communicate(timeout=400)
         log("[ref build] " + " | ".join(out.strip().splitlines()[-3:]))
     exe = os.path.join(ref_dir, "bin", "fa_zc")
     if not os.path.exists(exe):
         log("[ref] no build: skipped")
-        return {}
-    found: dict = {}
-    for _ in range(2):  # twice: its own run-to-run spread
+        return found
+    log(f"[ref] GPU before: {gpu_state()}")
+    for _ in range(1):
         res = subprocess.run([exe], cwd=ref_dir, capture_output=True, text=True, timeout=300)
         text = res.stdout + res.stderr
         log("[ref] " + "\n[ref] ".join(text.strip().splitlines()))
@@ -189,7 +196,7 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         "- bf16, D=128, BSHD; TFLOP/s = 4·B·H·S²·D (/2 causal) / time. choreo-py, cuDNN and FA2:",
         "  CUDA-graph replay, two rounds (r1 / r2), and per-call CUDA events (ev).",
         "  Reference: the reference compiler's build of the seed, its own harness (events, median",
-        "  of 50), run twice. Ratio: choreo-py's best / the best figure of cuDNN and the reference.",
+        "  of 50), run before and after the others. Ratio: choreo-py's best / the best figure of cuDNN and the reference.",
         "",
         "| shape | choreo-py r1 / r2 / ev | cuDNN r1 / r2 / ev | FA2 r1 / r2 / ev | reference | ratio |"
         + (" hand-written r1 / r2 / ev |" if HAND else ""),
@@ -235,13 +242,16 @@ def main() -> None:
     env = {"gpu": torch.cuda.get_device_name(), "driver": smi.split(",")[-1].strip() if smi else "?",
            "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(),
            "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")}
+    # The reference harness runs before and after the timings below, so that
+    # both sides are seen in the same thermal and clock states.
+    refs = reference(args.ref, build, {}) if os.path.isdir(args.ref) else {}
     warm_up()
     rows = []
     for b, h, s, causal in SHAPES:
         label = f"B={b} H={h} S={s} {'causal' if causal else 'non-causal'}"
-        log(f"[time] {label}")
+        log(f"[time] {label}  (GPU: {gpu_state()})")
         rows.append({"label": label, "times": time_shape(b, h, s, causal)})
-    refs = reference(args.ref, build) if os.path.isdir(args.ref) else {}
+    refs = reference(args.ref, None, refs) if os.path.isdir(args.ref) else {}
     for r in rows:
         r["ref"] = refs.get(r["label"])
     write_results(args.out, rows, env, "python3 bench/attention.py " + " ".join(sys.argv[1:]))
