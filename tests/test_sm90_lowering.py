@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py.diagnostics import ChoreoError
 from choreo_py.driver import compile_file
 from choreo_py.runtime import build
 

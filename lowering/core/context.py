@@ -70,6 +70,8 @@ class Lowering:
         self.smem_dirty = False  # threads wrote shared memory since the last barrier
         self.instance_barrier_base: Optional[int] = None
         self.parallel_extent = 1
+        self.role_barriers: dict = {}  # role members -> named barrier id
+        self.armed: dict = {}  # id(TMA group) -> mbarrier address its loads complete
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:

@@ -125,6 +125,3 @@ def continue_(lw: Lowering, s: ir.Continue) -> None:
         raise lw.refuse("continue outside a loop", s.loc)
     lw.w.bra(lw.loops[-1][0])
 
-
-def check_type(lw: Lowering, dtype: str, loc) -> str:
-    return reg_type(dtype, lw, loc)

@@ -18,7 +18,6 @@ elements to registers.
 """
 from __future__ import annotations
 
-import math
 from contextlib import nullcontext
 from typing import Optional
 
@@ -332,10 +331,3 @@ class ExprLowering:
             raise self.lw.refuse(f"converting {a.ty} to {t}", self.loc)
         return out
 
-
-def is_pow2(x: int) -> bool:
-    return _pow2(x) is not None
-
-
-def log2i(x: int) -> int:
-    return int(math.log2(x))

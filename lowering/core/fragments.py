@@ -33,8 +33,6 @@ from .exprs import ExprLowering
 from .target import AccLayout
 from .writer import V
 
-_REDUCE_OPS = {"+": "add", "max": "max", "min": "min"}
-
 
 @dataclass
 class FragInfo:

@@ -16,7 +16,7 @@ from . import analysis, control, epilogue, events, fragments, roles
 from .context import Lowering
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
-from .writer import V, Writer
+from .writer import Writer
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 

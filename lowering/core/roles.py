@@ -22,8 +22,6 @@ visible to the TMA engine).
 """
 from __future__ import annotations
 
-from typing import Optional
-
 from choreo_py import ir
 
 from . import analysis, events
@@ -141,11 +139,10 @@ def role_sync(lw: Lowering, s: ir.RoleSync) -> None:
 
 
 def role_barrier(lw: Lowering) -> int:
-    key = ("role_barrier", lw.role.members)
-    cache = lw.__dict__.setdefault("_role_barriers", {})
-    if key not in cache:
-        cache[key] = lw.new_barrier_id()
-    return cache[key]
+    """One named barrier id per role (by its members)."""
+    if lw.role.members not in lw.role_barriers:
+        lw.role_barriers[lw.role.members] = lw.new_barrier_id()
+    return lw.role_barriers[lw.role.members]
 
 
 def leader_block(lw: Lowering, stmts: list, lower_one) -> None:
@@ -171,12 +168,11 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
             f"tma.load '{s.future}' that no 'trigger ... after {s.future}' publishes"
         raise lw.refuse(what, s.loc)
     pred = lw.issuer()
-    armed = lw.__dict__.setdefault("_armed", {})
     if s is group.loads[0]:
         if lw.role is not None and not lw.role.single_thread:
             lw.instance_sync_if_dirty()
-        armed[id(group)] = events.arm(lw, group, s.loc, pred)
-    lw.memory.tma_load(s, armed[id(group)], pred)
+        lw.armed[id(group)] = events.arm(lw, group, s.loc, pred)
+    lw.memory.tma_load(s, lw.armed[id(group)], pred)
 
 
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:

@@ -255,7 +255,7 @@ def source_statement(loc: Loc) -> str:
     first = SOURCES.line(loc)
     if first is None:
         return "?"
-    parts = [first[max(loc.col - 1, 0):].strip()]
+    parts = [first.strip()]  # the whole line: declarations point into it (`event qf;`)
     line = loc.line
     while not re.search(r"[;{}]\s*(//.*)?$", parts[-1]) and len(parts) < 4:
         line += 1
