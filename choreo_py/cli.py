@@ -58,7 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
     p.add_argument("--emit", default="pyptx", choices=("ast", "ir", "pyptx", "ptx", "cubin"),
                    help="the stage whose output to write")
-    p.add_argument("-o", dest="output", metavar="FILE", help="write here ('-' for stdout)")
+    p.add_argument("-o", dest="output", metavar="FILE",
+                   help="write here ('-' for stdout); pyptx/ptx/cubin default to FILE's folder, "
+                        "e.g. flash_atten.sm100a.py")
 
     p = sub.add_parser("run", help="interpret a file on random inputs and check the result")
     _common(p)
@@ -104,6 +106,8 @@ def _run(args: argparse.Namespace) -> int:
         from . import driver
 
         text = driver.compile_file(args.file, args.emit, args.target, include, defines)
+        if args.output is None and args.emit in driver.OUTPUT_SUFFIX:
+            args.output = driver.default_output(args.file, args.emit, args.target)
         if isinstance(text, bytes):  # --emit cubin
             if args.output and args.output != "-":
                 with open(args.output, "wb") as fh:

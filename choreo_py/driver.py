@@ -7,6 +7,8 @@ returns its text.
 """
 from __future__ import annotations
 
+import importlib
+import os
 from typing import Iterable, Optional
 
 from . import frontend, ir, sema
@@ -15,6 +17,14 @@ from .ir_printer import print_module
 
 TARGETS = ("sm_100a", "sm_90a")
 EMITS = ("ast", "ir", "pyptx", "ptx", "cubin")
+OUTPUT_SUFFIX = {"pyptx": "py", "ptx": "ptx", "cubin": "cubin"}
+
+
+def default_output(path: str, emit: str, target: str) -> str:
+    """Where `choreo compile` writes a backend's output without -o: beside the source,
+    named after it and the target (`flash_atten.co` -> `flash_atten.sm100a.py`)."""
+    stem = os.path.splitext(path)[0]
+    return f"{stem}.{target.replace('_', '')}.{OUTPUT_SUFFIX[emit]}"
 
 
 def build_ir(program, target: str = "sm_100a") -> ir.Module:
@@ -43,5 +53,24 @@ def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
         from .runtime import build  # the backend: lowering/sm90 (cubin: bytes)
 
         return build.emit(module, path, emit, target)
+    if target == "sm_100a" and emit in ("pyptx", "ptx", "cubin"):
+        return _emit_sm100(module, path, emit)
     raise ChoreoError(f"--emit {emit}: the {target} backend is not part of this build yet; "
                       "'--emit ir' shows the tile IR it will lower")
+
+
+def _emit_sm100(module: ir.Module, path: str, emit: str):
+    """The sm_100a backend (lowering/sm100/lower.py): pyptx text, its PTX, or the cubin."""
+    from .runtime import build
+
+    try:  # installed as choreo_py.lowering; `lowering` in a source checkout
+        backend = importlib.import_module("choreo_py.lowering.sm100.lower")
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("choreo_py.lowering"):
+            raise
+        backend = importlib.import_module("lowering.sm100.lower")
+    text = backend.lower_module(module, os.path.basename(path))
+    if emit == "pyptx":
+        return text
+    ptx = build.run_module(text).ptx()
+    return ptx if emit == "ptx" else build.ptxas(ptx, "sm_100a")[0]

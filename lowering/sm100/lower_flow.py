@@ -1,0 +1,206 @@
+"""When an accumulator tile moves between tensor memory and registers (sm_100a).
+
+On sm_100a an MMA accumulator lives in tensor memory (TMEM); per-thread code
+works on a register copy (`tcgen05.ld` in, `tcgen05.st` out). This pass walks
+the MMA role's IR once and decides, per statement:
+
+- `loads`: whether an access must `tcgen05.ld` the tile. Forward: the copy
+  is valid from a load (or a register write) until the next MMA into the
+  accumulator. Loop heads, loop exits and branches start with no valid copy
+  (register states are not merged), so the first access after one reloads.
+- `writeback`: whether a statement that writes the registers (an apply that
+  stores into the accumulator, a fill kept in registers) must `tcgen05.st`
+  them back. Backward liveness: only if tensor memory is read again (an
+  accumulating MMA, or a reload) before it is overwritten. The seed's
+  `acc_s` never goes back (its next MMA overwrites it); `acc_o` goes back
+  after the rescale in the loop (the next PV accumulates) but not after the
+  final one (mma.store reads the registers).
+- `flagged`: accumulators whose zero fills cost no instruction on the tile:
+  when on every path the next use after a fill is an MMA into it, the fill
+  clears a predicate and that MMA's first k-step overwrites
+  (enable-input-d = the predicate). Otherwise the fill sets the registers.
+
+Statements are keyed by id(); the same objects are lowered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from choreo_py import ir
+
+from ..core.context import children
+
+Live = frozenset
+
+
+@dataclass
+class Flow:
+    loads: dict = field(default_factory=dict)      # (id(stmt), acc) -> bool
+    writeback: dict = field(default_factory=dict)  # (id(stmt), acc) -> bool
+    flagged: frozenset = frozenset()
+
+    def load(self, s, acc: str) -> bool:
+        return self.loads.get((id(s), acc), True)  # unknown statement: be safe
+
+    def store_back(self, s, acc: str) -> bool:
+        return self.writeback.get((id(s), acc), True)
+
+
+def elem_reads(stmts: list) -> set:
+    """Fragments read through `frag.at(...)` in an apply body (as the core's apply sees them)."""
+    out: set = set()
+
+    def visit(e):
+        if isinstance(e, ir.Elem):
+            out.add(e.frag)
+        for c in children(e):
+            visit(c)
+    for s in ir.walk(stmts):
+        for attr in ("value", "cond"):
+            e = getattr(s, attr, None)
+            if isinstance(e, ir.Expr):
+                visit(e)
+    return out
+
+
+def writes(s) -> set:
+    """Fragments an apply stores into."""
+    if not isinstance(s, ir.Apply):
+        return set()
+    return {t.frag for t in ir.walk(s.body) if isinstance(t, ir.ElemStore)}
+
+
+def touched(s, accs: set) -> tuple[set, set]:
+    """(accumulators the statement reads or writes, those it writes) among `accs`."""
+    if isinstance(s, ir.Apply):
+        w = writes(s)
+        return (w | elem_reads(s.body)) & accs, w & accs
+    if isinstance(s, ir.Reduce):
+        return {s.src} & accs, set()
+    if isinstance(s, ir.MmaStore):
+        return {s.acc} & accs, set()
+    return set(), set()
+
+
+def fill_of(s, accs: set) -> Optional[tuple[str, object]]:
+    """(accumulator, value) of an `mma.fill` or an initialised accumulator declaration."""
+    if isinstance(s, ir.MmaFill) and s.acc in accs:
+        return s.acc, s.value.value
+    if isinstance(s, ir.FragDecl) and s.frag.name in accs and s.init is not None:
+        return s.frag.name, s.init.value
+    return None
+
+
+# ---------------------------------------------------------------- walkers
+
+def _backward(stmts: list, out: Live, step: Callable, everything: Live) -> Live:
+    for s in reversed(stmts):
+        if isinstance(s, (ir.For, ir.While)):
+            head: Live = Live()
+            while True:  # the body's entry, to a fixed point (the last pass records)
+                new = _backward(s.body, head | out, step, everything)
+                if new == head:
+                    break
+                head = new
+            out = head | out
+        elif isinstance(s, ir.If):
+            out = _backward(s.then, out, step, everything) | \
+                _backward(s.orelse, out, step, everything)
+        elif isinstance(s, (ir.Break, ir.Continue)):
+            out = everything  # where it lands is not tracked: everything may be needed
+        else:
+            out = step(s, out)
+    return out
+
+
+class _Analysis:
+    def __init__(self, accs: set, facts) -> None:
+        self.accs = accs
+        self.facts = facts
+        self.flow = Flow()
+        self.needs_value: dict = {}  # id(fill) -> a read may see the fill before an MMA
+
+    def folded(self, s) -> bool:
+        return isinstance(s, ir.MmaFill) and id(s) in self.facts.folded_fills
+
+    # -------------------------------------------- which fills can be a predicate
+    def read_before_mma(self, s, out: Live) -> Live:
+        fill = fill_of(s, self.accs)
+        if fill is not None:
+            self.needs_value[id(s)] = fill[0] in out
+            return out - {fill[0]}
+        if isinstance(s, ir.Mma):
+            return out - {s.acc}
+        return out | touched(s, self.accs)[0]
+
+    def flags(self, body: list) -> frozenset:
+        _backward(body, Live(), self.read_before_mma, Live(self.accs))
+        ok, bad = set(), set()
+        for s in ir.walk(body):
+            fill = fill_of(s, self.accs)
+            if fill is None or self.folded(s):
+                continue
+            name, value = fill
+            (bad if value != 0 or self.needs_value[id(s)] else ok).add(name)
+        return frozenset(ok - bad)
+
+    # -------------------------------------------- register copies (forward)
+    def forward(self, stmts: list, valid: Live) -> Live:
+        for s in stmts:
+            if isinstance(s, (ir.For, ir.While)):
+                self.forward(s.body, Live())
+                valid = Live()
+            elif isinstance(s, ir.If):
+                self.forward(s.then, Live())
+                self.forward(s.orelse, Live())
+                valid = Live()
+            else:
+                valid = self.forward_one(s, valid)
+        return valid
+
+    def forward_one(self, s, valid: Live) -> Live:
+        fill = fill_of(s, self.accs)
+        if fill is not None:
+            name = fill[0]
+            if self.folded(s) or name in self.flow.flagged:
+                return valid - {name}
+            return valid | {name}  # the fill sets the registers
+        if isinstance(s, ir.Mma):
+            return valid - {s.acc}
+        if isinstance(s, ir.FragDecl):
+            return valid - {s.frag.name}
+        t, _ = touched(s, self.accs)
+        for a in t:
+            self.flow.loads[(id(s), a)] = a not in valid
+        return valid | t
+
+    # -------------------------------------------- tensor-memory liveness (backward)
+    def live(self, s, out: Live) -> Live:
+        fill = fill_of(s, self.accs)
+        if fill is not None:
+            name = fill[0]
+            if self.folded(s):
+                return out  # the MMA after it overwrites
+            if name not in self.flow.flagged:
+                self.flow.writeback[(id(s), name)] = name in out
+            return out - {name}
+        if isinstance(s, ir.Mma):
+            if s.acc not in self.accs:
+                return out
+            return out - {s.acc} if id(s) in self.facts.zero_first else out | {s.acc}
+        if isinstance(s, ir.FragDecl):
+            return out - {s.frag.name}
+        t, w = touched(s, self.accs)
+        for a in w:
+            self.flow.writeback[(id(s), a)] = a in out
+        return (out - w) | {a for a in t if self.flow.loads[(id(s), a)]}
+
+
+def analyse(body: list, accs: set, facts) -> Flow:
+    """The decisions for the role `body`, whose accumulators (TMEM tiles) are `accs`."""
+    an = _Analysis(set(accs), facts)
+    an.flow.flagged = an.flags(body)
+    an.forward(body, Live())
+    _backward(body, Live(), an.live, Live(accs))
+    return an.flow

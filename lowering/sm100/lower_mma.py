@@ -1,0 +1,193 @@
+"""One MMA statement on sm_100a: `acc (+)= a @ op(b)` as tcgen05.mma k-steps.
+
+    [barrier over the instance, if its threads used TMEM or waited since]
+    @!elected bra L_mma_issued
+    tcgen05.fence::after_thread_sync
+    tcgen05.mma.cta_group::1.kind::f16 [d], a, b, idesc, enable   x K/16
+    tcgen05.commit...mbarrier::arrive::one [future's mbarrier]
+  L_mma_issued:
+    bar.warp.sync -1            (reconverge: tcgen05.ld/st are .sync.aligned)
+    xor phase, phase, 1         (the parity `wait` will see complete)
+
+Operands: a shared tile is an sm_100 shared memory descriptor (address >> 4
+| the constant fields of descriptors.py: LBO/SBO of the core's stripe
+layout, version 1, the swizzle), advanced per k-step like wgmma's: K-major
+16 columns inside a stripe, then the next stripe; MN-major (the B of
+`row.col`) 16 rows. A bf16 A operand in TMEM (P) is `[a]`, 8 packed columns
+per k-step. The instruction descriptor is the constant of
+`descriptors.instr_desc_f16`.
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+
+from ..core.context import Lowering
+from ..core.exprs import ExprLowering
+from ..core.writer import V
+from . import descriptors as d
+from .target import Sm100Target, _addr, smem_desc_bits
+
+MMA_K = 16
+
+
+def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
+    t._check_role(lw, s.loc)
+    if s.k_schedule is not None:
+        raise lw.refuse("an MMA with an explicit k schedule", s.loc)
+    acc = lw.frags.get(s.acc)
+    if acc is None or acc.kind != "acc":
+        raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)
+    m, n = acc.frag.shape
+    if s.layout not in ("row.row", "row.col"):
+        raise lw.refuse(f"mma.{s.layout}", s.loc)
+    kind, k, a_tmem = _a_operand(lw, s)
+    b = lw.memory.layout(s.b.base, s.loc)
+    trans_b = s.layout == "row.col"
+    want = (k, n) if trans_b else (n, k)
+    if _shape(s.b) != want:
+        raise lw.refuse(f"mma.{s.layout} with B of shape {list(_shape(s.b))} (expected "
+                        f"{list(want)})", s.loc)
+    if kind not in ("bf16", "f16") or b.dtype != kind:
+        raise lw.refuse(f"an MMA on {kind} x {b.dtype}", s.loc)
+    if k % MMA_K:
+        raise lw.refuse(f"an MMA with K = {k} (a multiple of {MMA_K})", s.loc)
+    try:
+        idesc = d.instr_desc_f16(m, n, ab_dtype=kind, a_major="K",
+                                 b_major="MN" if trans_b else "K", a_in_tmem=a_tmem is not None)
+    except ValueError as e:
+        raise lw.refuse(f"this MMA shape ({e})", s.loc) from None
+    w = lw.w
+    fut = t.future_of[id(s)]
+    b_desc, b_col0 = _desc(lw, s.b, s.loc, mn_major=trans_b)
+    if a_tmem is None:
+        a_desc, a_col0 = _desc(lw, s.a, s.loc, mn_major=False)
+        a_lay = lw.memory.layout(s.a.base, s.loc)
+    else:
+        a_addr = t.region_addr(lw, a_tmem)
+    d_addr = t.region_addr(lw, s.acc)
+    id_reg = lw.once(("idesc", idesc), lambda: _const(lw, "b32", f"idesc_{idesc:08x}", hex(idesc)))
+    first = _enable(t, lw, s, zero_first)
+    on = lw.once(("pred", 1), lambda: _const(lw, "pred", "accumulate", 1))
+    bar, bar_off = t.barrier(lw, fut)
+    phase = t.phase(lw, fut)
+    t.sync_before_issue(lw, fut)
+    w.comment(f"one elected thread issues {k // MMA_K} k-steps of M={m} N={n} K={MMA_K}; "
+              f"the commit arms '{fut}'")
+    done = w.label("mma_issued")
+    w.bra(done, lw.inst_leader(), negate=True)
+    lw.depth += 1  # values made here are not available to the other threads
+    w.call("ptx.tcgen05.fence_after_thread_sync")
+    for kk in range(k // MMA_K):
+        if trans_b:
+            bd = _desc_add(lw, b_desc, kk * MMA_K * b.row_bytes)
+        else:
+            bd = _desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
+        if a_tmem is None:
+            a = _desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk)).text
+        else:
+            a = _addr(a_addr, kk * MMA_K // 2)  # two bf16 per 32-bit column
+        w.op("tcgen05.mma.cta_group::1.kind::f16", _addr(d_addr), a, bd, id_reg,
+             first if kk == 0 else on)
+    w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+         _addr(bar, bar_off))
+    lw.depth -= 1
+    w.put_label(done)
+    w.op("bar.warp.sync", -1)
+    w.op("xor.b32", phase, phase, 1)
+    if s.acc in t.flow.flagged:
+        w.op("mov.pred", t._flag(lw, s.acc), 1)
+    if s.future is None:
+        t.wait_future(lw, fut)
+
+
+def _enable(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> V:
+    """Enable-input-d of k-step 0: overwrite after a fill 0, else accumulate."""
+    if zero_first:
+        return lw.once(("pred", 0), lambda: _const(lw, "pred", "overwrite", 0))
+    if s.acc in t.flow.flagged:
+        return t._flag(lw, s.acc)
+    return lw.once(("pred", 1), lambda: _const(lw, "pred", "accumulate", 1))
+
+
+def _a_operand(lw: Lowering, s: ir.Mma):
+    """(element type, K, TMEM operand name or None)."""
+    if isinstance(s.a, str):
+        fi = lw.frags.get(s.a)
+        if fi is None or fi.kind != "operand":
+            raise lw.refuse(f"an MMA whose A '{s.a}' is not a register operand", s.loc)
+        acc = lw.frags[s.acc].frag
+        if fi.frag.shape[0] != acc.shape[0]:
+            raise lw.refuse(f"an A operand of {fi.frag.shape[0]} rows into an accumulator of "
+                            f"{acc.shape[0]}", s.loc)
+        return fi.frag.dtype, fi.frag.shape[1], s.a
+    shape = _shape(s.a)
+    acc = lw.frags[s.acc].frag
+    if shape[0] != acc.shape[0]:
+        raise lw.refuse(f"an MMA whose A tile has {shape[0]} rows (the accumulator has "
+                        f"{acc.shape[0]})", s.loc)
+    return lw.memory.layout(s.a.base, s.loc).dtype, shape[1], None
+
+
+def _desc(lw: Lowering, view: ir.View, loc, *, mn_major: bool):
+    """Descriptor of a shared tile's origin: the part that does not move is computed once;
+    a ring slot or moving row is added in 16-byte units (`cvt` + `mad.lo.u64`)."""
+    lay, const, terms, col0 = lw.memory.origin_terms(view, loc)
+    if lay.swizzle not in (32, 64, 128):
+        raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
+    bits = smem_desc_bits(lay.swizzle, mn_major=mn_major, stripe_bytes=lay.stripe_bytes,
+                          row_bytes=lay.row_bytes)
+    fixed = [x for x in terms if lw.invariant(x[0])]
+    moving = [x for x in terms if not lw.invariant(x[0])]
+    reg, extra = lw.memory.address(fixed, loc, "tile_addr")
+    addr = const + extra
+
+    def make() -> V:
+        w = lw.w
+        t = w.reg("u32", f"{view.base}_a16")
+        if addr:
+            w.op("add.u32", t, reg, addr)
+            w.op("shr.u32", t, t, 4)
+        else:
+            w.op("shr.u32", t, reg, 4)
+        out = w.reg("u64", f"{view.base}_desc")
+        w.op("cvt.u64.u32", out, t)
+        w.op("or.b64", out, out, hex(bits))
+        return out
+    desc = lw.once(("desc100", reg.text, addr, bits), make)
+    for e, scale in moving:
+        v = ExprLowering(lw, loc).value(e)
+        if v.is_const:
+            desc = _desc_add(lw, desc, v.const * scale)
+            continue
+        wide = lw.w.reg("u64", f"{view.base}_step")
+        lw.w.op("cvt.u64.u32", wide, v)
+        out = lw.w.reg("u64", f"{view.base}_desc")
+        lw.w.op("mad.lo.u64", out, wide, scale >> 4, desc)
+        desc = out
+    return desc, col0
+
+
+def _kmajor_step(lay, col0: int, kk: int) -> int:
+    """Bytes from the tile's first column to k-step kk's (16 columns per step)."""
+    def at(c: int) -> int:
+        return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
+    return at(col0 + MMA_K * kk) - at(col0)
+
+
+def _desc_add(lw: Lowering, desc: V, byte_offset: int) -> V:
+    if byte_offset == 0:
+        return desc
+    out = lw.w.reg("u64", "desc_k")
+    lw.w.op("add.s64", out, desc, byte_offset >> 4)
+    return out
+
+
+def _const(lw: Lowering, ty: str, hint: str, value) -> V:
+    r = lw.w.reg(ty, hint)
+    lw.w.op(f"mov.{ty}", r, value)
+    return r
+
+
+def _shape(v: ir.View) -> tuple:
+    return tuple(e.value if isinstance(e, ir.Const) else None for e in v.shape)
+
