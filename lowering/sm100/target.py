@@ -184,6 +184,7 @@ class Sm100Target:
             self._before_sync(lw)
             _role_barrier(lw)
         tmem = self.tmem_base(lw)
+        w.op("bar.warp.sync", -1)  # dealloc is .sync.aligned: the warp reconverged
         done = w.label("tmem_freed")
         w.bra(done, self._not_alloc_warp(lw))
         w.call("ptx.tcgen05.fence_after_thread_sync")
