@@ -157,8 +157,8 @@ class OpBuilder:
         """A copy is one operation of the group that executes it, not one per instance.
 
         With several instances (two consumer warpgroups storing the tile they
-        both wrote), they meet first, one issues the copy, and for a
-        synchronous load they meet again so that all see the data.
+        both wrote), they meet first, one issues the copy, and they meet again
+        once it is complete.
         """
         if self._instances() == 1:
             self.emit(op)
@@ -178,8 +178,10 @@ class OpBuilder:
                       "copy the whole tile, or give each group a role of its own", s)
         self.emit(ir.RoleSync(loc=s.loc))
         self.emit(op)
-        if not isinstance(op, ir.TmaStore):
-            self.emit(ir.RoleSync(loc=s.loc))
+        # A synchronous copy is complete for every instance when it returns: a load's
+        # data is there, and a store has finished reading the buffer that the
+        # instances may overwrite next (in a loop over tiles, say).
+        self.emit(ir.RoleSync(loc=s.loc))
 
     def _instance_varying(self, op) -> str | None:
         """A name in the copy's views whose value differs between the group's instances."""
