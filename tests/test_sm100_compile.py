@@ -319,3 +319,29 @@ def test_kernel_without_mma_has_no_tensor_memory():
     k = copy.deepcopy(_seed_module().functions[0].kernels[0])
     k.body = []
     assert Sm100Target().prepare(k) is k
+
+
+# ---------------------------------------------------------------- other shapes
+
+@pytest.mark.parametrize("example,old,new,m,n_pv,shape", [
+    # head dim 64: O is [64, 64] while S and P are [64, 128]; TMEM S 0-127, O 128-191, P 192-255
+    ("flash_atten.co", "#define DIM 128", "#define DIM 64", 64, 64, "16x32bx2"),
+    # one 128-row consumer: layout D, a thread owns a row
+    ("flash_atten_causal.co", "#define WG_M 64", "#define WG_M 128", 128, 128, "32x32b"),
+    ("gemm.co", "#define WG_M 64", "#define WG_M 128", 128, None, "32x32b"),
+])
+def test_variant_shapes(tmp_path, example, old, new, m, n_pv, shape):
+    src = (EXAMPLES / example).read_text()
+    assert old in src
+    path = tmp_path / example
+    path.write_text(src.replace(old, new))
+    ptx = compile_file(str(path), "ptx", "sm_100a")
+    qk = d.instr_desc_f16(m, 128)
+    assert f"mov.b32 %idesc_{qk:08x}, {qk};" in ptx
+    if n_pv:
+        pv = d.instr_desc_f16(m, n_pv, b_major="MN", a_in_tmem=True)
+        assert f"mov.b32 %idesc_{pv:08x}, {pv};" in ptx
+    assert re.search(rf"tcgen05\.ld\.sync\.aligned\.{shape}\.", ptx)
+    if build.find_ptxas():
+        _, log = build.ptxas(ptx, "sm_100a", verbose=True)
+        assert "0 bytes spill stores, 0 bytes spill loads" in log

@@ -42,7 +42,8 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     if run % chunk or (col0 * esize) % 16:
         raise lw.refuse("mma.store of a run of columns that is not whole 16-byte pieces", s.loc)
     t.access(lw, fi.frag)
-    rb, cb = t.thread_bases(lw)
+    t._check_role(lw, s.loc)
+    rb, cb = t.row_base(lw), t.col_base(lw, lay.cols)
     w = lw.w
     row = w.reg("u32", f"{s.acc}_row")
     w.op("mad.lo.u32", row, rb, buf.row_bytes, origin)

@@ -43,10 +43,8 @@ from .lower_flow import Flow, analyse, writes
 from .tmem_plan import TmemPlan, plan_tmem
 
 _SWIZZLE = {128: "128B", 64: "64B", 32: "32B"}
-_KINDS = ("bf16", "f16")
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory per block on sm_100a
 LANE16 = 16 << 16        # TMEM address step of 16 lanes
-WARP_LANES = 32 << 16    # ... of one warp's 32 lanes
 
 
 @dataclass
@@ -76,7 +74,8 @@ class Sm100Target:
         self.plan: Optional[TmemPlan] = None
         self.flow: Optional[Flow] = None
         self.role: Optional[ir.Role] = None
-        self.m = self.n = 0            # tile rows / columns of the role's fragments
+        self.m = 0                     # tile rows of the role's fragments
+        self.n = 0                     # the width whose column map thread_bases reports
         self.futures: dict[str, ir.Event] = {}
         self.future_of: dict[int, str] = {}  # id(Mma) -> future (synchronous MMAs too)
         self.slot = 0                  # smem offset of the TMEM base address
@@ -124,15 +123,24 @@ class Sm100Target:
         return replace(k, events=list(k.events) + events, smem_total=total)
 
     def _fragment_shape(self, k: ir.Kernel) -> None:
-        """One (M, N) for the role's tiles: the thread -> column map depends on N."""
-        shapes = {}
-        for r in self.plan.regions:
-            shapes.setdefault((r.rows, r.cols), r.frag)
-        if len(shapes) > 1:
-            desc = ", ".join(f"{f} [{m}, {n}]" for (m, n), f in shapes.items())
-            raise ChoreoError(f"MMA fragments of different shapes in one role ({desc}) are not "
-                              "lowered for sm_100a yet", self.role.loc)
-        (self.m, self.n), = shapes
+        """One M for the role's tiles, and the width N whose thread -> column map
+        `thread_bases` reports: a thread's first column is N/2 * (lane / 16), so the
+        applies that use the column index must all run over tiles of one width."""
+        rows = {r.rows for r in self.plan.regions}
+        if len(rows) > 1:
+            raise ChoreoError(f"MMA tiles of {sorted(rows)} rows in one role are not lowered "
+                              "for sm_100a yet", self.role.loc)
+        self.m, = rows
+        widths = {}
+        for s in ir.walk(self.role.body):
+            f = k.frag(s.domain) if isinstance(s, ir.Apply) else None
+            if f is not None and len(f.shape) == 2 and _uses_index(s.body, s.indices[1]):
+                widths.setdefault(f.shape[1], s)
+        if len(widths) > 1:
+            raise ChoreoError("applies that use the column index over tiles of different widths "
+                              f"({', '.join(map(str, sorted(widths)))}) in one role are not "
+                              "lowered for sm_100a yet", list(widths.values())[1].loc)
+        self.n = next(iter(widths), self.plan.regions[0].cols)
 
     def start(self, lw: Lowering) -> None:
         """After the core's analysis: the load/store decisions for the MMA role."""
@@ -222,25 +230,36 @@ class Sm100Target:
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
         self._check_role(lw, None)
-        tid = lw.role.local_tid
-        if self.m == 128:
-            return lw.once(("row_base",), lambda: _mov(lw, tid, "row_base")), V.imm(0, "s32")
+        return self.row_base(lw), self.col_base(lw, self.n)
 
-        def row_base() -> V:  # 16 * warp + lane % 16
+    def row_base(self, lw: Lowering) -> V:
+        """The thread's row: 16 * warp + lane % 16 (M = 64), its index (M = 128)."""
+        tid = lw.role.local_tid
+
+        def make() -> V:
             w = lw.w
             rb = w.reg("s32", "row_base")
+            if self.m == 128:
+                w.op("mov.s32", rb, tid)
+                return rb
             hi = w.reg("u32", "warp_rows")
             w.op("and.b32", hi, tid, 0x60)
             w.op("shr.u32", hi, hi, 1)
             w.op("and.b32", rb, tid, 15)
             w.op("or.b32", rb, rb, hi)
             return rb
+        return lw.once(("row_base",), make)
 
-        def col_base() -> V:  # N/2 * (lane / 16)
+    def col_base(self, lw: Lowering, n: int) -> V:
+        """The thread's first column of an N-wide tile: N/2 * (lane / 16) (M = 64), 0 (M = 128)."""
+        if self.m == 128:
+            return V.imm(0, "s32")
+
+        def make() -> V:
             w = lw.w
-            cb = w.reg("s32", "col_base")
-            w.op("and.b32", cb, tid, 16)
-            half = self.n // 2
+            cb = w.reg("s32", f"col_base{n}" if n != self.n else "col_base")
+            w.op("and.b32", cb, lw.role.local_tid, 16)
+            half = n // 2
             if half & (half - 1) == 0:
                 shift = half.bit_length() - 1 - 4
                 if shift:
@@ -249,7 +268,7 @@ class Sm100Target:
                 w.op("shr.u32", cb, cb, 4)
                 w.op("mul.lo.s32", cb, cb, half)
             return cb
-        return lw.once(("row_base",), row_base), lw.once(("col_base",), col_base)
+        return lw.once(("col_base", n), make)
 
     def _check_role(self, lw: Lowering, loc) -> None:
         if not self.in_mma_role(lw):
@@ -403,7 +422,7 @@ class Sm100Target:
         def quarter() -> V:
             q = lw.w.reg("u32", "warp_lanes")
             lw.w.op("and.b32", q, lw.role.local_tid, 0x60)
-            lw.w.op("shl.b32", q, q, 16)  # (t / 32) * 32 lanes << 16
+            lw.w.op("shl.b32", q, q, 16)  # (t / 32) * 32 lanes, in the lane field
             return q
 
         def make() -> V:
@@ -483,6 +502,18 @@ def _mma_role(k: ir.Kernel) -> ir.Role:
             raise _refuse("MMAs in a parallel region without inthreads roles", s.loc)
     mma = next(s for s in ir.walk(k.body) if isinstance(s, ir.Mma))
     raise _refuse("an MMA outside a parallel region's role", mma.loc)
+
+
+def _uses_index(stmts: list, name: str) -> bool:
+    """Whether apply code uses index `name` as a value (not just to name its element)."""
+    from ..core.context import children
+
+    def visit(e) -> bool:
+        if isinstance(e, ir.Elem):  # frag.at(i, j) picks the register: no column value
+            return False
+        return (isinstance(e, ir.Sym) and e.name == name) or any(visit(c) for c in children(e))
+    return any(visit(getattr(s, attr)) for s in ir.walk(stmts) for attr in ("value", "cond")
+               if isinstance(getattr(s, attr, None), ir.Expr))
 
 
 def _frag_loc(k: ir.Kernel, name: str):
