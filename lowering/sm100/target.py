@@ -278,6 +278,7 @@ class Sm100Target:
 
     # ------------------------------------------------------------ fragments
     def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
+        self._check_role(lw, frag.loc)
         lay = self.acc_layout(frag, frag.loc)
         arr = lw.w.array("f32", lay.regs, frag.name)
         if self.flow and frag.name in self.flow.flagged:
