@@ -81,3 +81,42 @@ def test_check_warns_where_compile_refuses(capsys, tmp_path) -> None:
     assert cli.main(["compile", str(path), "--emit", "ir"]) == 1
     err = capsys.readouterr().err
     assert "error: pipeline check:" in err and "^" in err
+
+
+PERSISTENT = (ROOT / "examples" / "flash_atten_persistent.co").read_text()
+
+
+def test_persistent_example_meets_multi_tile_items_in_many_blocks() -> None:
+    program = frontend.parse_text(PERSISTENT, "flash_atten_persistent.co")
+    kernel = sema.build_module(program).functions[0].kernels[0]
+    # Blocks read their grid index inside the roles, so each block is its own scenario;
+    # the one-dimension families give blocks several items of several K/V tiles.
+    assert pipeline_check.check_kernel(kernel) >= 100
+
+
+def test_persistent_q_ring_without_release_deadlocks_at_the_second_tile() -> None:
+    text = PERSISTENT.replace("trigger qe.at(q_order++);", "q_order++;")
+    assert text != PERSISTENT
+    e = compile_error(text)
+    assert "role (p == 0) [p=0] waits qe.at(q_order) = qe[0] generation 1" in e.message
+    assert "no role triggers qe" in e.message
+
+
+def test_scenarios_over_the_step_budget_are_skipped_but_never_ending_code_is_not() -> None:
+    # A scenario that would take too long ends its family (larger values cost more)...
+    program = frontend.parse_text(PERSISTENT, "flash_atten_persistent.co")
+    kernel = sema.build_module(program).functions[0].kernels[0]
+    finished = []
+    for family in pipeline_check._families(kernel):
+        assert [d for d in family] == sorted(family, key=lambda d: sum(d.values()))
+        finished.append(family)
+    assert len(finished) == 1 + 2 * len(kernel.symbolic_dims)
+    # ...but a loop that never ends fails every scenario, and that is reported.
+    text = broken("mutable u32 k_pipe_order = 0;\n        mutable u32 v_pipe_order = 0;\n"
+                  "        foreach",
+                  "mutable u32 k_pipe_order = 0;\n        mutable u32 v_pipe_order = 0;\n"
+                  "        mutable u32 spin = 0;\n        while (spin < 1) { spin = 0; }\n"
+                  "        foreach")
+    e = compile_error(text)
+    assert e.message.startswith("pipeline check: no end after 10000 steps in role (p == 0)")
+    assert "nor in any other scenario" in e.message
