@@ -89,9 +89,9 @@ PERSISTENT = (ROOT / "examples" / "flash_atten_persistent.co").read_text()
 def test_persistent_example_meets_multi_tile_items_in_many_blocks() -> None:
     program = frontend.parse_text(PERSISTENT, "flash_atten_persistent.co")
     kernel = sema.build_module(program).functions[0].kernels[0]
-    # Blocks read their grid index inside the roles, so each block is its own scenario;
+    # Blocks read their grid index inside the roles, so blocks 0, 1 and 131 are scenarios;
     # the one-dimension families give blocks several items of several K/V tiles.
-    assert pipeline_check.check_kernel(kernel) >= 100
+    assert pipeline_check.check_kernel(kernel) >= 50
 
 
 def test_persistent_q_ring_without_release_deadlocks_at_the_second_tile() -> None:
@@ -118,5 +118,5 @@ def test_scenarios_over_the_step_budget_are_skipped_but_never_ending_code_is_not
                   "        mutable u32 spin = 0;\n        while (spin < 1) { spin = 0; }\n"
                   "        foreach")
     e = compile_error(text)
-    assert e.message.startswith("pipeline check: no end after 10000 steps in role (p == 0)")
+    assert e.message.startswith("pipeline check: no end after 4000 steps in role (p == 0)")
     assert "nor in any other scenario" in e.message

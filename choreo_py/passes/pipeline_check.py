@@ -40,7 +40,7 @@ from ..ir_printer import event_ref, expr
 
 DIM_VALUES = (1, 64, 128, 129, 256, 384, 640, 1024)
 SMALL_VALUES = (1, 8)  # the other dimensions, in the one-dimension families
-SCENARIO_STEPS = 10_000
+SCENARIO_STEPS = 4_000
 
 
 @dataclass
@@ -297,8 +297,11 @@ def _families(kernel: ir.Kernel):
                 yield [{e: (v if e == d else small) for e in dims} for v in DIM_VALUES]
 
 
-def _blocks(kernel: ir.Kernel, env: dict):
-    """Grid coordinates to run: the first 8 blocks of dimension 0, the ends of the others."""
+def _blocks(kernel: ir.Kernel, env: dict, direct: set[str]):
+    """Grid coordinates to run: the first 8 blocks of dimension 0, the ends of the others.
+
+    A grid variable that the roles read directly (a persistent block's index,
+    which picks its work items) is run at its first two values and its last."""
     ranges = []
     for i, g in enumerate(kernel.grid):
         try:
@@ -307,7 +310,10 @@ def _blocks(kernel: ir.Kernel, env: dict):
             n = 1
         if n <= 0:
             return
-        ranges.append(range(min(n, 8)) if i == 0 else sorted({0, n - 1}))
+        if g.var in direct:
+            ranges.append(sorted({0, min(1, n - 1), n - 1}))
+        else:
+            ranges.append(range(min(n, 8)) if i == 0 else sorted({0, n - 1}))
     for coords in product(*ranges):
         yield dict(env, **{g.var: c for g, c in zip(kernel.grid, coords)})
 
@@ -369,7 +375,7 @@ def check_kernel(kernel: ir.Kernel) -> int:
     for family in _families(kernel):
         for dims in family:
             too_big = False
-            for env in _blocks(kernel, dims):
+            for env in _blocks(kernel, dims, direct):
                 sim = _Sim(kernel, env, "")
                 try:
                     block_env, _ = sim.instances()
