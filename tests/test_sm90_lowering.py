@@ -19,7 +19,7 @@ from choreo_py.runtime import build
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "sm90"
-KERNELS = ["flash_atten_causal", "flash_atten", "gemm"]
+KERNELS = ["flash_atten_causal", "flash_atten", "gemm", "flash_atten_persistent"]
 needs_ptxas = pytest.mark.skipif(build.find_ptxas() is None, reason="ptxas not on PATH")
 
 
@@ -77,6 +77,26 @@ def test_seed_has_no_spills_and_warpgroup_roles(texts):
     assert "0 bytes spill stores, 0 bytes spill loads" in log
     assert "C75" not in log  # no setmaxnreg / wgmma-serialisation warnings
 
+
+@needs_ptxas
+def test_persistent_kernel_loops_over_tiles_without_spills(texts):
+    loaded = build.run_module(texts["flash_atten_persistent"])
+    assert loaded.grid(B=8, Q_SEQ=1024, H=16, KV_SEQ=1024) == (132, 1, 1)
+    ptx = loaded.ptx()
+    assert ptx.count("setmaxnreg.dec.sync.aligned.u32 40") == 1
+    assert ptx.count("setmaxnreg.inc.sync.aligned.u32 232") == 1
+    # the seed's 32 wgmmas, once, inside the loops over items and tiles
+    assert ptx.count("wgmma.mma_async") == 32
+    # Q is a ring of one slot now: the producer waits for the consumers' release
+    assert ptx.count("mbarrier.init.shared::cta.b64") == 10
+    # the O tile is free once the store has read it; nothing of the kernel reads O
+    assert ptx.count("cp.async.bulk.wait_group.read 0;") == 1
+    assert "cp.async.bulk.wait_group 0;" not in ptx
+    # one exit per role, after its loops
+    assert ptx.count("ret;") == 2
+    _, log = build.ptxas(ptx, "sm_90a", verbose=True)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log
+    assert "C75" not in log
 
 def test_lowering_is_deterministic(texts):
     assert _pyptx("flash_atten_causal") == texts["flash_atten_causal"]

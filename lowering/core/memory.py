@@ -84,6 +84,7 @@ class Memory:
         self.lw = lw
         self.layouts: dict[str, BufLayout] = {}
         self.maps: list[TensorMap] = []
+        self._read: Optional[set[str]] = None
         k = lw.k
         epilogue = _epilogue_only(k)
         for b in k.buffers:
@@ -256,10 +257,28 @@ class Memory:
                     f"ptx.addr({tmap.text}, {self.coords(s.dst, box[0], st, s.loc)})",
                     addr(src, off + st * lay.stripe_bytes), pred=pred)
         lw.w.op("cp.async.bulk.commit_group", pred=pred)
-        # The shared tile may be reused once the copy has read it; when nothing
-        # follows, reading is all that must finish before the thread exits.
-        lw.w.op("cp.async.bulk.wait_group.read" if last else "cp.async.bulk.wait_group", 0,
+        # The shared tile may be reused once the copy has read it. Its writes must
+        # also be complete before anything of the kernel reads that tensor; when
+        # nothing does (or nothing follows), reading is all that must finish.
+        read_only = last or p.name not in self.tensors_read()
+        lw.w.op("cp.async.bulk.wait_group.read" if read_only else "cp.async.bulk.wait_group", 0,
                 pred=pred)
+
+    def tensors_read(self) -> set[str]:
+        """Global tensors the kernel reads (copies from them, element reads)."""
+        if self._read is None:
+            self._read = set()
+            for s in ir.walk(self.lw.k.body):
+                if isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
+                    self._read.add(s.src.base)
+                for attr in ("value", "cond", "init", "start", "stop", "step"):
+                    e = getattr(s, attr, None)
+                    if isinstance(e, ir.Expr):
+                        self._read |= _elem_bases(e)
+                for e in getattr(s, "index", ()) or ():
+                    self._read |= _elem_bases(e)
+            self._read &= {p.name for p in self.lw.k.params}
+        return self._read
 
     def policy(self, evict: Optional[str], loc) -> Optional[V]:
         if evict is None:
@@ -311,6 +330,16 @@ def _epilogue_only(k: ir.Kernel) -> set[str]:
                     bad.add(t.view.base)
             bad |= _buf_reads(s)
     return ok - bad
+
+
+def _elem_bases(e: ir.Expr) -> set[str]:
+    """Bases of the buffer/tensor elements an expression reads."""
+    from .context import children
+
+    out = {e.view.base} if isinstance(e, ir.BufElem) else set()
+    for c in children(e):
+        out |= _elem_bases(c)
+    return out
 
 
 def _buf_reads(s) -> set[str]:
