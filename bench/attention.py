@@ -3,8 +3,10 @@
 
     python3 bench/attention.py [--ref .ref/croq_fa] [--out bench/RESULTS.md]
 
-Shapes (bf16, D=128, BSHD): the seed (causal) at B=2 H=16 S=8192, B=1 S=4096,
-B=4 S=2048, B=8 S=1024, and the non-causal example at B=2 H=16 S=8192.
+Shapes (bf16, D=128, BSHD): the causal seed (examples/flash_atten_causal.co) and
+the persistent causal example (examples/flash_atten_persistent.co) at B=2 H=16
+S=8192, B=1 S=4096, B=4 S=2048, B=8 S=1024, and the non-causal example at
+B=2 H=16 S=8192.
 
 Timing. "graph": 10 (S >= 4096) or 40 calls captured in one CUDA graph,
 replayed 10 times, median per call; two rounds, interleaved across the
@@ -12,7 +14,7 @@ implementations, after a 2 s matmul warm-up (the card idles at low clocks).
 "events": median of per-call CUDA-event pairs. The reference build is timed
 by its own harness (10 warm-up + 50 timed calls, CUDA events, median), built
 with nvcc in the same command. TFLOP/s = 4*B*H*S^2*D (/2 when causal) / time.
-The ratio column compares choreo-py's best figure with the best figure of
+The ratio columns compare a choreo-py kernel's best figure with the best figure of
 cuDNN and of the reference, whichever is higher.
 """
 from __future__ import annotations
@@ -30,6 +32,11 @@ sys.path.insert(0, ROOT)
 
 SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True), (8, 16, 1024, True),
           (2, 16, 8192, False)]
+# A diagnostic row: 1024 query tiles of one K/V tile each (every tile costs the same).
+# The seed runs 1024 CTAs, about 7.8 per SM one after another; the persistent kernel
+# runs 132 blocks of about 7.8 tiles each, so the difference in time is the seed's
+# fixed cost per CTA (start, first loads, store before the next CTA) times 7.8.
+DIAG_SHAPES = [(64, 16, 128, True)]
 
 
 def log(msg: str = "") -> None:
@@ -94,6 +101,7 @@ def warm_up() -> None:
 
 _COMPILED: dict = {}
 HAND = False
+PERSISTENT = True
 
 
 def compiled(name: str):
@@ -112,6 +120,9 @@ def implementations(q, k, v, o, causal: bool):
     name = "flash_atten_causal" if causal else "flash_atten"
     ours = compiled(name)
     impls = [("choreo-py", lambda: ours(q, k, v, o))]
+    if causal and PERSISTENT:
+        pers = compiled("flash_atten_persistent")
+        impls.append(("choreo-py persistent", lambda: pers(q, k, v, o)))
     if HAND:  # the hand-written pyptx kernel the backend was shaped after
         from lowering.sm90.handwritten_fa import flash_attention
 
@@ -187,6 +198,7 @@ def fmt(x) -> str:
 
 
 def write_results(path: str, rows: list, env: dict, command: str) -> None:
+    ours = ["choreo-py"] + (["choreo-py persistent"] if PERSISTENT else [])
     lines = [
         "# FlashAttention forward on the H200: choreo-py vs cuDNN, FA2 and the reference compiler",
         "",
@@ -196,26 +208,32 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         "- bf16, D=128, BSHD; TFLOP/s = 4·B·H·S²·D (/2 causal) / time. choreo-py, cuDNN and FA2:",
         "  CUDA-graph replay, two rounds (r1 / r2), and per-call CUDA events (ev).",
         "  Reference: the reference compiler's build of the seed, its own harness (events, median",
-        "  of 50), run before and after the others. Ratio: choreo-py's best / the best figure of cuDNN and the reference.",
+        "  of 50), run before and after the others. Ratio: a choreo-py kernel's best figure / the",
+        "  best figure of cuDNN and the reference.",
         "",
-        "| shape | choreo-py r1 / r2 / ev | cuDNN r1 / r2 / ev | FA2 r1 / r2 / ev | reference | ratio |"
+        "| shape | " + " | ".join(f"{o} r1 / r2 / ev" for o in ours)
+        + " | cuDNN r1 / r2 / ev | FA2 r1 / r2 / ev | reference | "
+        + " | ".join(f"ratio {o}" for o in ours) + " |"
         + (" hand-written r1 / r2 / ev |" if HAND else ""),
-        "|---|---|---|---|---|---|" + ("---|" if HAND else ""),
+        "|---|" + "---|" * (2 * len(ours) + 3) + ("---|" if HAND else ""),
     ]
     for r in rows:
         cells = []
-        for label in ("choreo-py", "cuDNN", "FA2 (SDPA flash)"):
-            c = r["times"].get(label, {})
-            cells.append(" / ".join(fmt(c.get(m)) for m in ("graph", "graph2", "events")))
-        ours = best(r["times"].get("choreo-py"))
+        for label in ours + ["cuDNN", "FA2 (SDPA flash)"]:
+            c = r["times"].get(label)
+            cells.append(" / ".join(fmt(c.get(m)) for m in ("graph", "graph2", "events"))
+                         if c else "n/a")
         refs = r.get("ref") or []
         rivals = [x for x in [best(r["times"].get("cuDNN"))] + refs if x]
-        ratio = f"{ours / max(rivals):.3f}" if ours and rivals else "n/a"
+        ratios = []
+        for o in ours:
+            mine = best(r["times"].get(o))
+            ratios.append(f"{mine / max(rivals):.3f}" if mine and rivals else "n/a")
         ref_cell = " / ".join(fmt(x) for x in refs) if refs else "n/a"
         hand = r["times"].get("hand-written", {})
         extra = (" " + " / ".join(fmt(hand.get(m)) for m in ("graph", "graph2", "events")) + " |"
                  if HAND else "")
-        lines.append(f"| {r['label']} | {' | '.join(cells)} | {ref_cell} | {ratio} |"
+        lines.append(f"| {r['label']} | {' | '.join(cells)} | {ref_cell} | {' | '.join(ratios)} |"
                      + extra)
     lines.append("")
     with open(path, "w", encoding="utf-8") as fh:
@@ -228,9 +246,12 @@ def main() -> None:
     ap.add_argument("--ref", default=os.path.join(ROOT, ".ref", "croq_fa"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     ap.add_argument("--hand", action="store_true", help="also time lowering/sm90/handwritten_fa")
+    ap.add_argument("--no-persistent", action="store_true",
+                    help="leave out examples/flash_atten_persistent.co")
     args = ap.parse_args()
-    global HAND
+    global HAND, PERSISTENT
     HAND = args.hand
+    PERSISTENT = not args.no_persistent
     import torch
 
     build = None
@@ -247,7 +268,7 @@ def main() -> None:
     refs = reference(args.ref, build, {}) if os.path.isdir(args.ref) else {}
     warm_up()
     rows = []
-    for b, h, s, causal in SHAPES:
+    for b, h, s, causal in SHAPES + DIAG_SHAPES:
         label = f"B={b} H={h} S={s} {'causal' if causal else 'non-causal'}"
         log(f"[time] {label}  (GPU: {gpu_state()})")
         rows.append({"label": label, "times": time_shape(b, h, s, causal)})

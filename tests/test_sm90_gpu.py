@@ -27,12 +27,14 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 _loaded: dict = {}
 
 
-def kernel(name: str):
-    if name not in _loaded:
+def kernel(name: str, **defines: str):
+    key = (name, tuple(sorted(defines.items())))
+    if key not in _loaded:
         import choreo_py
 
-        _loaded[name] = choreo_py.load(str(EXAMPLES / f"{name}.co"), target="sm_90a")
-    return _loaded[name]
+        _loaded[key] = choreo_py.load(str(EXAMPLES / f"{name}.co"), target="sm_90a",
+                                      defines=defines or None)
+    return _loaded[key]
 
 
 def record(key: str, err: float, ok: bool) -> None:
@@ -84,15 +86,22 @@ SIZES = {"small": (1, 2), "large": (2, 16)}
 SEQS = [128, 256, 1024, 4096, 8192]
 
 
-def _fa_case(name: str, causal: bool, b: int, h: int, sq: int, skv: int) -> None:
+def _fa_inputs(b: int, h: int, sq: int, skv: int):
     g = torch.Generator(device="cuda").manual_seed(sq * 131 + skv * 7 + b * 3 + h)
     q = torch.randn(b, sq, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
     k = torch.randn(b, skv, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
     v = torch.randn(b, skv, h, 128, device="cuda", dtype=torch.bfloat16, generator=g)
+    return q, k, v
+
+
+def _fa_case(name: str, causal: bool, b: int, h: int, sq: int, skv: int, **defines) -> None:
+    q, k, v = _fa_inputs(b, h, sq, skv)
     o = torch.full_like(q, float("nan"))
-    kernel(name)(q, k, v, o)
+    kernel(name, **defines)(q, k, v, o)
     torch.cuda.synchronize()
-    check(f"{name} B={b} H={h} Q_SEQ={sq} KV_SEQ={skv}", o, attention_ref(q, k, v, causal))
+    extra = "".join(f" {d}={x}" for d, x in defines.items())
+    check(f"{name}{extra} B={b} H={h} Q_SEQ={sq} KV_SEQ={skv}", o,
+          attention_ref(q, k, v, causal))
 
 
 @pytest.mark.parametrize("size", sorted(SIZES))
@@ -108,6 +117,38 @@ def test_causal_seed(size, s):
 def test_non_causal(size, sq, skv):
     b, h = SIZES[size]
     _fa_case("flash_atten", False, b, h, sq, skv)
+
+
+# The persistent causal example: one block per SM (132) walking pairs of query
+# tiles. B=8 H=16 S=1024 gives every block about 4 items; NUM_SMS=7 gives each
+# of 7 blocks many items (9 tiles per head at S=1152: an odd count, so the
+# middle tile of each head is an item of its own).
+@pytest.mark.parametrize("size", sorted(SIZES))
+@pytest.mark.parametrize("s", SEQS + [77, 200, 1000])
+def test_persistent(size, s):
+    b, h = SIZES[size]
+    _fa_case("flash_atten_persistent", True, b, h, s, s)
+
+
+@pytest.mark.parametrize("b,h,s,sms", [(8, 16, 1024, None), (2, 3, 1152, "7"), (1, 5, 640, "3"),
+                                       (3, 2, 1000, "7")])
+def test_persistent_many_items_per_block(b, h, s, sms):
+    defines = {"NUM_SMS": sms} if sms else {}
+    _fa_case("flash_atten_persistent", True, b, h, s, s, **defines)
+
+
+def test_persistent_matches_the_seed():
+    # Each query tile runs the seed's statements in the seed's order.
+    q, k, v = _fa_inputs(2, 16, 1024, 1024)
+    outs = []
+    for name in ("flash_atten_causal", "flash_atten_persistent"):
+        o = torch.full_like(q, float("nan"))
+        kernel(name)(q, k, v, o)
+        torch.cuda.synchronize()
+        outs.append(o.float())
+    diff = float((outs[1] - outs[0]).abs().max())
+    record("flash_atten_persistent vs seed, B=2 H=16 S=1024: max abs difference", diff, diff < 1e-2)
+    assert diff < 1e-2
 
 
 # ---------------------------------------------------------------- gemm
@@ -149,15 +190,22 @@ def test_runtime_rejects_bad_arguments():
 
 
 def sanitize() -> None:
-    """Small launches of the three kernels (run under compute-sanitizer)."""
+    """Small launches of the four kernels (run under compute-sanitizer)."""
     torch.manual_seed(0)
-    for name, causal in (("flash_atten_causal", True), ("flash_atten", False)):
+    for name, causal in (("flash_atten_causal", True), ("flash_atten", False),
+                         ("flash_atten_persistent", True)):
         q, k, v = (torch.randn(1, 200, 2, 128, device="cuda", dtype=torch.bfloat16)
                    for _ in range(3))
         o = torch.full_like(q, float("nan"))
         kernel(name)(q, k, v, o)
         torch.cuda.synchronize()
         print(name, "rel_err", rel_err(o, attention_ref(q, k, v, causal)))
+    # the persistent kernel with 3 blocks of several items each (rings across items)
+    q, k, v = (torch.randn(1, 640, 3, 128, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    o = torch.full_like(q, float("nan"))
+    kernel("flash_atten_persistent", NUM_SMS="3")(q, k, v, o)
+    torch.cuda.synchronize()
+    print("flash_atten_persistent NUM_SMS=3 rel_err", rel_err(o, attention_ref(q, k, v, True)))
     a = torch.randn(300, 136, device="cuda", dtype=torch.bfloat16)
     bt = torch.randn(264, 136, device="cuda", dtype=torch.bfloat16)
     c = torch.full((300, 264), float("nan"), device="cuda", dtype=torch.bfloat16)
