@@ -7,7 +7,6 @@ returns its text.
 """
 from __future__ import annotations
 
-import importlib
 import os
 from typing import Iterable, Optional
 
@@ -49,28 +48,9 @@ def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
     module = build_ir(program, target)
     if emit == "ir":
         return print_module(module)
-    if target == "sm_90a" and emit in ("pyptx", "ptx", "cubin"):
-        from .runtime import build  # the backend: lowering/sm90 (cubin: bytes)
+    if emit in ("pyptx", "ptx", "cubin"):
+        from .runtime import build  # the backend: lowering/<arch> (cubin: bytes)
 
         return build.emit(module, path, emit, target)
-    if target == "sm_100a" and emit in ("pyptx", "ptx", "cubin"):
-        return _emit_sm100(module, path, emit)
     raise ChoreoError(f"--emit {emit}: the {target} backend is not part of this build yet; "
                       "'--emit ir' shows the tile IR it will lower")
-
-
-def _emit_sm100(module: ir.Module, path: str, emit: str):
-    """The sm_100a backend (lowering/sm100/lower.py): pyptx text, its PTX, or the cubin."""
-    from .runtime import build
-
-    try:  # installed as choreo_py.lowering; `lowering` in a source checkout
-        backend = importlib.import_module("choreo_py.lowering.sm100.lower")
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("choreo_py.lowering"):
-            raise
-        backend = importlib.import_module("lowering.sm100.lower")
-    text = backend.lower_module(module, os.path.basename(path))
-    if emit == "pyptx":
-        return text
-    ptx = build.run_module(text).ptx()
-    return ptx if emit == "ptx" else build.ptxas(ptx, "sm_100a")[0]

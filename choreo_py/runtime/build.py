@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
-BACKENDS = {"sm_90a": "sm90"}
+BACKENDS = {"sm_90a": "sm90", "sm_100a": "sm100"}
 
 
 def lowering(target: str):

@@ -21,17 +21,47 @@ from .writer import Writer
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 
 
+def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
+    """The pyptx module text of the file's one kernel, for `target`."""
+    arch = target.arch
+    found = [(f, k) for f in module.functions for k in f.kernels]
+    if not found:
+        raise ChoreoError("the file has no kernel (no `parallel ... : block`) to compile")
+    if len(found) > 1:
+        raise ChoreoError(f"a file with several kernels is not lowered for {arch} yet",
+                          found[1][1].loc)
+    fn, kernel = found[0]
+    for s in fn.body:
+        if not isinstance(s, ir.Launch):
+            raise ChoreoError(f"host code other than launching the kernel is not lowered for "
+                              f"{arch} yet", getattr(s, "loc", fn.loc))
+    return lower_kernel(kernel, fn, target, source_name)
+
+
+def _hook(lw: Lowering, name: str, *args) -> None:
+    """Calls the target's optional hook `name` (see `TargetHooks` in target.py)."""
+    fn = getattr(lw.target, name, None)
+    if fn is not None:
+        fn(lw, *args)
+
+
 def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: str) -> str:
+    prepare = getattr(target, "prepare", None)
+    if prepare is not None:
+        k = prepare(k)
     w = Writer()
     lw = Lowering(k, target, w)
     lw.facts = analysis.analyse(k, target.arch)
+    _hook(lw, "start")
     if len(k.grid) > 3:
         raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
     lw.enter_region()
     _prologue(lw)
     lw.memory = Memory(lw)
     prefetch = w.mark()
-    events.init_events(lw)
+    _hook(lw, "before_events")
+    events.init_events(lw)  # ends with a block barrier
+    _hook(lw, "after_events")
     _region(lw, k.body, top=True)
     lw.leave_region()
     with w.into(prefetch):
@@ -87,6 +117,7 @@ def _region(lw: Lowering, stmts: list, top: bool = False) -> None:
 
 def _block(lw: Lowering, stmts: list) -> None:
     """A nested block (loop or branch body): same region, deeper."""
+    _hook(lw, "block_boundary")
     i = 0
     while i < len(stmts):
         i = _stmt(lw, stmts[i], stmts, i)
@@ -116,14 +147,30 @@ def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
     lw.stmt_memo = {}
     if not isinstance(s, (ir.Parallel, ir.Role, ir.ViewDef)):
         w.source(s.loc)
-    handler = _HANDLERS.get(type(s))
+    overrides = getattr(lw.target, "handlers", None)
+    handler = (overrides or {}).get(type(s)) or _HANDLERS.get(type(s))
     if handler is None:
         raise lw.refuse(_NAMES.get(type(s), type(s).__name__), getattr(s, "loc", None))
+    _hook(lw, "before_stmt", s)
     handler(lw, s, last)
+    _hook(lw, "after_stmt", s)
 
 
 def _parallel(lw: Lowering, s: ir.Parallel, last: bool) -> None:
-    roles.parallel(lw, s, lambda body: _region(lw, body), last)
+    roles.parallel(lw, s, lambda body: _role_region(lw, body), last)
+
+
+def _role_region(lw: Lowering, body: list) -> None:
+    """The statements one instance of a parallel region runs (its roles included)."""
+    _hook(lw, "enter_role")
+    lw.enter_region()
+    for i, s in enumerate(body):
+        lw.next_statement()
+        _stmt(lw, s, body, i)
+    if getattr(lw.target, "leave_role", None) is not None:
+        lw.next_statement()
+        lw.target.leave_role(lw)  # still in the region: its registers are live
+    lw.leave_region()
 
 
 _NAMES = {

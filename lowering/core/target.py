@@ -80,3 +80,18 @@ class MmaTarget(Protocol):
 
     def update(self, lw, frag: ir.Frag) -> None:
         """After per-thread code wrote the accumulator (registers -> tensor memory)."""
+
+
+class TargetHooks(Protocol):
+    """Optional methods a target may define; the core calls those that exist.
+
+    prepare(kernel) -> kernel     before lowering (e.g. add barriers to the smem plan)
+    start(lw)                     after the kernel's analysis
+    before_events(lw)             before the mbarrier set-up (and its block barrier)
+    after_events(lw)              after it
+    before_stmt(lw, s)            around every statement's lowering
+    after_stmt(lw, s)
+    block_boundary(lw)            at the head of a loop or branch body
+    enter_role(lw) / leave_role(lw)  around the statements of a parallel instance
+    handlers                      {ir statement type: handler(lw, s, last)} overriding the core's
+    """
