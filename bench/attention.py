@@ -118,6 +118,8 @@ VARIANTS = {
     # pairs, but every other item runs its short tile first
     "alternate": [("bm = (half == 0) ? q_tiles - 1 - pair : pair;",
                    "bm = ((half + item) % 2 == 0) ? q_tiles - 1 - pair : pair;")],
+    # the producer stores each tile's output (a source of its own, bench/variants/)
+    "producer-store": "flash_atten_persistent_producer_store.co",
     # one tile per item, tile-major (longest first over all heads), zigzag over blocks
     "tile-major": _UNPAIRED + [
         (_ITEM, "item = round * NUM_SMS + ((round % 2 == 0) ? blk : NUM_SMS - 1 - blk);"),
@@ -133,7 +135,9 @@ def compiled(name: str, variant: str | None = None):
     key = (name, variant)
     if key not in _COMPILED:
         path = os.path.join(ROOT, "examples", f"{name}.co")
-        if variant:
+        if isinstance(VARIANTS.get(variant), str):
+            path = os.path.join(ROOT, "bench", "variants", VARIANTS[variant])
+        elif variant:
             text = open(path, encoding="utf-8").read()
             for old, new in VARIANTS[variant]:
                 assert old in text, (variant, old)

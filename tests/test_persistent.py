@@ -107,3 +107,12 @@ def test_check_and_strict_build_are_clean(capsys):
         n = 3 if defines else 132
         assert [(g.var, g.extent.value) for g in kernel.grid] == [("blk", n)]
         assert pipeline_check.check_kernel(kernel) > 20
+
+
+def test_producer_store_variant_matches_the_seed():
+    # bench/variants/: the producer stores each tile; same arithmetic as the seed.
+    variant = ROOT / "bench" / "variants" / "flash_atten_persistent_producer_store.co"
+    for b, h, s in [(1, 3, 640), (2, 1, 200)]:
+        o_variant = run(variant, b, h, s, sms=3)[3]
+        o_seed = run(SEED, b, h, s)[3]
+        assert torch.equal(o_variant, o_seed)

@@ -134,3 +134,28 @@ def test_cli_writes_pyptx(tmp_path):
     assert res.returncode == 0, res.stderr
     assert out.read_text().startswith('"""Kernel `flash_atten` of flash_atten.co')
 
+
+
+PRODUCER_STORE = ROOT / "bench" / "variants" / "flash_atten_persistent_producer_store.co"
+
+
+def test_issue_only_role_stores_and_published_thread_writes_are_fenced():
+    text = compile_file(str(PRODUCER_STORE), "pyptx", "sm_90a")
+    start = text.index("inthreads.async (p == 0)")
+    producer = text[start:text.index("inthreads.async (p > 0)", start)]
+    # the producer role stays issue-only (one thread) with its TMA store
+    assert "issue-only role" in producer
+    assert "global_.shared__cta.bulk_group" in producer
+    # the consumers publish o_buf with an event: every writer fences its stores into
+    # the async proxy, the instance meets, one thread arrives
+    consumer = text[text.index("inthreads.async (p > 0)", start):]
+    tail = consumer[consumer.index("trigger of.at(o_order++)"):][:700]
+    assert tail.index("ptx.fence.proxy_async_shared_cta()") < tail.index("ptx.bar.sync(inst_bar") \
+        < tail.index("ptx.mbarrier.arrive(")
+
+
+@needs_ptxas
+def test_producer_store_variant_assembles_without_spills():
+    loaded = build.run_module(compile_file(str(PRODUCER_STORE), "pyptx", "sm_90a"))
+    _, log = build.ptxas(loaded.ptx(), "sm_90a", verbose=True)
+    assert "0 bytes spill stores, 0 bytes spill loads" in log

@@ -15,8 +15,8 @@
 - Event arrival counts: one arrival per instance of each role that
   triggers the event.
 - Issue-only roles: a role whose body only moves data and synchronises
-  (TMA, events, scalar code) runs on one thread per instance; the other
-  threads of its warpgroup leave at once.
+  (TMA loads and stores, events, scalar code) runs on one thread per
+  instance; the other threads of its warpgroup leave at once.
 """
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ from choreo_py.diagnostics import ChoreoError
 from .context import children
 
 _ISSUE_ONLY = (ir.Let, ir.Var, ir.Assign, ir.ViewDef, ir.For, ir.While, ir.If, ir.Break,
-               ir.Continue, ir.SetMaxRegs, ir.TmaLoad, ir.Trigger, ir.Wait)
+               ir.Continue, ir.SetMaxRegs, ir.TmaLoad, ir.TmaStore, ir.Trigger, ir.Wait)
 
 
 @dataclass

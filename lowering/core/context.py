@@ -173,9 +173,14 @@ class Lowering:
         return self.inst_leader()
 
     def instance_sync_if_dirty(self) -> None:
-        """Before one thread acts for its instance: the others' shared-memory work is done."""
+        """Before one thread acts for its instance: the others' shared-memory work is done.
+
+        The writes are fenced into the async proxy first: what the thread then
+        publishes (an event, a copy) may be read by the TMA engine."""
         if not self.smem_dirty or self.role is None:
             return
+        self.w.comment("thread-written shared memory -> visible to the async (TMA) proxy")
+        self.w.call("ptx.fence.proxy_async_shared_cta")
         if self.instance_barrier_base is None:
             self.instance_barrier_base = self.new_barrier_id(self.parallel_extent)
         bid = self.w.reg("u32", "inst_bar")

@@ -178,6 +178,5 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
     pred = lw.issuer()
     if lw.role is not None and not lw.role.single_thread and lw.smem_dirty:
-        lw.w.call("ptx.fence.proxy_async_shared_cta")
         lw.instance_sync_if_dirty()
     lw.memory.tma_store(s, pred, last)
