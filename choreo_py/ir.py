@@ -593,6 +593,43 @@ class Module:
 # ---------------------------------------------------------------- walking
 
 
+def expr_children(e: Expr) -> list[Expr]:
+    """The direct sub-expressions of `e` (view offsets of a BufElem not included)."""
+    out: list[Expr] = []
+    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
+        sub = getattr(e, name, None)
+        if isinstance(sub, Expr):
+            out.append(sub)
+    out.extend(getattr(e, "args", ()) or ())
+    out.extend(getattr(e, "index", ()) or ())
+    return out
+
+
+def expr_walk(e: Expr):
+    """Pre-order walk over an expression tree."""
+    stack = [e]
+    while stack:
+        x = stack.pop()
+        yield x
+        stack.extend(reversed(expr_children(x)))
+
+
+def sym_names(e: Expr) -> set[str]:
+    """Every scalar name `e` reads."""
+    return {x.name for x in expr_walk(e) if isinstance(x, Sym)}
+
+
+def elem_reads(stmts: list[Stmt]) -> set[str]:
+    """Fragments read through `frag.at(...)` by the values and conditions of `stmts`."""
+    out: set[str] = set()
+    for s in walk(stmts):
+        for attr in ("value", "cond"):
+            e = getattr(s, attr, None)
+            if isinstance(e, Expr):
+                out |= {x.frag for x in expr_walk(e) if isinstance(x, Elem)}
+    return out
+
+
 def child_blocks(stmt: Stmt) -> list[list[Stmt]]:
     """The statement lists nested directly in `stmt`."""
     if isinstance(stmt, (For, While, Parallel, Role, Apply)):

@@ -30,20 +30,6 @@ def resolve_swizzles(kernel: ir.Kernel) -> None:
         kernel.buffer(name).swizzle = swz
 
 
-def _reads(e: ir.Expr, out: set[str]) -> set[str]:
-    if isinstance(e, ir.Elem):
-        out.add(e.frag)
-    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, ir.Expr):
-            _reads(sub, out)
-    for a in getattr(e, "args", ()) or ():
-        _reads(a, out)
-    for a in getattr(e, "index", ()) or ():
-        _reads(a, out)
-    return out
-
-
 class _RowStates:
     """Which row vectors hold per-owner partial values, statement by statement.
 
@@ -97,7 +83,7 @@ class _RowStates:
             if target is None or len(target.shape) != 1:
                 continue
             folds = over_acc and len(s.index) < len(a.indices)
-            self._set(s.frag, folds or bool(_reads(s.value, set()) & self.partial))
+            self._set(s.frag, folds or bool(ir.elem_reads([s]) & self.partial))
 
 
 def assign_frag_layouts(kernel: ir.Kernel) -> None:

@@ -341,17 +341,7 @@ def _stmt_exprs(s):
                 yield e
 
 
-def _names(e: ir.Expr) -> set[str]:
-    if isinstance(e, ir.Sym):
-        return {e.name}
-    out: set[str] = set()
-    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, ir.Expr):
-            out |= _names(sub)
-    for a in (*(getattr(e, "args", ()) or ()), *(getattr(e, "index", ()) or ())):
-        out |= _names(a)
-    return out
+_names = ir.sym_names
 
 
 def _describe(kernel: ir.Kernel, env: dict) -> str:

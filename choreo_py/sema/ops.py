@@ -29,19 +29,6 @@ def auto_swizzle(row_bytes: int) -> int | None:
     return None
 
 
-def _syms(e: ir.Expr) -> set[str]:
-    if isinstance(e, ir.Sym):
-        return {e.name}
-    out: set[str] = set()
-    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, ir.Expr):
-            out |= _syms(sub)
-    for a in (*(getattr(e, "args", ()) or ()), *(getattr(e, "index", ()) or ())):
-        out |= _syms(a)
-    return out
-
-
 def _fmt(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
@@ -191,11 +178,11 @@ class OpBuilder:
         for st in list(ir.walk(self.out)) + list(ir.walk(body)):
             if isinstance(st, (ir.Let, ir.Assign, ir.Var)):
                 value = st.value if not isinstance(st, ir.Var) else st.init
-                if _syms(value) & varying:
+                if ir.sym_names(value) & varying:
                     varying.add(st.name)
         for v in (op.src, op.dst):
             for e in (*v.offsets, *v.extents, *((v.slot,) if v.slot is not None else ())):
-                hit = _syms(e) & varying
+                hit = ir.sym_names(e) & varying
                 if hit:
                     return sorted(hit)[0]
         return None

@@ -198,12 +198,5 @@ class Lowering:
         return first
 
 
-def children(e: ir.Expr) -> list[ir.Expr]:
-    out: list[ir.Expr] = []
-    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, ir.Expr):
-            out.append(sub)
-    out.extend(getattr(e, "args", ()) or ())
-    out.extend(getattr(e, "index", ()) or ())
-    return out
+#: The direct sub-expressions of an IR expression.
+children = ir.expr_children

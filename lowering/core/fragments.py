@@ -336,7 +336,7 @@ class ApplyLowering(ExprLowering):
 
     def branch(self, s: ir.If, outer: Optional[dict], ks: list) -> None:
         written = {t.frag for t in ir.walk(s.then + s.orelse) if isinstance(t, ir.ElemStore)}
-        if not (_elem_reads([s]) & written) and len(ks) > 1:
+        if not (ir.elem_reads([s]) & written) and len(ks) > 1:
             for k in ks:  # element by element: one predicate live at a time
                 self.branch(s, outer, [k])
             return
@@ -439,26 +439,10 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     if len(a.indices) != len(dom.frag.shape):
         raise lw.refuse(f"apply over '{a.domain}' with {len(a.indices)} indices", a.loc)
     accs = sorted({s.frag for s in ir.walk(a.body) if isinstance(s, ir.ElemStore)}
-                  | _elem_reads(a.body))
+                  | ir.elem_reads(a.body))
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
     for f in acc_frags:
         lw.target.access(lw, f)
     ApplyLowering(lw, a, dom).run(a.body, None)
     for f in acc_frags:
         lw.target.update(lw, f)
-
-
-def _elem_reads(stmts: list) -> set:
-    out: set = set()
-
-    def visit(e):
-        if isinstance(e, ir.Elem):
-            out.add(e.frag)
-        for c in children(e):
-            visit(c)
-    for s in ir.walk(stmts):
-        for attr in ("value", "cond"):
-            e = getattr(s, attr, None)
-            if isinstance(e, ir.Expr):
-                visit(e)
-    return out

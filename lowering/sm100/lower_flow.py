@@ -29,7 +29,6 @@ from typing import Callable, Optional
 
 from choreo_py import ir
 
-from ..core.context import children
 
 Live = frozenset
 
@@ -47,21 +46,7 @@ class Flow:
         return self.writeback.get((id(s), acc), True)
 
 
-def elem_reads(stmts: list) -> set:
-    """Fragments read through `frag.at(...)` in an apply body (as the core's apply sees them)."""
-    out: set = set()
-
-    def visit(e):
-        if isinstance(e, ir.Elem):
-            out.add(e.frag)
-        for c in children(e):
-            visit(c)
-    for s in ir.walk(stmts):
-        for attr in ("value", "cond"):
-            e = getattr(s, attr, None)
-            if isinstance(e, ir.Expr):
-                visit(e)
-    return out
+elem_reads = ir.elem_reads  # fragments an apply body reads (as the core sees them)
 
 
 def writes(s) -> set:
