@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
-from ..core.exprs import ExprLowering
 from ..core.writer import V
 from . import descriptors as d
 from .target import Sm100Target, _addr, smem_desc_bits
@@ -79,11 +79,11 @@ def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     w.call("ptx.tcgen05.fence_after_thread_sync")
     for kk in range(k // MMA_K):
         if trans_b:
-            bd = _desc_add(lw, b_desc, kk * MMA_K * b.row_bytes)
+            bd = desc_add(lw, b_desc, kk * MMA_K * b.row_bytes)
         else:
-            bd = _desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
+            bd = desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
         if a_tmem is None:
-            a = _desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk)).text
+            a = desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk)).text
         else:
             a = _addr(a_addr, kk * MMA_K // 2)  # two bf16 per 32-bit column
         w.op("tcgen05.mma.cta_group::1.kind::f16", _addr(d_addr), a, bd, id_reg,
@@ -129,42 +129,9 @@ def _a_operand(lw: Lowering, s: ir.Mma):
 
 
 def _desc(lw: Lowering, view: ir.View, loc, *, mn_major: bool):
-    """Descriptor of a shared tile's origin: the part that does not move is computed once;
-    a ring slot or moving row is added in 16-byte units (`cvt` + `mad.lo.u64`)."""
-    lay, const, terms, col0 = lw.memory.origin_terms(view, loc)
-    if lay.swizzle not in (32, 64, 128):
-        raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
-    bits = smem_desc_bits(lay.swizzle, mn_major=mn_major, stripe_bytes=lay.stripe_bytes,
-                          row_bytes=lay.row_bytes)
-    fixed = [x for x in terms if lw.invariant(x[0])]
-    moving = [x for x in terms if not lw.invariant(x[0])]
-    reg, extra = lw.memory.address(fixed, loc, "tile_addr")
-    addr = const + extra
-
-    def make() -> V:
-        w = lw.w
-        t = w.reg("u32", f"{view.base}_a16")
-        if addr:
-            w.op("add.u32", t, reg, addr)
-            w.op("shr.u32", t, t, 4)
-        else:
-            w.op("shr.u32", t, reg, 4)
-        out = w.reg("u64", f"{view.base}_desc")
-        w.op("cvt.u64.u32", out, t)
-        w.op("or.b64", out, out, hex(bits))
-        return out
-    desc = lw.once(("desc100", reg.text, addr, bits), make)
-    for e, scale in moving:
-        v = ExprLowering(lw, loc).value(e)
-        if v.is_const:
-            desc = _desc_add(lw, desc, v.const * scale)
-            continue
-        wide = lw.w.reg("u64", f"{view.base}_step")
-        lw.w.op("cvt.u64.u32", wide, v)
-        out = lw.w.reg("u64", f"{view.base}_desc")
-        lw.w.op("mad.lo.u64", out, wide, scale >> 4, desc)
-        desc = out
-    return desc, col0
+    """Descriptor of a shared tile's origin (the sm_100 layout bits)."""
+    return tile_descriptor(lw, view, loc, lambda lay: smem_desc_bits(
+        lay.swizzle, mn_major=mn_major, stripe_bytes=lay.stripe_bytes, row_bytes=lay.row_bytes))
 
 
 def _kmajor_step(lay, col0: int, kk: int) -> int:
@@ -172,14 +139,6 @@ def _kmajor_step(lay, col0: int, kk: int) -> int:
     def at(c: int) -> int:
         return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
     return at(col0 + MMA_K * kk) - at(col0)
-
-
-def _desc_add(lw: Lowering, desc: V, byte_offset: int) -> V:
-    if byte_offset == 0:
-        return desc
-    out = lw.w.reg("u64", "desc_k")
-    lw.w.op("add.s64", out, desc, byte_offset >> 4)
-    return out
 
 
 def _const(lw: Lowering, ty: str, hint: str, value) -> V:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
-from ..core.exprs import ExprLowering
 from ..core.target import AccLayout
 from ..core.writer import V
 
@@ -120,11 +120,11 @@ class Sm90Target:
         for kk in range(k // 16):
             scale_d = 0 if (zero_first and kk == 0) else 1
             if trans_b:
-                bd = _desc_add(lw, b_desc, kk * 16 * b.row_bytes)
+                bd = desc_add(lw, b_desc, kk * 16 * b.row_bytes)
             else:
-                bd = _desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
+                bd = desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
             if a_regs is None:
-                ad = _desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk))
+                ad = desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk))
                 w.op(opcode, f"list({acc.array})", ad, bd, scale_d, 1, 1, 0, trans_b)
             else:
                 regs = "[" + ", ".join(f"{a_regs}[{4 * kk + j}]" for j in range(4)) + "]"
@@ -148,46 +148,13 @@ class Sm90Target:
         return _KINDS.get(lay.dtype), shape[1], None
 
     def _desc(self, lw: Lowering, view: ir.View, loc, *, mn_major: bool):
-        """Descriptor of a shared tile's origin.
-
-        The part of the address that does not move (buffer, invariant row
-        offset) is one descriptor computed once; a ring slot or moving row is
-        added to it in units of 16 bytes (`cvt` + `mad.lo.u64`)."""
-        lay, const, terms, col0 = lw.memory.origin_terms(view, loc)
-        if not lay.swizzle or lay.swizzle not in _SWIZZLE_MODE:
-            raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
-        sbo = 8 * lay.row_bytes
-        lbo = lay.stripe_bytes if mn_major else 16
-        bits = (_SWIZZLE_MODE[lay.swizzle] << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
-        fixed = [t for t in terms if lw.invariant(t[0])]
-        moving = [t for t in terms if not lw.invariant(t[0])]
-        reg, extra = lw.memory.address(fixed, loc, "tile_addr")
-        addr = const + extra
-
-        def make() -> V:
-            w = lw.w
-            t = w.reg("u32", f"{view.base}_a16")
-            if addr:
-                w.op("add.u32", t, reg, addr)
-                w.op("shr.u32", t, t, 4)
-            else:
-                w.op("shr.u32", t, reg, 4)
-            d = w.reg("u64", f"{view.base}_desc")
-            w.op("cvt.u64.u32", d, t)
-            w.op("or.b64", d, d, hex(bits))
-            return d
-        d = lw.once(("desc", reg.text, addr, bits), make)
-        for e, scale in moving:
-            v = ExprLowering(lw, loc).value(e)
-            if v.is_const:
-                d = _desc_add(lw, d, v.const * scale)
-                continue
-            wide = lw.w.reg("u64", f"{view.base}_step")
-            lw.w.op("cvt.u64.u32", wide, v)
-            out = lw.w.reg("u64", f"{view.base}_desc")
-            lw.w.op("mad.lo.u64", out, wide, scale >> 4, d)
-            d = out
-        return d, col0
+        """Descriptor of a shared tile's origin (wgmma layout bits: swizzle mode, SBO = 8
+        rows, LBO = the stripe stride for MN-major tiles, 16 B for K-major ones)."""
+        def bits(lay) -> int:
+            sbo = 8 * lay.row_bytes
+            lbo = lay.stripe_bytes if mn_major else 16
+            return (_SWIZZLE_MODE[lay.swizzle] << 62) | ((sbo >> 4) << 32) | ((lbo >> 4) << 16)
+        return tile_descriptor(lw, view, loc, bits)
 
     def _check_warpgroup(self, lw: Lowering, loc) -> None:
         if lw.role is None or lw.role.threads != 128:
@@ -202,14 +169,6 @@ def _kmajor_step(lay, col0: int, kk: int) -> int:
     def at(c: int) -> int:
         return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
     return at(col0 + 16 * kk) - at(col0)
-
-
-def _desc_add(lw: Lowering, desc: V, byte_offset: int) -> V:
-    if byte_offset == 0:
-        return desc
-    out = lw.w.reg("u64", "desc_k")
-    lw.w.op("add.s64", out, desc, byte_offset >> 4)
-    return out
 
 
 def _refuse(what: str, loc):
