@@ -218,5 +218,5 @@ def _special_case(text, tok, pos, prev_end, expected, texts):
         return "expected ';' after statement", prev_end
     if tok.type == "RBRACE" and "}" not in names:
         what = _describe_expected(expected, texts)
-        return (f"unexpected '}}'" + (f", expected {what}" if what else "")), pos
+        return ("unexpected '}'" + (f", expected {what}" if what else "")), pos
     return None

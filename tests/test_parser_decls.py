@@ -1,7 +1,7 @@
 """Buffers, fragments, events and scalars."""
 from choreo_py import ast
 
-from parser_util import body, error, one
+from parser_util import body, error
 
 
 def test_shared_buffer_array():

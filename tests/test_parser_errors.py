@@ -5,7 +5,6 @@ import sys
 import pytest
 
 from choreo_py.diagnostics import ChoreoError
-from choreo_py import frontend
 
 from parser_util import checked, error
 

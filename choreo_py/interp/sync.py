@@ -79,7 +79,7 @@ class EventState:
             gen = phase - (1 if self.ready else 0)
             state = (f"its generation {cur - (1 if self.ready else 0)} is still incomplete "
                      f"({self.arrivals[slot]}/{self.expected} arrivals)") if phase > cur else \
-                f"that generation has already completed"
+                "that generation has already completed"
             raise EventError(f"{who} triggers {self.label(slot)} generation {gen}, but {state}; "
                              f"the arrival would count toward the wrong phase", loc)
         join(self.pending[slot], clock)
