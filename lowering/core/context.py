@@ -27,6 +27,7 @@ class Binding:
     invariant: bool  # immutable and bound at a region's top level (or outside)
     mutable: bool = False
     nonneg: bool = False  # provably >= 0 (selects shifts/masks for / and %)
+    uniform: bool = False  # the same in every thread of a warp that computes it
 
 
 @dataclass
@@ -78,9 +79,10 @@ class Lowering:
         return ChoreoError(f"{what} is not lowered for {self.target.arch} yet", loc)
 
     # ------------------------------------------------------------ names
-    def bind(self, name: str, value: V, *, mutable: bool = False, nonneg: bool = False) -> None:
+    def bind(self, name: str, value: V, *, mutable: bool = False, nonneg: bool = False,
+             uniform: bool = False) -> None:
         inv = not mutable and self.depth == 0
-        self.scopes[-1][name] = Binding(value, inv, mutable, nonneg)
+        self.scopes[-1][name] = Binding(value, inv, mutable, nonneg, uniform and not mutable)
 
     def lookup(self, name: str) -> Optional[Binding]:
         for scope in reversed(self.scopes):
@@ -141,6 +143,21 @@ class Lowering:
         if isinstance(e, (ir.Elem, ir.BufElem)):
             return False
         return all(self.invariant(c) for c in children(e))
+
+    def uniform(self, e: ir.Expr) -> bool:
+        """Whether `e` is warp-uniform: it reads constants and warp-uniform names only.
+
+        Symbolic dims, grid indices, the index of a parallel instance of a warp
+        or more, and immutable names computed from them are; mutable scalars,
+        thread-indexed values and element reads are not (conservatively)."""
+        if isinstance(e, ir.Const):
+            return True
+        if isinstance(e, ir.Sym):
+            b = self.lookup(e.name)
+            return b is not None and b.uniform
+        if isinstance(e, (ir.Elem, ir.BufElem)):
+            return False
+        return all(self.uniform(c) for c in children(e))
 
     # ------------------------------------------------------------ role threads
     def inst_leader(self) -> V:

@@ -22,7 +22,7 @@ def nonneg(lw: Lowering, e: ir.Expr, loc) -> bool:
 
 def let(lw: Lowering, s: ir.Let) -> None:
     v = expr(lw, s.value, s.loc, hint=s.name)
-    lw.bind(s.name, v, nonneg=nonneg(lw, s.value, s.loc))
+    lw.bind(s.name, v, nonneg=nonneg(lw, s.value, s.loc), uniform=lw.uniform(s.value))
 
 
 def var(lw: Lowering, s: ir.Var) -> None:
@@ -50,6 +50,10 @@ def for_(lw: Lowering, s: ir.For, body) -> None:
     bound = lw.lookup(s.stop.name) if isinstance(s.stop, ir.Sym) else None
     if bound is not None and bound.mutable:  # the trip count is fixed at loop entry
         stop = w.reg("s32", f"{s.var}_end", init=stop)
+    # Every thread of a warp runs a loop with warp-uniform bounds and no early exit
+    # the same number of times: its branches are `bra.uni` and its index uniform.
+    uni = lw.uniform(s.start) and lw.uniform(s.stop) and not (bound is not None and bound.mutable) \
+        and not any(isinstance(t, (ir.Break, ir.Continue)) for t in ir.walk(s.body))
     lw.depth += 1
     lw.push()
     top, cont, end = w.label(f"{s.var}_loop"), w.label(f"{s.var}_next"), w.label(f"{s.var}_end")
@@ -57,9 +61,9 @@ def for_(lw: Lowering, s: ir.For, body) -> None:
     more, done = ("lt", "ge") if up else ("gt", "le")
     p = w.reg("pred", f"{s.var}_more")
     w.op(f"setp.{done}.s32", p, i, stop)
-    w.bra(end, p)
+    w.bra(end, p, uni=uni)
     w.put_label(top)
-    lw.bind(s.var, i, nonneg=nonneg(lw, s.start, s.loc) and up)
+    lw.bind(s.var, i, nonneg=nonneg(lw, s.start, s.loc) and up, uniform=uni)
     lw.scopes[-1][s.var].invariant = False
     lw.loops.append((cont, end))
     body(s.body)
@@ -67,7 +71,7 @@ def for_(lw: Lowering, s: ir.For, body) -> None:
     w.put_label(cont)
     w.op("add.s32", i, i, step)
     w.op(f"setp.{more}.s32", p, i, stop)
-    w.bra(top, p)
+    w.bra(top, p, uni=uni)
     w.put_label(end)
     lw.pop()
     lw.depth -= 1
@@ -100,7 +104,7 @@ def if_(lw: Lowering, s: ir.If, body) -> None:
         return
     lw.depth += 1
     other, end = w.label("else"), w.label("endif")
-    w.bra(other if s.orelse else end, c, negate=True)
+    w.bra(other if s.orelse else end, c, negate=True, uni=lw.uniform(s.cond))
     lw.push()
     body(s.then)
     lw.pop()

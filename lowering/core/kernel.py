@@ -91,11 +91,11 @@ def _prologue(lw: Lowering) -> None:
     for d in k.symbolic_dims:
         r = w.reg("s32", d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=True)
+        lw.bind(d, r, nonneg=True, uniform=True)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
-        lw.bind(g.var, r, nonneg=True)
+        lw.bind(g.var, r, nonneg=True, uniform=True)
     lw.tid = w.reg("u32", "tid")
     w.op("mov.u32", lw.tid, 'ptx.sreg("%tid.x")')
     w.comment(f"dynamic shared memory, base rounded up to {SMEM_ALIGN} B")

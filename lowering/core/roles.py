@@ -45,7 +45,7 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     w.op("shr.u32", inst, lw.tid, shift)
     local = w.reg("u32", f"{s.var}_tid")
     w.op("and.b32", local, lw.tid, threads - 1)
-    lw.bind(s.var, inst, nonneg=True)
+    lw.bind(s.var, inst, nonneg=True, uniform=threads >= 32)  # a warp is in one instance
     lw.parallel_extent = s.extent
     roles = [t for t in s.body if isinstance(t, ir.Role)]
     if roles and len(roles) != len(s.body):
@@ -68,7 +68,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     members = sorted(r.members)
     if members != list(range(extent)):
         inside = member_pred(lw, inst, members, extent)
-        w.bra(skip, inside, negate=True)
+        w.bra(skip, inside, negate=True, uni=threads >= 32)
     single = threads > 1 and analysis.issue_only(r)
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}

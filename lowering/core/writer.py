@@ -218,14 +218,19 @@ class Writer:
     def put_label(self, name: str) -> None:
         self.line(f'ptx.label("{name}")')
 
-    def bra(self, label: str, pred: Optional[V] = None, negate: bool = False) -> None:
-        if pred is None:
-            self.line(f'ptx.bra("{label}")')
-        elif pred.is_const:
-            if bool(pred.const) != negate:
-                self.line(f'ptx.bra("{label}")')
+    def bra(self, label: str, pred: Optional[V] = None, negate: bool = False,
+            uni: bool = False) -> None:
+        """`bra`; `uni`: the guard is the same in every active thread of a warp (`bra.uni`),
+        which lets ptxas keep the code after it warp-uniform."""
+        if pred is not None and pred.is_const:
+            if bool(pred.const) == negate:
+                return
+            pred = None
+        guard = "" if pred is None else f", pred={'~' if negate else ''}{pred.text}"
+        if uni:
+            self.line(f'ptx.inst.bra.uni("{label}"{guard})')
         else:
-            self.line(f'ptx.bra("{label}", pred={"~" if negate else ""}{pred.text})')
+            self.line(f'ptx.bra("{label}"{guard})')
 
 
 def _mov_type(ty: str) -> str:
