@@ -29,7 +29,7 @@ import torch
 from .. import ir
 from .errors import InterpError
 from .lane_races import LaneAccesses
-from .memory import Box
+from .memory import Box, _compose
 from .scalars import Evaluator, binary, round_to
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
@@ -267,19 +267,7 @@ class LaneRun:
         keep = list(view.keep)
         parent = self.env.get(view.base)
         if isinstance(parent, (Box, _LaneBox)):
-            kept = [d for d, k in enumerate(parent.keep) if k]
-            if len(offs) != len(kept):
-                raise InterpError(f"view of rank {len(offs)} over a view of rank {len(kept)}", loc)
-            if slot is not None and parent.slot is not None:
-                raise InterpError(f"'{parent.base}' is already indexed", loc)
-            starts, all_sizes = list(parent.starts), list(parent.sizes)
-            new_keep = [False] * len(starts)
-            for j, d in enumerate(kept):
-                starts[d] = starts[d] + offs[j]
-                all_sizes[d] = sizes[j]
-                new_keep[d] = keep[j]
-            box = _LaneBox(parent.base, parent.slot if slot is None else slot, starts,
-                           all_sizes, new_keep)
+            box = _compose(parent, offs, sizes, keep, slot, loc, make=_LaneBox)
         elif view.base in self.mem.tensors:
             box = _LaneBox(view.base, slot, offs, sizes, keep)
         else:

@@ -217,7 +217,8 @@ def _element_pos(box: Box, index: tuple[int, ...], loc) -> tuple[int, ...]:
     return tuple(pos)
 
 
-def _compose(parent: Box, offs, exts, keep, slot, loc) -> Box:
+def _compose(parent, offs, exts, keep, slot, loc, make=None):
+    """The box of a view over `parent` (a Box, or a lane box when `make` builds one)."""
     kept = [d for d, k in enumerate(parent.keep) if k]
     if len(offs) != len(kept):
         raise InterpError(f"view of rank {len(offs)} over a view of rank {len(kept)}", loc)
@@ -226,11 +227,11 @@ def _compose(parent: Box, offs, exts, keep, slot, loc) -> Box:
     starts, sizes = list(parent.starts), list(parent.sizes)
     new_keep = [False] * len(starts)
     for n, d in enumerate(kept):
-        starts[d] += offs[n]
+        starts[d] = starts[d] + offs[n]  # never in place: a lane tensor may be shared
         sizes[d] = exts[n]
         new_keep[d] = keep[n]
-    return Box(parent.base, parent.slot if slot is None else slot,
-               tuple(starts), tuple(sizes), tuple(new_keep))
+    return (make or Box)(parent.base, parent.slot if slot is None else slot,
+                         tuple(starts), tuple(sizes), tuple(new_keep))
 
 
 def _alloc(b: ir.Buffer) -> torch.Tensor:
