@@ -446,3 +446,15 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     ApplyLowering(lw, a, dom).run(a.body, None)
     for f in acc_frags:
         lw.target.update(lw, f)
+
+
+def mma_accumulator(lw: Lowering, s: ir.Mma):
+    """The accumulator of an MMA statement, after the checks every MMA unit shares."""
+    if s.k_schedule is not None:
+        raise lw.refuse("an MMA with an explicit k schedule", s.loc)
+    acc = lw.frags.get(s.acc)
+    if acc is None or acc.kind != "acc":
+        raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)
+    if s.layout not in ("row.row", "row.col"):
+        raise lw.refuse(f"mma.{s.layout}", s.loc)
+    return acc

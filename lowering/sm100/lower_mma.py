@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core.fragments import mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.writer import V
@@ -32,14 +33,8 @@ MMA_K = 16
 
 def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     t._check_role(lw, s.loc)
-    if s.k_schedule is not None:
-        raise lw.refuse("an MMA with an explicit k schedule", s.loc)
-    acc = lw.frags.get(s.acc)
-    if acc is None or acc.kind != "acc":
-        raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)
+    acc = mma_accumulator(lw, s)
     m, n = acc.frag.shape
-    if s.layout not in ("row.row", "row.col"):
-        raise lw.refuse(f"mma.{s.layout}", s.loc)
     kind, k, a_tmem = _a_operand(lw, s)
     b = lw.memory.layout(s.b.base, s.loc)
     trans_b = s.layout == "row.col"

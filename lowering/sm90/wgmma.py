@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core.fragments import mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
@@ -88,14 +89,8 @@ class Sm90Target:
     # ------------------------------------------------------------ mma
     def issue(self, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         self._check_warpgroup(lw, s.loc)
-        if s.k_schedule is not None:
-            raise lw.refuse("an MMA with an explicit k schedule", s.loc)
-        acc = lw.frags.get(s.acc)
-        if acc is None or acc.kind != "acc":
-            raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)
+        acc = mma_accumulator(lw, s)
         m, n = acc.frag.shape
-        if s.layout not in ("row.row", "row.col"):
-            raise lw.refuse(f"mma.{s.layout}", s.loc)
         a_kind, k, a_regs = self._a_operand(lw, s)
         b = lw.memory.layout(s.b.base, s.loc)
         b_shape = _shape(s.b)
