@@ -417,6 +417,23 @@ class SyncShared(Stmt):
 
 
 @dataclass
+class NamedBarrier(Stmt):
+    """`__bar_sync(id, count)` / `__bar_arrive(id, count)`: hardware named barrier `id`.
+
+    A generation of barrier `id` completes once `count` threads have arrived;
+    `sync` arrives and waits for that, `arrive` only arrives. Every thread of
+    the executing role instance arrives (the count is in threads), so warpgroups
+    can hand turns to each other (one syncs on its barrier, the other arrives on
+    it). Ids 1..7 belong to programs; 0 and 8..15 to the compiler.
+    """
+
+    op: str  # "sync" | "arrive"
+    barrier: Expr
+    count: int
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class FragDecl(Stmt):
     frag: Frag
     init: Optional[Const] = None

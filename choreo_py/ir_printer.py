@@ -111,6 +111,7 @@ class _Printer:
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
     def s_RoleSync(self, s): self.emit("role.sync")
+    def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
 
     def s_For(self, s):

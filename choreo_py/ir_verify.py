@@ -189,6 +189,15 @@ class _Verifier:
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
     def s_RoleSync(self, s): pass
+
+    def s_NamedBarrier(self, s):
+        self.expr(s.barrier, s.loc)
+        if s.op not in ("sync", "arrive"):
+            self.err(f"named barrier operation '{s.op}' (sync or arrive)", s.loc)
+        if s.count <= 0 or s.count % 32:
+            self.err(f"named barrier thread count {s.count} must be a positive multiple of 32", s.loc)
+        if isinstance(s.barrier, ir.Const) and not 1 <= s.barrier.value <= 7:
+            self.err(f"named barrier id {s.barrier.value} is not one of the program's (1..7)", s.loc)
     def s_SetMaxRegs(self, s):
         if not 24 <= s.count <= 256 or s.count % 8:
             self.err(f"register count {s.count} must be a multiple of 8 in [24, 256]", s.loc)

@@ -25,7 +25,8 @@ from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_p
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
-from .sync import Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait, JoinWait
+from .sync import (Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait,
+                   JoinWait, NamedBarrierState, NamedBarrierWait)
 
 
 #: Whether the IR marks collective copies itself (`leader_only` + `RoleSync`).
@@ -56,6 +57,7 @@ class BlockRun:
         self.ev = Evaluator(self)
         self.apply: ApplyRun | None = None
         self.barriers: dict = {}
+        self.named_barriers: dict[int, NamedBarrierState] = {}
         self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
@@ -64,6 +66,7 @@ class BlockRun:
             ir.Parallel: self.s_parallel, ir.Role: self.s_role, ir.Wait: self.s_wait,
             ir.Trigger: self.s_trigger, ir.TmaLoad: self.s_copy, ir.DmaCopy: self.s_copy,
             ir.TmaStore: self.s_tma_store, ir.Mma: self.s_mma, ir.SyncShared: self.s_sync,
+            ir.NamedBarrier: self.s_named_barrier,
         }
         self.plain = {
             ir.Let: self.s_let, ir.Var: self.s_var, ir.Assign: self.s_assign,
@@ -180,6 +183,7 @@ class BlockRun:
         for p in range(s.extent):
             c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))
             c.instance = (s.var, p)
+            c.threads = s.threads or 1
             c.leader = p == 0
             c.group = (("parallel", id(s)), self.instances.get(id(s), s.extent))
             self.launch(c, s.body)
@@ -200,6 +204,7 @@ class BlockRun:
         name = s.name if s.name.isidentifier() else f"({s.name})"  # sema names roles by condition
         c = Thread(f"{name}[{var}={p}]", th, dict(th.env), dict(th.types))
         c.instance = th.instance
+        c.threads = th.threads
         c.leader = p == (min(s.members) if s.members else 0)
         c.group = (("role", id(s)), self.instances.get(id(s), 1))
         self.launch(c, s.body)
@@ -217,6 +222,18 @@ class BlockRun:
         last = len(bar.arrived) == bar.expected
         yield from self.block_on(th, BarrierWait(bar, s.loc))
         return bar if last else None
+
+    def s_named_barrier(self, s, th):
+        """`__bar_sync` / `__bar_arrive`: the instance's threads arrive on barrier `id`."""
+        bid = self.ev.integer(s.barrier, th.env, s.loc)
+        if not 1 <= bid <= 7:
+            raise InterpError(f"named barrier id {bid}: programs own the ids 1..7", s.loc)
+        bar = self.named_barriers.setdefault(bid, NamedBarrierState(bid))
+        gen = bar.arrive(th.threads, s.count, th.release(), s.loc, f"role {th.name}")
+        if s.op == "sync":
+            yield from self.block_on(th, NamedBarrierWait(bar, gen, s.loc))
+        else:
+            yield PREEMPT
 
     # ---------------------------------------------------------------- events and futures
     def event(self, name: str, loc) -> EventState:

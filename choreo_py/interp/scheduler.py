@@ -50,6 +50,7 @@ class Thread(Agent):
         self.group: tuple = (None, 1)  # (key, instances) for collective statements
         self.leader = True  # the instance that issues the group's `leader_only` copies
         self.occurrences: dict = {}
+        self.threads = 1  # hardware threads this thread of control stands for
 
 
 class Scheduler:

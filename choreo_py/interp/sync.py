@@ -218,6 +218,67 @@ class BarrierWait:
     detail = describe
 
 
+class NamedBarrierState:
+    """Hardware named barrier `id` (`__bar_sync` / `__bar_arrive`), shared by the block.
+
+    Arrivals count threads: a role instance adds all its threads. A generation
+    completes when the arrivals reach the count the arrivals name (they must all
+    name the same one); the next arrival starts the next generation. `sync`
+    waits for the generation it arrived in; `arrive` does not wait. A completed
+    generation orders everything its arrivers did before arriving before what
+    its `sync`ers do after it.
+    """
+
+    def __init__(self, bid: int) -> None:
+        self.bid = bid
+        self.count = 0  # threads the generation being filled needs (0: none arrived yet)
+        self.arrived = 0
+        self.completed = 0
+        self.pending: dict = {}
+        self.clocks: list[dict] = []
+
+    def arrive(self, threads: int, count: int, clock: dict, loc, who: str) -> int:
+        """One instance's arrival; returns the generation it counts toward."""
+        if self.arrived and count != self.count:
+            raise EventError(f"{who} arrives on named barrier {self.bid} counting {count} "
+                             f"threads, but the generation being filled counts {self.count} "
+                             f"({self.arrived} arrived)", loc)
+        if self.arrived + threads > count:
+            raise EventError(f"{who} brings {threads} threads to named barrier {self.bid}, "
+                             f"{self.arrived} of {count} already arrived: the count is exceeded",
+                             loc)
+        self.count = count
+        join(self.pending, clock)
+        gen = self.completed
+        self.arrived += threads
+        if self.arrived == count:
+            self.clocks.append(self.pending)
+            self.pending, self.arrived, self.count = {}, 0, 0
+            self.completed += 1
+        return gen
+
+
+class NamedBarrierWait:
+    def __init__(self, bar: NamedBarrierState, gen: int, loc) -> None:
+        self.bar, self.gen, self.loc = bar, gen, loc
+
+    def ready(self) -> bool:
+        return self.bar.completed > self.gen
+
+    def check(self, who: str) -> None:
+        pass
+
+    def acquire(self, agent: Agent, who: str) -> None:
+        join(agent.clock, self.bar.clocks[self.gen])
+
+    def describe(self) -> str:
+        return f"named barrier {self.bar.bid} generation {self.gen}"
+
+    def detail(self) -> str:
+        b = self.bar
+        return f"{self.describe()} ({b.arrived}/{b.count} threads arrived)"
+
+
 class JoinWait:
     """A parallel region (or an instance) waiting for the threads it spawned."""
 

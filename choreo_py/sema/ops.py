@@ -508,4 +508,35 @@ class OpBuilder:
                 raise err(f"copy of a {_fmt(src.shape)} fragment into a {_fmt(dst.shape)} one", c)
             self.emit(ir.FragCopy(dst.name, src.name, loc=c.loc))
             return
+        if fn in ("__bar_sync", "__bar_arrive"):
+            self.named_barrier(c, fn[6:])
+            return
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
+
+    def named_barrier(self, c: A.CallExpr, op: str) -> None:
+        """`__bar_sync(id, count)` / `__bar_arrive(id, count)` in a role's device code."""
+        fn = f"__bar_{op}"
+        if len(c.args) != 2:
+            raise err(f"'{fn}(barrier_id, thread_count)' takes 2 arguments", c)
+        par = self.in_parallel
+        if self.role is None or par is None or not self.role.is_async:
+            raise err(f"'{fn}' synchronises thread groups: it belongs in the body of an "
+                      "'inthreads.async' role", c)
+        bid = self.scalar(c.args[0])
+        if bid.dtype not in ir.INT_TYPES:
+            raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
+        n = B.as_int(bid)
+        if n is not None and not 1 <= n <= 7:
+            raise err(f"barrier id {n}: programs own the named barriers 1..7 (0 and 8..15 "
+                      "synchronise the compiler's own code)", c.args[0])
+        count = self.const_int(c.args[1], "the thread count")
+        group, block = par.threads or 1, par.extent * (par.threads or 1)
+        if group % 32:
+            raise err(f"'{fn}' counts whole warps; the thread groups of this parallel level have "
+                      f"{group} threads", c)
+        if count <= 0 or count % 32 or count % group:
+            raise err(f"thread count {count}: a named barrier counts whole thread groups of this "
+                      f"parallel level ({group} threads each, and a multiple of 32)", c.args[1])
+        if count > block:
+            raise err(f"thread count {count} exceeds the {block} threads of the block", c.args[1])
+        self.emit(ir.NamedBarrier(op, bid, count, loc=c.loc))

@@ -63,7 +63,10 @@ class Lowering:
         self.frags: dict[str, str] = {}  # fragment name -> register array name
         self.smem_base: Optional[V] = None
         self.tid: Optional[V] = None
-        self.named_barriers = 0  # ids handed out (bar.sync 0 is the block barrier)
+        # ids handed out (bar.sync 0 is the block barrier); a program that names
+        # barriers itself owns 1..7, and the compiler's start at 8
+        self.named_barriers = 7 if any(isinstance(s, ir.NamedBarrier)
+                                       for s in ir.walk(kernel.body)) else 0
         self.facts = None  # analysis.Facts
         self.memory = None  # memory.Memory
         self.stmt_memo: dict = {}  # values of the statement being lowered
@@ -211,7 +214,9 @@ class Lowering:
         first = self.named_barriers + 1
         self.named_barriers += count
         if self.named_barriers > 15:
-            raise ChoreoError("more than 15 named barriers are needed in one kernel", self.k.loc)
+            own = "8..15, the program owning 1..7" if first > 7 else "1..15"
+            raise ChoreoError(f"the compiler's synchronisation needs more named barriers than "
+                              f"the ids {own}", self.k.loc)
         return first
 
 

@@ -192,6 +192,7 @@ _HANDLERS = {
     ir.Parallel: _parallel,
     ir.SetMaxRegs: lambda lw, s, last: roles.setmaxnreg(lw, s),
     ir.RoleSync: lambda lw, s, last: roles.role_sync(lw, s),
+    ir.NamedBarrier: lambda lw, s, last: roles.named_barrier(lw, s),
     ir.TmaLoad: lambda lw, s, last: roles.tma_load(lw, s),
     ir.TmaStore: lambda lw, s, last: roles.tma_store(lw, s, last),
     ir.Wait: lambda lw, s, last: events.wait(lw, s),

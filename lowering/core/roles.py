@@ -26,6 +26,7 @@ from choreo_py import ir
 
 from . import analysis, events
 from .context import Lowering, RoleCtx
+from .exprs import ExprLowering
 from .writer import V
 
 _LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
@@ -136,6 +137,15 @@ def role_sync(lw: Lowering, s: ir.RoleSync) -> None:
         bid = role_barrier(lw)
         lw.w.call("ptx.bar.sync", str(bid), str(n))
     lw.smem_dirty = False
+
+
+def named_barrier(lw: Lowering, s: ir.NamedBarrier) -> None:
+    """`__bar_sync/arrive(id, count)`: every thread of the instance arrives on barrier `id`."""
+    # A role holding one is never issue-only (analysis.issue_only), so every thread arrives.
+    if lw.role is None:
+        raise lw.refuse(f"__bar_{s.op} outside an 'inthreads.async' role", s.loc)
+    bid = ExprLowering(lw, s.loc).value(s.barrier, "bar_id")
+    lw.w.op(f"bar.{s.op}", bid, V.imm(s.count, "u32"))
 
 
 def role_barrier(lw: Lowering) -> int:
