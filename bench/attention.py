@@ -100,6 +100,55 @@ def warm_up() -> None:
         torch.cuda.synchronize()
 
 
+REF_LABEL = "reference (same process)"
+REF_LIB_DIR = "/tmp/croq_fa_lib"
+_REF_LIB: list = []  # the loaded reference library (bench/ref_lib.sh), once built
+
+
+def reference_lib(build: subprocess.Popen | None):
+    """The reference compiler's seed kernel as a library (bench/ref_lib.sh), or None."""
+    import ctypes
+
+    if build is not None and not _REF_LIB:
+        out, _ = build.communicate(timeout=400)
+        log("[ref lib build] " + " | ".join(out.strip().splitlines()[-2:]))
+        path = os.path.join(REF_LIB_DIR, "libcroq_fa.so")
+        if build.returncode == 0 and os.path.exists(path):
+            ctypes.CDLL("libcuda.so.1", mode=ctypes.RTLD_GLOBAL)  # cuTensorMapEncodeTiled
+            lib = ctypes.CDLL(path)
+            lib.croq_fa_causal.restype = ctypes.c_int
+            lib.croq_fa_causal.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3 + [ctypes.c_void_p]
+            _REF_LIB.append(lib)
+        else:
+            _REF_LIB.append(None)
+    return _REF_LIB[0] if _REF_LIB else None
+
+
+def reference_impl(q, k, v, o):
+    """(label, fn) for the reference's kernel on these tensors, if it computes the seed's output."""
+    import torch
+
+    lib = reference_lib(None)
+    if lib is None or q.shape != k.shape:
+        return []
+    b, s, h, _ = q.shape
+
+    def fn():
+        rc = lib.croq_fa_causal(q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), b, s, h,
+                                torch.cuda.current_stream().cuda_stream)
+        if rc:
+            raise RuntimeError(f"reference kernel launch: CUDA error {rc}")
+
+    ref = torch.full_like(o, float("nan"))
+    compiled("flash_atten_causal")(q, k, v, ref)
+    o.fill_(float("nan"))
+    fn()
+    torch.cuda.synchronize()
+    diff = float((o.float() - ref.float()).abs().max())
+    log(f"  {REF_LABEL}: max |out - choreo-py seed's out| = {diff}")
+    return [(REF_LABEL, fn)] if diff == diff and diff < 1e-2 else []
+
+
 _COMPILED: dict = {}
 HAND = False
 PERSISTENT = True
@@ -112,7 +161,123 @@ BURST_IDLE_S = 1.5
 _ITEM = "item = round * NUM_SMS + blk;"
 _UNPAIRED = [("pairs = cdiv(q_tiles, 2);", "pairs = q_tiles;"),
              ("foreach {half} in [(2 * pair + 1 == q_tiles) ? 1 : 2] {", "foreach {half} in [1] {")]
+# The consumers' schedule inside a tile (FA3's choices, as Choreo statements):
+# *rescale-early* rescales acc_o by the previous step's factor right after the next
+# QK is issued (while it runs) instead of at the end of the step, so the next QK
+# starts one rescale sooner; *pingpong* makes the two consumer warpgroups take turns
+# issuing their MMAs (named barriers 1 and 2), so one's softmax overlaps the other's MMAs.
+_RESCALE_EARLY = [
+    ("frag f32[WG_M] scores_scale;", "frag f32[WG_M] scores_scale {1.0f};"),
+    # acc_o's shape is used (the rescale) before the PV that would give it
+    ("frag bf16[WG_M, BLOCK_N] acc_s_cast;",
+     "frag bf16[WG_M, BLOCK_N] acc_s_cast;\n              frag f32[WG_M, DIM] acc_o;"),
+    ("""                wait vf.at(v_pipe_order);
+                pv = mma.row.col.async""",
+     """                apply {i, j} in acc_o.span
+                  acc_o.at(i, j) = acc_o.at(i, j) * scores_scale.at(i);
+                wait vf.at(v_pipe_order);
+                pv = mma.row.col.async"""),
+    ("""                  acc_s_cast.at(i, j) = __to(acc_s.at(i, j));
+                apply {i, j} in acc_o.span
+                  acc_o.at(i, j) = acc_o.at(i, j) * scores_scale.at(i);
+              }""",
+     """                  acc_s_cast.at(i, j) = __to(acc_s.at(i, j));
+              }"""),
+    ("""              final_v_slot = v_pipe_order % V_STAGES;""",
+     """              apply {i, j} in acc_o.span
+                acc_o.at(i, j) = acc_o.at(i, j) * scores_scale.at(i);
+              final_v_slot = v_pipe_order % V_STAGES;"""),
+]
+_PINGPONG = [
+    ("""        mutable u32 q_order = 0;
+        mutable u32 k_pipe_order = 0;
+        mutable u32 v_pipe_order = 0;
+
+        foreach {round} in [rounds] {
+          item = round * NUM_SMS + blk;
+          if (item < items) {
+            pair = item % pairs;
+            head = item / pairs % H;
+            batch = item / pairs / H;
+            O_head""",
+     """        mutable u32 q_order = 0;
+        mutable u32 k_pipe_order = 0;
+        mutable u32 v_pipe_order = 0;
+        // Consumer cid issues its MMAs after a sync on barrier cid + 1 and hands
+        // the turn over by arriving on the other's; consumer 1 lets 0 go first.
+        if (cid == 1)
+          __bar_arrive(1, 256);
+
+        foreach {round} in [rounds] {
+          item = round * NUM_SMS + blk;
+          if (item < items) {
+            pair = item % pairs;
+            head = item / pairs % H;
+            batch = item / pairs / H;
+            O_head"""),
+    ("""              wait kf.at(k_pipe_order);
+              first_qk = mma.row.row.async acc_s,
+                q_shared.subspan(WG_M, DIM).at(cid, 0), k_buf[first_k_slot];
+""",
+     """              wait kf.at(k_pipe_order);
+              __bar_sync(cid + 1, 256);
+              first_qk = mma.row.row.async acc_s,
+                q_shared.subspan(WG_M, DIM).at(cid, 0), k_buf[first_k_slot];
+              __bar_arrive(2 - cid, 256);
+"""),
+    ("""                wait kf.at(k_pipe_order);
+                qk = mma.row.row.async""",
+     """                wait kf.at(k_pipe_order);
+                __bar_sync(cid + 1, 256);
+                qk = mma.row.row.async"""),
+    ("""                pv = mma.row.col.async acc_o, acc_s_cast, v_buf[prev_v_slot];
+""",
+     """                pv = mma.row.col.async acc_o, acc_s_cast, v_buf[prev_v_slot];
+                __bar_arrive(2 - cid, 256);
+"""),
+]
+
+# Diagnostics (wrong results by design, timed without the check): where the time of
+# a K/V step goes. *diag-noload*: after the first two K/V tiles of a query tile the
+# producer only signals the ring (the consumers reuse stale tiles), so the L2 -> SM
+# traffic of K/V disappears. *diag-noexp*: the score exponentials become plain FMAs.
+_LOAD = {"k": ("""                k_load = tma.load.async.evict_last.swiz
+                  K_head.subspan(BLOCK_N, DIM).at(bn, 0) => k_buf[k_slot];
+                trigger kf.at(k_pipe_order++) after k_load;""", "K_head", "k_buf[k_slot]"),
+         "v": ("""                v_load = tma.load.async.evict_last.swiz
+                  V_head.subspan(BLOCK_N, DIM).at(bn, 0) => v_buf[v_slot];
+                trigger vf.at(v_pipe_order++) after v_load;""", "V_head", "v_buf[v_slot]")}
+
+
+def _skip_load(x: str) -> tuple[str, str]:
+    old, head, dst = _LOAD[x]
+    e = "kf" if x == "k" else "vf"
+    order = f"{x}_pipe_order"
+    new = f"""                if (issue < 2) {{
+                  {x}_load = tma.load.async.evict_last.swiz
+                    {head}.subspan(BLOCK_N, DIM).at(bn, 0) => {dst};
+                  trigger {e}.at({order}) after {x}_load;
+                }} else {{
+                  trigger {e}.at({order});
+                }}
+                {order} = {order} + 1;"""
+    return old, new
+
+
+DIAGNOSTICS = {"diag-noload", "diag-noexp"}
+
 VARIANTS = {
+    # a third K (or V) ring slot: the producer runs one more tile ahead (224 KB of tiles)
+    "k3": [("#define K_STAGES 2", "#define K_STAGES 3")],
+    "v3": [("#define V_STAGES 2", "#define V_STAGES 3")],
+    "diag-noload": [_skip_load("k"), _skip_load("v")],
+    "diag-noexp": [("""                  acc_s.at(i, j) = __exp2f(
+                    acc_s.at(i, j) * 0.12751743f - scores_max.at(i) * 0.12751743f);""",
+                    """                  acc_s.at(i, j) =
+                    acc_s.at(i, j) * 0.12751743f - scores_max.at(i) * 0.12751743f;""")],
+    "rescale-early": _RESCALE_EARLY,
+    "pingpong": _PINGPONG,
+    "pingpong-rescale-early": _PINGPONG + _RESCALE_EARLY,
     # one query tile per item, in the seed's order (tiles of a head, longest first)
     "unpaired": _UNPAIRED,
     # pairs, but every other item runs its short tile first
@@ -187,8 +352,9 @@ def variant_impls(q, k, v, o):
             f(q, k, v, o)
             torch.cuda.synchronize()
             diff = float((o.float() - ref.float()).abs().max())
-            log(f"  variant {name}: max |out - seed's out| = {diff}")
-            if diff == diff and diff < 1e-2:  # not NaN
+            log(f"  variant {name}: max |out - seed's out| = {diff}"
+                + (" (a diagnostic: wrong results by design)" if name in DIAGNOSTICS else ""))
+            if name in DIAGNOSTICS or (diff == diff and diff < 1e-2):  # not NaN
                 out.append((f"variant {name}", lambda f=f: f(q, k, v, o)))
         except Exception as err:  # noqa: BLE001 - report and carry on
             log(f"  variant {name}: ERROR {err!r}"[:300])
@@ -204,6 +370,8 @@ def time_shape(b: int, h: int, s: int, causal: bool) -> dict:
     calls = 10 if s >= 4096 else 40
     row: dict = {}
     impls = implementations(q, k, v, o, causal)
+    if causal:
+        impls[1:1] = reference_impl(q, k, v, o)
     if causal and PERSISTENT:
         impls += variant_impls(q, k, v, o)
     for method in METHODS:
@@ -277,26 +445,40 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         "  CUDA-graph replay, two rounds (r1 / r2), per-call CUDA events (ev), and the reference",
         "  harness's method after 1.5 s idle (burst: 10 warm-up + 50 timed calls, events, median).",
         "  Reference: the reference compiler's build of the seed, its own harness (events, median",
-        "  of 50), run before and after the others. Ratio: a choreo-py kernel's best figure / the",
-        "  best figure of cuDNN and the reference.",
+        "  of 50), run before and after the others; and the same kernel and host code built as a",
+        "  library (bench/ref_lib.sh) and timed here like the others, on the same tensors",
+        "  (\"same process\"). Ratio: a choreo-py kernel's best figure / the best figure of",
+        "  cuDNN and the reference (both ways of running it). Same-method ratios: for each of",
+        "  r1 / r2 / ev / burst, the kernel's figure / the best rival's figure by that method.",
         "",
         "| shape | " + " | ".join(f"{o} r1 / r2 / ev / burst" for o in ours)
-        + " | cuDNN r1 / r2 / ev / burst | FA2 r1 / r2 / ev / burst | reference | "
-        + " | ".join(f"ratio {o}" for o in ours) + " |"
+        + f" | cuDNN r1 / r2 / ev / burst | {REF_LABEL} r1 / r2 / ev / burst"
+        + " | FA2 r1 / r2 / ev / burst | reference harness | "
+        + " | ".join(f"ratio {o}" for o in ours) + " | "
+        + " | ".join(f"same-method ratios {o}" for o in ours) + " |"
         + (" hand-written r1 / r2 / ev |" if HAND else ""),
-        "|---|" + "---|" * (2 * len(ours) + 3) + ("---|" if HAND else ""),
+        "|---|" + "---|" * (3 * len(ours) + 4) + ("---|" if HAND else ""),
     ]
     for r in rows:
         cells = []
-        for label in ours + ["cuDNN", "FA2 (SDPA flash)"]:
+        for label in ours + ["cuDNN", REF_LABEL, "FA2 (SDPA flash)"]:
             c = r["times"].get(label)
             cells.append(" / ".join(fmt(c.get(m)) for m in METHODS) if c else "n/a")
         refs = r.get("ref") or []
-        rivals = [x for x in [best(r["times"].get("cuDNN"))] + refs if x]
+        rivals = [x for x in [best(r["times"].get("cuDNN")), best(r["times"].get(REF_LABEL))]
+                  + refs if x]
         ratios = []
         for o in ours:
             mine = best(r["times"].get(o))
             ratios.append(f"{mine / max(rivals):.3f}" if mine and rivals else "n/a")
+        for o in ours:
+            per = []
+            for m in METHODS:
+                mine = (r["times"].get(o) or {}).get(m)
+                theirs = [x for x in ((r["times"].get(lab) or {}).get(m)
+                                      for lab in ("cuDNN", REF_LABEL)) if x]
+                per.append(f"{mine / max(theirs):.3f}" if mine and theirs else "n/a")
+            ratios.append(" / ".join(per))
         ref_cell = " / ".join(fmt(x) for x in refs) if refs else "n/a"
         hand = r["times"].get("hand-written", {})
         extra = (" " + " / ".join(fmt(hand.get(m)) for m in ("graph", "graph2", "events")) + " |"
@@ -331,6 +513,11 @@ def main() -> None:
     ap.add_argument("--variants", default="",
                     help="comma-separated work orders of the persistent example to time too: "
                     + ", ".join(VARIANTS))
+    ap.add_argument("--only", default="",
+                    help="time only the shapes whose label contains one of these "
+                         "comma-separated strings (e.g. 'S=8192 causal')")
+    ap.add_argument("--no-ref-lib", action="store_true",
+                    help="do not build and time the reference's kernel in this process")
     args = ap.parse_args()
     global HAND, PERSISTENT
     HAND = args.hand
@@ -338,10 +525,14 @@ def main() -> None:
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
     import torch
 
-    build = None
+    build = libbuild = None
     if os.path.isdir(args.ref) and not os.path.exists(os.path.join(args.ref, "bin", "fa_zc")):
         build = subprocess.Popen(["bash", "build_and_run.sh", "zc", "--build-only"], cwd=args.ref,
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if os.path.isdir(args.ref) and not args.no_ref_lib:
+        libbuild = subprocess.Popen(["bash", os.path.join(ROOT, "bench", "ref_lib.sh"), args.ref,
+                                     REF_LIB_DIR], stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True)
     smi = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
                          capture_output=True, text=True).stdout.strip()
     env = {"gpu": torch.cuda.get_device_name(), "driver": smi.split(",")[-1].strip() if smi else "?",
@@ -350,10 +541,13 @@ def main() -> None:
     # The reference harness runs before and after the timings below, so that
     # both sides are seen in the same thermal and clock states.
     refs = reference(args.ref, build, {}) if os.path.isdir(args.ref) else {}
+    reference_lib(libbuild)
     warm_up()
     rows = []
     for b, h, s, causal in SHAPES + DIAG_SHAPES:
         label = f"B={b} H={h} S={s} {'causal' if causal else 'non-causal'}"
+        if args.only and not any(x in label for x in args.only.split(",")):
+            continue
         log(f"[time] {label}  (GPU: {gpu_state()})")
         rows.append({"label": label, "times": time_shape(b, h, s, causal)})
     refs = reference(args.ref, None, refs) if os.path.isdir(args.ref) else {}

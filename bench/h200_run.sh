@@ -3,7 +3,7 @@
 # launches, Nsight Compute counters, then the FlashAttention timings
 # (bench/attention.py); logs under $OUT.
 #   carry: .whl (pyptx, lark: /work/shared/tools/gpu_wheels.sh) and .ref (the reference build)
-#   usage: STEPS=tests,sanitize,ncu,bench VARIANTS=unpaired,tile-major bash bench/h200_run.sh
+#   usage: STEPS=tests,sanitize,ncu,bench VARIANTS=unpaired,tile-major [ONLY='S=8192 causal'] bash bench/h200_run.sh
 set -u
 STEPS=${STEPS:-tests,sanitize,bench}
 VARIANTS=${VARIANTS:-}
@@ -43,7 +43,7 @@ if [[ $STEPS == *ncu* && $rc_p -eq 0 ]]; then
   echo "[time] ncu $(( $(date +%s) - t0 )) s"
 fi
 if [[ $STEPS == *bench* ]]; then
-  extra=(--variants "$VARIANTS")
+  extra=(--variants "$VARIANTS" --only "${ONLY:-}")
   [[ $rc_p -eq 0 ]] || extra=(--no-persistent)
   timeout -s KILL 420 python3 bench/attention.py --out "$OUT/RESULTS.md" "${extra[@]}" \
     2>&1 | tee "$OUT/bench.log" | grep -v "^\[ref\] \[" | tail -n 75
