@@ -474,6 +474,16 @@ class MmaStore(Stmt):
 
 
 @dataclass
+class MmaLoad(Stmt):
+    """`f = mma.load tile`: a shared tile -> register fragment `f`, each thread its elements
+    (the register A operand of an MMA: wgmma's RS form)."""
+
+    frag: str
+    src: View
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class ElemStore(Stmt):
     """`frag.at(index) = value` inside an Apply."""
 

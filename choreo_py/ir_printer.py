@@ -176,6 +176,7 @@ class _Printer:
         self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * {view(s.b)}{sched}")
 
     def s_MmaStore(self, s): self.emit(f"mma.store {s.acc} => {view(s.dst)}")
+    def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
 
     def s_Apply(self, s):
         self.region(f"apply ({', '.join(s.indices)}) in {s.domain}{shape(s.shape)}", s.body)

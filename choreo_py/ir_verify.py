@@ -287,6 +287,10 @@ class _Verifier:
         self._frag(s.acc, s.loc)
         self.view(s.dst, s.loc)
 
+    def s_MmaLoad(self, s):
+        self._frag(s.frag, s.loc)
+        self.view(s.src, s.loc, want="shared")
+
     def s_Apply(self, s):
         self._frag(s.domain, s.loc)
         if len(s.indices) != len(s.shape):

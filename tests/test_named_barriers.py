@@ -21,7 +21,7 @@ from choreo_py.driver import compile_file
 from choreo_py.interp import DeadlockError, EventError
 
 ROOT = Path(__file__).resolve().parent.parent
-PINGPONG = ROOT / "tests" / "co" / "fa_persistent_pingpong.co"
+PINGPONG = ROOT / "bench" / "variants" / "flash_atten_persistent_pingpong.co"
 
 
 def roles(body: str, consumer_extent: int = 3, level: str = "group-4") -> str:

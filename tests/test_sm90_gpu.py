@@ -27,13 +27,19 @@ pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 _loaded: dict = {}
 
 
+VARIANTS = ROOT / "bench" / "variants"
+
+
 def kernel(name: str, **defines: str):
+    """An example (examples/NAME.co), or a measured variant (bench/variants/NAME.co)."""
     key = (name, tuple(sorted(defines.items())))
     if key not in _loaded:
         import choreo_py
 
-        _loaded[key] = choreo_py.load(str(EXAMPLES / f"{name}.co"), target="sm_90a",
-                                      defines=defines or None)
+        path = EXAMPLES / f"{name}.co"
+        if not path.exists():
+            path = VARIANTS / f"{name}.co"
+        _loaded[key] = choreo_py.load(str(path), target="sm_90a", defines=defines or None)
     return _loaded[key]
 
 
@@ -151,6 +157,17 @@ def test_persistent_matches_the_seed():
     assert diff < 1e-2
 
 
+# Variants of the persistent example that use named barriers (the consumers take
+# turns issuing their MMAs) and `mma.load` (Q in registers, QK in wgmma's RS form).
+@pytest.mark.parametrize("name", ["flash_atten_persistent_pingpong",
+                                  "flash_atten_persistent_qreg"])
+@pytest.mark.parametrize("b,h,s,sms", [(2, 16, 1024, None), (1, 2, 77, None), (1, 5, 640, "3"),
+                                       (2, 16, 8192, None)])
+def test_persistent_variants(name, b, h, s, sms):
+    defines = {"NUM_SMS": sms} if sms else {}
+    _fa_case(name, True, b, h, s, s, **defines)
+
+
 # ---------------------------------------------------------------- gemm
 
 @pytest.mark.parametrize("m,n,k", [(128, 128, 64), (256, 512, 192), (1024, 1024, 1024),
@@ -216,6 +233,11 @@ def sanitize() -> None:
     variant(q, k, v, o)
     torch.cuda.synchronize()
     print("producer-store variant NUM_SMS=3 rel_err", rel_err(o, attention_ref(q, k, v, True)))
+    for name in ("flash_atten_persistent_pingpong", "flash_atten_persistent_qreg"):
+        o = torch.full_like(q, float("nan"))
+        kernel(name, NUM_SMS="3")(q, k, v, o)
+        torch.cuda.synchronize()
+        print(name, "NUM_SMS=3 rel_err", rel_err(o, attention_ref(q, k, v, True)))
     a = torch.randn(300, 136, device="cuda", dtype=torch.bfloat16)
     bt = torch.randn(264, 136, device="cuda", dtype=torch.bfloat16)
     c = torch.full((300, 264), float("nan"), device="cuda", dtype=torch.bfloat16)

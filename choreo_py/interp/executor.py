@@ -73,6 +73,7 @@ class BlockRun:
             ir.ViewDef: self.s_viewdef, ir.Break: self.s_break, ir.Continue: self.s_continue,
             ir.SetMaxRegs: lambda s, th: None, ir.FragDecl: self.s_frag_decl,
             ir.MmaFill: self.s_mma_fill, ir.MmaStore: self.s_mma_store, ir.Apply: self.s_apply,
+            ir.MmaLoad: self.s_mma_load,
             ir.Reduce: self.s_reduce, ir.AllReduce: self.s_all_reduce,
             ir.FragCopy: self.s_frag_copy, ir.ElemStore: self.s_elem_store,
             ir.BufStore: self.s_buf_store,
@@ -491,6 +492,13 @@ class BlockRun:
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
         self.mem.access(dst, True, th, s.loc, "mma.store")
         self.mem.write(dst, acc.data, s.loc)
+
+    def s_mma_load(self, s, th):
+        self.check_frag(th, s.frag, True, s.loc)
+        dst = self.frag(th, s.frag, s.loc)
+        src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
+        self.mem.access(src, False, th, s.loc, "mma.load")
+        dst.set(self.mem.read(src))
 
     def s_apply(self, s, th):
         if id(s) not in self.apply_cache:

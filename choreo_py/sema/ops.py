@@ -423,6 +423,35 @@ class OpBuilder:
             raise err(f"accumulator '{acc.name}' is {_fmt(acc.shape)}, but this MMA produces "
                       f"[{m}, {n}]", s.acc)
 
+    def s_MmaLoad(self, s: A.MmaLoad) -> None:
+        """`f = mma.load tile` declares register fragment f; `mma.load tile, f` refills f."""
+        self._need_block(s, "a register fragment")
+        if s.is_async:
+            raise Unsupported("'mma.load.async'", s.loc)
+        src = self.view_of(s.source)
+        if self._storage(src.view) != "shared":
+            raise err("'mma.load' reads a tile of shared memory", s.source)
+        shape = static_shape(src.view)
+        if shape is None or len(shape) != 2:
+            raise err("'mma.load' takes a 2-D tile of known shape", s.source)
+        # A `.swiz` modifier is not needed: the tile's layout is the one of the copies that
+        # fill its buffer (passes/layouts.py), and the load follows it.
+        if not isinstance(s.target, A.Name):
+            raise Unsupported("this 'mma.load' target", s.loc)
+        name = s.target.id
+        if s.declares:
+            if isinstance(self.scope.lookup(name), FragValue):
+                raise err(f"'{name}' is already a fragment; 'mma.load tile, {name}' refills it",
+                          s.target)
+            frag = self._add_frag(name, src.dtype, shape, s)
+            self.emit(ir.FragDecl(frag, None, loc=s.loc))
+        else:
+            frag = self._frag_of(s.target, "the destination of 'mma.load'")
+            if frag.shape != shape or frag.dtype != src.dtype:
+                raise err(f"'mma.load' of a {src.dtype}{_fmt(shape)} tile into '{name}', a "
+                          f"{frag.dtype}{_fmt(frag.shape)} fragment", s.target)
+        self.emit(ir.MmaLoad(frag.name, src.view, loc=s.loc))
+
     def s_MmaStore(self, s: A.MmaStore) -> None:
         if s.is_async or s.transposed or s.mask:
             raise Unsupported("'mma.store' with modifiers", s.loc)

@@ -201,6 +201,7 @@ _HANDLERS = {
     ir.MmaFill: lambda lw, s, last: fragments.fill(lw, s),
     ir.Mma: lambda lw, s, last: lw.target.issue(lw, s, id(s) in lw.facts.zero_first),
     ir.MmaStore: lambda lw, s, last: epilogue.mma_store(lw, s),
+    ir.MmaLoad: lambda lw, s, last: epilogue.mma_load(lw, s),
     ir.Apply: lambda lw, s, last: fragments.apply(lw, s),
     ir.Reduce: lambda lw, s, last: fragments.reduce(lw, s),
     ir.AllReduce: lambda lw, s, last: fragments.all_reduce(lw, s),
