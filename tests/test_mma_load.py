@@ -143,3 +143,15 @@ def test_sm100_refuses_by_name():
         compile_file(str(QREG), "pyptx", "sm_100a")
     assert "mma.load (a register A operand" in info.value.message
     assert (info.value.loc.line, info.value.loc.col) == (142, 15)
+
+
+def test_loads_finish_before_the_tile_is_released():
+    # `trigger qe` right after the load frees q_shared for the next TMA load; one thread
+    # arrives for its warpgroup, so every thread's loads must be done first: an instance
+    # barrier sits between the last load and the arrive (without it the next Q can land
+    # under a slow warp's loads; compute-sanitizer's timing showed a 1.6e-2 error).
+    ptx = compile_file(str(QREG), "ptx", "sm_90a")
+    after = ptx[ptx.index("ld.shared.b32 %q_frag31"):]
+    between = after[:after.index("mbarrier.arrive")]
+    assert re.search(r"bar\.sync %inst_bar\w*, 128;", between)
+    assert "fence.proxy.async" not in between  # reads need no proxy fence

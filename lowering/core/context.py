@@ -72,6 +72,7 @@ class Lowering:
         self.stmt_memo: dict = {}  # values of the statement being lowered
         self.plain_waits: dict[str, int] = {}  # event -> generations waited on this path
         self.smem_dirty = False  # threads wrote shared memory since the last barrier
+        self.smem_read = False  # threads read shared memory (mma.load) since the last barrier
         self.instance_barrier_base: Optional[int] = None
         self.parallel_extent = 1
         self.role_barriers: dict = {}  # role members -> named barrier id
@@ -196,17 +197,22 @@ class Lowering:
         """Before one thread acts for its instance: the others' shared-memory work is done.
 
         The writes are fenced into the async proxy first: what the thread then
-        publishes (an event, a copy) may be read by the TMA engine."""
-        if not self.smem_dirty or self.role is None:
+        publishes (an event, a copy) may be read by the TMA engine. Reads
+        (`mma.load`) need only the barrier: what the thread publishes may free
+        the tile for the TMA engine to overwrite, so every thread's loads come first."""
+        if not (self.smem_dirty or self.smem_read) or self.role is None:
             return
-        self.w.comment("thread-written shared memory -> visible to the async (TMA) proxy")
-        self.w.call("ptx.fence.proxy_async_shared_cta")
+        if self.smem_dirty:
+            self.w.comment("thread-written shared memory -> visible to the async (TMA) proxy")
+            self.w.call("ptx.fence.proxy_async_shared_cta")
+        else:
+            self.w.comment("every thread's shared-memory loads are done before one publishes")
         if self.instance_barrier_base is None:
             self.instance_barrier_base = self.new_barrier_id(self.parallel_extent)
         bid = self.w.reg("u32", "inst_bar")
         self.w.op("add.u32", bid, self.role.instance, self.instance_barrier_base)
         self.w.call("ptx.bar.sync", bid.text, str(self.role.threads))
-        self.smem_dirty = False
+        self.smem_dirty = self.smem_read = False
 
     # ------------------------------------------------------------ barriers
     def new_barrier_id(self, count: int = 1) -> int:

@@ -59,6 +59,7 @@ def mma_load(lw: Lowering, s: ir.MmaLoad) -> None:
     for k in range(0, fi.layout.regs, 2):
         reg, off = places(k, True)
         lw.w.op("ld.shared.b32", fi.reg(k // 2), addr(reg, off))
+    lw.smem_read = True  # an event this instance triggers next may free the tile
 
 
 def _places(lw: Lowering, fi, view: ir.View, loc, what: str):

@@ -73,7 +73,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     single = threads > 1 and analysis.issue_only(r)
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}
-    lw.smem_dirty = False
+    lw.smem_dirty = lw.smem_read = False
     body = list(r.body)
     while body and isinstance(body[0], ir.SetMaxRegs):  # every thread of the warpgroup
         setmaxnreg(lw, body.pop(0))
@@ -136,7 +136,7 @@ def role_sync(lw: Lowering, s: ir.RoleSync) -> None:
     else:
         bid = role_barrier(lw)
         lw.w.call("ptx.bar.sync", str(bid), str(n))
-    lw.smem_dirty = False
+    lw.smem_dirty = lw.smem_read = False
 
 
 def named_barrier(lw: Lowering, s: ir.NamedBarrier) -> None:
@@ -187,6 +187,6 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
 
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
     pred = lw.issuer()
-    if lw.role is not None and not lw.role.single_thread and lw.smem_dirty:
+    if lw.role is not None and not lw.role.single_thread and (lw.smem_dirty or lw.smem_read):
         lw.instance_sync_if_dirty()
     lw.memory.tma_store(s, pred, last)
