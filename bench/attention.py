@@ -168,9 +168,6 @@ _UNPAIRED = [("pairs = cdiv(q_tiles, 2);", "pairs = q_tiles;"),
 # issuing their MMAs (named barriers 1 and 2), so one's softmax overlaps the other's MMAs.
 _RESCALE_EARLY = [
     ("frag f32[WG_M] scores_scale;", "frag f32[WG_M] scores_scale {1.0f};"),
-    # acc_o's shape is used (the rescale) before the PV that would give it
-    ("frag bf16[WG_M, BLOCK_N] acc_s_cast;",
-     "frag bf16[WG_M, BLOCK_N] acc_s_cast;\n              frag f32[WG_M, DIM] acc_o;"),
     ("""                wait vf.at(v_pipe_order);
                 pv = mma.row.col.async""",
      """                apply {i, j} in acc_o.span

@@ -156,3 +156,27 @@ def test_async_roles_must_not_overlap() -> None:
     e = error_of(kernel(body))
     assert "roles (p >= 1) and (p == 2) both select thread group p=2" in e.message
     assert (e.loc.line, e.loc.col) == (5, 24)
+
+
+def test_accumulator_shape_used_before_its_mma() -> None:
+    # `apply` over acc.span before the MMA that gives acc its shape (in program order,
+    # e.g. a rescale placed ahead of the next PV): sema finds the shape in a first pass.
+    body = ("      acc = mma.fill.f32 0.0f;\n"
+            "      apply {i, j} in acc.span\n"
+            "        acc.at(i, j) = acc.at(i, j) * 2.0f;\n"
+            "      mma.row.row acc, q, kt;\n")
+    program = frontend.check_text(MMA_PROLOGUE + body + MMA_EPILOGUE, "t.co")
+    module = sema.build_module(program)
+    acc = module.functions[0].kernels[0].frag("acc")
+    assert acc.shape == (64, 128) and acc.layout == "acc"
+
+
+def test_accumulator_shape_that_no_mma_gives() -> None:
+    body = ("      acc = mma.fill.f32 0.0f;\n"
+            "      apply {i, j} in acc.span\n"
+            "        acc.at(i, j) = 1.0f;\n")
+    program = frontend.check_text(MMA_PROLOGUE + body + MMA_EPILOGUE, "t.co")  # check: skipped
+    with pytest.raises(ChoreoError) as info:
+        sema.build_module(program)
+    assert "using the shape of accumulator 'acc' before any MMA gives it" in info.value.message
+    assert (info.value.loc.line, info.value.loc.col) == (8, 23)

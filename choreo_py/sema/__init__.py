@@ -15,14 +15,20 @@ from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
 from ..passes import layouts, pipeline_check, smem_plan
 from .kernel import KernelBuilder
-from .values import Unsupported
+from .values import ShapeNotYetKnown, Unsupported
 
 __all__ = ["build_module", "check_program", "Unsupported"]
 
 
 def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Function:
     builder = KernelBuilder(func, lenient=not strict)
-    fn = builder.build()
+    try:
+        fn = builder.build()
+    except ShapeNotYetKnown:
+        builder, fn = _build_with_accumulator_shapes(func, strict)
+    else:
+        if any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
+            builder, fn = _build_with_accumulator_shapes(func, strict)
     if builder.skipped:
         # Analysed for errors, but the IR is incomplete: no passes on it.
         raise builder.skipped[0]
@@ -40,6 +46,17 @@ def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Functi
                 raise
             warn(e.message, e.loc)
     return fn
+
+
+def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool):
+    """An accumulator's shape is used (an `apply`, a reduction) before the MMA that gives
+    it, in program order: a lenient first pass skips those uses and lets the MMAs give the
+    shapes, and the second pass starts each accumulator with its shape."""
+    scout = KernelBuilder(func, lenient=True)
+    scout.build()
+    shapes = {(k.loc, f.name): f.shape for k in scout.kernels for f in k.frags if f.shape}
+    builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes)
+    return builder, builder.build()
 
 
 def build_module(program: A.Program, target: str = "sm_90a") -> ir.Module:

@@ -14,7 +14,8 @@ from .. import ir_build as B
 from ..diagnostics import ChoreoError
 from . import views as V
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
-                     Scalar, ShapeValue, Tensor, TilingValue, Unsupported, Value, ViewValue)
+                     Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
+                     ViewValue)
 
 #: Builtin scalar functions as written -> IR builtin name.
 BUILTIN_FUNCS = {
@@ -235,8 +236,8 @@ class ExprBuilder:
             return v.view.shape
         if isinstance(v, FragValue):
             if not v.frag.shape:
-                raise Unsupported(f"using the shape of accumulator '{v.frag.name}' before the "
-                                  "MMA that fixes it", node.loc)
+                raise ShapeNotYetKnown(f"using the shape of accumulator '{v.frag.name}' before "
+                                       "any MMA gives it", node.loc)
             return tuple(B.const(d) for d in v.frag.shape)
         if isinstance(v, ShapeValue):
             return v.dims

@@ -32,9 +32,12 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     first unsupported construct stops the build.
     """
 
-    def __init__(self, func: A.FunctionDef, lenient: bool = False) -> None:
+    def __init__(self, func: A.FunctionDef, lenient: bool = False,
+                 preset_shapes: dict | None = None) -> None:
         self.func = func
         self.lenient = lenient
+        # (kernel location, accumulator) -> shape, for accumulators used before their MMA
+        self.preset_shapes = preset_shapes or {}
         self.skipped: list[Unsupported] = []
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None

@@ -14,8 +14,8 @@ from .. import ast as A
 from .. import ir
 from .. import ir_build as B
 from .exprs import err
-from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeValue,
-                     Unsupported, ViewValue)
+from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeNotYetKnown,
+                     ShapeValue, Unsupported, ViewValue)
 from .views import static_shape
 
 SWIZZLES = (32, 64, 128)
@@ -354,7 +354,9 @@ class OpBuilder:
         else:
             if not s.declares:
                 raise err(f"'{name}' is not an accumulator", s.target)
-            frag = self._add_frag(name, dtype or "f32", (), s)
+            # () until an MMA gives the shape, unless a first pass found it (sema/__init__.py)
+            shape = self.preset_shapes.get((self.kernel.loc, name), ())
+            frag = self._add_frag(name, dtype or "f32", shape, s)
             self.emit(ir.FragDecl(frag, None, loc=s.loc))
         value = self.scalar(s.value, frag.dtype)
         if not isinstance(value, ir.Const):
@@ -512,8 +514,8 @@ class OpBuilder:
             dst, src = self._frag_of(c.args[0], "the result"), self._frag_of(c.args[1], "the input")
             dim = self.const_int(c.args[2], "the reduced dimension")
             if not src.shape:
-                raise Unsupported(f"reducing accumulator '{src.name}' before the MMA that fixes "
-                                  "its shape", c.args[1].loc)
+                raise ShapeNotYetKnown(f"reducing accumulator '{src.name}' before any MMA gives "
+                                       "its shape", c.args[1].loc)
             if not 0 <= dim < len(src.shape):
                 raise err(f"dimension {dim} is out of range for '{src.name}'", c.args[2])
             want = src.shape[:dim] + src.shape[dim + 1:]

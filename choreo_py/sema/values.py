@@ -23,6 +23,10 @@ class Unsupported(ChoreoError):
         self.construct = construct
 
 
+class ShapeNotYetKnown(Unsupported):
+    """An accumulator's shape is used before the MMA that gives it (sema looks ahead for it)."""
+
+
 @dataclass
 class Value:
     loc: Optional[Loc] = field(default=None, kw_only=True)
