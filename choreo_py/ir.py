@@ -424,7 +424,8 @@ class NamedBarrier(Stmt):
     `sync` arrives and waits for that, `arrive` only arrives. Every thread of
     the executing role instance arrives (the count is in threads), so warpgroups
     can hand turns to each other (one syncs on its barrier, the other arrives on
-    it). Ids 1..7 belong to programs; 0 and 8..15 to the compiler.
+    it). The compiler's own barriers take ids the program does not name (1..7
+    are left to a program that computes its ids at run time).
     """
 
     op: str  # "sync" | "arrive"

@@ -196,8 +196,8 @@ class _Verifier:
             self.err(f"named barrier operation '{s.op}' (sync or arrive)", s.loc)
         if s.count <= 0 or s.count % 32:
             self.err(f"named barrier thread count {s.count} must be a positive multiple of 32", s.loc)
-        if isinstance(s.barrier, ir.Const) and not 1 <= s.barrier.value <= 7:
-            self.err(f"named barrier id {s.barrier.value} is not one of the program's (1..7)", s.loc)
+        if isinstance(s.barrier, ir.Const) and not 0 <= s.barrier.value <= 15:
+            self.err(f"named barrier id {s.barrier.value} is outside 0..15", s.loc)
     def s_SetMaxRegs(self, s):
         if not 24 <= s.count <= 256 or s.count % 8:
             self.err(f"register count {s.count} must be a multiple of 8 in [24, 256]", s.loc)
@@ -289,7 +289,7 @@ class _Verifier:
 
     def s_MmaLoad(self, s):
         self._frag(s.frag, s.loc)
-        self.view(s.src, s.loc, want="shared")
+        self.view(s.src, s.loc)
 
     def s_Apply(self, s):
         self._frag(s.domain, s.loc)

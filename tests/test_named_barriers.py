@@ -51,9 +51,8 @@ SEMA_ERRORS = [
     (roles("        __bar_sync(1, 100);\n"), "thread count 100", 7, 23),
     (roles("        __bar_sync(1, 64);\n"), "whole thread groups of this parallel level (128", 7, 23),
     (roles("        __bar_sync(1, 512);\n"), "exceeds the 384 threads of the block", 7, 23),
-    (roles("        __bar_arrive(0, 256);\n"), "barrier id 0: programs own the named barriers 1..7",
-     7, 22),
-    (roles("        __bar_arrive(9, 256);\n"), "barrier id 9", 7, 22),
+    (roles("        __bar_arrive(16, 256);\n"), "barrier id 16: the hardware has named barriers "
+     "0..15", 7, 22),
     (roles("        __bar_sync(1);\n"), "takes 2 arguments", 7, 9),
     (roles("        __bar_sync(1.5f, 256);\n"), "must be an integer, not f32", 7, 20),
     (roles("        __bar_sync(1, n);\n"), "the thread count must be a compile-time integer", 7, 23),
@@ -147,14 +146,32 @@ def test_ptx_of_the_turn_taking_consumers(target):
     assert re.search(r"bar\.arrive 1, 256;", ptx)
     assert len(re.findall(r"bar\.sync %bar_id\w*, 256;", ptx)) == 2
     assert len(re.findall(r"bar\.arrive %bar_id\w*, 256;", ptx)) == 2
-    # the compiler's own barriers move above the program's ids 1..7
-    for bid in re.findall(r"bar\.sync (\d+), \d+;", ptx):
-        assert int(bid) >= 8
+    # the compiler's own barriers take ids the program does not name
+    own = {int(b) for b in re.findall(r"bar\.sync (\d+), \d+;", ptx)}
+    own |= {int(b) for b in re.findall(r"add\.u32 %inst_bar\w*, %\w+, (\d+);", ptx)}
+    assert own and not own & {1, 2}
     if shutil.which("ptxas"):
         res = subprocess.run(["ptxas", f"-arch={target}", "-v", "-o", "/dev/null", "-"],
                              input=ptx, capture_output=True, text=True)
         assert res.returncode == 0, res.stderr
         assert "0 bytes spill stores, 0 bytes spill loads" in res.stderr
+
+
+def test_ids_the_program_computes_reserve_1_to_7(tmp_path):
+    path = tmp_path / "t.co"
+    path.write_text(roles("        __bar_arrive(cid + 1, 256);\n        __bar_sync(2 - cid, 256);\n"
+                          "        __bar_sync(12, 256);\n"))
+    ptx = compile_file(str(path), "ptx", "sm_90a")
+    assert "bar.sync 12, 256;" in ptx
+
+
+def test_barrier_zero_is_refused_by_the_backend(tmp_path):
+    path = tmp_path / "t.co"
+    path.write_text(roles("        __bar_sync(0, 256);\n"))
+    with pytest.raises(ChoreoError) as info:
+        compile_file(str(path), "pyptx", "sm_90a")
+    assert "__bar_sync on barrier 0 (the whole-block barrier" in info.value.message
+    assert (info.value.loc.line, info.value.loc.col) == (7, 9)
 
 
 def test_without_named_barriers_the_compiler_keeps_ids_from_1():

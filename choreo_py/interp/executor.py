@@ -227,8 +227,9 @@ class BlockRun:
     def s_named_barrier(self, s, th):
         """`__bar_sync` / `__bar_arrive`: the instance's threads arrive on barrier `id`."""
         bid = self.ev.integer(s.barrier, th.env, s.loc)
-        if not 1 <= bid <= 7:
-            raise InterpError(f"named barrier id {bid}: programs own the ids 1..7", s.loc)
+        if not 0 <= bid <= 15:
+            raise InterpError(f"named barrier id {bid}: the hardware has named barriers 0..15",
+                              s.loc)
         bar = self.named_barriers.setdefault(bid, NamedBarrierState(bid))
         gen = bar.arrive(th.threads, s.count, th.release(), s.loc, f"role {th.name}")
         if s.op == "sync":

@@ -383,6 +383,9 @@ class OpBuilder:
             a, a_shape, a_dtype = av.view, static_shape(av.view), av.dtype
             if self._storage(av.view) != "shared":
                 raise err("an MMA reads its A operand from shared memory or registers", s.a)
+        if isinstance(self.value(s.b), FragValue):
+            raise Unsupported("an MMA whose B operand is a register fragment (the mma.sync / "
+                              "WMMA form)", s.b.loc)
         bv = self.view_of(s.b)
         if self._storage(bv.view) != "shared":
             raise err("an MMA reads its B operand from shared memory", s.b)
@@ -431,8 +434,6 @@ class OpBuilder:
         if s.is_async:
             raise Unsupported("'mma.load.async'", s.loc)
         src = self.view_of(s.source)
-        if self._storage(src.view) != "shared":
-            raise err("'mma.load' reads a tile of shared memory", s.source)
         shape = static_shape(src.view)
         if shape is None or len(shape) != 2:
             raise err("'mma.load' takes a 2-D tile of known shape", s.source)
@@ -557,9 +558,8 @@ class OpBuilder:
         if bid.dtype not in ir.INT_TYPES:
             raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
         n = B.as_int(bid)
-        if n is not None and not 1 <= n <= 7:
-            raise err(f"barrier id {n}: programs own the named barriers 1..7 (0 and 8..15 "
-                      "synchronise the compiler's own code)", c.args[0])
+        if n is not None and not 0 <= n <= 15:
+            raise err(f"barrier id {n}: the hardware has named barriers 0..15", c.args[0])
         count = self.const_int(c.args[1], "the thread count")
         group, block = par.threads or 1, par.extent * (par.threads or 1)
         if group % 32:

@@ -63,10 +63,9 @@ class Lowering:
         self.frags: dict[str, str] = {}  # fragment name -> register array name
         self.smem_base: Optional[V] = None
         self.tid: Optional[V] = None
-        # ids handed out (bar.sync 0 is the block barrier); a program that names
-        # barriers itself owns 1..7, and the compiler's start at 8
-        self.named_barriers = 7 if any(isinstance(s, ir.NamedBarrier)
-                                       for s in ir.walk(kernel.body)) else 0
+        # Named barrier ids the compiler may not hand out: 0 (bar.sync 0, the whole
+        # block) and those the program names (all of 1..7 if it computes one at run time).
+        self.reserved_barriers = _program_barriers(kernel)
         self.facts = None  # analysis.Facts
         self.memory = None  # memory.Memory
         self.stmt_memo: dict = {}  # values of the statement being lowered
@@ -216,15 +215,23 @@ class Lowering:
 
     # ------------------------------------------------------------ barriers
     def new_barrier_id(self, count: int = 1) -> int:
-        """Named barrier ids for role/instance syncs; 0 is left to the whole block."""
-        first = self.named_barriers + 1
-        self.named_barriers += count
-        if self.named_barriers > 15:
-            own = "8..15, the program owning 1..7" if first > 7 else "1..15"
-            raise ChoreoError(f"the compiler's synchronisation needs more named barriers than "
-                              f"the ids {own}", self.k.loc)
-        return first
+        """`count` consecutive named barrier ids for role/instance syncs, the first returned."""
+        for first in range(1, 17 - count):
+            ids = set(range(first, first + count))
+            if not ids & self.reserved_barriers:
+                self.reserved_barriers |= ids
+                return first
+        raise ChoreoError(f"the compiler's synchronisation needs {count} more named barrier(s) "
+                          "than the ids 1..15 the program leaves free", self.k.loc)
 
 
 #: The direct sub-expressions of an IR expression.
 children = ir.expr_children
+
+
+def _program_barriers(kernel: ir.Kernel) -> set[int]:
+    ids = {0}
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.NamedBarrier):
+            ids |= {s.barrier.value} if isinstance(s.barrier, ir.Const) else set(range(1, 8))
+    return ids

@@ -53,6 +53,9 @@ def mma_load(lw: Lowering, s: ir.MmaLoad) -> None:
     if fi.kind != "operand":
         raise lw.refuse(f"mma.load into '{s.frag}', which is not the register A operand of "
                         "an MMA", s.loc)
+    if lw.k.buffer(s.src.base) is None:
+        raise lw.refuse("mma.load from global memory (load the tile into shared memory first)",
+                        s.loc)
     buf, places = _places(lw, fi, s.src, s.loc, "mma.load")
     if buf.dtype != fi.frag.dtype or buf.esize != 2:
         raise lw.refuse(f"mma.load of a {buf.dtype} tile into a {fi.frag.dtype} operand", s.loc)

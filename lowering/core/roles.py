@@ -144,6 +144,9 @@ def named_barrier(lw: Lowering, s: ir.NamedBarrier) -> None:
     # A role holding one is never issue-only (analysis.issue_only), so every thread arrives.
     if lw.role is None:
         raise lw.refuse(f"__bar_{s.op} outside an 'inthreads.async' role", s.loc)
+    if isinstance(s.barrier, ir.Const) and s.barrier.value == 0:
+        raise lw.refuse(f"__bar_{s.op} on barrier 0 (the whole-block barrier of this backend's "
+                        "own code)", s.loc)
     bid = ExprLowering(lw, s.loc).value(s.barrier, "bar_id")
     lw.w.op(f"bar.{s.op}", bid, V.imm(s.count, "u32"))
 
