@@ -30,6 +30,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import event_times, graph_times  # noqa: E402
 
 SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True), (8, 16, 1024, True),
           (2, 16, 8192, False)]
@@ -45,47 +47,12 @@ def log(msg: str = "") -> None:
 
 
 def time_events(fn, warmup: int, reps: int) -> float:
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    st = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    en = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        st[i].record()
-        fn()
-        en[i].record()
-    torch.cuda.synchronize()
-    ts = sorted(a.elapsed_time(b) for a, b in zip(st, en))
+    ts = event_times(fn, warmup, reps)
     return ts[len(ts) // 2]
 
 
 def time_graph(fn, calls: int, replays: int = 10) -> float:
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(replays):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        torch.cuda.synchronize()
-        ts.append(a.elapsed_time(b) / calls)
-    ts.sort()
+    ts = graph_times(fn, calls, replays)
     return ts[len(ts) // 2]
 
 

@@ -22,6 +22,8 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import event_times, graph_times  # noqa: E402
 OUT = os.environ.get("OUT")
 RESULTS: dict = {}
 
@@ -159,49 +161,14 @@ def section_check_fa() -> None:
 
 # ---------------------------------------------------------------------------
 def time_fn(fn, warmup: int, reps: int):
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    ts = sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+    """(median, min, max) ms per call from CUDA events."""
+    ts = event_times(fn, warmup, reps)
     return ts[len(ts) // 2], ts[0], ts[-1]
 
 
 def time_graph(fn, calls: int, replays: int = 10):
-    """Device time per call: ``calls`` launches captured in one CUDA graph,
-    replayed ``replays`` times; returns (median, min, max) ms per call."""
-    import torch
-
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            fn()
-    torch.cuda.current_stream().wait_stream(side)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    ts = []
-    for _ in range(replays):
-        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        st.record()
-        g.replay()
-        en.record()
-        torch.cuda.synchronize()
-        ts.append(st.elapsed_time(en) / calls)
-    ts.sort()
+    """(median, min, max) ms per call from CUDA-graph replays."""
+    ts = graph_times(fn, calls, replays)
     return ts[len(ts) // 2], ts[0], ts[-1]
 
 

@@ -1,0 +1,52 @@
+"""Device-time measurements shared by the benchmarks (CUDA events, CUDA-graph replay).
+
+Both return every sample, sorted, in milliseconds per call; callers take the median
+(and the extremes where they report them).
+"""
+from __future__ import annotations
+
+
+def event_times(fn, warmup: int, reps: int) -> list[float]:
+    """Per-call CUDA-event pairs around `reps` calls, after `warmup` calls."""
+    import torch
+
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for i in range(reps):
+        starts[i].record()
+        fn()
+        ends[i].record()
+    torch.cuda.synchronize()
+    return sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+
+
+def graph_times(fn, calls: int, replays: int = 10) -> list[float]:
+    """`calls` launches captured in one CUDA graph (after 3 warm-up calls on a side
+    stream), replayed `replays` times; each sample is a replay's time / `calls`."""
+    import torch
+
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(calls):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(replays):
+        st, en = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        st.record()
+        g.replay()
+        en.record()
+        torch.cuda.synchronize()
+        ts.append(st.elapsed_time(en) / calls)
+    return sorted(ts)
