@@ -1,16 +1,23 @@
-"""Front-end speed: parse time of the seed (median of 20) and of the whole shared corpus.
+"""Front-end speed: parse time of the seed (median of 20), of the whole shared
+corpus, and the cost of a `choreo check` process (start-up included).
 
-    python bench/frontend.py [--corpus ../shared/corpus/tests]
+    python bench/frontend.py [--corpus ../shared/corpus/tests] [--processes 10]
 
-The first parse in a process builds the grammar's tables; it is reported
-separately, and the medians are taken over the parses after it.
+The first parse in a process loads the parser (or builds it, on a cold cache)
+and compiles the lexer's regexes; it is reported separately, and the medians
+are taken over the parses after it.
+"process start-up" runs `python -m choreo_py.cli check SEED` as new processes,
+beside a bare interpreter and a bare `import choreo_py.cli`, so that the part
+choreo-py adds can be told apart from the interpreter's own start-up.
 Requirement (checked here, not in the timed tests): the seed parses in < 50 ms.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,17 +38,48 @@ def _time(fn) -> float:
     return (time.perf_counter() - t0) * 1000.0
 
 
+def _processes(argv: list[str], n: int) -> list[float]:
+    """Wall times (ms) of `n` runs of `python argv...` from the repository root."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, *argv], cwd=ROOT, env=env, check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append((time.perf_counter() - t0) * 1000.0)
+    return out
+
+
+def startup(n: int) -> None:
+    _processes(["-m", "choreo_py.cli", "check", str(SEED)], 1)   # warms the parser cache
+    runs = {
+        "python -c pass": ["-c", "pass"],
+        "import choreo_py.cli": ["-c", "import choreo_py.cli"],
+        f"choreo check {SEED.name}": ["-m", "choreo_py.cli", "check", str(SEED)],
+    }
+    times = {name: [] for name in runs}
+    for _ in range(n):   # interleaved, so that a slow spell of the machine hits all three
+        for name, argv in runs.items():
+            times[name] += _processes(argv, 1)
+    bytecode = "off (PYTHONDONTWRITEBYTECODE)" if sys.dont_write_bytecode else "on"
+    print(f"process start-up ({n} runs each, bytecode caching {bytecode}):")
+    for name, ts in times.items():
+        print(f"  {name:36s} median {statistics.median(ts):6.0f} ms  (min {min(ts):.0f})")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--corpus", default=str(ROOT.parent / "shared" / "corpus" / "tests"))
     ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--processes", type=int, default=10,
+                    help="runs of each process for the start-up figures (0: skip them)")
     args = ap.parse_args()
 
     first = _time(lambda: frontend.parse_file(str(SEED)))
     seed = [_time(lambda: frontend.parse_file(str(SEED))) for _ in range(args.repeat)]
     med = statistics.median(seed)
     print(f"machine: {platform.machine()} {platform.processor() or ''} python {platform.python_version()}")
-    print(f"seed {SEED.name}: first parse (grammar build included) {first:.1f} ms; "
+    print(f"seed {SEED.name}: first parse (parser load included) {first:.1f} ms; "
           f"median of {args.repeat}: {med:.2f} ms (min {min(seed):.2f}, max {max(seed):.2f})")
 
     files = sorted(Path(args.corpus).rglob("*.co")) if Path(args.corpus).is_dir() else []
@@ -59,6 +97,9 @@ def main() -> int:
               f"({total * 1000 / len(files):.2f} ms/file; {ok} parsed, {bad} rejected)")
     else:
         print(f"corpus: not found at {args.corpus}, skipped")
+
+    if args.processes > 0:
+        startup(args.processes)
 
     if med >= SEED_LIMIT_MS:
         print(f"FAIL: seed parse median {med:.2f} ms >= {SEED_LIMIT_MS} ms")

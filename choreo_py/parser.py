@@ -1,20 +1,41 @@
 """The Choreo parser: Lark LALR(1) over grammar/choreo.lark, building the AST
 while parsing, and turning Lark's exceptions into Choreo syntax errors.
 
-The Lark object is built once per process (its tables are also cached on
-disk by Lark, keyed by the grammar's hash), with the AST builder embedded as
+The Lark object is built once per process, with the AST builder embedded as
 an inline transformer.  That builder holds per-parse state, so parsing is not
 re-entrant across threads.
+
+Start-up cost matters (`choreo check` runs one process per file), so:
+
+* the built parser is pickled in a per-user cache folder (see `_cache_file`),
+  keyed by the grammar, this file, the Lark version and the Python version;
+  loading it takes a fraction of Lark's own cache load (which rebuilds every
+  object from a JSON-like form).  Any problem with the cache (missing,
+  unreadable, stale, read-only folder) falls back to building the parser;
+* the contextual lexer scans with the one regex of all terminals (the root
+  scanner) and uses its answer wherever it provably equals the answer of the
+  current parser state's own regex, so the per-state regexes (slow to compile:
+  76 of them, ~45 ms, for examples/flash_atten_causal.co) are only built for
+  states where the two can differ (10 there).  See `_ContextualLexer`.
 """
 from __future__ import annotations
 
+import gc
+import hashlib
+import io
+import os
+import pickle
 import re
+import sys
+import time
+import types
 from pathlib import Path
 from typing import Callable, Optional
 
 from lark import Lark, Token
 from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-from lark.lexer import PatternStr
+from lark.lexer import ContextualLexer, PatternStr, UnlessCallback
+from lark.parsers import lalr_analysis
 
 from . import ast
 from .astbuild_exprs import ExprBuilder
@@ -42,13 +63,249 @@ def _grammar_path() -> Path:
     return Path(grammar.__file__).resolve().parent / "choreo.lark"
 
 
+# ------------------------------------------------------------ the contextual lexer
+
+# Regex constructs after which "R fully matches the word w, and w is at the
+# scan position" no longer implies "R matches at the scan position": anchors,
+# look-around, back-references, conditionals, atomic groups, possessive repeats.
+_CONTEXT_SENSITIVE = re.compile(r"\\(?:[bBAZ]|\d)|[\^$]|\(\?(?:[=!<(>]|P=)|[*+?}]\+")
+
+
+class _StateLexer:
+    """One parser state's lexer: the root scanner's match when it is the
+    state's own answer, else the state's own Lark lexer (`lexer`).
+
+    Why the root's first match T (in Lark's terminal order) is the state's
+    answer when T is one of the state's terminals: a terminal ahead of T that
+    the state tries is either tried by the root too (and did not match), or a
+    keyword the root folds into a name-like regex R ("unless"); such a keyword
+    matching would make R match, and R comes before it, hence before T:
+    impossible.  `_ContextualLexer._install` checks the assumptions (R has no
+    look-around or anchors, R sorts first, plain keywords, no user callbacks).
+    The keyword fold is then the state's own: the word's keyword if the state
+    accepts it, else T."""
+
+    __slots__ = ("lexer", "allowed", "match", "unless", "ignore_types", "newline_types")
+
+    def __init__(self, lexer, root, unless):
+        self.lexer = lexer
+        self.allowed = frozenset(t.name for t in lexer.terminals)
+        self.match = root.match
+        self.unless = unless
+        self.ignore_types = lexer.ignore_types
+        self.newline_types = root.newline_types
+
+    def next_token(self, lex_state, parser_state=None):
+        # Mirrors lark.lexer.BasicLexer.next_token.
+        line_ctr = lex_state.line_ctr
+        text = lex_state.text
+        allowed = self.allowed
+        while line_ctr.char_pos < text.end:
+            res = self.match(text, line_ctr.char_pos)
+            if res is None or res[1] not in allowed:
+                return self.lexer.next_token(lex_state, parser_state)
+            value, type_ = res
+            if type_ in self.ignore_types:
+                line_ctr.feed(value, type_ in self.newline_types)
+                continue
+            t = Token(type_, value, line_ctr.char_pos, line_ctr.line, line_ctr.column)
+            line_ctr.feed(value, type_ in self.newline_types)
+            t.end_line = line_ctr.line
+            t.end_column = line_ctr.column
+            t.end_pos = line_ctr.char_pos
+            words = self.unless.get(type_)
+            if words is not None:
+                word = words.get(value)
+                if word is not None and word in allowed:
+                    t.type = word
+            lex_state.last_token = t
+            return t
+        raise EOFError(self)
+
+
+class _ContextualLexer(ContextualLexer):
+    """Lark's contextual lexer (same tokens, same errors) whose per-state
+    lexers use the root scanner where that is exact; see `_StateLexer`.
+    Set up on first use, so a pickled parser holds only Lark's own objects."""
+
+    def lex(self, lexer_state, parser_state):
+        if "_installed" not in self.__dict__:
+            self._install()
+        return super().lex(lexer_state, parser_state)
+
+    def _install(self) -> None:
+        self._installed = True
+        root = self.root_lexer
+        root.scanner  # noqa: B018 - builds the root scanner and its keyword callbacks
+        if root.user_callbacks or root.g_regex_flags or root.use_bytes:
+            return
+        order = {t.name: i for i, t in enumerate(root.terminals)}
+        unless: dict[str, dict[str, str]] = {}
+        for name, callback in root.callback.items():
+            if type(callback) is not UnlessCallback or name in root.ignore_types:
+                return
+            regex = root.terminals_by_name[name].pattern
+            if regex.flags or _CONTEXT_SENSITIVE.search(regex.to_regexp()):
+                return
+            words = {}
+            for word in callback.scanner.terminals:
+                if (not isinstance(word.pattern, PatternStr) or word.pattern.flags
+                        or order[word.name] <= order[name] or word.pattern.value in words):
+                    return
+                words[word.pattern.value] = word.name
+            unless[name] = words
+        self.lexers = _StateLexers(self.lexers, root, unless)
+
+
+class _StateLexers(dict):
+    """state -> _StateLexer, made on first use (a file visits a fraction of the states)."""
+
+    def __init__(self, lexers: dict, root, unless: dict):
+        super().__init__()
+        self._lexers, self._root, self._unless = lexers, root, unless
+        self._made: dict[int, _StateLexer] = {}
+
+    def __missing__(self, state):
+        lexer = self._lexers[state]
+        made = self._made.get(id(lexer))
+        if made is None:
+            made = self._made[id(lexer)] = _StateLexer(lexer, self._root, self._unless)
+        self[state] = made
+        return made
+
+
+# ------------------------------------------------------------ building and caching
+
+_LARK_OPTIONS = dict(parser="lalr", lexer="contextual", keep_all_tokens=True,
+                     maybe_placeholders=True, propagate_positions=False)
+_CACHE_FORMAT = b"choreo-py parser cache 1"
+_SHIFT_REDUCE = {"Shift": lalr_analysis.Shift, "Reduce": lalr_analysis.Reduce}
+
+
+def _build(grammar: str) -> Lark:
+    """Builds the parser from the grammar (~0.7 s), then takes it through Lark's
+    own save and load, which leaves only what parsing needs: that is the object
+    cached (the same one Lark's `cache=True` would give)."""
+    from lark.lark import _LOAD_ALLOWED_OPTIONS
+
+    kwargs = dict(transformer=_BUILDER, _plugins={"ContextualLexer": _ContextualLexer})
+    built = Lark(grammar, **kwargs, **_LARK_OPTIONS)
+    buf = io.BytesIO()
+    built.save(buf, _LOAD_ALLOWED_OPTIONS)
+    buf.seek(0)
+    return Lark.__new__(Lark)._load(buf, **kwargs)
+
+
+def _cache_file(grammar: str) -> Optional[Path]:
+    """Where the pickled parser lives: $XDG_CACHE_HOME/choreo-py (default
+    ~/.cache/choreo-py), named by a hash of everything it depends on;
+    None when there is no usable home (CHOREO_PY_NO_CACHE=1 also turns it off)."""
+    if os.environ.get("CHOREO_PY_NO_CACHE"):
+        return None
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    if not os.path.isabs(base):
+        return None
+    import lark
+
+    key = hashlib.sha256()
+    for part in (_CACHE_FORMAT, grammar.encode("utf-8"), Path(__file__).read_bytes(),
+                 lark.__version__.encode(), sys.version.encode(), repr(_LARK_OPTIONS).encode()):
+        key.update(len(part).to_bytes(8, "little") + part)
+    return Path(base) / "choreo-py" / f"parser-{key.hexdigest()[:32]}.pickle"
+
+
+class _Pickler(pickle.Pickler):
+    """Leaves out what is not data: the `re` module, Lark's action singletons
+    (compared with `is`), the AST builder and the callbacks bound to it."""
+
+    def __init__(self, fh, parser: Lark):
+        super().__init__(fh, protocol=pickle.HIGHEST_PROTOCOL)
+        self._ids = {id(lalr_analysis.Shift): "Shift", id(lalr_analysis.Reduce): "Reduce",
+                     id(_BUILDER): "builder", id(parser._callbacks): "callbacks"}
+        if getattr(parser, "_parse_tree_builder", None) is not None:   # remade on load
+            self._ids[id(parser._parse_tree_builder)] = "tree_builder"
+
+    def persistent_id(self, obj):
+        if isinstance(obj, types.ModuleType):
+            if obj is not re:
+                raise pickle.PicklingError(f"module {obj.__name__}")
+            return "re"
+        return self._ids.get(id(obj))
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, fh, callbacks: dict):
+        super().__init__(fh)
+        self._objs = {"re": re, "builder": _BUILDER, "callbacks": callbacks,
+                      "tree_builder": None, **_SHIFT_REDUCE}
+
+    def persistent_load(self, pid):
+        return self._objs[pid]
+
+
+def _load(path: Path) -> Lark:
+    callbacks: dict = {}
+    enabled = gc.isenabled()
+    gc.disable()   # unpickling makes ~10^5 objects, no garbage: collections would only rescan them
+    try:
+        with open(path, "rb") as fh:
+            parser = _Unpickler(fh, callbacks).load()
+    finally:
+        if enabled:
+            gc.enable()
+    if not isinstance(parser, Lark):
+        raise TypeError(type(parser).__name__)
+    parser._prepare_callbacks()          # the builder's methods, bound now
+    callbacks.update(parser._callbacks)  # fills the dict the LALR parser holds
+    parser._callbacks = callbacks
+    if parser.parser.parser.parser.callbacks is not callbacks:
+        raise TypeError("unexpected Lark layout")
+    return parser
+
+
+def _save(path: Path, parser: Lark) -> None:
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as fh:
+            _Pickler(fh, parser).dump(parser)
+        os.replace(tmp, path)   # atomic: readers see the old file or the whole new one
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    # Each grammar edit makes a new file; forget those unchanged for a week
+    # (one still in use is just made again).
+    for old in path.parent.glob("parser-*.pickle"):
+        try:
+            if old != path and time.time() - old.stat().st_mtime > 7 * 86400:
+                old.unlink()
+        except OSError:
+            pass
+
+
 def lark_parser() -> Lark:
     """The process-wide parser (built on first use)."""
     global _LARK
     if _LARK is None:
-        _LARK = Lark(_grammar_path().read_text(encoding="utf-8"), parser="lalr",
-                     lexer="contextual", keep_all_tokens=True, maybe_placeholders=True,
-                     transformer=_BUILDER, propagate_positions=False, cache=True)
+        grammar = _grammar_path().read_text(encoding="utf-8")
+        try:
+            path = _cache_file(grammar)
+        except OSError:
+            path = None
+        parser = None
+        if path is not None:
+            try:
+                parser = _load(path)
+            except Exception:  # noqa: BLE001 - no cache, or an unusable one: build
+                parser = None
+        if parser is None:
+            parser = _build(grammar)
+            if path is not None:
+                try:
+                    _save(path, parser)
+                except Exception:  # noqa: BLE001 - e.g. a read-only folder: nothing to keep
+                    pass
+        _LARK = parser
     return _LARK
 
 
