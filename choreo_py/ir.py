@@ -476,8 +476,8 @@ class MmaStore(Stmt):
 
 @dataclass
 class MmaLoad(Stmt):
-    """`f = mma.load tile`: a shared tile -> register fragment `f`, each thread its elements
-    (the register A operand of an MMA: wgmma's RS form)."""
+    """`f = mma.load tile`: a tile -> register fragment `f`, each thread its elements (the
+    register A operand of an MMA: wgmma's RS form; sm_90a lowers tiles in shared memory)."""
 
     frag: str
     src: View
