@@ -183,6 +183,24 @@ def test_gemm(m, n, k):
     check(f"gemm M={m} N={n} K={k}", c, a.float() @ bt.float().T)
 
 
+@pytest.mark.parametrize("m,n,k", [(256, 512, 192), (300, 264, 136)])
+def test_gemm_with_a_k_schedule(m, n, k):
+    import choreo_py
+
+    key = ("gemm_k_schedule", ())
+    if key not in _loaded:
+        _loaded[key] = choreo_py.load(str(ROOT / "tests" / "co" / "gemm_k_schedule.co"),
+                                      target="sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(m + 5 * n + 11 * k)
+    a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    bt = torch.randn(n, k, device="cuda", dtype=torch.bfloat16, generator=g)
+    c = torch.full((m, n), float("nan"), device="cuda", dtype=torch.bfloat16)
+    _loaded[key](a, bt, c)
+    torch.cuda.synchronize()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    check(f"gemm k_tiles(2, 0, 3, 1) M={m} N={n} K={k}", c, a.float() @ bt.float().T)
+
+
 # ---------------------------------------------------------------- runtime checks
 
 def test_runtime_rejects_bad_arguments():

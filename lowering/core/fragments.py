@@ -448,10 +448,21 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
         lw.target.update(lw, f)
 
 
+def k_steps(lw: Lowering, s: ir.Mma, k: int, step: int) -> list[int]:
+    """The K steps of an MMA in issue order: `[[schedule(k_tiles(...))]]`, else ascending.
+    (Sema checked that the schedule permutes the K tiles.) The first issued step is the one
+    that overwrites the accumulator after a folded `mma.fill 0`."""
+    if s.k_schedule is None:
+        return list(range(k // step))
+    order = list(s.k_schedule)
+    if sorted(order) != list(range(k // step)):
+        raise lw.refuse(f"a k schedule of {len(order)} steps for an MMA of {k // step} "
+                        f"steps of K = {step}", s.loc)
+    return order
+
+
 def mma_accumulator(lw: Lowering, s: ir.Mma):
     """The accumulator of an MMA statement, after the checks every MMA unit shares."""
-    if s.k_schedule is not None:
-        raise lw.refuse("an MMA with an explicit k schedule", s.loc)
     acc = lw.frags.get(s.acc)
     if acc is None or acc.kind != "acc":
         raise lw.refuse(f"an MMA into '{s.acc}', which is not an accumulator", s.loc)

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.fragments import mma_accumulator
+from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.writer import V
@@ -72,7 +72,7 @@ def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     w.bra(done, lw.inst_leader(), negate=True)
     lw.depth += 1  # values made here are not available to the other threads
     w.call("ptx.tcgen05.fence_after_thread_sync")
-    for kk in range(k // MMA_K):
+    for i, kk in enumerate(k_steps(lw, s, k, MMA_K)):
         if trans_b:
             bd = desc_add(lw, b_desc, kk * MMA_K * b.row_bytes)
         else:
@@ -82,7 +82,7 @@ def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         else:
             a = _addr(a_addr, kk * MMA_K // 2)  # two bf16 per 32-bit column
         w.op("tcgen05.mma.cta_group::1.kind::f16", _addr(d_addr), a, bd, id_reg,
-             first if kk == 0 else on)
+             first if i == 0 else on)
     w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
          _addr(bar, bar_off))
     lw.depth -= 1

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.fragments import mma_accumulator
+from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
@@ -112,8 +112,8 @@ class Sm90Target:
         w = lw.w
         opcode = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}"
         w.call("ptx.wgmma.fence")
-        for kk in range(k // 16):
-            scale_d = 0 if (zero_first and kk == 0) else 1
+        for i, kk in enumerate(k_steps(lw, s, k, 16)):
+            scale_d = 0 if (zero_first and i == 0) else 1
             if trans_b:
                 bd = desc_add(lw, b_desc, kk * 16 * b.row_bytes)
             else:
