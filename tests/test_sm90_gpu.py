@@ -201,6 +201,23 @@ def test_gemm_with_a_k_schedule(m, n, k):
     check(f"gemm k_tiles(2, 0, 3, 1) M={m} N={n} K={k}", c, a.float() @ bt.float().T)
 
 
+def test_tile_through_shared_memory():
+    # P = bf16(Q K^T) stored to a shared tile whose swizzle the backend picks, then the A
+    # operand of P V (tests/co/attention_through_shared.co; fence + barrier in between).
+    import choreo_py
+
+    f = choreo_py.load(str(ROOT / "tests" / "co" / "attention_through_shared.co"), target="sm_90a")
+    g = torch.Generator(device="cuda").manual_seed(5)
+    q, k, v = (torch.randn(64, 64, device="cuda", dtype=torch.bfloat16, generator=g)
+               for _ in range(3))
+    o = torch.full((64, 64), float("nan"), device="cuda")
+    f(q, k, v, o)
+    torch.cuda.synchronize()
+    torch.backends.cuda.matmul.allow_tf32 = False
+    p = (q.float() @ k.float().T).to(torch.bfloat16).float()
+    check("attention_through_shared 64 x 64", o, p @ v.float())
+
+
 # ---------------------------------------------------------------- runtime checks
 
 def test_runtime_rejects_bad_arguments():

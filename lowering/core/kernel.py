@@ -173,6 +173,14 @@ def _role_region(lw: Lowering, body: list) -> None:
     lw.leave_region()
 
 
+def _mma(lw: Lowering, s: ir.Mma) -> None:
+    # An MMA reads shared memory through the async proxy: tiles this instance's threads
+    # wrote (mma.store) are fenced into it, and every thread's writes are done, first.
+    if lw.role is not None and not lw.role.single_thread:
+        lw.instance_sync_if_dirty()
+    lw.target.issue(lw, s, id(s) in lw.facts.zero_first)
+
+
 _NAMES = {
     ir.DmaCopy: "dma.copy", ir.BufStore: "a store to a buffer element (per-thread buffer code)",
     ir.SyncShared: "sync.shared", ir.Role: "inthreads.async outside a parallel region",
@@ -199,7 +207,7 @@ _HANDLERS = {
     ir.Trigger: lambda lw, s, last: events.trigger(lw, s),
     ir.FragDecl: lambda lw, s, last: fragments.declare(lw, s),
     ir.MmaFill: lambda lw, s, last: fragments.fill(lw, s),
-    ir.Mma: lambda lw, s, last: lw.target.issue(lw, s, id(s) in lw.facts.zero_first),
+    ir.Mma: lambda lw, s, last: _mma(lw, s),
     ir.MmaStore: lambda lw, s, last: epilogue.mma_store(lw, s),
     ir.MmaLoad: lambda lw, s, last: epilogue.mma_load(lw, s),
     ir.Apply: lambda lw, s, last: fragments.apply(lw, s),

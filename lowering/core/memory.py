@@ -11,10 +11,12 @@ S-byte swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)); that is the
 layout TMA writes with a box S bytes wide and wgmma reads through a
 descriptor. Without a swizzle a buffer is row-major.
 
-A buffer that only `mma.store` writes and only `tma.copy` reads has no
-layout the program can see; the backend gives it the 128-byte swizzle
-when its offset allows (the epilogue's stores then hit 32 distinct banks
-per warp instead of 8-way conflicts).
+A buffer that only `mma.store` writes (or nothing does) and only `tma.copy`,
+MMAs and `mma.load` read has no layout the program can see; the backend
+gives it a swizzle when its offset allows: the 128-byte one for an
+epilogue tile (its stores then hit 32 distinct banks per warp instead of
+8-way conflicts), the widest that fits its rows for an MMA operand (wgmma
+and tcgen05 read shared tiles only through a swizzled descriptor here).
 
 Tensor maps. Each (tensor, box, swizzle) used by a copy becomes one
 by-value `CUtensorMap` kernel parameter (`.param .align 64 .b8 [128]`,
@@ -86,14 +88,18 @@ class Memory:
         self.maps: list[TensorMap] = []
         self._read: Optional[set[str]] = None
         k = lw.k
-        epilogue = _epilogue_only(k)
+        free, operands = _layout_free(k)
         for b in k.buffers:
             if b.storage != "shared" or len(b.shape) != 2:
                 continue
             swz = b.swizzle
-            if swz is None and b.name in epilogue and b.offset % SMEM_ALIGN == 0 \
-                    and (b.shape[1] * ir.dtype_bytes(b.dtype)) % 128 == 0 and b.shape[0] % 8 == 0:
-                swz = 128
+            row_bytes = b.shape[1] * ir.dtype_bytes(b.dtype)
+            # (mma.store packs two 16-bit columns per store; wider elements straddle the
+            # 16-byte chunks a swizzle moves, so those tiles stay row-major)
+            if swz is None and b.name in free and b.offset % SMEM_ALIGN == 0 \
+                    and b.shape[0] % 8 == 0 and ir.dtype_bytes(b.dtype) == 2:
+                widths = (128, 64, 32) if b.name in operands else (128,)
+                swz = next((w for w in widths if row_bytes % w == 0), None)
             self.layouts[b.name] = BufLayout(b.name, b.dtype, b.shape[0], b.shape[1],
                                              b.count or 1, b.offset, swz)
 
@@ -309,27 +315,30 @@ def multiple_of(e: ir.Expr, n: int) -> bool:
     return False
 
 
-def _epilogue_only(k: ir.Kernel) -> set[str]:
-    """Buffers written only by mma.store and read only by tma.copy."""
-    ok, bad = set(), set()
+def _layout_free(k: ir.Kernel) -> tuple[set[str], set[str]]:
+    """(buffers whose layout no statement observes, those of them an MMA reads).
+
+    Such a buffer is written only by mma.store (or by nothing) and read only by
+    tma.copy, MMAs and mma.load, which all follow the layout the backend gives it.
+    A TMA load keeps the swizzle the program wrote; element accesses see row-major."""
+    bad, operands = set(), set()
     for s in ir.walk(k.body):
-        if isinstance(s, ir.MmaStore):
-            ok.add(s.dst.base)
-        elif isinstance(s, ir.TmaStore):
+        if isinstance(s, (ir.MmaStore, ir.TmaStore, ir.MmaLoad)):
             pass
         elif isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
             bad.add(s.dst.base)
             bad.add(s.src.base)
         elif isinstance(s, ir.Mma):
-            bad.add(s.b.base)
+            operands.add(s.b.base)
             if isinstance(s.a, ir.View):
-                bad.add(s.a.base)
+                operands.add(s.a.base)
         elif isinstance(s, (ir.BufStore, ir.Apply, ir.Let, ir.Assign, ir.If, ir.While)):
             for t in ir.walk([s]):
                 if isinstance(t, ir.BufStore):
                     bad.add(t.view.base)
             bad |= _buf_reads(s)
-    return ok - bad
+    free = {b.name for b in k.buffers} - bad
+    return free, operands & free
 
 
 def _elem_bases(e: ir.Expr) -> set[str]:
