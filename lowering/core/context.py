@@ -199,7 +199,7 @@ class Lowering:
         publishes (an event, a copy) may be read by the TMA engine. Reads
         (`mma.load`) need only the barrier: what the thread publishes may free
         the tile for the TMA engine to overwrite, so every thread's loads come first."""
-        if not (self.smem_dirty or self.smem_read) or self.role is None:
+        if not (self.smem_dirty or self.smem_read) or self.role is None or self.role.single_thread:
             return
         if self.smem_dirty:
             self.w.comment("thread-written shared memory -> visible to the async (TMA) proxy")

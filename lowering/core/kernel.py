@@ -176,8 +176,7 @@ def _role_region(lw: Lowering, body: list) -> None:
 def _mma(lw: Lowering, s: ir.Mma) -> None:
     # An MMA reads shared memory through the async proxy: tiles this instance's threads
     # wrote (mma.store) are fenced into it, and every thread's writes are done, first.
-    if lw.role is not None and not lw.role.single_thread:
-        lw.instance_sync_if_dirty()
+    lw.instance_sync_if_dirty()
     lw.target.issue(lw, s, id(s) in lw.facts.zero_first)
 
 

@@ -182,14 +182,12 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
         raise lw.refuse(what, s.loc)
     pred = lw.issuer()
     if s is group.loads[0]:
-        if lw.role is not None and not lw.role.single_thread:
-            lw.instance_sync_if_dirty()
+        lw.instance_sync_if_dirty()
         lw.armed[id(group)] = events.arm(lw, group, s.loc, pred)
     lw.memory.tma_load(s, lw.armed[id(group)], pred)
 
 
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
     pred = lw.issuer()
-    if lw.role is not None and not lw.role.single_thread and (lw.smem_dirty or lw.smem_read):
-        lw.instance_sync_if_dirty()
+    lw.instance_sync_if_dirty()
     lw.memory.tma_store(s, pred, last)
