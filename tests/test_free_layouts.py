@@ -10,15 +10,16 @@ fenced into the async proxy, with the instance's barrier, before the MMA.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
+import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 import choreo_py
 from choreo_py.driver import compile_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa_helpers import assemble  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -45,10 +46,7 @@ def _compile(tmp_path, src: str, target: str) -> str:
     path = tmp_path / "k.co"
     path.write_text(src)
     ptx = compile_file(str(path), "ptx", target)
-    if shutil.which("ptxas"):
-        res = subprocess.run(["ptxas", f"-arch={target}", "-o", "/dev/null", "-"], input=ptx,
-                             capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
+    assemble(ptx, target)
     return ptx
 
 

@@ -7,13 +7,15 @@ overwrites the accumulator (wgmma scale-d 0 / tcgen05 enable-input-d false).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from choreo_py.driver import compile_file
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa_helpers import assemble  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = (ROOT / "examples" / "gemm.co").read_text()
@@ -25,10 +27,7 @@ def _ptx(tmp_path, src: str, target: str) -> str:
     path = tmp_path / "k.co"
     path.write_text(src)
     ptx = compile_file(str(path), "ptx", target)
-    if shutil.which("ptxas"):
-        res = subprocess.run(["ptxas", f"-arch={target}", "-o", "/dev/null", "-"], input=ptx,
-                             capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
+    assemble(ptx, target)
     return ptx
 
 

@@ -8,18 +8,19 @@ accumulator layout; QK in wgmma's RS form; no spills at 236 registers).
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-import choreo_py
 from choreo_py import frontend
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.driver import compile_file
 from choreo_py.interp import RaceError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa_helpers import assemble, run_error  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 QREG = ROOT / "bench" / "variants" / "flash_atten_persistent_qreg.co"
@@ -85,26 +86,13 @@ def test_async_load_is_refused_by_name(tmp_path):
     assert (info.value.loc.line, info.value.loc.col) == (5, 7)
 
 
-def _bshd(b, s, h, seed):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(b, s, h, 128, generator=g).to(torch.bfloat16)
-
-
-def _run(path, b, h, s, schedule="round_robin", seed=0, sms=3):
-    q, k, v = _bshd(b, s, h, 1), _bshd(b, s, h, 2), _bshd(b, s, h, 3)
-    o = torch.full_like(q, float("nan"))
-    choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), schedule=schedule, seed=seed,
-                        defines={"NUM_SMS": str(sms)})
-    t = [x.float().transpose(1, 2) for x in (q, k, v)]
-    ref = torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True).transpose(1, 2)
-    return ((o.float() - ref).norm() / ref.norm()).item(), o
 
 
 @pytest.mark.parametrize("b,h,s,schedule,seed", [(1, 3, 640, "round_robin", 0),
                                                  (2, 2, 384, "random", 1),
                                                  (1, 1, 1000, "random", 2)])
 def test_q_in_registers_matches_sdpa(b, h, s, schedule, seed):
-    err, o = _run(QREG, b, h, s, schedule, seed)
+    err, o = run_error(QREG, b, h, s, schedule, seed)
     assert not torch.isnan(o).any()
     assert err < 1e-2
 
@@ -119,7 +107,7 @@ def test_releasing_q_before_loading_it_is_a_race(tmp_path):
     path.write_text(broken)
     with pytest.raises(RaceError) as info:
         for seed in range(4):
-            _run(path, 1, 2, 640, "random", seed)
+            run_error(path, 1, 2, 640, "random", seed)
     assert "q_shared" in str(info.value)
 
 
@@ -131,11 +119,9 @@ def test_sm90_lowering_loads_the_operand_registers():
     # the QKs read A from those registers (RS form); the PVs still from acc_s_cast
     assert len(re.findall(r"\{%q_frag\d+, %q_frag\d+, %q_frag\d+, %q_frag\d+\}, %\w+", ptx)) == 16
     assert "setmaxnreg.inc.sync.aligned.u32 240;" in ptx
-    if shutil.which("ptxas"):
-        res = subprocess.run(["ptxas", "-arch=sm_90a", "-v", "-o", "/dev/null", "-"],
-                             input=ptx, capture_output=True, text=True)
-        assert res.returncode == 0, res.stderr
-        assert "0 bytes spill stores, 0 bytes spill loads" in res.stderr
+    report = assemble(ptx, "sm_90a")
+    if report is not None:
+        assert "0 bytes spill stores, 0 bytes spill loads" in report
 
 
 def test_sm90_loads_go_through_the_swizzled_chunk_addresses():

@@ -7,44 +7,24 @@ query tiles) and its K/V/Q rings continue across items; the default grid
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-import choreo_py
 from choreo_py import cli, frontend, sema
 from choreo_py.diagnostics import take_warnings
 from choreo_py.interp import RunStats
 from choreo_py.passes import pipeline_check
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from fa_helpers import rel, run, sdpa  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 PERSISTENT = ROOT / "examples" / "flash_atten_persistent.co"
 SEED = ROOT / "examples" / "flash_atten_causal.co"
 SCHEDULES = [("round_robin", 0), ("random", 1), ("random", 2)]
-
-
-def bshd(b, s, h, seed, d=128):
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(b, s, h, d, generator=g).to(torch.bfloat16)
-
-
-def sdpa(q, k, v):
-    t = [x.float().transpose(1, 2) for x in (q, k, v)]
-    return torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True).transpose(1, 2)
-
-
-def run(path, b, h, s, sms=None, schedule="round_robin", seed=0, stats=None):
-    q, k, v = bshd(b, s, h, 1), bshd(b, s, h, 2), bshd(b, s, h, 3)
-    o = torch.full_like(q, float("nan"))
-    defines = {"NUM_SMS": str(sms)} if sms else None
-    choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), schedule=schedule, seed=seed,
-                        defines=defines, stats=stats)
-    return q, k, v, o
-
-
-def rel(out, ref):
-    return ((out.float() - ref).norm() / ref.norm()).item()
 
 
 def items_per_block(b, h, s, sms):

@@ -1,0 +1,52 @@
+"""Helpers shared by the tests: causal attention inputs and references, interpreting an
+FA program on them, and assembling PTX with ptxas where it is installed."""
+from __future__ import annotations
+
+import shutil
+import subprocess
+
+import torch
+
+import choreo_py
+
+
+def bshd(b, s, h, seed, d=128):
+    """Random bf16 [B, S, H, D] (seeded)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(b, s, h, d, generator=g).to(torch.bfloat16)
+
+
+def sdpa(q, k, v):
+    """Causal attention of BSHD inputs in float32."""
+    t = [x.float().transpose(1, 2) for x in (q, k, v)]
+    return torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True).transpose(1, 2)
+
+
+def rel(out, ref):
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+def run(path, b, h, s, sms=None, schedule="round_robin", seed=0, stats=None):
+    """Interprets the FA program at `path` on fresh inputs; returns (q, k, v, o)."""
+    q, k, v = bshd(b, s, h, 1), bshd(b, s, h, 2), bshd(b, s, h, 3)
+    o = torch.full_like(q, float("nan"))
+    defines = {"NUM_SMS": str(sms)} if sms else None
+    choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), schedule=schedule, seed=seed,
+                        defines=defines, stats=stats)
+    return q, k, v, o
+
+
+def run_error(path, b, h, s, schedule="round_robin", seed=0, sms=3):
+    """(rel. error against SDPA, output) of interpreting the FA program at `path`."""
+    q, k, v, o = run(path, b, h, s, sms=sms, schedule=schedule, seed=seed)
+    return rel(o, sdpa(q, k, v)), o
+
+
+def assemble(ptx: str, target: str):
+    """ptxas -v on `ptx` (must succeed); its report, or None where ptxas is not installed."""
+    if not shutil.which("ptxas"):
+        return None
+    res = subprocess.run(["ptxas", f"-arch={target}", "-v", "-o", "/dev/null", "-"], input=ptx,
+                         capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    return res.stderr
