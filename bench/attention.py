@@ -31,7 +31,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import event_times, graph_times  # noqa: E402
+from timing import event_times, graph_times, sdpa_runs  # noqa: E402
 
 SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True), (8, 16, 1024, True),
           (2, 16, 8192, False)]
@@ -233,9 +233,6 @@ def compiled(name: str, variant: str | None = None):
 
 
 def implementations(q, k, v, o, causal: bool):
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     name = "flash_atten_causal" if causal else "flash_atten"
     ours = compiled(name)
     impls = [("choreo-py", lambda: ours(q, k, v, o))]
@@ -246,13 +243,8 @@ def implementations(q, k, v, o, causal: bool):
         from lowering.sm90.handwritten_fa import flash_attention
 
         impls.append(("hand-written", lambda: flash_attention(q, k, v, causal=causal, out=o)))
-    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-    for label, backend in (("cuDNN", SDPBackend.CUDNN_ATTENTION),
-                           ("FA2 (SDPA flash)", SDPBackend.FLASH_ATTENTION)):
-        def run(backend=backend):
-            with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-        impls.append((label, run))
+    sdpa = sdpa_runs(q, k, v, causal)
+    impls += [("cuDNN", sdpa["cudnn"]), ("FA2 (SDPA flash)", sdpa["flash"])]
     return impls
 
 

@@ -23,7 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from timing import event_times, graph_times  # noqa: E402
+from timing import event_times, graph_times, sdpa_runs  # noqa: E402
 OUT = os.environ.get("OUT")
 RESULTS: dict = {}
 
@@ -174,9 +174,6 @@ def time_graph(fn, calls: int, replays: int = 10):
 
 def section_time() -> None:
     import torch
-    import torch.nn.functional as F
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
     from lowering.sm90.handwritten_fa import flash_attention
     from lowering.sm90.handwritten_gemm import gemm
 
@@ -204,13 +201,8 @@ def section_time() -> None:
         row = {"shape": f"B={B} H={H} S={S} {'causal' if causal else 'full'}"}
         impls = [] if skip_fa else [("ours", lambda: flash_attention(q, k, v, causal=causal, out=out))]
         if not only_ours:
-            qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
-            for name, backend in (("sdpa_cudnn", SDPBackend.CUDNN_ATTENTION),
-                                  ("sdpa_flash", SDPBackend.FLASH_ATTENTION)):
-                def run(backend=backend):
-                    with sdpa_kernel(backend):
-                        return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
-                impls.append((name, run))
+            sdpa = sdpa_runs(q, k, v, causal)
+            impls += [("sdpa_cudnn", sdpa["cudnn"]), ("sdpa_flash", sdpa["flash"])]
         # Two interleaved rounds of CUDA-graph timing, then per-call events once.
         for method in ("graph", "graph2", "events"):
             for name, fn in impls:

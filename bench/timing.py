@@ -50,3 +50,19 @@ def graph_times(fn, calls: int, replays: int = 10) -> list[float]:
         torch.cuda.synchronize()
         ts.append(st.elapsed_time(en) / calls)
     return sorted(ts)
+
+
+def sdpa_runs(q, k, v, causal: bool) -> dict:
+    """torch SDPA on BSHD tensors through one backend each: {"cudnn": fn, "flash": fn}."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    qt, kt, vt = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+
+    def run(backend):
+        def fn():
+            with sdpa_kernel(backend):
+                return F.scaled_dot_product_attention(qt, kt, vt, is_causal=causal)
+        return fn
+
+    return {"cudnn": run(SDPBackend.CUDNN_ATTENTION), "flash": run(SDPBackend.FLASH_ATTENTION)}
