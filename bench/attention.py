@@ -31,6 +31,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
 from timing import event_times, graph_times, sdpa_runs  # noqa: E402
 
 SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True), (8, 16, 1024, True),
@@ -240,7 +241,7 @@ def implementations(q, k, v, o, causal: bool):
         pers = compiled("flash_atten_persistent")
         impls.append(("choreo-py persistent", lambda: pers(q, k, v, o)))
     if HAND:  # the hand-written pyptx kernel the backend was shaped after
-        from lowering.sm90.handwritten_fa import flash_attention
+        from handwritten_sm90_fa import flash_attention
 
         impls.append(("hand-written", lambda: flash_attention(q, k, v, causal=causal, out=o)))
     sdpa = sdpa_runs(q, k, v, causal)
@@ -417,7 +418,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ref", default=os.path.join(ROOT, ".ref", "croq_fa"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
-    ap.add_argument("--hand", action="store_true", help="also time lowering/sm90/handwritten_fa")
+    ap.add_argument("--hand", action="store_true", help="also time bench/reference/handwritten_sm90_fa")
     ap.add_argument("--no-persistent", action="store_true",
                     help="leave out examples/flash_atten_persistent.co")
     ap.add_argument("--variants", default="",

@@ -23,6 +23,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "reference"))
 from timing import event_times, graph_times, sdpa_runs  # noqa: E402
 OUT = os.environ.get("OUT")
 RESULTS: dict = {}
@@ -40,8 +41,8 @@ def save(section: str) -> None:
 
 # ---------------------------------------------------------------------------
 def section_build() -> None:
-    from lowering.sm90 import handwritten_fa as fa
-    from lowering.sm90 import handwritten_gemm as gm
+    import handwritten_sm90_fa as fa
+    import handwritten_sm90_gemm as gm
 
     for name, src in (("fa_causal", fa.flash_attention_ptx(True)),
                       ("fa_full", fa.flash_attention_ptx(False)),
@@ -72,7 +73,7 @@ def sdpa_ref(q, k, v, causal: bool):
 
 def section_check_gemm() -> None:
     import torch
-    from lowering.sm90.handwritten_gemm import gemm
+    from handwritten_sm90_gemm import gemm
 
     ok_all = True
     for (M, N, K) in ((128, 256, 64), (256, 512, 192), (512, 768, 1024), (2048, 2048, 2048)):
@@ -99,7 +100,7 @@ def section_check_gemm() -> None:
 
 def section_check_fa() -> None:
     import torch
-    from lowering.sm90.handwritten_fa import flash_attention
+    from handwritten_sm90_fa import flash_attention
 
     ok_all = True
     cases = [
@@ -174,8 +175,8 @@ def time_graph(fn, calls: int, replays: int = 10):
 
 def section_time() -> None:
     import torch
-    from lowering.sm90.handwritten_fa import flash_attention
-    from lowering.sm90.handwritten_gemm import gemm
+    from handwritten_sm90_fa import flash_attention
+    from handwritten_sm90_gemm import gemm
 
     only_ours = os.environ.get("SPIKE_ONLY_OURS") == "1"
     skip_fa = os.environ.get("SPIKE_SKIP_FA") == "1"        # our FA failed its check

@@ -3,7 +3,7 @@
 __version__ = "0.1.0"
 
 
-def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=4, **kwargs):
+def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=None, **kwargs):
     """Runs the kernels of the `.co` file `path` on CPU `tensors` in place; returns them.
 
     See `choreo_py.interp.api.interpret` (imported on first use, as it needs torch).
@@ -14,17 +14,17 @@ def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=4, **kwar
 
 
 def _register_semantic_checks() -> None:
-    # `choreo check` = parse-level checks, then semantic analysis.
-    from . import frontend, sema
+    # `choreo check` = parse-level checks, then semantic analysis and the passes.
+    from . import driver, frontend
 
-    frontend.register_check(sema.check_program)
+    frontend.register_check(driver.check_program)
 
 
 _register_semantic_checks()
 
 
 def __getattr__(name: str):
-    # `choreo_py.load(path, target="sm_90a")`: imported on first use, so that
+    # `choreo_py.load(path)`: imported on first use, so that
     # the compiler itself needs neither torch nor CUDA.
     if name == "load":
         from .runtime import load

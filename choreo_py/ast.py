@@ -7,6 +7,9 @@ analyser's work, so constructs the parser cannot tell apart share one node
 (`x.at(i)` is a `MethodCall` whether `x` is a view, a buffer or an event).
 
 Construct with keywords only: `Name(id="a", loc=loc)`.
+
+Long because: it is the one definition of the syntax tree (each construct a
+small dataclass with its docstring); the builders and checks read it whole.
 """
 from __future__ import annotations
 

@@ -12,6 +12,7 @@ import gc
 import os
 import sys
 
+from . import targets
 from .diagnostics import ChoreoError, InternalError, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -22,14 +23,6 @@ class _Parser(argparse.ArgumentParser):
         self.print_usage(sys.stderr)
         print(f"choreo: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
-
-
-def _defines(items: list[str]) -> dict[str, str]:
-    out = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        out[name] = value if "=" in item else "1"
-    return out
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -56,9 +49,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
     _common(p)
-    p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
+    p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES)
     p.add_argument("--emit", default="pyptx", choices=("ast", "ir", "pyptx", "ptx", "cubin"),
                    help="the stage whose output to write")
+    p.add_argument("--print-ir-after", metavar="PASS",
+                   help="print the tile IR after the pass PASS and stop (the passes, in order: "
+                        "copy-swizzle, fragment-layout, ..., pipeline-check; see "
+                        "choreo_py/passes/pipeline.py)")
     p.add_argument("-o", dest="output", metavar="FILE",
                    help="write here ('-' for stdout); pyptx/ptx/cubin default to FILE's folder, "
                         "e.g. flash_atten.sm100a.py")
@@ -76,8 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-2,
                    help="largest relative error ||out - ref|| / ||ref|| accepted")
     p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
-                   help="threads sharing an accumulator row (default: 4 for sm_90a, 1 for sm_100a)")
-    p.add_argument("--target", default="sm_90a", choices=("sm_100a", "sm_90a"))
+                   help="threads sharing an accumulator row (default: the target's, "
+                        "4 for sm_90a, 1 for sm_100a)")
+    p.add_argument("--target", default=None, choices=targets.NAMES,
+                   help="default: the GPU present, else sm_100a")
     p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
@@ -87,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from . import frontend
 
-    include, defines = args.include, _defines(args.define)
+    include, defines = args.include, frontend.parse_defines(args.define)
     if not os.path.isfile(args.file):
         print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
         return EXIT_USAGE
@@ -106,7 +105,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.cmd == "compile":
         from . import driver
 
-        text = driver.compile_file(args.file, args.emit, args.target, include, defines)
+        text = driver.compile_file(args.file, args.emit, args.target, include, defines,
+                                   print_ir_after=args.print_ir_after)
+        if args.print_ir_after is not None:
+            args.emit = "ir"
         if args.output is None and args.emit in driver.OUTPUT_SUFFIX:
             args.output = driver.default_output(args.file, args.emit, args.target)
         if isinstance(text, bytes):  # --emit cubin

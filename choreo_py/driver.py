@@ -1,20 +1,25 @@
 """The compilation pipeline, stage by stage; each stage's output can be printed.
 
-    preprocess -> parse -> AST -> sema -> tile IR (verified, passes run) -> backend
+    preprocess -> parse -> AST -> sema -> tile IR -> passes -> backend
 
 `compile_file(path, emit=...)` runs the stages up to the one asked for and
-returns its text.
+returns its text. The driver owns the order: sema builds the IR (it knows
+no target), then the passes of passes/pipeline.py decide the IR facts that
+depend on layouts, memory and the target, then the target's backend
+(`targets.get(target).backend`) lowers it. `print_ir_after=PASS` stops after
+that pass and returns the IR as it is then.
 """
 from __future__ import annotations
 
 import os
 from typing import Iterable, Optional
 
-from . import frontend, ir, sema
+from . import frontend, ir, sema, targets
 from .diagnostics import ChoreoError
 from .ir_printer import print_module
+from .passes import pipeline
 
-TARGETS = ("sm_100a", "sm_90a")
+TARGETS = targets.NAMES
 EMITS = ("ast", "ir", "pyptx", "ptx", "cubin")
 OUTPUT_SUFFIX = {"pyptx": "py", "ptx": "ptx", "cubin": "cubin"}
 
@@ -26,31 +31,51 @@ def default_output(path: str, emit: str, target: str) -> str:
     return f"{stem}.{target.replace('_', '')}.{OUTPUT_SUFFIX[emit]}"
 
 
-def build_ir(program, target: str = "sm_100a") -> ir.Module:
+def _target(name: str) -> targets.Target:
+    try:
+        return targets.get(name)
+    except targets.UnknownTarget as e:
+        raise ChoreoError(str(e)) from None
+
+
+def build_ir(program, target: str = targets.COMPILE_DEFAULT,
+             print_ir_after: Optional[str] = None) -> ir.Module:
+    """The IR of a parsed program with every pass run (up to `print_ir_after`)."""
     # The strict build reports what the lenient `check` would, as errors.
-    frontend.check_parse_rules(program)
-    return sema.build_module(program, target)
+    return pipeline.build_module(program, _target(target), strict=True,
+                                 stop_after=print_ir_after)
 
 
 def ir_of_file(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
-               target: str = "sm_100a") -> ir.Module:
+               target: str = targets.COMPILE_DEFAULT) -> ir.Module:
     return build_ir(frontend.parse_file(path, include_dirs, defines), target)
 
 
-def compile_file(path: str, emit: str = "pyptx", target: str = "sm_100a",
-                 include_dirs: Iterable[str] = (), defines: Optional[dict] = None):
-    if target not in TARGETS:
-        raise ChoreoError(f"unknown target '{target}' (choose {', '.join(TARGETS)})")
+def check_program(program, target: str = targets.COMPILE_DEFAULT):
+    """`choreo check`'s semantic stage: sema's errors, then the passes, whose pipeline-check
+    findings are warnings (a program that would hang breaks no rule of the language)."""
+    rec = _target(target)
+    return sema.check_program(
+        program, on_function=lambda fn: [pipeline.run_kernel(k, rec, strict=False)
+                                         for k in fn.kernels])
+
+
+def compile_file(path: str, emit: str = "pyptx", target: str = targets.COMPILE_DEFAULT,
+                 include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
+                 print_ir_after: Optional[str] = None):
+    _target(target)
+    if print_ir_after is not None and print_ir_after not in pipeline.NAMES:
+        raise ChoreoError(f"--print-ir-after {print_ir_after}: no such pass (the passes, "
+                          f"in order: {', '.join(pipeline.NAMES)})")
     program = frontend.parse_file(path, include_dirs, defines)
     if emit == "ast":
         frontend.check_program(program)
         return frontend.dump_ast(program)
-    module = build_ir(program, target)
-    if emit == "ir":
+    module = build_ir(program, target, print_ir_after)
+    if emit == "ir" or print_ir_after is not None:
         return print_module(module)
     if emit in ("pyptx", "ptx", "cubin"):
         from .runtime import build  # the backend: lowering/<arch> (cubin: bytes)
 
         return build.emit(module, path, emit, target)
-    raise ChoreoError(f"--emit {emit}: the {target} backend is not part of this build yet; "
-                      "'--emit ir' shows the tile IR it will lower")
+    raise ChoreoError(f"unknown --emit {emit} (choose {', '.join(EMITS)})")

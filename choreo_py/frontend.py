@@ -23,6 +23,16 @@ def register_check(check: Callable[[ast.Program], None]) -> None:
         SEMANTIC_CHECKS.append(check)
 
 
+def parse_defines(items: Iterable[str]) -> dict[str, str]:
+    """`-D NAME[=VALUE]` arguments -> macro definitions (a bare NAME is defined as 1, as
+    for a C compiler)."""
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name] = value if "=" in item else "1"
+    return out
+
+
 def preprocess(file: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None):
     from .preprocess import preprocess_file
     return preprocess_file(file, tuple(include_dirs), defines)

@@ -17,6 +17,10 @@ Design rules:
   backend never re-derives `subspan(...).at(...).sqz()` chains.
 - Post-increments and other sugar are gone: `trigger e.at(k++)` is a
   `Trigger` on `e.at(k)` followed by `Assign(k, k + 1)`.
+
+Long because: this is the one definition of the IR every stage reads (each
+node kind a small dataclass, then the walkers); split in two, a new node
+kind and the walkers that must know it would live apart.
 """
 from __future__ import annotations
 
@@ -193,6 +197,7 @@ class Buffer:
     init: Optional[Const] = None
     loc: Optional[Loc] = None
     offset: Optional[int] = None  # byte offset in the block's shared memory (smem plan)
+    free_swizzle: bool = False  # the swizzle was chosen by passes/free_tile_swizzle
 
     @property
     def nbytes(self) -> int:
@@ -210,6 +215,7 @@ class Event:
     storage: str = "shared"
     loc: Optional[Loc] = None
     offset: Optional[int] = None  # byte offset of slot 0's barrier (smem plan)
+    arrivals: Optional[int] = None  # arrivals completing a generation (passes/event_arrivals)
 
 
 #: Fragment layouts (the layout pass fills them in; see passes/fragment_layout.py)

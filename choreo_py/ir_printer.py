@@ -192,6 +192,26 @@ class _Printer:
     def s_FragCopy(self, s): self.emit(f"{s.dst} = copy({s.src})")
 
 
+def buffer_decl(b: ir.Buffer) -> str:
+    """`shared a_buf[4]: bf16[128, 64] swizzle=128 offset=0`; a swizzle the
+    free-tile-swizzle pass chose is marked `layout-free`."""
+    arr = f"[{b.count}]" if b.count else ""
+    swz = f" swizzle={b.swizzle}" if b.swizzle else ""
+    free = " layout-free" if b.free_swizzle else ""
+    init = f" = {expr(b.init)}" if b.init is not None else ""
+    off = f" offset={b.offset}" if b.offset is not None else ""
+    return f"{b.storage} {b.name}{arr}: {b.dtype}{shape(b.shape)}{swz}{free}{off}{init}"
+
+
+def event_decl(e: ir.Event) -> str:
+    """`event kf[2] pending arrivals=1 offset=196608`."""
+    arr = f"[{e.slots}]" if e.slots else ""
+    storage = "" if e.storage == "shared" else f" storage={e.storage}"
+    arrivals = f" arrivals={e.arrivals}" if e.arrivals is not None else ""
+    off = f" offset={e.offset}" if e.offset is not None else ""
+    return f"event {e.name}{arr} {'ready' if e.ready else 'pending'}{storage}{arrivals}{off}"
+
+
 def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p = p or _Printer()
     params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in k.params)
@@ -201,13 +221,12 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p.emit(f"grid {grid}")
     if k.launch_bounds:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
+    if k.smem_total is not None:
+        p.emit(f"shared_memory {k.smem_total}")
     for b in k.buffers:
-        arr = f"[{b.count}]" if b.count else ""
-        swz = f" swizzle={b.swizzle}" if b.swizzle else ""
-        p.emit(f"{b.storage} {b.name}{arr}: {b.dtype}{shape(b.shape)}{swz}")
+        p.emit(buffer_decl(b))
     for e in k.events:
-        arr = f"[{e.slots}]" if e.slots else ""
-        p.emit(f"event {e.name}{arr} {'ready' if e.ready else 'pending'}")
+        p.emit(event_decl(e))
     for s in k.body:
         p.stmt(s)
     p.depth -= 1

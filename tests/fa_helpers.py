@@ -2,9 +2,7 @@
 FA program on them, and assembling PTX with ptxas where it is installed."""
 from __future__ import annotations
 
-import shutil
-import subprocess
-
+import pytest
 import torch
 
 import choreo_py
@@ -26,13 +24,14 @@ def rel(out, ref):
     return ((out.float() - ref).norm() / ref.norm()).item()
 
 
-def run(path, b, h, s, sms=None, schedule="round_robin", seed=0, stats=None):
-    """Interprets the FA program at `path` on fresh inputs; returns (q, k, v, o)."""
+def run(path, b, h, s, sms=None, schedule="round_robin", seed=0, stats=None, target="sm_90a"):
+    """Interprets the FA program at `path` on fresh inputs for `target` (sm_90a: 4 owners
+    per accumulator row, the stricter model); returns (q, k, v, o)."""
     q, k, v = bshd(b, s, h, 1), bshd(b, s, h, 2), bshd(b, s, h, 3)
     o = torch.full_like(q, float("nan"))
     defines = {"NUM_SMS": str(sms)} if sms else None
     choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), schedule=schedule, seed=seed,
-                        defines=defines, stats=stats)
+                        defines=defines, stats=stats, target=target)
     return q, k, v, o
 
 
@@ -42,11 +41,11 @@ def run_error(path, b, h, s, schedule="round_robin", seed=0, sms=3):
     return rel(o, sdpa(q, k, v)), o
 
 
-def assemble(ptx: str, target: str):
-    """ptxas -v on `ptx` (must succeed); its report, or None where ptxas is not installed."""
-    if not shutil.which("ptxas"):
-        return None
-    res = subprocess.run(["ptxas", f"-arch={target}", "-v", "-o", "/dev/null", "-"], input=ptx,
-                         capture_output=True, text=True)
-    assert res.returncode == 0, res.stderr
-    return res.stderr
+def assemble(ptx: str, target: str) -> str:
+    """ptxas -v on `ptx` (must succeed); its report. Without ptxas the calling test is
+    skipped (visibly), never passed: what it checks of the assembled code is unchecked."""
+    from choreo_py.runtime.build import find_ptxas, ptxas
+
+    if find_ptxas() is None:
+        pytest.skip("ptxas not on PATH: the generated PTX was not assembled")
+    return ptxas(ptx, target, verbose=True)[1]

@@ -70,5 +70,27 @@ def test_mutations_never_crash(example: Path) -> None:
                         f"--- input ---\n{mutated}")
 
 
+def _cases(example: Path) -> list[str]:
+    """The inputs test_mutations_never_crash gives the front end for `example`."""
+    text = example.read_text()
+    rng = random.Random(f"fuzz:{example.name}")
+    return [_mutate(text, rng) for _ in range(CASES_PER_EXAMPLE)]
+
+
 def test_enough_cases() -> None:
-    assert len(EXAMPLES) * CASES_PER_EXAMPLE >= 2000
+    """The fuzzer tests what it claims: 2,000+ distinct inputs, none the example itself,
+    and among them both programs the front end rejects and programs it accepts (a
+    mutator that only ever broke the lexer, or changed nothing, would test little)."""
+    distinct, outcomes = set(), {"rejected": 0, "accepted": 0}
+    for example in EXAMPLES:
+        original = example.read_text()
+        cases = _cases(example)
+        distinct |= {c for c in cases if c != original}
+        for n, case in enumerate(cases[:40]):
+            try:
+                frontend.check_text(case, f"{example.name}#{n}")
+                outcomes["accepted"] += 1
+            except ChoreoError:
+                outcomes["rejected"] += 1
+    assert len(distinct) >= 2000
+    assert outcomes["rejected"] >= 20 and outcomes["accepted"] >= 5, outcomes

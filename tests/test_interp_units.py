@@ -57,7 +57,9 @@ def test_plain_events_count_generations_per_path(schedule, seed):
     prod = role("producer", [0], [ir.For("n", C(0), C(5), [wait("empty"), trig("full")])])
     cons = role("consumer", [1], [ir.For("n", C(0), C(5), [wait("full"), trig("empty")])])
     k = kernel([prod, cons], 2, [ev("full"), ev("empty", ready=True)])
-    run_kernel(k, {}, schedule=schedule, seed=seed)
+    stats = run_kernel(k, {}, schedule=schedule, seed=seed)
+    # both roles ran all 5 iterations (a wait that blocked for good would be a deadlock)
+    assert stats.blocks == 1 and stats.statements >= 2 * 5 * 2  # a wait and a trigger each
 
 
 def test_generation_overrun_is_reported():
@@ -177,7 +179,8 @@ def _mma_inputs():
 
 def test_accumulator_read_after_wait():
     tail = [ir.Wait([ir.FutureRef("f")]), ir.Reduce("max", "m", "acc", 1)]
-    run_kernel(_mma_kernel(tail), _mma_inputs())
+    stats = run_kernel(_mma_kernel(tail), _mma_inputs())
+    assert stats.blocks == 1 and stats.statements > len(tail)  # no RaceError after the wait
 
 
 def test_accumulator_read_before_wait_is_a_race():

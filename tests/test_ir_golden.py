@@ -36,9 +36,11 @@ def test_seed_ir_facts(monkeypatch) -> None:
     k = ir_of_file("examples/flash_atten_causal.co").functions[0].kernels[0]
     assert [g.var for g in k.grid] == ["tile", "head", "batch"]
     assert k.launch_bounds == (None, 1)
-    assert {b.name: (b.shape, b.count, b.swizzle) for b in k.buffers} == {
-        "q_shared": ((128, 128), None, 128), "k_buf": ((128, 128), 2, 128),
-        "v_buf": ((128, 128), 2, 128), "o_buf": ((128, 128), None, None)}
+    # o_buf's layout no statement observes: the free-tile-swizzle pass gives it 128 B
+    assert {b.name: (b.shape, b.count, b.swizzle, b.free_swizzle) for b in k.buffers} == {
+        "q_shared": ((128, 128), None, 128, False), "k_buf": ((128, 128), 2, 128, False),
+        "v_buf": ((128, 128), 2, 128, False), "o_buf": ((128, 128), None, 128, True)}
+    assert {e.name: e.arrivals for e in k.events} == {"qf": 1, "kf": 1, "vf": 1, "ke": 2, "ve": 2}
     assert {e.name: (e.slots, e.ready) for e in k.events} == {
         "qf": (None, False), "kf": (2, False), "vf": (2, False), "ke": (2, True), "ve": (2, True)}
     layouts = {f.name: (f.shape, f.layout) for f in k.frags}

@@ -47,9 +47,12 @@ def error(body) -> ChoreoError:
 
 
 def test_valid_kernel_passes() -> None:
-    verify_kernel(kernel([load(), ir.Trigger(ir.EventRef("e", order=B.const(0)), ["f"], loc=L),
-                          ir.MmaFill("acc", ir.Const(0.0, "f32"), loc=L), mma(),
-                          ir.Wait([ir.FutureRef("m")], loc=L)]))
+    body = [load(), ir.Trigger(ir.EventRef("e", order=B.const(0)), ["f"], loc=L),
+            ir.MmaFill("acc", ir.Const(0.0, "f32"), loc=L), mma(),
+            ir.Wait([ir.FutureRef("m")], loc=L)]
+    verify_kernel(kernel(body))  # raises on a finding
+    # ... and with the wait moved before the MMA it is one
+    assert "waited before any operation defines it" in error(body[:3] + [body[4], body[3]]).message
 
 
 @pytest.mark.parametrize("body,message", [
@@ -75,7 +78,10 @@ def test_verifier_rule(body, message) -> None:
 
 def test_future_in_a_loop_is_a_new_instance_each_iteration() -> None:
     body = [ir.For("i", B.const(0), B.const(4), [load(), ir.Wait([ir.FutureRef("f")], loc=L)], loc=L)]
-    verify_kernel(kernel(body))
+    verify_kernel(kernel(body))  # raises on a finding
+    # outside the loop the second wait of the same instance is one
+    twice = [load(), ir.Wait([ir.FutureRef("f")], loc=L), ir.Wait([ir.FutureRef("f")], loc=L)]
+    assert "already waited" in error(twice).message
 
 
 def test_loop_index_is_read_only() -> None:

@@ -120,8 +120,7 @@ def test_sm90_lowering_loads_the_operand_registers():
     assert len(re.findall(r"\{%q_frag\d+, %q_frag\d+, %q_frag\d+, %q_frag\d+\}, %\w+", ptx)) == 16
     assert "setmaxnreg.inc.sync.aligned.u32 240;" in ptx
     report = assemble(ptx, "sm_90a")
-    if report is not None:
-        assert "0 bytes spill stores, 0 bytes spill loads" in report
+    assert "0 bytes spill stores, 0 bytes spill loads" in report
 
 
 def test_sm90_loads_go_through_the_swizzled_chunk_addresses():

@@ -37,7 +37,8 @@ def _front_end(path: Path):
 @pytest.mark.parametrize("rec", [r for r in RECORDS if r["expect"] == "accept"],
                          ids=lambda r: r["path"])
 def test_accepted_files_parse(rec):
-    _front_end(CORPUS / rec["path"])
+    program = _front_end(CORPUS / rec["path"])
+    assert program.items, rec["path"]  # raises on an error; a file has code
 
 
 @pytest.mark.parametrize("rec", [r for r in RECORDS if r["expect"] == "reject"

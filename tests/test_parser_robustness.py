@@ -51,7 +51,8 @@ def test_cli_never_prints_a_traceback(tmp_path):
 
 
 def test_seed_passes_all_checks():
-    frontend.check_file(str(SEED))
+    program = frontend.check_file(str(SEED))
+    assert [f.name for f in program.functions] == ["flash_atten"]
 
 
 def test_seed_parses_within_50ms():

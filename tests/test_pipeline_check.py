@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import cli, frontend, sema
+from choreo_py import cli, driver, frontend
 from choreo_py.diagnostics import ChoreoError, take_warnings
 from choreo_py.passes import pipeline_check
 
@@ -25,14 +25,14 @@ def line_of(text: str, fragment: str) -> int:
 def compile_error(text: str) -> ChoreoError:
     program = frontend.parse_text(text, "broken.co")
     with pytest.raises(ChoreoError) as info:
-        sema.build_module(program)
+        driver.build_ir(program, target="sm_90a")
     return info.value
 
 
 @pytest.mark.parametrize("name", ["flash_atten_causal", "flash_atten", "gemm"])
 def test_examples_pass_over_many_trip_counts(name: str) -> None:
     program = frontend.parse_file(str(ROOT / "examples" / f"{name}.co"))
-    kernel = sema.build_module(program).functions[0].kernels[0]
+    kernel = driver.build_ir(program, target="sm_90a").functions[0].kernels[0]
     assert pipeline_check.check_kernel(kernel) >= 5  # distinct trip-count scenarios
 
 
@@ -88,7 +88,7 @@ PERSISTENT = (ROOT / "examples" / "flash_atten_persistent.co").read_text()
 
 def test_persistent_example_meets_multi_tile_items_in_many_blocks() -> None:
     program = frontend.parse_text(PERSISTENT, "flash_atten_persistent.co")
-    kernel = sema.build_module(program).functions[0].kernels[0]
+    kernel = driver.build_ir(program, target="sm_90a").functions[0].kernels[0]
     # Blocks read their grid index inside the roles, so blocks 0, 1 and 131 are scenarios;
     # the one-dimension families give blocks several items of several K/V tiles.
     assert pipeline_check.check_kernel(kernel) >= 50
@@ -105,7 +105,7 @@ def test_persistent_q_ring_without_release_deadlocks_at_the_second_tile() -> Non
 def test_scenarios_over_the_step_budget_are_skipped_but_never_ending_code_is_not() -> None:
     # A scenario that would take too long ends its family (larger values cost more)...
     program = frontend.parse_text(PERSISTENT, "flash_atten_persistent.co")
-    kernel = sema.build_module(program).functions[0].kernels[0]
+    kernel = driver.build_ir(program, target="sm_90a").functions[0].kernels[0]
     finished = []
     for family in pipeline_check._families(kernel):
         assert [d for d in family] == sorted(family, key=lambda d: sum(d.values()))

@@ -31,7 +31,7 @@ def _number(pattern: str, text: str) -> float:
 
 
 def test_causal_seed_runs_and_matches_sdpa(capsys):
-    rc, out, err = run(capsys, FA_CAUSAL, "--shape", SHAPE)
+    rc, out, err = run(capsys, FA_CAUSAL, "--shape", SHAPE, "--target", "sm_90a")
     assert rc == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("ran flash_atten [B=1 Q_SEQ=256 H=2 KV_SEQ=256] "
@@ -80,9 +80,24 @@ def test_a_wrong_reference_fails_with_the_error(capsys):
 
 def test_missing_all_reduce_fails_the_check(capsys):
     rc, out, err = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
-                       "B=1,H=1,Q_SEQ=256,KV_SEQ=256")
+                       "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--target", "sm_90a")
     assert rc == 1
     assert "O differs from the sdpa-causal reference" in err
+
+
+def test_default_target_is_the_gpu_present_else_sm_100a(capsys, monkeypatch):
+    """One target rule: `run` without --target takes the GPU's own target, else sm_100a,
+    whose accumulator rows have one owner (so the all-reduce-free file is right there)."""
+    from choreo_py import targets
+
+    monkeypatch.setattr(targets, "_gpu_capability", lambda: None)
+    rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
+                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256")
+    assert rc == 0 and " owners=1: " in out
+    monkeypatch.setattr(targets, "_gpu_capability", lambda: (9, 0))
+    rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
+                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256")
+    assert rc == 1 and " owners=4: " in out
 
 
 def test_a_looser_tolerance_is_honoured(capsys):

@@ -17,7 +17,8 @@ from typing import Iterable, Optional
 
 import torch
 
-from .. import diagnostics, frontend, ir, parse_checks, sema
+from .. import diagnostics, ir, targets
+from ..passes import pipeline
 from ..diagnostics import ChoreoError, Diagnostic
 from .runner import DEFAULT_STEP_LIMIT, RunStats, interpret_module
 
@@ -34,8 +35,11 @@ class UsageError(Exception):
 
 
 def load_module(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
-                target: str = "sm_90a") -> tuple[ir.Module, list[Diagnostic]]:
-    """(IR of every function of the file, the warnings its analysis gave)."""
+                target: Optional[str] = None) -> tuple[ir.Module, list[Diagnostic]]:
+    """(IR of every function of the file, the warnings its analysis gave); the passes run
+    for `target` (default: the GPU present, else sm_100a)."""
+    rec = targets.resolve(target)
+    target = rec.name
     st = os.stat(path)
     key = (os.path.abspath(path), st.st_mtime_ns, st.st_size, tuple(include_dirs),
            tuple(sorted((defines or {}).items())), target)
@@ -44,21 +48,12 @@ def load_module(path: str, include_dirs: Iterable[str] = (), defines: Optional[d
         return hit
     before = len(diagnostics.WARNINGS)
     try:
-        program = frontend.parse_file(path, include_dirs, defines)
-        parse_checks.check(program)
-        funcs, errors = [], []
-        for func in program.functions:
-            try:
-                # Non-strict: pipeline-check findings become warnings (see above).
-                funcs.append(sema._build_function(func, target, strict=False))
-            except ChoreoError as e:
-                errors += e.diagnostics
-        if errors:
-            raise ChoreoError(diagnostics=errors)
+        # Non-strict: pipeline-check findings become warnings (see above).
+        module = pipeline.ir_of_file(path, rec, include_dirs, defines, strict=False)
     finally:
         found = diagnostics.WARNINGS[before:]
         del diagnostics.WARNINGS[before:]
-    result = (ir.Module(funcs, program.file), found)
+    result = (module, found)
     if len(_CACHE) >= _CACHE_SIZE:
         _CACHE.pop(next(iter(_CACHE)))
     _CACHE[key] = result
@@ -177,23 +172,26 @@ def check_dims(fn: ir.Function, dims: dict) -> None:
 
 
 def interpret(path: str, tensors: dict[str, torch.Tensor], *, schedule: str = "round_robin",
-              seed: int = 0, owners: int = 4, function: Optional[str] = None,
+              seed: int = 0, owners: Optional[int] = None, function: Optional[str] = None,
               include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
-              target: str = "sm_90a", step_limit: int = DEFAULT_STEP_LIMIT,
+              target: Optional[str] = None, step_limit: int = DEFAULT_STEP_LIMIT,
               stats: Optional[RunStats] = None, **dims: int) -> dict[str, torch.Tensor]:
     """Runs the kernels of `path`'s function on `tensors`, in place, and returns them.
 
     `tensors` maps every parameter name of the function to a CPU tensor of
     its dtype and rank; the symbolic dimensions are read from their shapes
     (`dims`, if given, must agree). `schedule` is "round_robin" or "random"
-    (seeded by `seed`); `owners` is the number of threads sharing an
-    accumulator row (4: sm_90a wgmma, 1: sm_100a). Program faults (deadlock,
+    (seeded by `seed`); `target` defaults to the GPU present, else sm_100a;
+    `owners` is the number of threads sharing an accumulator row (default:
+    the target's, 4 for sm_90a wgmma, 1 for sm_100a). Program faults (deadlock,
     data race, event misuse, step limit) raise `InterpError`s, which are
     `ChoreoError`s located in the source; unknown names raise `UsageError`.
     Pipeline-check findings are issued as `ChoreoWarning`s. With `stats`,
     the run's block and statement counts are added to it.
     """
-    module, found = load_module(path, include_dirs, defines, target)
+    rec = targets.resolve(target)
+    owners = rec.acc_owners if owners is None else owners
+    module, found = load_module(path, include_dirs, defines, rec.name)
     for w in found:
         warnings.warn(w.render(), ChoreoWarning, stacklevel=2)
     fn = pick_function(module, function)

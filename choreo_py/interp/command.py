@@ -15,6 +15,8 @@ import sys
 import time
 
 from . import checks
+from .. import targets
+from ..frontend import parse_defines
 from .api import (UsageError, check_dims, function_dims, load_module, param_shape,
                   param_usage, pick_function)
 from .runner import RunStats, interpret_module
@@ -62,10 +64,9 @@ def run_command(args) -> int:
 
 
 def _run(args) -> int:
-    from ..cli import _defines
-
     dims = parse_shape(args.shape)
-    module, found = load_module(args.file, args.include, _defines(args.define), args.target)
+    target = targets.resolve(args.target)
+    module, found = load_module(args.file, args.include, parse_defines(args.define), target.name)
     for w in found:  # the static check's findings come before what the run shows
         print(w.render(), file=sys.stderr)
     fn = pick_function(module, args.function)
@@ -81,7 +82,7 @@ def _run(args) -> int:
     reads, writes = param_usage(module, fn)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     ref = None if check == "none" else checks.reference(check, fn, tensors)
-    owners = args.owners if args.owners is not None else (4 if args.target == "sm_90a" else 1)
+    owners = args.owners if args.owners is not None else target.acc_owners
     start = time.perf_counter()
     stats: RunStats = interpret_module(module, tensors, function=fn.name, schedule=args.schedule,
                                        seed=args.seed, step_limit=args.step_limit, owners=owners,

@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 
 from .. import ir
+from ..passes import event_arrivals
 from .errors import InterpError
 from .executor import BlockRun
 from .memory import Memory
@@ -27,33 +28,10 @@ class RunStats:
 
 
 def static_counts(kernel: ir.Kernel) -> tuple[dict[str, int], dict[int, int]]:
-    """(arrivals per event generation, instances per Role/Parallel statement) of one block.
-
-    A generation of an event completes when every role instance that can
-    trigger it has arrived once: the sum, over the distinct roles (or
-    parallel bodies, or the block) containing a `trigger` of it, of their
-    instance counts. Several triggers of one event in one role count once.
-    """
-    triggerers: dict[str, dict] = {}
-    instances: dict[int, int] = {}
-
-    def visit(stmts, mult: int, outer: int, ctx) -> None:
-        for s in stmts:
-            if isinstance(s, ir.Trigger):
-                triggerers.setdefault(s.event.event, {})[ctx] = mult
-            if isinstance(s, ir.Parallel):
-                instances[id(s)] = mult * s.extent
-                visit(s.body, mult * s.extent, mult, ("parallel", id(s)))
-            elif isinstance(s, ir.Role):
-                n = outer * len(s.members) if s.members else mult
-                instances[id(s)] = n
-                visit(s.body, n, outer, ("role", id(s)))
-            else:
-                for block in ir.child_blocks(s):
-                    visit(block, mult, outer, ctx)
-
-    visit(kernel.body, 1, 1, ("block",))
-    return {e: sum(c.values()) for e, c in triggerers.items()}, instances
+    """(arrivals per event generation, instances per Role/Parallel statement) of one block:
+    the facts of passes/event_arrivals, the one place their rule lives."""
+    _, instances = event_arrivals.role_instances(kernel)
+    return event_arrivals.arrivals(kernel), instances
 
 
 def bind_dims(kernel: ir.Kernel, tensors: dict, dims: Optional[dict]) -> dict[str, int]:

@@ -7,32 +7,27 @@
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
+from choreo_py.lowering import sm90, sm100
 
-BACKENDS = {"sm_90a": "sm90", "sm_100a": "sm100"}
+# The backend package of each targets.Target.backend (static imports: one edge
+# from the IR to each backend that every tool can see).
+BACKENDS = {"sm90": sm90, "sm100": sm100}
 
 
 def lowering(target: str):
-    """The backend package: `choreo_py.lowering.<arch>` when installed, `lowering.<arch>` in a checkout."""
-    arch = BACKENDS.get(target)
-    if arch is None:
-        raise ChoreoError(f"the {target} backend is not part of this build yet; "
-                          "'--emit ir' shows the tile IR it will lower")
-    for name in (f"choreo_py.lowering.{arch}", f"lowering.{arch}"):
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as err:
-            if err.name not in (name, name.rsplit(".", 1)[0], "choreo_py.lowering", "lowering"):
-                raise
-    raise ChoreoError(f"the {target} backend package (lowering/{arch}) is not installed")
+    """The backend package that lowers the IR for `target` (choreo_py.lowering.<arch>)."""
+    try:
+        return BACKENDS[targets.get(target).backend]
+    except targets.UnknownTarget as e:
+        raise ChoreoError(str(e)) from None
 
 
 def pyptx_text(module: ir.Module, source_path: str, target: str) -> str:
@@ -62,6 +57,7 @@ def run_module(text: str, filename: str = "<choreo pyptx>") -> Loaded:
 
 
 def find_ptxas() -> str | None:
+    """The ptxas the project uses, everywhere: the one on PATH, else the CUDA default."""
     for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
         if cand and os.path.isfile(cand):
             return cand
@@ -77,7 +73,8 @@ def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
         src, out = os.path.join(tmp, "kernel.ptx"), os.path.join(tmp, "kernel.cubin")
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(ptx)
-        cmd = [exe, f"-arch={arch}", src, "-o", out] + (["-v"] if verbose else [])
+        cmd = [exe, f"-arch={targets.get(arch).ptxas_arch if arch in targets.TARGETS else arch}",
+               src, "-o", out] + (["-v"] if verbose else [])
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
             raise ChoreoError(f"ptxas rejected the generated PTX:\n{res.stderr.strip()}")

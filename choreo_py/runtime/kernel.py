@@ -156,11 +156,15 @@ class ChoreoFunction:
         return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
 
 
-def load(path: str, target: str = "sm_90a", include_dirs: Iterable[str] = (),
+def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
          defines: Optional[dict] = None) -> ChoreoFunction:
-    """Compiles the kernel of a .co file for `target`; returns a callable over torch tensors."""
-    from choreo_py.driver import ir_of_file
+    """Compiles the kernel of a .co file for `target` (default: the GPU present, else
+    sm_100a); returns a callable over torch tensors."""
+    from choreo_py import targets
+    from choreo_py.passes import pipeline
 
-    module = ir_of_file(path, include_dirs, defines, target=target)
+    rec = targets.resolve(target)
+    target = rec.name
+    module = pipeline.ir_of_file(path, rec, include_dirs, defines)
     text = build.pyptx_text(module, path, target)
     return ChoreoFunction(path, target, text)

@@ -3,24 +3,26 @@
 `build_module(program)` analyses every `__co__` function and returns the IR
 module; constructs that are valid Choreo but that the tile IR cannot express
 yet raise `Unsupported` (a ChoreoError naming the construct and its place).
-`check_program(program)` is what `choreo check` runs: it reports every
-semantic error of the functions the IR covers and accepts the others
-without building IR for them.
+`check_program(program)` reports every semantic error of the functions the
+IR covers and accepts the others without building IR for them.
+
+Sema knows no target, and runs no pass: the IR it returns is the program's
+meaning; layouts, memory plans and the pipeline check are the passes the
+driver runs next (choreo_py/passes/pipeline.py).
 """
 from __future__ import annotations
 
 from .. import ast as A
 from .. import ir
-from ..diagnostics import ChoreoError, warn
+from ..diagnostics import ChoreoError
 from ..ir_verify import verify_kernel
-from ..passes import layouts, pipeline_check, smem_plan
 from .kernel import KernelBuilder
 from .values import ShapeNotYetKnown, Unsupported
 
-__all__ = ["build_module", "check_program", "Unsupported"]
+__all__ = ["build_function", "build_module", "check_program", "Unsupported"]
 
 
-def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Function:
+def build_function(func: A.FunctionDef, strict: bool = True) -> ir.Function:
     builder = KernelBuilder(func, lenient=not strict)
     try:
         fn = builder.build()
@@ -34,17 +36,6 @@ def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Functi
         raise builder.skipped[0]
     for k in fn.kernels:
         verify_kernel(k)
-        layouts.run(k)
-        smem_plan.plan(k, target)
-        verify_kernel(k)
-        try:
-            pipeline_check.check_kernel(k)
-        except pipeline_check.PipelineError as e:
-            # A kernel that would hang is refused by `compile`; `check` judges the
-            # language's rules, which such a program does not break, and warns.
-            if strict:
-                raise
-            warn(e.message, e.loc)
     return fn
 
 
@@ -59,12 +50,12 @@ def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool):
     return builder, builder.build()
 
 
-def build_module(program: A.Program, target: str = "sm_90a") -> ir.Module:
+def build_module(program: A.Program) -> ir.Module:
     """IR for every function; raises on the first error or unsupported construct."""
     funcs, errors = [], []
     for func in program.functions:
         try:
-            funcs.append(_build_function(func, target, strict=True))
+            funcs.append(build_function(func, strict=True))
         except ChoreoError as e:
             errors += e.diagnostics
     if errors:
@@ -72,15 +63,19 @@ def build_module(program: A.Program, target: str = "sm_90a") -> ir.Module:
     return ir.Module(funcs, program.file)
 
 
-def check_program(program: A.Program, target: str = "sm_90a") -> list[Unsupported]:
+def check_program(program: A.Program, on_function=None) -> list[Unsupported]:
     """Semantic errors of every function; functions beyond the IR are skipped.
 
-    Returns the `Unsupported` notes of the skipped functions (for `-v` output).
+    `on_function(fn)` is called with the IR of each function that has one (the
+    driver runs the passes there). Returns the `Unsupported` notes of the
+    skipped functions (for `-v` output).
     """
     skipped, errors = [], []
     for func in program.functions:
         try:
-            _build_function(func, target, strict=False)
+            fn = build_function(func, strict=False)
+            if on_function is not None:
+                on_function(fn)
         except Unsupported as u:
             skipped.append(u)
         except ChoreoError as e:

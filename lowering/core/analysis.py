@@ -12,8 +12,7 @@
 - TMA futures: `trigger e after f, g` publishes loads f, g on event e. The
   loads must precede it in the same block; the event is armed with the
   loads' byte count before the first of them.
-- Event arrival counts: one arrival per instance of each role that
-  triggers the event.
+- Event arrival counts: `Event.arrivals`, decided by passes/event_arrivals.
 - Issue-only roles: a role whose body only moves data and synchronises
   (TMA loads and stores, events, scalar code) runs on one thread per
   instance; the other threads of its warpgroup leave at once.
@@ -25,6 +24,7 @@ from typing import Optional
 
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
+from choreo_py.passes import event_arrivals
 
 from .context import children
 
@@ -56,7 +56,7 @@ def analyse(kernel: ir.Kernel, arch: str) -> Facts:
     _InFlight(f).block(kernel.body, ())
     _blocks(kernel.body, lambda b: _fold_fills(b, f))
     _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, arch))
-    _count_arrivals(kernel, f)
+    f.arrivals = event_arrivals.arrivals(kernel)  # the fact the pass stored
     return f
 
 
@@ -223,26 +223,6 @@ def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
 def _elem_type(kernel: ir.Kernel, s) -> str:
     b = kernel.buffer(s.dst.base)
     return b.dtype if b else kernel.param(s.dst.base).dtype
-
-
-# ---------------------------------------------------------------- arrivals
-
-def _count_arrivals(kernel: ir.Kernel, f: Facts) -> None:
-    def visit(stmts, instances: int, who, seen: dict):
-        for s in stmts:
-            if isinstance(s, ir.Trigger):
-                seen.setdefault(s.event.event, {})[who] = instances
-            if isinstance(s, ir.Role):
-                visit(s.body, len(s.members), id(s), seen)
-            elif isinstance(s, ir.Parallel):
-                visit(s.body, s.extent, id(s), seen)
-            else:
-                for b in ir.child_blocks(s):
-                    visit(b, instances, who, seen)
-    seen: dict = {}
-    visit(kernel.body, 1, None, seen)
-    for ev in kernel.events:
-        f.arrivals[ev.name] = max(1, sum(seen.get(ev.name, {}).values()))
 
 
 def issue_only(role: ir.Role) -> bool:

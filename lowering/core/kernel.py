@@ -9,7 +9,7 @@ at launch.
 """
 from __future__ import annotations
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
 from . import analysis, control, epilogue, events, fragments, roles
@@ -147,6 +147,9 @@ def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
     lw.stmt_memo = {}
     if not isinstance(s, (ir.Parallel, ir.Role, ir.ViewDef)):
         w.source(s.loc)
+    refused = targets.get(lw.target.arch).refuses.get(type(s).__name__)
+    if refused is not None:  # what the target's record says its backend does not lower
+        raise lw.refuse(refused, getattr(s, "loc", None))
     overrides = getattr(lw.target, "handlers", None)
     handler = (overrides or {}).get(type(s)) or _HANDLERS.get(type(s))
     if handler is None:
@@ -180,11 +183,9 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
     lw.target.issue(lw, s, id(s) in lw.facts.zero_first)
 
 
-_NAMES = {
-    ir.DmaCopy: "dma.copy", ir.BufStore: "a store to a buffer element (per-thread buffer code)",
-    ir.SyncShared: "sync.shared", ir.Role: "inthreads.async outside a parallel region",
-    ir.Launch: "a launch inside a kernel",
-}
+# Statements with no handler at this level (targets.Target.refuses lists what a
+# target refuses everywhere; a role is lowered by the parallel region holding it).
+_NAMES = {ir.Role: "inthreads.async outside a parallel region"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),

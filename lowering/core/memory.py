@@ -12,11 +12,9 @@ layout TMA writes with a box S bytes wide and wgmma reads through a
 descriptor. Without a swizzle a buffer is row-major.
 
 A buffer that only `mma.store` writes (or nothing does) and only `tma.copy`,
-MMAs and `mma.load` read has no layout the program can see; the backend
-gives it a swizzle when its offset allows: the 128-byte one for an
-epilogue tile (its stores then hit 32 distinct banks per warp instead of
-8-way conflicts), the widest that fits its rows for an MMA operand (wgmma
-and tcgen05 read shared tiles only through a swizzled descriptor here).
+MMAs and `mma.load` read has no layout the program can see; the pass
+choreo_py/passes/free_tile_swizzle gives it a swizzle in the IR, and this
+module follows the IR.
 
 Tensor maps. Each (tensor, box, swizzle) used by a copy becomes one
 by-value `CUtensorMap` kernel parameter (`.param .align 64 .b8 [128]`,
@@ -87,21 +85,11 @@ class Memory:
         self.layouts: dict[str, BufLayout] = {}
         self.maps: list[TensorMap] = []
         self._read: Optional[set[str]] = None
-        k = lw.k
-        free, operands = _layout_free(k)
-        for b in k.buffers:
+        for b in lw.k.buffers:  # swizzles: the program's, or passes/free_tile_swizzle's
             if b.storage != "shared" or len(b.shape) != 2:
                 continue
-            swz = b.swizzle
-            row_bytes = b.shape[1] * ir.dtype_bytes(b.dtype)
-            # (mma.store packs two 16-bit columns per store; wider elements straddle the
-            # 16-byte chunks a swizzle moves, so those tiles stay row-major)
-            if swz is None and b.name in free and b.offset % SMEM_ALIGN == 0 \
-                    and b.shape[0] % 8 == 0 and ir.dtype_bytes(b.dtype) == 2:
-                widths = (128, 64, 32) if b.name in operands else (128,)
-                swz = next((w for w in widths if row_bytes % w == 0), None)
             self.layouts[b.name] = BufLayout(b.name, b.dtype, b.shape[0], b.shape[1],
-                                             b.count or 1, b.offset, swz)
+                                             b.count or 1, b.offset, b.swizzle)
 
     # ------------------------------------------------------------ layouts
     def layout(self, name: str, loc) -> BufLayout:
@@ -315,32 +303,6 @@ def multiple_of(e: ir.Expr, n: int) -> bool:
     return False
 
 
-def _layout_free(k: ir.Kernel) -> tuple[set[str], set[str]]:
-    """(buffers whose layout no statement observes, those of them an MMA reads).
-
-    Such a buffer is written only by mma.store (or by nothing) and read only by
-    tma.copy, MMAs and mma.load, which all follow the layout the backend gives it.
-    A TMA load keeps the swizzle the program wrote; element accesses see row-major."""
-    bad, operands = set(), set()
-    for s in ir.walk(k.body):
-        if isinstance(s, (ir.MmaStore, ir.TmaStore, ir.MmaLoad)):
-            pass
-        elif isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
-            bad.add(s.dst.base)
-            bad.add(s.src.base)
-        elif isinstance(s, ir.Mma):
-            operands.add(s.b.base)
-            if isinstance(s.a, ir.View):
-                operands.add(s.a.base)
-        elif isinstance(s, (ir.BufStore, ir.Apply, ir.Let, ir.Assign, ir.If, ir.While)):
-            for t in ir.walk([s]):
-                if isinstance(t, ir.BufStore):
-                    bad.add(t.view.base)
-            bad |= _buf_reads(s)
-    free = {b.name for b in k.buffers} - bad
-    return free, operands & free
-
-
 def _elem_bases(e: ir.Expr) -> set[str]:
     """Bases of the buffer/tensor elements an expression reads."""
     from .context import children
@@ -348,21 +310,4 @@ def _elem_bases(e: ir.Expr) -> set[str]:
     out = {e.view.base} if isinstance(e, ir.BufElem) else set()
     for c in children(e):
         out |= _elem_bases(c)
-    return out
-
-
-def _buf_reads(s) -> set[str]:
-    from .context import children
-
-    out: set[str] = set()
-
-    def visit(e):
-        if isinstance(e, ir.BufElem):
-            out.add(e.view.base)
-        for c in children(e):
-            visit(c)
-    for attr in ("value", "cond"):
-        e = getattr(s, attr, None)
-        if isinstance(e, ir.Expr):
-            visit(e)
     return out

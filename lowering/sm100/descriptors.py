@@ -304,3 +304,14 @@ def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
         half = n // 2
         return ThreadFragment(16 * w + lane % 16, (lane // 16) * half, half)
     raise ValueError(f"M must be 64 or 128, got {m}")
+
+
+SWIZZLE_NAMES = {128: "128B", 64: "64B", 32: "32B"}
+
+
+def smem_desc_bits(swizzle: int, *, mn_major: bool, stripe_bytes: int, row_bytes: int) -> int:
+    """The address-free bits of an sm_100 shared memory descriptor for a tile of the
+    core's stripe layout (Table 40)."""
+    lbo = stripe_bytes if mn_major else KMAJOR_SW128_LBO
+    return smem_desc_const(lbo=lbo, sbo=8 * row_bytes, swizzle=SWIZZLE_NAMES[swizzle])
+

@@ -26,12 +26,12 @@ from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.writer import V
 from . import descriptors as d
-from .target import Sm100Target, _addr, smem_desc_bits
+from ..core.memory import addr as _addr
 
 MMA_K = 16
 
 
-def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
+def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     t._check_role(lw, s.loc)
     acc = mma_accumulator(lw, s)
     m, n = acc.frag.shape
@@ -95,7 +95,7 @@ def issue(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         t.wait_future(lw, fut)
 
 
-def _enable(t: Sm100Target, lw: Lowering, s: ir.Mma, zero_first: bool) -> V:
+def _enable(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> V:
     """Enable-input-d of k-step 0: overwrite after a fill 0, else accumulate."""
     if zero_first:
         return lw.once(("pred", 0), lambda: _const(lw, "pred", "overwrite", 0))
@@ -125,7 +125,7 @@ def _a_operand(lw: Lowering, s: ir.Mma):
 
 def _desc(lw: Lowering, view: ir.View, loc, *, mn_major: bool):
     """Descriptor of a shared tile's origin (the sm_100 layout bits)."""
-    return tile_descriptor(lw, view, loc, lambda lay: smem_desc_bits(
+    return tile_descriptor(lw, view, loc, lambda lay: d.smem_desc_bits(
         lay.swizzle, mn_major=mn_major, stripe_bytes=lay.stripe_bytes, row_bytes=lay.row_bytes))
 
 

@@ -20,11 +20,11 @@ from choreo_py import ir
 from ..core.context import Lowering
 from ..core.fragments import info
 from ..core.writer import V
-from .target import Sm100Target, _addr
+from ..core.memory import addr as _addr
 
 
 def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
-    t: Sm100Target = lw.target
+    t = lw.target
     fi = info(lw, s.acc, s.loc)
     if fi.kind != "acc":
         raise lw.refuse(f"mma.store of '{s.acc}', which is not an accumulator", s.loc)

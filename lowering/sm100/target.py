@@ -36,13 +36,14 @@ from choreo_py.diagnostics import ChoreoError
 
 from ..core.context import Lowering
 from ..core.memory import SMEM_ALIGN
+from ..core.memory import addr as _addr
 from ..core.target import AccLayout
 from ..core.writer import V
 from . import descriptors as d
 from .lower_flow import Flow, analyse, writes
+from .lower_mma import issue as issue_mma
 from .tmem_plan import TmemPlan, plan_tmem
 
-_SWIZZLE = {128: "128B", 64: "64B", 32: "32B"}
 SMEM_LIMIT = 227 * 1024  # dynamic shared memory per block on sm_100a
 LANE16 = 16 << 16        # TMEM address step of 16 lanes
 
@@ -487,9 +488,7 @@ class Sm100Target:
 
     # ------------------------------------------------------------ mma
     def issue(self, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
-        from .lower_mma import issue  # the statement's lowering: lower_mma.py
-
-        issue(self, lw, s, zero_first)
+        issue_mma(self, lw, s, zero_first)  # the statement's lowering: lower_mma.py
 
 
 # ---------------------------------------------------------------- helpers
@@ -538,10 +537,6 @@ def _mov(lw: Lowering, v: V, hint: str) -> V:
     return r
 
 
-def _addr(reg: V, off: int = 0) -> str:
-    return f"ptx.addr({reg.text}, {off})" if off else f"ptx.addr({reg.text})"
-
-
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -558,11 +553,3 @@ def _role_barrier(lw: Lowering) -> None:
 
 def _refuse(what: str, loc) -> ChoreoError:
     return ChoreoError(f"{what} is not lowered for sm_100a yet", loc)
-
-
-def smem_desc_bits(swizzle: int, *, mn_major: bool, stripe_bytes: int, row_bytes: int) -> int:
-    """The address-free bits of an sm_100 shared memory descriptor for a tile of the
-    core's stripe layout (descriptors.py, Table 40)."""
-    lbo = stripe_bytes if mn_major else d.KMAJOR_SW128_LBO
-    return d.smem_desc_const(lbo=lbo, sbo=8 * row_bytes, swizzle=_SWIZZLE[swizzle])
-

@@ -1,8 +1,8 @@
 """sm_90a (Hopper) backend: the lowering core plus wgmma (wgmma.py).
 
 `lower_module(module, source_name)` returns the pyptx module text of the
-file's kernel. The hand-written kernels beside this file are the
-references the generated code was shaped after.
+file's kernel. The hand-written kernels the generated code was shaped
+after are references, in bench/reference/.
 """
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ import functools
 from pyptx import kernel, ptx, reg
 from pyptx.types import b64, f32, u32, u64
 
-from .handwritten_fa import (
+from handwritten_sm90_fa import (
     DESC_KMAJOR_SW128,
     CudaKernel,
     aligned_smem_base,

@@ -40,18 +40,17 @@ table, the TMEM layout decision and the ptxas figures.
 from __future__ import annotations
 
 import functools
-import os
-import subprocess
-import tempfile
 
 from pyptx import kernel, ptx, reg
 from pyptx.reg import Reg
 from pyptx.types import b32, b64, f32, pred, s32, u32
 
-from ..sm90.handwritten_fa import (EventRing, aligned_smem_base, counted_loop, event_addr,
-                                   f32_imm, tensor_map_param, tma_load_4d, tree_reduce, u32_reg)
-from . import descriptors as d
-from .emit import (desc_at, mma_commit, pair_allreduce, ring_desc, smem_desc, tmem_load_rows,
+from choreo_py.lowering.sm100 import descriptors as d
+from choreo_py.runtime.build import ptxas
+
+from handwritten_sm90_fa import (EventRing, aligned_smem_base, counted_loop, event_addr,
+                                 f32_imm, tensor_map_param, tma_load_4d, tree_reduce, u32_reg)
+from handwritten_sm100_emit import (desc_at, mma_commit, pair_allreduce, ring_desc, smem_desc, tmem_load_rows,
                    tmem_offset, tmem_publish, tmem_store_rows, umma, wait_mma)
 
 # --------------------------------------------------------------------------
@@ -531,14 +530,6 @@ def flash_attention_ptx(causal: bool = True) -> str:
     return build_flash_attention(causal).ptx()
 
 
-def ptxas_report(causal: bool = True, ptxas: str = "ptxas") -> str:
-    """Assemble for sm_100a with ``ptxas -v``; returns ptxas's resource report."""
-    with tempfile.TemporaryDirectory(prefix="sm100_") as tmp:
-        src = os.path.join(tmp, "k.ptx")
-        with open(src, "w") as f:
-            f.write(flash_attention_ptx(causal))
-        res = subprocess.run([ptxas, "-arch=sm_100a", "-v", src, "-o", os.path.join(tmp, "k.cubin")],
-                             capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"ptxas failed:\n{res.stderr}")
-        return res.stdout + res.stderr
+def ptxas_report(causal: bool = True) -> str:
+    """Assemble for sm_100a with ``ptxas -v`` (the runtime's ptxas); returns its resource report."""
+    return ptxas(flash_attention_ptx(causal), "sm_100a", verbose=True)[1]

@@ -1,7 +1,5 @@
-"""Layout facts the backends need: buffer swizzles and fragment layouts.
+"""Fragment layouts, the register layout each fragment has on the GPU.
 
-- A buffer's swizzle comes from the copies that fill it; they must agree,
-  since one buffer has one layout in shared memory.
 - Fragment layouts: `acc` for MMA accumulators, `operand` for register A
   operands of an MMA, `row` for row vectors that every owner of a row holds
   whole, and `row_partial` for row vectors that at some point hold per-owner
@@ -12,22 +10,6 @@ from __future__ import annotations
 
 from .. import ir
 from ..diagnostics import ChoreoError
-
-
-def resolve_swizzles(kernel: ir.Kernel) -> None:
-    chosen: dict[str, tuple[int | None, object]] = {}
-    for s in ir.walk(kernel.body):
-        if isinstance(s, (ir.TmaLoad, ir.DmaCopy)) and kernel.buffer(s.dst.base):
-            name = s.dst.base
-            if name in chosen and chosen[name][0] != s.swizzle:
-                first = chosen[name][0]
-                raise ChoreoError(
-                    f"'{name}' is filled with swizzle {s.swizzle or 'none'} here but with "
-                    f"swizzle {first or 'none'} at {chosen[name][1]}; a buffer has one layout",
-                    s.loc)
-            chosen.setdefault(name, (s.swizzle, s.loc))
-    for name, (swz, _) in chosen.items():
-        kernel.buffer(name).swizzle = swz
 
 
 class _RowStates:
@@ -100,6 +82,6 @@ def assign_frag_layouts(kernel: ir.Kernel) -> None:
             f.layout = "row_partial" if f.name in states.ever_partial else "row"
 
 
-def run(kernel: ir.Kernel) -> None:
-    resolve_swizzles(kernel)
+def run(kernel: ir.Kernel, target=None) -> None:
+    """The same on every target: the layouts name roles, not instruction shapes."""
     assign_frag_layouts(kernel)

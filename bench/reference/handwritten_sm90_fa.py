@@ -1,6 +1,8 @@
 """Hand-written sm_90a FlashAttention forward in pyptx (reference lowering).
 
-This is the code the sm_90a backend should emit for
+A reference, not part of the compiler: the sm_90a backend was shaped after
+it (bench/attention.py times it beside the generated kernel). It is the code
+the sm_90a backend should emit for
 ``shared/seeds/flash_atten_causal.co``: causal (or, with ``causal=False``,
 full) attention forward, bf16, D=128, tensors in BSHD layout ``[B, S, H, D]``.
 Every ``ptx.*`` / ``ptx.inst.*`` call below emits exactly one PTX instruction
@@ -45,12 +47,12 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import os
-import shutil
 import struct
-import subprocess
-import tempfile
 from typing import Any, Sequence
+
+from choreo_py.runtime.build import find_ptxas, ptxas
+from choreo_py.runtime.launch import CudaKernel as RuntimeKernel
+from choreo_py.runtime.launch import tensor_map
 
 from pyptx import kernel, ptx, reg
 from pyptx.reg import Reg
@@ -638,109 +640,38 @@ def flash_attention_ptx(causal: bool = True) -> str:
 
 
 # --------------------------------------------------------------------------
-# Runtime: ptxas + cuda-python launcher (torch tensors in, torch tensor out)
+# Runtime: the compiler's own (choreo_py.runtime: ptxas lookup, cubin loading,
+# tensor maps, launch), adapted to the (grid, block, params) calls used here
 # --------------------------------------------------------------------------
-
-def _find_ptxas() -> str | None:
-    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas", "/usr/local/bin/ptxas"):
-        if cand and os.path.isfile(cand):
-            return cand
-    return None
-
 
 def ptxas_compile(ptx_src: str, arch: str = "sm_90a") -> tuple[bytes, str]:
     """Assemble PTX with ptxas -v; returns (cubin, ptxas log)."""
-    exe = _find_ptxas()
-    if exe is None:
-        raise RuntimeError("ptxas not found")
-    with tempfile.TemporaryDirectory(prefix="sm90_") as tmp:
-        src = os.path.join(tmp, "k.ptx")
-        out = os.path.join(tmp, "k.cubin")
-        with open(src, "w") as f:
-            f.write(ptx_src)
-        res = subprocess.run([exe, f"-arch={arch}", "-v", src, "-o", out],
-                             capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"ptxas failed:\n{res.stderr}")
-        with open(out, "rb") as f:
-            return f.read(), res.stderr + res.stdout
-
-
-def _check(result, what: str):
-    """cuda-python returns (CUresult, value...); raise on error, return the value."""
-    from cuda.bindings import driver
-    if result[0] != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"{what} failed: {result[0]}")
-    return result[1] if len(result) > 1 else None
+    return ptxas(ptx_src, arch, verbose=True)
 
 
 class CudaKernel:
-    """A cubin loaded into torch's (primary) context, launched with cuLaunchKernel."""
+    """A reference kernel's PTX, assembled and loaded by the runtime on the current device."""
 
     def __init__(self, ptx_src: str, entry: str, dyn_smem: int) -> None:
         import torch
-        from cuda.bindings import driver
 
-        torch.cuda.init()
-        torch.empty(1, device="cuda")             # make torch's primary context current
-        _check(driver.cuInit(0), "cuInit")
-        if _find_ptxas() is not None:
+        if find_ptxas() is not None:
             self.cubin, self.ptxas_log = ptxas_compile(ptx_src)
         else:                                      # no toolkit: let the driver JIT the PTX
             self.cubin, self.ptxas_log = ptx_src.encode() + b"\0", "driver JIT"
-        self.module = _check(driver.cuModuleLoadData(self.cubin), "cuModuleLoadData")
-        self.fn = _check(driver.cuModuleGetFunction(self.module, entry.encode()), "cuModuleGetFunction")
-        attr = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-        _check(driver.cuFuncSetAttribute(self.fn, attr, dyn_smem), "cuFuncSetAttribute")
+        self.kernel = RuntimeKernel(self.cubin, entry, dyn_smem, torch.cuda.current_device())
         self.dyn_smem = dyn_smem
 
     def launch(self, grid, block, params: Sequence[Any], stream: int) -> None:
         """``params``: CUtensorMap objects (passed by value) or ctypes scalars."""
-        from cuda.bindings import driver
-
-        ptrs = (ctypes.c_void_p * len(params))()
-        for i, p in enumerate(params):
-            if isinstance(p, ctypes._SimpleCData):
-                ptrs[i] = ctypes.addressof(p)
-            else:                                  # CUtensorMap: 128 bytes by value
-                ptrs[i] = int(p.getPtr())
-        args = (self.fn, *grid, *block, self.dyn_smem, driver.CUstream(stream), ctypes.addressof(ptrs))
-        try:
-            err = driver.cuLaunchKernel(*args, 0)
-        except TypeError:                          # bindings that want extra=None
-            err = driver.cuLaunchKernel(*args, None)
-        if err[0] != driver.CUresult.CUDA_SUCCESS:
-            raise RuntimeError(f"cuLaunchKernel failed: {err[0]}")
+        self.kernel.launch(grid, block[0], RuntimeKernel.pack(params), stream)
 
 
-@functools.lru_cache(maxsize=256)
 def encode_tensor_map(ptr: int, dims: Sequence[int], strides_bytes: Sequence[int],
                       box: Sequence[int], *, swizzle_128b: bool = True):
-    """cuTensorMapEncodeTiled for a bf16 tensor (dims innermost first).
-
-    Cached on (address, shape, box): re-encoding costs host time on every
-    launch, and a map stays valid as long as its buffer does (a freed and
-    reused address with the same shape yields the same map)."""
-    from cuda.bindings import driver
-
-    rank = len(dims)
-    res = driver.cuTensorMapEncodeTiled(
-        driver.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        rank,
-        ptr,
-        [driver.cuuint64_t(int(d)) for d in dims],
-        [driver.cuuint64_t(int(s)) for s in strides_bytes],
-        [driver.cuuint32_t(int(b)) for b in box],
-        [driver.cuuint32_t(1)] * rank,
-        driver.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B if swizzle_128b
-        else driver.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_NONE,
-        driver.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        driver.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
-    if res[0] != driver.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuTensorMapEncodeTiled failed: {res[0]} dims={dims} box={box}")
-    return res[1]
+    """cuTensorMapEncodeTiled for a bf16 tensor (dims innermost first), by the runtime."""
+    return tensor_map(ptr, "bf16", tuple(dims), tuple(strides_bytes), tuple(box),
+                      128 if swizzle_128b else 0)
 
 
 def bshd_tensor_map(t, box_rows: int):

@@ -1,0 +1,87 @@
+"""The pass pipeline: the ordered passes that turn sema's IR into the IR a backend lowers.
+
+Each pass is a function `(kernel, target) -> None` in a file of its own,
+named for the IR fact it decides. `build_module` is the one way from a parsed
+program to that IR (parse-level rules, sema, then these passes in order); the
+driver (`choreo compile`, `--print-ir-after PASS`), `load()` and the
+interpreter all call it. A pass that is meaningful for some targets only
+says so itself (it returns at once for the others), so the list is the same
+for every target.
+"""
+from __future__ import annotations
+
+from typing import Callable, Iterable, Optional
+
+from .. import frontend, ir, sema
+from ..diagnostics import ChoreoError, warn
+from ..ir_verify import verify_kernel
+from ..targets import Target
+from . import (copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle, pipeline_check,
+               smem_limit, smem_plan)
+
+Pass = Callable[[ir.Kernel, Target], None]
+
+PASSES: tuple[tuple[str, Pass], ...] = (
+    ("copy-swizzle", copy_swizzle.run),          # a buffer's swizzle from the copies that fill it
+    ("fragment-layout", fragment_layout.run),    # acc / operand / row / row_partial
+    ("event-arrivals", event_arrivals.run),      # arrivals that complete an event generation
+    ("smem-plan", smem_plan.run),                # byte offsets of buffers and events
+    ("free-tile-swizzle", free_tile_swizzle.run),  # swizzles of tiles no statement observes
+    ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
+    ("verify", lambda k, t: verify_kernel(k)),
+    ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings
+)
+NAMES = tuple(name for name, _ in PASSES)
+
+
+def run_kernel(kernel: ir.Kernel, target: Target, *, strict: bool = True,
+               stop_after: Optional[str] = None) -> None:
+    """Runs the passes over `kernel` in order, up to and including `stop_after`.
+
+    Not strict (`choreo check`, the interpreter): a pipeline-check finding is a
+    warning, so that the program can still be judged or run to show the hang."""
+    for name, fn in PASSES:
+        try:
+            fn(kernel, target)
+        except pipeline_check.PipelineError as e:
+            if strict:
+                raise
+            warn(e.message, e.loc)
+        if name == stop_after:
+            return
+
+
+def run_module(module: ir.Module, target: Target, *, strict: bool = True,
+               stop_after: Optional[str] = None) -> ir.Module:
+    for fn in module.functions:
+        for k in fn.kernels:
+            run_kernel(k, target, strict=strict, stop_after=stop_after)
+    return module
+
+
+def build_module(program, target: Target, *, strict: bool = True,
+                 stop_after: Optional[str] = None) -> ir.Module:
+    """The IR of a parsed program with the passes run (up to `stop_after`).
+
+    Strict (`compile`, `load()`): every finding is an error. Not strict (the
+    interpreter): pipeline-check findings are warnings."""
+    frontend.check_parse_rules(program)
+    if strict:
+        return run_module(sema.build_module(program), target, stop_after=stop_after)
+    funcs, errors = [], []
+    for func in program.functions:
+        try:
+            fn = sema.build_function(func, strict=False)
+            for k in fn.kernels:
+                run_kernel(k, target, strict=False, stop_after=stop_after)
+            funcs.append(fn)
+        except ChoreoError as e:
+            errors += e.diagnostics
+    if errors:
+        raise ChoreoError(diagnostics=errors)
+    return ir.Module(funcs, program.file)
+
+
+def ir_of_file(path: str, target: Target, include_dirs: Iterable[str] = (),
+               defines: Optional[dict] = None, *, strict: bool = True) -> ir.Module:
+    return build_module(frontend.parse_file(path, include_dirs, defines), target, strict=strict)

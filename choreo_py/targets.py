@@ -1,0 +1,111 @@
+"""The targets: one record per GPU architecture, read by every stage.
+
+Everything that differs between sm_90a and sm_100a and is not code lives
+here: the backend package under `choreo_py.lowering`, the `-arch` ptxas
+takes, the device capability that selects the target at run time, the
+memory limits the passes check, how many threads share a row of an MMA
+accumulator (which the interpreter models), and the IR statements the
+backend refuses by name. The CLI's choices, the driver, the passes, the
+interpreter and the runtime all read this table; nothing else names a
+target's facts.
+
+This module imports nothing of the compiler, so every layer may read it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+# Dynamic shared memory one block may use: 227 KiB on both Hopper and
+# Blackwell (CUDA programming guide, "Compute capabilities", table of
+# technical specifications: 228 KB per SM, 1 KB reserved per block).
+_SMEM_227K = 227 * 1024
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str                 # "sm_100a": the --target spelling, and ARCH in generated modules
+    backend: str              # the package under choreo_py.lowering that lowers the IR
+    ptxas_arch: str           # ptxas -arch=...
+    capability: tuple[int, int]  # torch.cuda.get_device_capability() of a GPU that runs it
+    smem_limit: int           # bytes of dynamic shared memory per block
+    tmem_columns: int         # 32-bit tensor-memory columns per CTA (0: no tensor memory)
+    tmem_lanes: int           # tensor-memory lanes per CTA
+    # Threads that share one row of an MMA accumulator: wgmma spreads a row over
+    # the 4 threads of a quad; tcgen05.ld gives one thread a whole row (layout D/F).
+    acc_owners: int
+    # MMA completion is tracked by mbarriers the compiler adds (tcgen05.commit
+    # arrives on one): the MMA-barrier pass runs only for such targets.
+    mma_barriers: bool
+    # IR statements the backend refuses by name: node class name -> what the
+    # refusal calls it (the lowering core adds "is not lowered for <target> yet").
+    refuses: dict = field(default_factory=dict)
+
+
+_COMMON_REFUSALS = {
+    "DmaCopy": "dma.copy",
+    "BufStore": "a store to a buffer element (per-thread buffer code)",
+    "SyncShared": "sync.shared",
+    "Launch": "a launch inside a kernel",
+}
+
+TARGETS: dict[str, Target] = {
+    "sm_100a": Target(
+        name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
+        smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128, acc_owners=1,
+        mma_barriers=True,
+        refuses={**_COMMON_REFUSALS,
+                 "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
+                            "memory, so pass the shared tile to the MMA)"}),
+    "sm_90a": Target(
+        name="sm_90a", backend="sm90", ptxas_arch="sm_90a", capability=(9, 0),
+        smem_limit=_SMEM_227K, tmem_columns=0, tmem_lanes=0, acc_owners=4,
+        mma_barriers=False, refuses=dict(_COMMON_REFUSALS)),
+}
+
+NAMES = tuple(TARGETS)  # the --target choices, the default first
+COMPILE_DEFAULT = "sm_100a"
+
+
+class UnknownTarget(ValueError):
+    pass
+
+
+def get(name: str) -> Target:
+    """The record of `name`; an unknown name raises UnknownTarget listing the known ones."""
+    t = TARGETS.get(name)
+    if t is None:
+        raise UnknownTarget(f"unknown target '{name}' (choose {', '.join(NAMES)})")
+    return t
+
+
+def for_capability(capability: tuple[int, int]) -> Optional[Target]:
+    """The target a GPU of this compute capability runs, if any."""
+    return next((t for t in TARGETS.values() if t.capability == tuple(capability)), None)
+
+
+def _gpu_capability() -> Optional[tuple[int, int]]:
+    """The current CUDA device's capability, or None without torch or a GPU."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    try:
+        if not torch.cuda.is_available():
+            return None
+        return tuple(torch.cuda.get_device_capability())
+    except Exception:  # noqa: BLE001 - a broken driver means "no GPU" here
+        return None
+
+
+def default_runtime_target() -> str:
+    """The target of `run`, `emulate` and `load()` without --target: the GPU present
+    (its compute capability), else sm_100a."""
+    cap = _gpu_capability()
+    t = for_capability(cap) if cap is not None else None
+    return t.name if t is not None else COMPILE_DEFAULT
+
+
+def resolve(name: Optional[str]) -> Target:
+    """`name`'s record; None picks the runtime default."""
+    return get(name if name is not None else default_runtime_target())
