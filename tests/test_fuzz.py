@@ -56,6 +56,7 @@ def _check_no_crash(text: str, name: str) -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.name)
+@pytest.mark.slow
 def test_mutations_never_crash(example: Path) -> None:
     text = example.read_text()
     rng = random.Random(f"fuzz:{example.name}")

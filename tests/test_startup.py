@@ -82,6 +82,7 @@ def test_parser_is_built_with_the_fast_lexer():
     assert isinstance(lexer.lexers, parser._StateLexers)   # its assumptions hold for this grammar
 
 
+@pytest.mark.slow
 def test_same_tokens_and_results_as_lark(plain_lark, monkeypatch):
     fast = parser.lark_parser()
     cases = 0
@@ -146,6 +147,7 @@ def test_cache_key_follows_the_grammar(tmp_path, monkeypatch):
     assert parser._cache_file(grammar) is None
 
 
+@pytest.mark.slow
 def test_corrupt_cache_is_rebuilt(tmp_path, monkeypatch):
     _fresh_parser(monkeypatch, tmp_path)
     (cached,) = (tmp_path / "choreo-py").glob("parser-*.pickle")

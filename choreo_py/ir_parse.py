@@ -1,0 +1,657 @@
+"""Reading the IR printer's text back into IR (the inverse of ir_printer).
+
+`parse_module(text)` returns the `ir.Module` whose printed form is `text`,
+so passes and backends can be tested from IR text, and the golden IR files
+are checked to round-trip. What the text does not spell out is derived as
+sema derives it: a name's type from its declaration (`let` takes its
+value's, `var` says it, indices and dimensions are s32), an operator's type
+by the usual arithmetic conversions (ir_build.result_type), a comparison's
+bool. Source locations are not part of the text: the parsed IR has none.
+
+Statements are read by a table keyed by their leading word (`_STATEMENTS`),
+as the printer writes them by a table of node kinds.
+"""
+from __future__ import annotations
+
+import re
+from typing import Callable, Optional
+
+from . import ir
+from .ir_build import COMPARISONS, result_type
+
+_PREC = {
+    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
+    "<": 7, "<=": 7, ">": 7, ">=": 7, "<<": 8, ">>": 8,
+    "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
+}
+_TOKEN = re.compile(r"\s*(?:(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+|\d+)|([A-Za-z_][\w.]*)"
+                    r"|(\|\||&&|==|!=|<=|>=|<<|>>|\+:|\.\.|[-+*/%<>&|^!~?:()\[\]{},=]))")
+
+
+class IRParseError(ValueError):
+    """Text that is not the printer's format, with its line number."""
+
+
+# ---------------------------------------------------------------- expressions
+
+
+class _Exprs:
+    """Expressions of one line, typed from the names declared so far (`scope`)."""
+
+    def __init__(self, text: str, scope: "_Scope") -> None:
+        self.toks = self._lex(text)
+        self.i = 0
+        self.scope = scope
+
+    @staticmethod
+    def _lex(text: str) -> list[str]:
+        out, pos = [], 0
+        text = text.rstrip()
+        while pos < len(text):
+            m = _TOKEN.match(text, pos)
+            if m is None or m.end() == pos:
+                raise IRParseError(f"unexpected text '{text[pos:pos + 12]}'")
+            out.append(m.group(m.lastindex))
+            pos = m.end()
+        return out
+
+    # -- tokens
+    def peek(self, k: int = 0) -> Optional[str]:
+        j = self.i + k
+        return self.toks[j] if j < len(self.toks) else None
+
+    def take(self, expect: Optional[str] = None) -> str:
+        tok = self.peek()
+        if tok is None or (expect is not None and tok != expect):
+            raise IRParseError(f"expected '{expect or 'more'}', found '{tok}'")
+        self.i += 1
+        return tok
+
+    def accept(self, tok: str) -> bool:
+        if self.peek() == tok:
+            self.i += 1
+            return True
+        return False
+
+    def done(self) -> None:
+        if self.peek() is not None:
+            raise IRParseError(f"unexpected '{self.peek()}' at the end of the line")
+
+    # -- expressions (precedence climbing, as the printer parenthesises)
+    def expr(self, min_prec: int = 0) -> ir.Expr:
+        """An expression; `c ? a : b` only at the top (the printer parenthesises it
+        everywhere else)."""
+        lhs = self.binary(max(min_prec, 1))
+        if min_prec == 0 and self.accept("?"):
+            t = self.binary(1)
+            self.take(":")
+            f = self.binary(1)
+            return ir.Select(lhs, t, f, result_type(t, f))
+        return lhs
+
+    def binary(self, min_prec: int) -> ir.Expr:
+        lhs = self.unary()
+        while self.peek() in _PREC and _PREC[self.peek()] >= min_prec:
+            op = self.take()
+            rhs = self.binary(_PREC[op] + 1)
+            dtype = "bool" if op in COMPARISONS else result_type(lhs, rhs)
+            lhs = ir.Bin(op, lhs, rhs, dtype)
+        return lhs
+
+    def unary(self) -> ir.Expr:
+        tok = self.peek()
+        if tok == "-" and self._number(self.peek(1)):
+            self.take()
+            c = self.const()
+            return ir.Const(-c.value, c.dtype)
+        if tok == "-" and self.peek(1) == "inf":
+            self.i += 2
+            return ir.Const(float("-inf"), "f32")
+        if tok in ("-", "!", "~"):
+            self.take()
+            x = self.unary()
+            return ir.Un(tok, x, "bool" if tok == "!" else x.dtype)
+        return self.primary()
+
+    @staticmethod
+    def _number(tok: Optional[str]) -> bool:
+        return tok is not None and tok[0].isdigit()
+
+    def const(self) -> ir.Const:
+        tok = self.take()
+        is_float = any(c in tok for c in ".e")
+        value = float(tok) if is_float else int(tok)
+        if self.peek() == ":" and self.peek(1) in ir.DTYPE_BITS:
+            self.take(":")
+            return ir.Const(value, self.take())
+        return ir.Const(value, "f32" if is_float else "s32")
+
+    def primary(self) -> ir.Expr:
+        tok = self.peek()
+        if tok == "(":
+            self.take()
+            e = self.expr(0)
+            self.take(")")
+            return e
+        if self._number(tok):
+            return self.const()
+        if tok in ("true", "false"):
+            self.take()
+            return ir.Const(tok == "true", "bool")
+        if tok in ("nan", "inf"):
+            self.take()
+            return ir.Const(float(tok), "f32")
+        if tok is None or not (tok[0].isalpha() or tok[0] == "_"):
+            raise IRParseError(f"expected an expression, found '{tok}'")
+        return self.name()
+
+    def name(self) -> ir.Expr:
+        name = self.take()
+        if name == "to" and self.peek() == "<":
+            self.take("<")
+            dtype = self.take()
+            self.take(">")
+            self.take("(")
+            x = self.expr()
+            self.take(")")
+            return ir.Call("to", (x,), dtype)
+        if name in ir.BUILTINS and self.peek() == "(":
+            return self.call(name)
+        if self.scope.frag(name) is not None and self.peek() == "[":
+            f = self.scope.frag(name)
+            return ir.Elem(name, self.index(), f.dtype)
+        if self.scope.is_place(name) and self.peek() in ("<", "["):
+            v = self.view_after(name)
+            return ir.BufElem(v, self.index(), self.scope.place_dtype(v.base))
+        return ir.Sym(name, self.scope.sym_dtype(name))
+
+    def call(self, fn: str) -> ir.Expr:
+        self.take("(")
+        args = [self.expr()]
+        while self.accept(","):
+            args.append(self.expr())
+        self.take(")")
+        if fn == "cdiv":
+            return ir.Call(fn, tuple(args), result_type(*args))
+        dtype = result_type(*args) if len(args) == 2 else args[0].dtype
+        if fn not in ("min", "max", "abs") and not ir.is_float(dtype):
+            dtype = "f32"
+        return ir.Call(fn, tuple(args), dtype)
+
+    def index(self) -> tuple[ir.Expr, ...]:
+        self.take("[")
+        out = [self.expr()]
+        while self.accept(","):
+            out.append(self.expr())
+        self.take("]")
+        return tuple(out)
+
+    # -- places
+    def view(self) -> ir.View:
+        return self.view_after(self.take())
+
+    def view_after(self, base: str) -> ir.View:
+        slot = None
+        if self.accept("["):
+            slot = self.expr()
+            self.take("]")
+        self.take("<")
+        offsets, extents, keep = [], [], []
+        while True:
+            off = self.binary(_PREC[">"] + 1)  # a `>` here closes the view
+            if self.accept("+:"):
+                offsets.append(off)
+                extents.append(self.binary(_PREC[">"] + 1))
+                keep.append(True)
+            else:
+                offsets.append(off)
+                extents.append(ir.Const(1, "s32"))
+                keep.append(False)
+            if not self.accept(","):
+                break
+        self.take(">")
+        return ir.View(base, tuple(offsets), tuple(extents), tuple(keep), slot)
+
+    def event_ref(self) -> ir.EventRef:
+        name = self.take()
+        if name.endswith(".at") and self.peek() == "(":
+            self.take("(")
+            order = self.expr()
+            self.take(")")
+            return ir.EventRef(name[:-3], order=order)
+        if self.accept("["):
+            index = self.expr()
+            self.take("]")
+            return ir.EventRef(name, index=index)
+        return ir.EventRef(name)
+
+    def names(self, close: str) -> list[str]:
+        out = [self.take()]
+        while self.accept(","):
+            out.append(self.take())
+        self.take(close)
+        return out
+
+    def ints(self, close: str) -> list[int]:
+        out = []
+        while self.peek() != close:
+            c = self.unary()
+            out.append(c.value)
+            self.accept(",")
+        self.take(close)
+        return out
+
+
+# ---------------------------------------------------------------- names in scope
+
+
+class _Scope:
+    """The kernel's declarations and the scalars visible at a line."""
+
+    def __init__(self, kernel: Optional[ir.Kernel], params: list[ir.Param]) -> None:
+        self.k = kernel
+        self.params = {p.name: p for p in params}
+        self.syms: dict[str, str] = {}
+        self.views: dict[str, str] = {}  # ViewDef name -> element type
+        for p in params:
+            for d in p.shape:
+                if isinstance(d, ir.Sym):
+                    self.syms[d.name] = d.dtype
+
+    def sym_dtype(self, name: str) -> str:
+        return self.syms.get(name, "s32")
+
+    def frag(self, name: str) -> Optional[ir.Frag]:
+        return self.k.frag(name) if self.k is not None else None
+
+    def is_place(self, name: str) -> bool:
+        return name in self.params or (self.k is not None and self.k.buffer(name) is not None) \
+            or name in self.views
+
+    def place_dtype(self, base: str) -> str:
+        if base in self.params:
+            return self.params[base].dtype
+        b = self.k.buffer(base) if self.k is not None else None
+        return b.dtype if b is not None else self.views.get(base, "f32")
+
+
+# ---------------------------------------------------------------- statements
+
+
+class _Lines:
+    def __init__(self, text: str) -> None:
+        self.lines = [(n, line.strip()) for n, line in enumerate(text.splitlines(), 1)]
+        self.i = 0
+
+    def peek(self) -> Optional[str]:
+        while self.i < len(self.lines) and not self.lines[self.i][1]:
+            self.i += 1
+        return self.lines[self.i][1] if self.i < len(self.lines) else None
+
+    def take(self) -> str:
+        line = self.peek()
+        if line is None:
+            raise IRParseError("unexpected end of the text")
+        self.i += 1
+        return line
+
+    @property
+    def number(self) -> int:
+        return self.lines[min(self.i, len(self.lines) - 1)][0] if self.lines else 0
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.lines = _Lines(text)
+        self.scope = _Scope(None, [])
+        self.kernels: dict[str, ir.Kernel] = {}
+
+    def exprs(self, text: str) -> _Exprs:
+        return _Exprs(text, self.scope)
+
+    # -- module
+    def module(self) -> ir.Module:
+        functions: list[ir.Function] = []
+        pending: list[ir.Kernel] = []
+        while self.lines.peek() is not None:
+            head = self.lines.peek()
+            try:
+                if head.startswith("kernel "):
+                    pending.append(self.kernel())
+                elif head.startswith("func "):
+                    functions.append(self.function(pending))
+                    pending = []
+                else:
+                    raise IRParseError(f"expected 'kernel' or 'func', found '{head}'")
+            except IRParseError as e:
+                raise IRParseError(f"line {self.lines.number}: {e}") from None
+        return ir.Module(functions)
+
+    def header(self, line: str, word: str) -> tuple[str, list[ir.Param]]:
+        m = re.fullmatch(rf"{word} (\w+)\((.*)\) \{{", line)
+        if m is None:
+            raise IRParseError(f"not a {word} header: '{line}'")
+        params = []
+        for item in _split_top(m.group(2)):
+            pm = re.fullmatch(r"(\w+): (\w+) (\w+)\[(.*)\]", item.strip())
+            if pm is None:
+                raise IRParseError(f"not a parameter: '{item}'")
+            self.scope = _Scope(None, [])
+            shape = tuple(self.exprs(d).expr() for d in _split_top(pm.group(4)))
+            params.append(ir.Param(pm.group(1), pm.group(3), shape, pm.group(2)))
+        return m.group(1), params
+
+    def function(self, kernels: list[ir.Kernel]) -> ir.Function:
+        name, params = self.header(self.lines.take(), "func")
+        self.scope = _Scope(None, params)
+        body = self.block()
+        return ir.Function(name, params, kernels, body)
+
+    def kernel(self) -> ir.Kernel:
+        name, params = self.header(self.lines.take(), "kernel")
+        k = ir.Kernel(name, params, [])
+        self.scope = _Scope(k, params)
+        while True:
+            line = self.lines.peek()
+            word = line.split(" ", 1)[0]
+            if word not in _DECLS:
+                break
+            _DECLS[word](self, k, self.lines.take())
+        k.body = self.block()
+        return k
+
+    # -- kernel declarations
+    def decl_grid(self, k: ir.Kernel, line: str) -> None:
+        for item in re.split(r", (?=\w+ < )", line[len("grid "):]):
+            var, _, extent = item.strip().partition(" < ")
+            k.grid.append(ir.GridDim(var, self.exprs(extent).expr()))
+            self.scope.syms[var] = "s32"
+
+    def decl_bounds(self, k: ir.Kernel, line: str) -> None:
+        k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
+                                for x in line[len("launch_bounds "):].split(","))
+
+    def decl_smem(self, k: ir.Kernel, line: str) -> None:
+        k.smem_total = int(line.split()[1])
+
+    def decl_buffer(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"(shared|local) (\w+)(?:\[(\d+)\])?: (\w+)\[([\d, ]*)\]"
+                         r"(?: swizzle=(\d+))?( layout-free)?(?: offset=(\d+))?(?: = (.*))?", line)
+        if m is None:
+            raise IRParseError(f"not a buffer declaration: '{line}'")
+        storage, name, count, dtype, shape, swz, free, off, init = m.groups()
+        b = ir.Buffer(name, storage, dtype, tuple(int(d) for d in shape.split(",")),
+                      int(count) if count else None, int(swz) if swz else None,
+                      offset=int(off) if off else None, free_swizzle=bool(free))
+        if init is not None:
+            b.init = self.exprs(init).expr()
+        k.buffers.append(b)
+
+    def decl_event(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"event ([\w.]+)(?:\[(\d+)\])? (ready|pending)(?: storage=(\w+))?"
+                         r"(?: arrivals=(\d+))?(?: offset=(\d+))?", line)
+        if m is None:
+            raise IRParseError(f"not an event declaration: '{line}'")
+        name, slots, state, storage, arrivals, off = m.groups()
+        k.events.append(ir.Event(name, int(slots) if slots else None, state == "ready",
+                                 storage or "shared", offset=int(off) if off else None,
+                                 arrivals=int(arrivals) if arrivals else None))
+
+    # -- statements
+    def block(self) -> list[ir.Stmt]:
+        body: list[ir.Stmt] = []
+        while True:
+            line = self.lines.take()
+            if line == "}":
+                return body
+            body.append(self.statement(line, body))
+
+    def statement(self, line: str, body: list[ir.Stmt]) -> ir.Stmt:
+        word = re.match(r"[\w.]+", line)
+        key = word.group(0) if word else line[:1]
+        for prefix, handler in _STATEMENTS:
+            if key == prefix or (prefix[-1] in "._" and key.startswith(prefix)):
+                return handler(self, line, body)
+        return self.assignment_like(line)
+
+    def region(self, head: str) -> list[ir.Stmt]:
+        if not head.endswith(" {"):
+            raise IRParseError(f"expected a region '{{' after '{head}'")
+        saved = dict(self.scope.syms)
+        body = self.block()
+        self.scope.syms = saved
+        return body
+
+    def s_let(self, line: str, body) -> ir.Stmt:
+        name, _, value = line[4:].partition(" = ")
+        e = self.exprs(value)
+        v = e.expr()
+        e.done()
+        self.scope.syms[name] = v.dtype
+        return ir.Let(name, v)
+
+    def s_var(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"var (\w+): (\w+) = (.*)", line)
+        e = self.exprs(m.group(3))
+        v = ir.Var(m.group(1), m.group(2), e.expr())
+        self.scope.syms[v.name] = v.dtype
+        return v
+
+    def s_view(self, line: str, body) -> ir.Stmt:
+        name, _, text = line[5:].partition(" = ")
+        v = self.exprs(text).view()
+        self.scope.views[name] = self.scope.place_dtype(v.base)
+        return ir.ViewDef(name, v)
+
+    def s_for(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"for (\w+) in (.*?)\.\.(.*?)(?: step (.*))? \{", line)
+        if m is None:
+            raise IRParseError(f"not a for loop: '{line}'")
+        start, stop = self.exprs(m.group(2)).expr(), self.exprs(m.group(3)).expr()
+        step = self.exprs(m.group(4)).expr() if m.group(4) else ir.Const(1, "s32")
+        self.scope.syms[m.group(1)] = "s32"
+        return ir.For(m.group(1), start, stop, self.region(line), step)
+
+    def s_while(self, line: str, body) -> ir.Stmt:
+        return ir.While(self.exprs(line[6:-2]).expr(), self.region(line))
+
+    def s_if(self, line: str, body) -> ir.Stmt:
+        s = ir.If(self.exprs(line[3:-2]).expr(), self.region(line))
+        if self.lines.peek() == "else {":
+            s.orelse = self.region(self.lines.take())
+        return s
+
+    def s_parallel(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"parallel (\w+) < (\d+) : ([\w-]+) \((\d+) threads each\) \{", line)
+        if m is None:
+            raise IRParseError(f"not a parallel region: '{line}'")
+        self.scope.syms[m.group(1)] = "s32"
+        return ir.Parallel(m.group(1), int(m.group(2)), m.group(3), int(m.group(4)),
+                           self.region(line))
+
+    def s_role(self, line: str, body) -> ir.Stmt:
+        if line == "role.sync":
+            return ir.RoleSync()
+        m = re.fullmatch(r"(role|role\.sync) \((.*)\) = \{([\d, ]*)\}(?: maxregs=(\d+))? \{", line)
+        if m is None:
+            raise IRParseError(f"not a role: '{line}'")
+        members = tuple(int(x) for x in m.group(3).split(",") if x.strip())
+        return ir.Role(m.group(2), self.exprs(m.group(2)).expr(), members, self.region(line),
+                       is_async=m.group(1) == "role",
+                       max_regs=int(m.group(4)) if m.group(4) else None)
+
+    def s_simple(self, line: str, body) -> ir.Stmt:
+        return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared}[line]()
+
+    def s_bar(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"bar\.(sync|arrive) (.*), (\d+)", line)
+        return ir.NamedBarrier(m.group(1), self.exprs(m.group(2)).expr(), int(m.group(3)))
+
+    def s_launch(self, line: str, body) -> ir.Stmt:
+        return ir.Launch(line.split()[1])
+
+    def s_setmaxnreg(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"setmaxnreg\.(inc|dec) (\d+)", line)
+        return ir.SetMaxRegs(int(m.group(2)), m.group(1) == "inc")
+
+    def s_wait(self, line: str, body) -> ir.Stmt:
+        items: list = []
+        for item in _split_top(line[5:]):
+            item = item.strip()
+            if item.startswith("future "):
+                items.append(ir.FutureRef(item[7:]))
+            else:
+                items.append(self.exprs(item).event_ref())
+        return ir.Wait(items)
+
+    def s_trigger(self, line: str, body) -> ir.Stmt:
+        text, _, after = line[8:].partition(" after ")
+        return ir.Trigger(self.exprs(text).event_ref(),
+                          [a.strip() for a in after.split(",")] if after else [])
+
+    def s_frag(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)(?: = (.*))?", line)
+        f = ir.Frag(m.group(1), m.group(2), tuple(int(d) for d in m.group(3).split(",") if d.strip()),
+                    m.group(4))
+        self.scope.k.frags.append(f)
+        init = self.exprs(m.group(5)).expr() if m.group(5) else None
+        return ir.FragDecl(f, init)
+
+    def s_apply(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\] \{", line)
+        indices = tuple(x.strip() for x in m.group(1).split(","))
+        for i in indices:
+            self.scope.syms[i] = "s32"
+        return ir.Apply(indices, tuple(int(d) for d in m.group(3).split(",")), m.group(2),
+                        self.region(line))
+
+    def s_all_reduce(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"all_reduce_(\w+)\((\w+)\)", line)
+        return ir.AllReduce(m.group(1), m.group(2))
+
+    def s_mma(self, line: str, body) -> ir.Stmt:
+        if line.startswith("mma.fill "):
+            acc, _, value = line[9:].partition(", ")
+            return ir.MmaFill(acc, self.exprs(value).expr())
+        if line.startswith("mma.store "):
+            acc, _, dst = line[10:].partition(" => ")
+            return ir.MmaStore(acc, self.exprs(dst).view())
+        if line.startswith("mma.load "):
+            src, _, frag = line[9:].partition(" => ")
+            return ir.MmaLoad(frag, self.exprs(src).view())
+        return self.mma(line, None)
+
+    def mma(self, line: str, future: Optional[str]) -> ir.Stmt:
+        m = re.fullmatch(r"mma\.([\w.]+?)(\.async)? (\w+) \+= (.*?)(?: k_schedule=\[(.*)\])?", line)
+        if m is None:
+            raise IRParseError(f"not an MMA: '{line}'")
+        a_text, b_text = _split_product(m.group(4))
+        a = self.exprs(a_text).view() if "<" in a_text else a_text
+        sched = tuple(int(x) for x in m.group(5).split(",")) if m.group(5) else None
+        return ir.Mma(m.group(3), a, self.exprs(b_text).view(), m.group(1), future, sched)
+
+    def copy(self, line: str, future: Optional[str]) -> ir.Stmt:
+        m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.[\w]+)*)( \[leader\])? (.*) => (.*)",
+                         line)
+        if m is None:
+            raise IRParseError(f"not a copy: '{line}'")
+        kind, mods = m.group(1), [x for x in m.group(2).split(".") if x]
+        src, dst = self.exprs(m.group(4)).view(), self.exprs(m.group(5)).view()
+        leader = m.group(3) is not None
+        swz = next((int(x[7:]) for x in mods if x.startswith("swizzle")), None)
+        if kind == "tma.load":
+            evict = next((x for x in mods if x not in ("async",) and not x.startswith("swizzle")),
+                         None)
+            return ir.TmaLoad(src, dst, future, evict, swz, leader_only=leader)
+        if kind == "tma.store":
+            return ir.TmaStore(src, dst, leader_only=leader, future=future)
+        return ir.DmaCopy(src, dst, future, swz, leader_only=leader)
+
+    def assignment_like(self, line: str) -> ir.Stmt:
+        m = re.fullmatch(r"(\w+) := (.*)", line)
+        if m:
+            return ir.Assign(m.group(1), self.exprs(m.group(2)).expr())
+        m = re.fullmatch(r"(\w+) = (tma\.|dma\.|mma\.)(.*)", line)
+        if m:
+            rest = m.group(2) + m.group(3)
+            return self.mma(rest, m.group(1)) if rest.startswith("mma.") else \
+                self.copy(rest, m.group(1))
+        m = re.fullmatch(r"(\w+) = reduce_(\w+)\((\w+), dim=(\d+)\)", line)
+        if m:
+            return ir.Reduce(m.group(2), m.group(1), m.group(3), int(m.group(4)))
+        m = re.fullmatch(r"(\w+) = copy\((\w+)\)", line)
+        if m:
+            return ir.FragCopy(m.group(1), m.group(2))
+        return self.element_store(line)
+
+    def element_store(self, line: str) -> ir.Stmt:
+        e = self.exprs(line)
+        name = e.take()
+        if self.scope.frag(name) is not None and e.peek() == "[":
+            index = e.index()
+            e.take("=")
+            s = ir.ElemStore(name, index, e.expr())
+        elif e.peek() in ("<", "["):
+            view = e.view_after(name)
+            index = e.index()
+            e.take("=")
+            s = ir.BufStore(view, index, e.expr())
+        else:
+            raise IRParseError(f"not a statement: '{line}'")
+        e.done()
+        return s
+
+
+def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
+    return p.copy(line, None)
+
+
+_DECLS: dict[str, Callable] = {
+    "grid": _Parser.decl_grid, "launch_bounds": _Parser.decl_bounds,
+    "shared_memory": _Parser.decl_smem, "shared": _Parser.decl_buffer,
+    "local": _Parser.decl_buffer, "event": _Parser.decl_event,
+}
+
+# (leading word, handler); a word ending in '.' matches every word it starts
+_STATEMENTS: list[tuple[str, Callable]] = [
+    ("let", _Parser.s_let), ("var", _Parser.s_var), ("view", _Parser.s_view),
+    ("for", _Parser.s_for), ("while", _Parser.s_while), ("if", _Parser.s_if),
+    ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
+    ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
+    ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
+    ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
+    ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),
+    ("all_reduce_", _Parser.s_all_reduce),
+]
+
+
+def _split_product(text: str) -> tuple[str, str]:
+    """`a * b` of an MMA, split at the ` * ` outside the operands' views."""
+    depth = 0
+    for i, c in enumerate(text):
+        depth += {"<": 1, ">": -1}.get(c, 0)
+        if depth == 0 and text.startswith(" * ", i):
+            return text[:i], text[i + 3:]
+    raise IRParseError(f"not an MMA product: '{text}'")
+
+
+def _split_top(text: str) -> list[str]:
+    """`text` split at the commas outside brackets."""
+    out, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            out.append(text[start:i])
+            start = i + 1
+    if text[start:].strip():
+        out.append(text[start:])
+    return out
+
+
+def parse_module(text: str) -> ir.Module:
+    """The module whose printed form (ir_printer.print_module) is `text`."""
+    return _Parser(text).module()
