@@ -61,25 +61,9 @@ class BlockRun:
         self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
-        self.gens = {
-            ir.For: self.s_for, ir.While: self.s_while, ir.If: self.s_if,
-            ir.Parallel: self.s_parallel, ir.Role: self.s_role, ir.Wait: self.s_wait,
-            ir.Trigger: self.s_trigger, ir.TmaLoad: self.s_copy, ir.DmaCopy: self.s_copy,
-            ir.TmaStore: self.s_tma_store, ir.Mma: self.s_mma, ir.SyncShared: self.s_sync,
-            ir.NamedBarrier: self.s_named_barrier,
-        }
-        self.plain = {
-            ir.Let: self.s_let, ir.Var: self.s_var, ir.Assign: self.s_assign,
-            ir.ViewDef: self.s_viewdef, ir.Break: self.s_break, ir.Continue: self.s_continue,
-            ir.SetMaxRegs: lambda s, th: None, ir.FragDecl: self.s_frag_decl,
-            ir.MmaFill: self.s_mma_fill, ir.MmaStore: self.s_mma_store, ir.Apply: self.s_apply,
-            ir.MmaLoad: self.s_mma_load,
-            ir.Reduce: self.s_reduce, ir.AllReduce: self.s_all_reduce,
-            ir.FragCopy: self.s_frag_copy, ir.ElemStore: self.s_elem_store,
-            ir.BufStore: self.s_buf_store,
-        }
-        if hasattr(ir, "RoleSync"):
-            self.gens[ir.RoleSync] = self.s_sync
+        # the handlers of this block's statements (GENERATORS / PLAIN below), bound
+        self.gens = {t: fn.__get__(self) for t, fn in GENERATORS.items()}
+        self.plain = {t: fn.__get__(self) for t, fn in PLAIN.items()}
 
     # ---------------------------------------------------------------- threads
     def start(self, env: dict) -> None:
@@ -113,7 +97,8 @@ class BlockRun:
                 continue
             h = self.plain.get(type(s))
             if h is None:
-                raise InterpError(f"the interpreter cannot run {type(s).__name__} in a kernel", s.loc)
+                what = REFUSED.get(type(s), type(s).__name__)
+                raise InterpError(f"the interpreter cannot run {what} in a kernel", s.loc)
             h(s, th)
 
     # ---------------------------------------------------------------- scalars and control
@@ -532,3 +517,29 @@ class BlockRun:
 
     def s_elem_store(self, s, th):
         raise InterpError(f"element store to '{s.frag}' outside apply", s.loc)
+
+
+def _no_op(self, s, th) -> None:
+    """`setmaxnreg`: a register budget; nothing to model on the CPU."""
+
+
+#: Statements that may block (generators: they yield while they wait).
+GENERATORS = {
+    ir.For: BlockRun.s_for, ir.While: BlockRun.s_while, ir.If: BlockRun.s_if,
+    ir.Parallel: BlockRun.s_parallel, ir.Role: BlockRun.s_role, ir.Wait: BlockRun.s_wait,
+    ir.Trigger: BlockRun.s_trigger, ir.TmaLoad: BlockRun.s_copy, ir.DmaCopy: BlockRun.s_copy,
+    ir.TmaStore: BlockRun.s_tma_store, ir.Mma: BlockRun.s_mma, ir.SyncShared: BlockRun.s_sync,
+    ir.NamedBarrier: BlockRun.s_named_barrier, ir.RoleSync: BlockRun.s_sync,
+}
+#: Statements that run to completion at once.
+PLAIN = {
+    ir.Let: BlockRun.s_let, ir.Var: BlockRun.s_var, ir.Assign: BlockRun.s_assign,
+    ir.ViewDef: BlockRun.s_viewdef, ir.Break: BlockRun.s_break, ir.Continue: BlockRun.s_continue,
+    ir.SetMaxRegs: _no_op, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
+    ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
+    ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
+    ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,
+    ir.BufStore: BlockRun.s_buf_store,
+}
+#: Statements a kernel body never holds (interpret_module runs a function's launches).
+REFUSED = {ir.Launch: "a launch"}

@@ -185,7 +185,8 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
 
 # Statements with no handler at this level (targets.Target.refuses lists what a
 # target refuses everywhere; a role is lowered by the parallel region holding it).
-_NAMES = {ir.Role: "inthreads.async outside a parallel region"}
+_NAMES = {ir.Role: "inthreads.async outside a parallel region",
+          ir.ElemStore: "a fragment element store outside an apply"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),
