@@ -1,12 +1,14 @@
 """Building IR expressions with constant folding and the usual algebraic identities.
 
+Types and folded values follow the scalar C semantics of c_scalars.
+
 Sema and the view normaliser build offsets such as `batch * 1 + 0 * Q_SEQ`;
 folding here keeps the printed IR and the emitted code readable
 (`batch`), and makes shapes concrete integers wherever they can be.
 """
 from __future__ import annotations
 
-from . import ir
+from . import c_scalars, ir
 
 INT = "s32"
 
@@ -25,41 +27,12 @@ def as_int(e: ir.Expr) -> int | None:
 
 
 def result_type(a: ir.Expr, b: ir.Expr) -> str:
-    """C-like usual arithmetic conversions, reduced to what the IR needs."""
-    ta, tb = getattr(a, "dtype", INT), getattr(b, "dtype", INT)
-    if ta == tb:
-        return ta
-    for t in ("f64", "f32", "bf16", "f16"):
-        if t in (ta, tb):
-            return "f32" if t in ("bf16", "f16") else t
-    if "bool" in (ta, tb):
-        return tb if ta == "bool" else ta
-    # A literal adopts the other side's integer type (`order % 2` stays u32).
-    if isinstance(a, ir.Const):
-        return tb
-    if isinstance(b, ir.Const):
-        return ta
-    for t in ("u64", "s64", "u32"):
-        if t in (ta, tb):
-            return t
-    return INT
+    """The type of `a op b`: C's usual arithmetic conversions (c_scalars.promote)."""
+    return c_scalars.promote(getattr(a, "dtype", INT), getattr(b, "dtype", INT),
+                             isinstance(a, ir.Const), isinstance(b, ir.Const))
 
 
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
-
-
-_FOLD = {
-    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
-    "/": _c_div, "%": lambda a, b: a - _c_div(a, b) * b,
-    "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
-    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
-    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
-    "&&": lambda a, b: bool(a) and bool(b), "||": lambda a, b: bool(a) or bool(b),
-}
-COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "&&", "||")
+COMPARISONS = c_scalars.COMPARISONS
 
 
 def binop(op: str, a: ir.Expr, b: ir.Expr, dtype: str | None = None) -> ir.Expr:
@@ -69,7 +42,7 @@ def binop(op: str, a: ir.Expr, b: ir.Expr, dtype: str | None = None) -> ir.Expr:
     if x is not None and y is not None and not (op in ("/", "%") and y == 0):
         if op in ("<<", ">>") and not 0 <= y < 64:
             return ir.Bin(op, a, b, dtype)
-        v = _FOLD[op](x, y)
+        v = c_scalars.int_binary(op, x, y, dtype)  # what the GPU computes, wrap-around included
         return ir.Const(v, "bool") if isinstance(v, bool) else ir.Const(v, dtype)
     # Identities that never change a value: x+0, x-0, x*1, x/1, 0+x, 1*x, 0*x (ints).
     if op in ("+", "-") and y == 0:
@@ -92,8 +65,8 @@ def mul(a, b): return binop("*", a, b)
 
 def cdiv(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     x, y = as_int(a), as_int(b)
-    if x is not None and y:
-        return ir.Const(-(-x // y), result_type(a, b))
+    if x is not None and y is not None and y > 0:
+        return ir.Const(c_scalars.cdiv(x, y), result_type(a, b))
     if y == 1:
         return a
     return ir.Call("cdiv", (a, b), result_type(a, b))

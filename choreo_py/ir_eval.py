@@ -2,34 +2,29 @@
 
 Shared by the static passes (pipeline check, shape folding) that need the
 value of control expressions for concrete dimensions. Integer semantics
-follow the IR dtypes: C truncating division, unsigned wrap-around.
+follow the IR dtypes as the interpreter's do (c_scalars: C truncating
+division, two's-complement wrap-around).
 """
 from __future__ import annotations
 
 import math
 
-from . import ir
-from .ir_build import _c_div
-
-_MASK = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFFFFFF, "u64": 0xFFFFFFFFFFFFFFFF}
+from . import c_scalars, ir
 
 
 class EvalError(Exception):
     pass
 
 
-def wrap(value, dtype: str):
-    if dtype in _MASK and isinstance(value, int):
-        return value & _MASK[dtype]
-    return value
+wrap = c_scalars.wrap
 
 
 def _arith(op: str, a, b, dtype: str):
-    if op in ("/", "%") and not ir.is_float(dtype):
-        if b == 0:
-            raise EvalError("integer division by zero")
-        q = _c_div(int(a), int(b))
-        return q if op == "/" else int(a) - q * int(b)
+    if dtype in c_scalars.INT_BITS:
+        try:
+            return c_scalars.int_binary(op, int(a), int(b), dtype)
+        except (ZeroDivisionError, ValueError) as e:
+            raise EvalError(str(e)) from None
     if op == "/":
         return a / b if b else math.copysign(math.inf, a) if a else math.nan
     table = {
@@ -71,11 +66,16 @@ def _call(fn: str, args: list, dtype: str):
         a, b = args
         if b == 0:
             raise EvalError("cdiv by zero")
-        return -(-a // b)
+        return c_scalars.wrap(c_scalars.cdiv(int(a), int(b)), dtype)
     if fn in ("min", "max"):
         return (min if fn == "min" else max)(args)
     if fn == "to":
-        return float(args[0]) if ir.is_float(dtype) else wrap(int(args[0]), dtype)
+        if ir.is_float(dtype):
+            return float(args[0])
+        try:
+            return c_scalars.to_int(args[0], dtype)
+        except ValueError as e:
+            raise EvalError(str(e)) from None
     one = {"exp2": lambda x: 2.0 ** x, "exp": math.exp, "log2": math.log2, "log": math.log,
            "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "abs": abs}
     return one[fn](args[0])

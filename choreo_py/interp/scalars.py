@@ -5,7 +5,8 @@ offsets, conditions) and `apply` bodies (torch tensors covering a whole
 index space at once). A value is therefore either a Python number or a
 tensor, and every operator picks the matching implementation.
 
-Integers follow C: `/` and `%` truncate toward zero, unsigned types wrap.
+Integers follow C, as defined once in choreo_py/c_scalars.py: `/` and `%`
+truncate toward zero, results wrap to their type's width.
 Floats follow IEEE: division by zero gives inf/nan, `max`/`min` are
 fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
 """
@@ -16,7 +17,7 @@ import struct
 
 import torch
 
-from .. import ir
+from .. import c_scalars, ir
 from .errors import InterpError
 
 TORCH_DTYPES = {
@@ -26,20 +27,12 @@ TORCH_DTYPES = {
     "f32": torch.float32, "tf32": torch.float32, "f64": torch.float64,
     "f8_e4m3": torch.float8_e4m3fn, "f8_e5m2": torch.float8_e5m2,
 }
-_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
+_BITS = c_scalars.INT_BITS
 _NARROW_FLOATS = ("f16", "bf16", "f8_e4m3", "f8_e5m2")
 _F32 = struct.Struct("f")
 
 
-def wrap_int(v: int, dtype: str) -> int:
-    """Reduce an integer to the range of `dtype` (two's complement)."""
-    bits = _BITS.get(dtype)
-    if bits is None:
-        return v
-    v &= (1 << bits) - 1
-    if dtype[0] == "s" and v >= 1 << (bits - 1):
-        v -= 1 << bits
-    return v
+wrap_int = c_scalars.wrap  # two's complement of the type's width (c_scalars)
 
 
 def round_to(x, dtype: str):
@@ -68,16 +61,10 @@ def round_to(x, dtype: str):
         return float(x)
     if dtype == "bool":
         return bool(x)
-    if isinstance(x, float):
-        if math.isnan(x) or math.isinf(x):
-            raise InterpError(f"conversion of {x} to {dtype}")
-        x = int(x)  # C conversion truncates toward zero
-    return wrap_int(int(x), dtype)
-
-
-def _c_div(a: int, b: int) -> int:
-    q = abs(a) // abs(b)
-    return q if (a >= 0) == (b >= 0) else -q
+    try:
+        return c_scalars.to_int(x, dtype)  # C conversion: truncation toward zero, wrap
+    except ValueError as e:
+        raise InterpError(str(e)) from None
 
 
 def _f32(x: float) -> float:
@@ -134,16 +121,12 @@ def binary(op: str, a, b, dtype: str, loc=None):
         return _tensor_arith(op, a, b, dtype)
     if ir.is_float(dtype):
         return _scalar_float(op, a, b, dtype)
-    a, b = int(a), int(b)
-    if op in ("/", "%"):
-        if b == 0:
-            raise InterpError("integer division by zero", loc)
-        q = _c_div(a, b)
-        return wrap_int(q if op == "/" else a - q * b, dtype)
-    if op in _BITOPS:
-        return wrap_int(_BITOPS[op](a, b), dtype)
-    r = a + b if op == "+" else a - b if op == "-" else a * b
-    return wrap_int(r, dtype)
+    try:
+        return c_scalars.int_binary(op, int(a), int(b), dtype)
+    except ZeroDivisionError:
+        raise InterpError("integer division by zero", loc) from None
+    except ValueError as e:
+        raise InterpError(str(e), loc) from None
 
 
 def _tensor_arith(op: str, a, b, dtype: str):
@@ -161,11 +144,11 @@ def _tensor_arith(op: str, a, b, dtype: str):
 
 def unary(op: str, v, dtype: str):
     if op == "-":
-        return -v if isinstance(v, torch.Tensor) or ir.is_float(dtype) else wrap_int(-v, dtype)
+        return -v if isinstance(v, torch.Tensor) or ir.is_float(dtype) else c_scalars.int_unary("-", v, dtype)
     if op == "!":
         return torch.logical_not(v) if isinstance(v, torch.Tensor) else not v
     if op == "~":
-        return ~v if isinstance(v, torch.Tensor) else wrap_int(~int(v), dtype)
+        return ~v if isinstance(v, torch.Tensor) else c_scalars.int_unary("~", v, dtype)
     raise InterpError(f"unknown unary operator '{op}'")
 
 
@@ -212,7 +195,7 @@ def call(fn: str, args: list, dtype: str, loc=None):
         a, b = int(args[0]), int(args[1])
         if b == 0:
             raise InterpError("cdiv by zero", loc)
-        return wrap_int(_c_div(a + b - 1, b) if a >= 0 else _c_div(a, b), dtype)
+        return wrap_int(c_scalars.cdiv(a, b), dtype)
     if fn in ("min", "max"):
         return _fminmax(fn, args[0], args[1])
     if fn == "to":

@@ -1,0 +1,114 @@
+"""Scalar C semantics of the IR, defined once: type promotion, integer arithmetic, conversion.
+
+Sema's constant folding (ir_build), the static passes' evaluator (ir_eval)
+and the interpreter (interp/scalars) all compute with these functions, so
+a value the pipeline check or the interpreter sees is the value the GPU
+computes: if they disagreed, a check could pass a kernel that hangs.
+
+- Promotion (`promote`): C's usual arithmetic conversions, reduced to the
+  IR's types: a floating operand makes the result floating (f16/bf16
+  compute in f32, as the GPU's scalar code does), bool adopts the other
+  side's type, an integer literal adopts the other side's integer type
+  (`order % 2` stays u32), else the wider integer type, unsigned first.
+  New conversion rules (e.g. which operand converts to which) belong here.
+- Integers are two's complement of their width (`wrap`): `+ - * << ~`
+  wrap around, as PTX's integer instructions do; `/` and `%` truncate
+  toward zero (C99, PTX div.s32/rem.s32); `cdiv(a, b)` rounds up for
+  b > 0 (the tile counts of a grid).
+- Conversions to an integer type truncate toward zero, then wrap (`to_int`).
+"""
+from __future__ import annotations
+
+INT_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
+FLOAT_PROMOTION = ("f64", "f32", "bf16", "f16")  # the first one present wins
+INT_PROMOTION = ("u64", "s64", "u32")            # else s32
+DEFAULT_INT = "s32"
+COMPARISONS = ("==", "!=", "<", "<=", ">", ">=", "&&", "||")
+
+
+def promote(ta: str, tb: str, a_literal: bool = False, b_literal: bool = False) -> str:
+    """The type of `a op b` for operands of types `ta`, `tb` (literals: see above)."""
+    if ta == tb:
+        return ta
+    for t in FLOAT_PROMOTION:
+        if t in (ta, tb):
+            return "f32" if t in ("bf16", "f16") else t
+    if "bool" in (ta, tb):
+        return tb if ta == "bool" else ta
+    if a_literal:
+        return tb
+    if b_literal:
+        return ta
+    for t in INT_PROMOTION:
+        if t in (ta, tb):
+            return t
+    return DEFAULT_INT
+
+
+def wrap(v, dtype: str):
+    """An integer reduced to the range of `dtype` (two's complement); other values as they are."""
+    bits = INT_BITS.get(dtype)
+    if bits is None or not isinstance(v, int) or isinstance(v, bool):
+        return v
+    v &= (1 << bits) - 1
+    if dtype[0] == "s" and v >= 1 << (bits - 1):
+        v -= 1 << bits
+    return v
+
+
+def c_div(a: int, b: int) -> int:
+    """Integer division truncating toward zero (b != 0)."""
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def c_mod(a: int, b: int) -> int:
+    """The remainder of c_div: it has the sign of `a`."""
+    return a - c_div(a, b) * b
+
+
+def cdiv(a: int, b: int) -> int:
+    """`cdiv(a, b)`: a / b rounded up, for b > 0 (truncating division for a < 0)."""
+    return c_div(a + b - 1, b) if a >= 0 else c_div(a, b)
+
+
+_INT_OPS = {
+    "+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+    "/": c_div, "%": c_mod, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+    "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
+}
+_COMPARE = {
+    "==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b,
+    "&&": lambda a, b: bool(a) and bool(b), "||": lambda a, b: bool(a) or bool(b),
+}
+
+
+def int_binary(op: str, a: int, b: int, dtype: str):
+    """`a op b` on integers of result type `dtype`; comparisons give a bool.
+
+    Raises ZeroDivisionError for `/` and `%` by zero (callers name it in their
+    own terms) and ValueError for a negative shift."""
+    if op in _COMPARE:
+        return _COMPARE[op](a, b)
+    if op in ("/", "%") and b == 0:
+        raise ZeroDivisionError(f"integer {'division' if op == '/' else 'remainder'} by zero")
+    if op in ("<<", ">>") and b < 0:
+        raise ValueError(f"shift by a negative amount ({b})")
+    return wrap(_INT_OPS[op](int(a), int(b)), dtype)
+
+
+def int_unary(op: str, v: int, dtype: str):
+    if op == "!":
+        return not v
+    return wrap(-int(v) if op == "-" else ~int(v), dtype)
+
+
+def to_int(x, dtype: str) -> int:
+    """C's conversion of a number to the integer type `dtype`: truncation toward zero, then
+    wrap-around. Raises ValueError for NaN and infinities (undefined in C)."""
+    if isinstance(x, float):
+        if x != x or x in (float("inf"), float("-inf")):
+            raise ValueError(f"conversion of {x} to {dtype}")
+        x = int(x)
+    return wrap(int(x), dtype)
