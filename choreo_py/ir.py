@@ -471,6 +471,7 @@ class Mma(Stmt):
     future: Optional[str] = None  # set for `.async`
     k_schedule: Optional[tuple[int, ...]] = None
     loc: Optional[Loc] = None
+    completion: Optional[str] = None  # the event its commit arrives on (passes/mma_barriers)
 
 
 @dataclass
@@ -575,6 +576,7 @@ class Kernel:
     launch_bounds: Optional[tuple[Optional[int], Optional[int]]] = None
     loc: Optional[Loc] = None
     smem_total: Optional[int] = None  # bytes of shared memory the plan uses
+    tmem_slot: Optional[int] = None  # smem offset of the tensor-memory base address (mma_barriers)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

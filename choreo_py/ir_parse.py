@@ -10,6 +10,10 @@ bool. Source locations are not part of the text: the parsed IR has none.
 
 Statements are read by a table keyed by their leading word (`_STATEMENTS`),
 as the printer writes them by a table of node kinds.
+
+Long because: it is the printer's grammar read backwards, one reader per
+printed construct (expressions, views, declarations, every statement kind);
+split, the halves would drift apart from each other and from ir_printer.
 """
 from __future__ import annotations
 
@@ -374,6 +378,9 @@ class _Parser:
     def decl_smem(self, k: ir.Kernel, line: str) -> None:
         k.smem_total = int(line.split()[1])
 
+    def decl_tmem_slot(self, k: ir.Kernel, line: str) -> None:
+        k.tmem_slot = int(line.split()[1])
+
     def decl_buffer(self, k: ir.Kernel, line: str) -> None:
         m = re.fullmatch(r"(shared|local) (\w+)(?:\[(\d+)\])?: (\w+)\[([\d, ]*)\]"
                          r"(?: swizzle=(\d+))?( layout-free)?(?: offset=(\d+))?(?: = (.*))?", line)
@@ -542,13 +549,15 @@ class _Parser:
         return self.mma(line, None)
 
     def mma(self, line: str, future: Optional[str]) -> ir.Stmt:
-        m = re.fullmatch(r"mma\.([\w.]+?)(\.async)? (\w+) \+= (.*?)(?: k_schedule=\[(.*)\])?", line)
+        m = re.fullmatch(r"mma\.([\w.]+?)(\.async)? (\w+) \+= (.*?)(?: k_schedule=\[(.*?)\])?"
+                         r"(?: commit=([\w.]+))?", line)
         if m is None:
             raise IRParseError(f"not an MMA: '{line}'")
         a_text, b_text = _split_product(m.group(4))
         a = self.exprs(a_text).view() if "<" in a_text else a_text
         sched = tuple(int(x) for x in m.group(5).split(",")) if m.group(5) else None
-        return ir.Mma(m.group(3), a, self.exprs(b_text).view(), m.group(1), future, sched)
+        return ir.Mma(m.group(3), a, self.exprs(b_text).view(), m.group(1), future, sched,
+                      completion=m.group(6))
 
     def copy(self, line: str, future: Optional[str]) -> ir.Stmt:
         m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.[\w]+)*)( \[leader\])? (.*) => (.*)",
@@ -608,7 +617,8 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 
 _DECLS: dict[str, Callable] = {
     "grid": _Parser.decl_grid, "launch_bounds": _Parser.decl_bounds,
-    "shared_memory": _Parser.decl_smem, "shared": _Parser.decl_buffer,
+    "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
+    "shared": _Parser.decl_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,
 }
 

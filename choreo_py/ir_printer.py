@@ -173,7 +173,9 @@ class _Printer:
         a = s.a if isinstance(s.a, str) else view(s.a)
         lhs = f"{s.future} = " if s.future else ""
         sched = f" k_schedule={list(s.k_schedule)}" if s.k_schedule else ""
-        self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * {view(s.b)}{sched}")
+        commit = f" commit={s.completion}" if s.completion else ""
+        self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * "
+                  f"{view(s.b)}{sched}{commit}")
 
     def s_MmaStore(self, s): self.emit(f"mma.store {s.acc} => {view(s.dst)}")
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
@@ -242,6 +244,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
     if k.smem_total is not None:
         p.emit(f"shared_memory {k.smem_total}")
+    if k.tmem_slot is not None:
+        p.emit(f"tmem_slot {k.tmem_slot}")
     for b in k.buffers:
         p.emit(buffer_decl(b))
     for e in k.events:

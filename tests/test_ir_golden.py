@@ -22,6 +22,28 @@ def test_ir_golden(example: Path, request) -> None:
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
+def test_ir_golden_sm100(example: Path, request) -> None:
+    """sm_100a's IR adds the MMA completion barriers and the TMEM address slot."""
+    text = compile_file(str(example.relative_to(ROOT)), emit="ir", target="sm_100a")
+    check_golden(GOLDEN / "sm100" / f"{example.stem}.ir.txt", text, request)
+
+
+def test_print_ir_after_a_pass(monkeypatch, capsys) -> None:
+    """`--print-ir-after smem-plan` shows the offsets but not yet the free tiles' swizzles."""
+    from choreo_py import cli
+
+    monkeypatch.chdir(ROOT)
+    assert cli.main(["compile", "examples/flash_atten_causal.co", "--print-ir-after",
+                     "smem-plan", "-o", "-"]) == 0
+    out = capsys.readouterr().out
+    assert "shared o_buf: bf16[128, 128] offset=163840" in out
+    assert "layout-free" not in out and "tmem_slot" not in out
+    assert cli.main(["compile", "examples/flash_atten_causal.co", "--print-ir-after",
+                     "no-such-pass"]) == 1
+    assert "no such pass" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_ir_verifies_and_is_deterministic(example: Path, monkeypatch) -> None:
     monkeypatch.chdir(ROOT)
     rel = str(example.relative_to(ROOT))
@@ -33,7 +55,7 @@ def test_ir_verifies_and_is_deterministic(example: Path, monkeypatch) -> None:
 def test_seed_ir_facts(monkeypatch) -> None:
     """The structure the backends rely on, stated directly rather than via the golden."""
     monkeypatch.chdir(ROOT)
-    k = ir_of_file("examples/flash_atten_causal.co").functions[0].kernels[0]
+    k = ir_of_file("examples/flash_atten_causal.co", target="sm_90a").functions[0].kernels[0]
     assert [g.var for g in k.grid] == ["tile", "head", "batch"]
     assert k.launch_bounds == (None, 1)
     # o_buf's layout no statement observes: the free-tile-swizzle pass gives it 128 B

@@ -16,8 +16,8 @@ from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
 from ..targets import Target
-from . import (copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle, pipeline_check,
-               smem_limit, smem_plan)
+from . import (copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle, mma_barriers,
+               pipeline_check, smem_limit, smem_plan)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
@@ -27,6 +27,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("event-arrivals", event_arrivals.run),      # arrivals that complete an event generation
     ("smem-plan", smem_plan.run),                # byte offsets of buffers and events
     ("free-tile-swizzle", free_tile_swizzle.run),  # swizzles of tiles no statement observes
+    ("mma-barriers", mma_barriers.run),          # sm_100a: MMA completion mbarriers, TMEM slot
     ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
     ("verify", lambda k, t: verify_kernel(k)),
     ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings

@@ -28,11 +28,12 @@ offsets 0 and 16 (S 0-127, O 128-255, P 256-319; 512 allocated).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Optional
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
+from choreo_py.passes import mma_barriers
 
 from ..core.context import Lowering
 from ..core.memory import SMEM_ALIGN
@@ -44,7 +45,7 @@ from .lower_flow import Flow, analyse, writes
 from .lower_mma import issue as issue_mma
 from .tmem_plan import TmemPlan, plan_tmem
 
-SMEM_LIMIT = 227 * 1024  # dynamic shared memory per block on sm_100a
+SMEM_LIMIT = targets.get("sm_100a").smem_limit  # dynamic shared memory per block
 LANE16 = 16 << 16        # TMEM address step of 16 lanes
 
 
@@ -90,8 +91,8 @@ class Sm100Target:
 
     # ------------------------------------------------------------ kernel setup
     def prepare(self, k: ir.Kernel) -> ir.Kernel:
-        """The kernel with its MMA futures' mbarriers and the TMEM address slot
-        appended to the shared-memory plan (a copy: the IR is not changed)."""
+        """The TMEM plan; the MMA futures' mbarriers and the TMEM address slot are IR facts
+        (choreo_py/passes/mma_barriers)."""
         self.plan = plan_tmem(k)
         if not self.uses_tmem:
             return k
@@ -102,26 +103,20 @@ class Sm100Target:
                               f"sm_100a yet", _frag_loc(k, name))
         self.role = _mma_role(k)
         self._fragment_shape(k)
-        offset = -(-(k.smem_total or 0) // 8) * 8
-        events = []
+        if k.tmem_slot is None:  # IR that did not go through the pass pipeline
+            mma_barriers.run(k, targets.get(self.arch))
         for s in ir.walk(self.role.body):
             if isinstance(s, ir.Mma):
-                # a synchronous MMA gets a future of its own, waited right after it
-                fut = s.future or (f"mma_line{s.loc.line}_{s.loc.col}" if s.loc
-                                   else f"mma{len(self.future_of)}")
+                fut = s.completion[len("mma."):]
                 self.future_of[id(s)] = fut
-                if fut not in self.futures:
-                    ev = ir.Event(f"mma.{fut}", len(self.role.members), loc=None, offset=offset)
-                    offset += 8 * len(self.role.members)
-                    self.futures[fut] = ev
-                    events.append(ev)
-        self.slot = offset
-        total = offset + 8
+                self.futures.setdefault(fut, k.event(s.completion))
+        self.slot = k.tmem_slot
+        total = k.smem_total
         if total + SMEM_ALIGN > SMEM_LIMIT:
             raise ChoreoError(f"the block needs {total + SMEM_ALIGN} bytes of shared memory "
                               f"with its MMA barriers, more than the {SMEM_LIMIT} sm_100a "
                               "allows", k.loc)
-        return replace(k, events=list(k.events) + events, smem_total=total)
+        return k
 
     def _fragment_shape(self, k: ir.Kernel) -> None:
         """One M for the role's tiles, and the width N whose thread -> column map
