@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
@@ -96,7 +95,7 @@ def main() -> int:
         print(f"subprocess (choreo compile --emit ptx): {_median(sub) * 1000:.0f} ms "
               f"(min {min(sub) * 1000:.0f}, max {max(sub) * 1000:.0f})")
 
-        exe = build.find_ptxas() or shutil.which("ptxas")
+        exe = build.find_ptxas()
         if exe:
             cubin = os.path.join(tmp, "seed.cubin")
             pcmd = [exe, f"-arch={args.target}", out, "-o", cubin]

@@ -15,17 +15,28 @@ from dataclasses import dataclass
 
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.lowering import sm90, sm100
 
-# The backend package of each targets.Target.backend (static imports: one edge
-# from the IR to each backend that every tool can see).
-BACKENDS = {"sm90": sm90, "sm100": sm100}
+
+# The backend package of each targets.Target.backend: plain import statements (an
+# edge from the IR to each backend that every tool can see), run on first use so
+# that a compile loads only its own backend (~60 ms for the other one).
+def _sm90():
+    from choreo_py.lowering import sm90
+    return sm90
+
+
+def _sm100():
+    from choreo_py.lowering import sm100
+    return sm100
+
+
+BACKENDS = {"sm90": _sm90, "sm100": _sm100}
 
 
 def lowering(target: str):
     """The backend package that lowers the IR for `target` (choreo_py.lowering.<arch>)."""
     try:
-        return BACKENDS[targets.get(target).backend]
+        return BACKENDS[targets.get(target).backend]()
     except targets.UnknownTarget as e:
         raise ChoreoError(str(e)) from None
 
