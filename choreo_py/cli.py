@@ -51,8 +51,20 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--dump-ast", action="store_true", help="print the syntax tree")
 
-    p = sub.add_parser("check", help="parse and run the semantic checks")
+    p = sub.add_parser("check", help="parse and run the semantic checks",
+                       description="Check a file against the rules of the whole language "
+                                   "(errors: exit status 1). A few rules that programs "
+                                   "accepted by the reference compiler's parse-only stage "
+                                   "break are warnings unless --strict ('compile' always "
+                                   "treats them as errors).")
     _common(p)
+    p.add_argument("--strict", action="store_true",
+                   help="report every rule as an error (as 'compile' does)")
+    p.add_argument("--lowerable", action="store_true",
+                   help="also list, as notes with locations, each construct that would not "
+                        "compile for --target (the program stays valid: exit status 0)")
+    p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"),
+                   help="the target --lowerable reports for (default sm_100a)")
 
     p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
     _common(p)
@@ -101,8 +113,7 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout.write(frontend.dump_ast(program))
         return EXIT_OK
     if args.cmd == "check":
-        frontend.check_file(args.file, include, defines)
-        return EXIT_OK
+        return _check(args, include, defines)
     if args.cmd == "compile":
         from . import driver
 
@@ -129,6 +140,21 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_command(args)
     raise InternalError(f"unknown command {args.cmd}")
+
+
+def _check(args: argparse.Namespace, include, defines) -> int:
+    from . import check, frontend
+
+    program = frontend.parse_file(args.file, include, defines)
+    if args.strict:
+        frontend.check_parse_rules(program)
+        check.check_program(program, strict=True)
+    frontend.check_program(program)
+    if args.lowerable:
+        from .check import lowerable
+
+        print(lowerable.render(lowerable.report(program, args.target), args.target))
+    return EXIT_OK
 
 
 def _freeze_at_exit() -> None:

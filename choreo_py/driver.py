@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from . import frontend, ir, sema
+from . import check, frontend, ir, sema
 from .diagnostics import ChoreoError
 from .ir_printer import print_module
 
@@ -29,6 +29,7 @@ def default_output(path: str, emit: str, target: str) -> str:
 def build_ir(program, target: str = "sm_100a") -> ir.Module:
     # The strict build reports what the lenient `check` would, as errors.
     frontend.check_parse_rules(program)
+    check.check_program(program, strict=True)   # every rule, before any IR is built
     return sema.build_module(program, target)
 
 
