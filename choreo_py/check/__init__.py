@@ -54,7 +54,9 @@ def check_program(program: A.Program, strict: bool = True) -> None:
     Not `strict` (a plain `choreo check`): the rules that programs accepted
     by the reference compiler's parse-only stage break (use before
     declaration, re-assigning an immutable, a missing or extra `return`,
-    `call` outside `parallel`, shape arithmetic of mixed ranks) report
+    `call` outside `parallel`, shape arithmetic of mixed ranks, a `dma.pad`
+    list not matching the rank, waiting a synchronous future, an async
+    future never waited, `swap` of futures of different types) report
     warnings; `compile` and `check --strict` report them as errors.
     """
     found: list[Diagnostic] = []

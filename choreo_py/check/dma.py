@@ -1,1 +1,97 @@
-RULES = {}
+"""DMA: copies move elements without converting them.
+
+Source and destination (an explicit one, or the implicit buffer of
+`=> local` reached later through `f.data`) agree in element type and rank;
+`dma.pad<{low}, {high}, {mid}, v>` gives one entry per dimension in each
+list; `dma.transp<...>` is a permutation of the dimensions, and the
+transposed source has the destination's shape.
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import ast as A
+from ..parse_checks import fold_int
+from . import types as Ty
+
+
+def copy_types(ck, s: A.DmaOp) -> None:
+    if s.src is None or s.dst is None or isinstance(s.dst, A.StorageTarget):
+        return
+    src, dst = ck.t(s.src), ck.t(s.dst)
+    if src.kind != Ty.DATA or dst.kind != Ty.DATA:
+        return
+    if src.elem and dst.elem and _canon(src.elem) != _canon(dst.elem):
+        ck.error(f"'{s.engine}.{s.operation}' moves {src.elem} elements into a {dst.elem} "
+                 "destination; copies do not convert element types", s.dst.loc)
+    if src.rank is not None and dst.rank is not None and src.rank != dst.rank:
+        ck.error(f"'{s.engine}.{s.operation}' from rank-{src.rank} data into a rank-{dst.rank} "
+                 "destination", s.dst.loc)
+
+
+def _canon(elem: str) -> str:
+    return {"half": "f16", "float": "f32", "double": "f64", "int": "s32"}.get(elem, elem)
+
+
+def pad(ck, s: A.DmaOp) -> None:
+    cfg = s.pad
+    if cfg is None:
+        return
+    counts = {len(cfg.low), len(cfg.high), len(cfg.mid)}
+    if len(counts) > 1:
+        ck.error(f"the lists of 'dma.pad' differ in length (low {len(cfg.low)}, high "
+                 f"{len(cfg.high)}, mid {len(cfg.mid)})", s.loc)
+        return
+    rank = ck.t(s.src).rank if s.src is not None else None
+    if rank is not None and cfg.low and len(cfg.low) != rank:
+        ck.lenient_error(f"'dma.pad' gives {len(cfg.low)} entries per list for data of rank {rank}",
+                 s.loc)
+    for e in cfg.low + cfg.high + cfg.mid:
+        if ck.t(e).kind in (Ty.FLOAT, Ty.BOOL):
+            ck.error("a padding amount is an integer", e.loc)
+
+
+def transpose(ck, s: A.DmaOp) -> None:
+    perm = s.transpose
+    if perm is None:
+        return
+    if sorted(perm) != list(range(len(perm))):
+        ck.error(f"'dma.transp<{', '.join(map(str, perm))}>' is not a permutation of the "
+                 f"dimensions 0..{len(perm) - 1}", s.loc)
+        return
+    rank = ck.t(s.src).rank if s.src is not None else None
+    if rank is not None and rank != len(perm):
+        ck.error(f"'dma.transp' permutes {len(perm)} dimensions of rank-{rank} data", s.loc)
+        return
+    src, dst = static_shape(ck, s.src), static_shape(ck, s.dst)
+    if src and dst and len(src) == len(perm) and len(dst) == len(perm) \
+            and None not in src and None not in dst:
+        moved = [src[i] for i in perm]
+        if moved != dst:
+            ck.error(f"the transposed shape [{', '.join(map(str, moved))}] differs from the "
+                     f"destination's [{', '.join(map(str, dst))}]", s.loc)
+
+
+def static_shape(ck, e) -> Optional[list]:
+    """Constant dimensions of a named buffer/parameter or of a tile of one."""
+    if isinstance(e, A.Name):
+        sym = ck.lookup(e.id)
+        return sym.dims if sym is not None else None
+    if isinstance(e, A.Index):
+        return static_shape(ck, e.base) if ck.t(e.base).array else None
+    if isinstance(e, A.MethodCall):
+        if e.method in ("at", "from") and isinstance(e.base, A.MethodCall):
+            return static_shape(ck, e.base)
+        if e.method == "subspan" and not e.strides:
+            dims = [fold_int(a) for a in e.args]
+            return dims if None not in dims else None
+        if e.method == "chunkat":
+            base = static_shape(ck, e.base)
+            factors = [fold_int(a) for a in e.args]
+            if base and len(base) == len(factors) and None not in base + factors \
+                    and all(f > 0 and d % f == 0 for d, f in zip(base, factors)):
+                return [d // f for d, f in zip(base, factors)]
+    return None
+
+
+RULES = {A.DmaOp: [copy_types, pad, transpose]}

@@ -293,20 +293,22 @@ class Checker:
         typ = Ty.scalar_of(s.type.name) if s.type and s.type.name != "auto" else (init or
                                                                                  Ty.UNKNOWN_T)
         self.declare(s.name, typ, s.loc, mutable=s.mutable,
-                     divergent=self.divergent(s.init) if s.init is not None else False)
+                     divergent=self.divergent(s.init) if s.init is not None else False,
+                     unknown_dim=s.init is not None and self.from_unknown(s.init))
 
     def s_ITupleDecl(self, s: A.ITupleDecl) -> None:
         v = self.expr(s.value)
         self.run_rules(s)
         rank = s.rank if s.rank is not None else v.rank
         self.declare(s.name, T(Ty.ITUPLE, rank=rank), s.loc,
-                     divergent=self.divergent(s.value))
+                     divergent=self.divergent(s.value), unknown_dim=self.from_unknown(s.value))
 
     def s_MdSpanDecl(self, s: A.MdSpanDecl) -> None:
         v = self.expr(s.value)
         self.run_rules(s)
         rank = s.rank if s.rank is not None else v.rank
-        self.declare(s.name, T(Ty.MDSPAN, rank=rank), s.loc)
+        self.declare(s.name, T(Ty.MDSPAN, rank=rank), s.loc,
+                     unknown_dim=self.from_unknown(s.value))
 
     def s_BufferDecl(self, s: A.BufferDecl) -> None:
         for d in list(s.type.dims or ()) + list(s.array_dims):
@@ -352,7 +354,8 @@ class Checker:
             self.run_rules(s)
             if declares:
                 self.declare(target.id, _decl_type(value), target.loc,
-                             divergent=self.divergent(s.value))
+                             divergent=self.divergent(s.value),
+                             unknown_dim=self.from_unknown(s.value))
             elif sym is not None:
                 sym.uses += 1
                 if sym.type.placeholder and value.kind == Ty.FUTURE:
@@ -468,6 +471,15 @@ class Checker:
 
     def t(self, e) -> T:
         return self.types.get(id(e), Ty.UNKNOWN_T)
+
+    def from_unknown(self, e) -> bool:
+        """Whether `e` reads a name derived from a `??` dimension."""
+        for node in A.walk(e):
+            if isinstance(node, A.Name):
+                sym = self.lookup(node.id)
+                if sym is not None and sym.unknown_dim:
+                    return True
+        return False
 
     def divergent(self, e) -> bool:
         """Whether `e` may differ between the threads of one parallel level:
