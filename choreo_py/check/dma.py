@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 
 
@@ -22,8 +21,8 @@ def copy_types(ck, s: A.DmaOp) -> None:
     if src.kind != Ty.DATA or dst.kind != Ty.DATA:
         return
     if src.elem and dst.elem and _canon(src.elem) != _canon(dst.elem):
-        ck.error(f"'{s.engine}.{s.operation}' moves {src.elem} elements into a {dst.elem} "
-                 "destination; copies do not convert element types", s.dst.loc)
+        ck.error(f"copy from {src.elem} data into a {dst.elem} destination: "
+                 f"'{s.engine}.{s.operation}' does not convert element types", s.dst.loc)
     if src.rank is not None and dst.rank is not None and src.rank != dst.rank:
         ck.error(f"'{s.engine}.{s.operation}' from rank-{src.rank} data into a rank-{dst.rank} "
                  "destination", s.dst.loc)
@@ -33,6 +32,11 @@ def _canon(elem: str) -> str:
     return {"half": "f16", "float": "f32", "double": "f64", "int": "s32"}.get(elem, elem)
 
 
+def _op_loc(s: A.DmaOp):
+    """Where the operation is named (`.pad`, `.transp`), else the statement."""
+    return s.modifiers[0].loc if s.modifiers else s.loc
+
+
 def pad(ck, s: A.DmaOp) -> None:
     cfg = s.pad
     if cfg is None:
@@ -40,12 +44,12 @@ def pad(ck, s: A.DmaOp) -> None:
     counts = {len(cfg.low), len(cfg.high), len(cfg.mid)}
     if len(counts) > 1:
         ck.error(f"the lists of 'dma.pad' differ in length (low {len(cfg.low)}, high "
-                 f"{len(cfg.high)}, mid {len(cfg.mid)})", s.loc)
+                 f"{len(cfg.high)}, mid {len(cfg.mid)})", _op_loc(s))
         return
     rank = ck.t(s.src).rank if s.src is not None else None
     if rank is not None and cfg.low and len(cfg.low) != rank:
-        ck.lenient_error(f"'dma.pad' gives {len(cfg.low)} entries per list for data of rank {rank}",
-                 s.loc)
+        ck.lenient_error(f"'dma.pad' gives {len(cfg.low)} entries per list for data of rank "
+                         f"{rank}", _op_loc(s))
     for e in cfg.low + cfg.high + cfg.mid:
         if ck.t(e).kind in (Ty.FLOAT, Ty.BOOL):
             ck.error("a padding amount is an integer", e.loc)
@@ -57,11 +61,12 @@ def transpose(ck, s: A.DmaOp) -> None:
         return
     if sorted(perm) != list(range(len(perm))):
         ck.error(f"'dma.transp<{', '.join(map(str, perm))}>' is not a permutation of the "
-                 f"dimensions 0..{len(perm) - 1}", s.loc)
+                 f"dimensions 0..{len(perm) - 1}", _op_loc(s))
         return
     rank = ck.t(s.src).rank if s.src is not None else None
     if rank is not None and rank != len(perm):
-        ck.error(f"'dma.transp' permutes {len(perm)} dimensions of rank-{rank} data", s.loc)
+        ck.error(f"'dma.transp' permutes {len(perm)} dimensions of rank-{rank} data",
+                 _op_loc(s))
         return
     src, dst = static_shape(ck, s.src), static_shape(ck, s.dst)
     if src and dst and len(src) == len(perm) and len(dst) == len(perm) \
@@ -69,7 +74,7 @@ def transpose(ck, s: A.DmaOp) -> None:
         moved = [src[i] for i in perm]
         if moved != dst:
             ck.error(f"the transposed shape [{', '.join(map(str, moved))}] differs from the "
-                     f"destination's [{', '.join(map(str, dst))}]", s.loc)
+                     f"destination's [{', '.join(map(str, dst))}]", _op_loc(s))
 
 
 def static_shape(ck, e) -> Optional[list]:
@@ -83,11 +88,11 @@ def static_shape(ck, e) -> Optional[list]:
         if e.method in ("at", "from") and isinstance(e.base, A.MethodCall):
             return static_shape(ck, e.base)
         if e.method == "subspan" and not e.strides:
-            dims = [fold_int(a) for a in e.args]
+            dims = [ck.fold(a) for a in e.args]
             return dims if None not in dims else None
         if e.method == "chunkat":
             base = static_shape(ck, e.base)
-            factors = [fold_int(a) for a in e.args]
+            factors = [ck.fold(a) for a in e.args]
             if base and len(base) == len(factors) and None not in base + factors \
                     and all(f > 0 and d % f == 0 for d, f in zip(base, factors)):
                 return [d // f for d, f in zip(base, factors)]

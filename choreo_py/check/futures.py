@@ -13,7 +13,6 @@ name.  `swap`/`rotate` exchange futures of one type declared in one scope;
 from __future__ import annotations
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 
 
@@ -25,11 +24,12 @@ def _root_name(e):
 
 def _mark_waited(ck, e) -> None:
     """`wait f`, `wait select(c, f, g)`: the futures named count as waited."""
-    for node in A.walk(e):
-        if isinstance(node, A.Name):
-            sym = ck.lookup(node.id)
-            if sym is not None:
-                sym.waited = True
+    names = [node.id for node in A.walk(e) if isinstance(node, A.Name)]
+    while names:
+        sym = ck.lookup(names.pop())
+        if sym is not None and not sym.waited:
+            sym.waited = True
+            names += sym.sources
 
 
 def wait(ck, s: A.Wait) -> None:
@@ -139,7 +139,7 @@ def select(ck, c: A.CallExpr) -> None:
     if st.kind in (Ty.FLOAT, Ty.FUTURE, Ty.EVENT, Ty.DATA, Ty.STRING, Ty.MDSPAN, Ty.ITUPLE):
         ck.error(f"the selector of 'select' is {Ty.describe(st.kind)}, not an integer",
                  sel.loc)
-    v = fold_int(sel)
+    v = ck.fold(sel)
     if v is not None and not 0 <= v < len(cands):
         ck.error(f"the selector {v} is outside the {len(cands)} candidates of 'select'",
                  sel.loc)

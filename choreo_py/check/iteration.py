@@ -11,7 +11,6 @@ is iterated by the hardware, not by a loop), and the local names it gives
 from __future__ import annotations
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 
 
@@ -45,7 +44,7 @@ def _binding(ck, b: A.WithBinding, what: str) -> None:
                  "integer", b.domain.loc)
     extents = b.domain.elements if isinstance(b.domain, A.MdSpanLit) else [b.domain]
     for e in extents:
-        v = fold_int(e)
+        v = ck.fold(e)
         if v is not None and v <= 0:
             ck.error(f"the {what} domain has extent {v}; an index space must not be empty",
                      e.loc)
@@ -79,7 +78,7 @@ def foreach(ck, s: A.Foreach) -> None:
             sym.uses += 1
     for a in s.attrs:
         if a.name == "unroll" and a.args:
-            v = fold_int(a.args[0])
+            v = ck.fold(a.args[0])
             if v is not None and v <= 0:
                 ck.error(f"'unroll({v})': the unroll factor must be positive", a.args[0].loc)
 

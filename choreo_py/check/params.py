@@ -10,7 +10,6 @@ compiling: their dimensions are integer constants greater than 0.
 from __future__ import annotations
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 
 
@@ -43,21 +42,22 @@ def buffer(ck, s) -> None:
         _array_dim(ck, d, "event" if isinstance(s, A.EventDecl) else "buffer")
 
 
-def _array_dim(ck, d, what: str) -> None:
+def _array_dim(ck, d, kind: str) -> None:
+    what = f"{'an' if kind == 'event' else 'a'} {kind}"
     t = ck.t(d)
     if t.kind in (Ty.FLOAT, Ty.BOOL, Ty.STRING, Ty.MDSPAN, Ty.ITUPLE):
-        ck.error(f"an {what} array dimension is an integer, not {Ty.describe(t.kind)}", d.loc)
+        ck.error(f"{what} array dimension is an integer, not {Ty.describe(t.kind)}", d.loc)
         return
-    v = fold_int(d)
+    v = ck.fold(d)
     if v is not None and v <= 0:
-        ck.error(f"an {what} array dimension must be greater than 0 (it is {v})", d.loc)
+        ck.error(f"{what} array dimension must be greater than 0 (it is {v})", d.loc)
         return
     for node in A.walk(d):
         if isinstance(node, A.Name):
             sym = ck.lookup(node.id)
             if sym is not None and (sym.mutable or sym.origin in ("param", "dim", "parallel",
                                                                   "with", "foreach")):
-                ck.error(f"an {what} array dimension is a constant, but '{node.id}' is only "
+                ck.error(f"{what} array dimension is a constant, but '{node.id}' is only "
                          "known at run time", node.loc)
                 return
 

@@ -12,7 +12,6 @@ block level, with a positive constant.
 from __future__ import annotations
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 from .walker import LEVEL_ORDER
 
@@ -66,7 +65,7 @@ def attributes(ck, s: A.ParallelBy) -> None:
         if len(attr.args) != 1:
             ck.error("'[[maxnreg(n)]]' takes one argument", attr.loc)
             continue
-        v = fold_int(attr.args[0])
+        v = ck.fold(attr.args[0])
         if v is None and ck.t(attr.args[0]).kind not in (Ty.UNKNOWN,) and \
                 not _constant(ck, attr.args[0]):
             ck.error("'[[maxnreg(n)]]' needs a constant", attr.args[0].loc)

@@ -75,6 +75,8 @@ class Sym:
     level: Optional[str] = None  # for parallel variables: their level
     uses: int = 0
     dims: Optional[list] = None  # constant dimensions of a buffer/parameter (None: unknown)
+    sources: tuple = ()          # `h = select(c, f, g)`: waiting h waits f and g
+    const: Optional[int] = None  # the value of an immutable integer known when compiling
 
 
 @dataclass

@@ -12,7 +12,6 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast as A
-from ..parse_checks import fold_int
 from . import types as Ty
 
 _RESHAPING = ("subspan", "span_as", "view")
@@ -58,7 +57,7 @@ def _subspan(ck, n: A.MethodCall, base) -> None:
     if dims is None or len(dims) != len(n.args):
         return
     for a, d in zip(n.args, dims):
-        v = fold_int(a)
+        v = ck.fold(a)
         if v is not None and d is not None and v > d:
             ck.error(f"the tile extent {v} is larger than the dimension it cuts ({d})", a.loc)
         elif v is not None and v <= 0:
@@ -74,7 +73,7 @@ def _at(ck, n: A.MethodCall, base) -> None:
     if dims is None or len(dims) != len(inner.args) or len(n.args) != len(dims):
         return
     for a, d, t in zip(n.args, dims, inner.args):
-        i, tile = fold_int(a), fold_int(t)
+        i, tile = ck.fold(a), ck.fold(t)
         if None in (i, tile, d) or tile <= 0:
             continue
         tiles = -(-d // tile)

@@ -87,7 +87,7 @@ class Checker:
         scope = self.scopes[-1]
         if name in scope.names:
             first = scope.names[name].loc
-            where = f" (first declared at {first.line}:{first.col})" if first else ""
+            where = f" at {first.line}:{first.col}" if first else ""
             self.error(f"'{name}' is already declared in this scope{where}", loc)
             return scope.names[name]
         sym = Sym(name, typ, loc, origin=origin, **attrs)
@@ -294,7 +294,8 @@ class Checker:
                                                                                  Ty.UNKNOWN_T)
         self.declare(s.name, typ, s.loc, mutable=s.mutable,
                      divergent=self.divergent(s.init) if s.init is not None else False,
-                     unknown_dim=s.init is not None and self.from_unknown(s.init))
+                     unknown_dim=s.init is not None and self.from_unknown(s.init),
+                     const=None if s.mutable or s.init is None else self.fold(s.init))
 
     def s_ITupleDecl(self, s: A.ITupleDecl) -> None:
         v = self.expr(s.value)
@@ -355,7 +356,8 @@ class Checker:
             if declares:
                 self.declare(target.id, _decl_type(value), target.loc,
                              divergent=self.divergent(s.value),
-                             unknown_dim=self.from_unknown(s.value))
+                             unknown_dim=self.from_unknown(s.value), const=self.fold(s.value),
+                             sources=_selected_names(s.value))
             elif sym is not None:
                 sym.uses += 1
                 if sym.type.placeholder and value.kind == Ty.FUTURE:
@@ -472,6 +474,24 @@ class Checker:
     def t(self, e) -> T:
         return self.types.get(id(e), Ty.UNKNOWN_T)
 
+    def fold(self, e) -> Optional[int]:
+        """The integer value of `e` when compiling: literals, immutable names of
+        known value, and + - * / % of those (C semantics); else None."""
+        if isinstance(e, A.Name):
+            sym = self.lookup(e.id)
+            return sym.const if sym is not None else None
+        if isinstance(e, A.Unary) and e.op in ("-", "+"):
+            v = self.fold(e.operand)
+            return None if v is None else (-v if e.op == "-" else v)
+        if isinstance(e, A.Binary) and e.op in ("+", "-", "*", "/", "%"):
+            a, b = self.fold(e.lhs), self.fold(e.rhs)
+            if a is None or b is None:
+                return None
+            return fold_int(A.Binary(op=e.op, lhs=A.IntLit(value=a, suffix="", text="", loc=e.loc),
+                                     rhs=A.IntLit(value=b, suffix="", text="", loc=e.loc),
+                                     loc=e.loc))
+        return fold_int(e) if isinstance(e, A.IntLit) else None
+
     def from_unknown(self, e) -> bool:
         """Whether `e` reads a name derived from a `??` dimension."""
         for node in A.walk(e):
@@ -564,6 +584,12 @@ def _static_dims(t: A.MdSpanType) -> Optional[list]:
                       and not isinstance(t.dims[0], A.IntLit)):
         return None       # `f32 [sp]`: one entry may stand for a whole shape
     return [None if isinstance(d, A.DimWildcard) else fold_int(d) for d in t.dims]
+
+
+def _selected_names(e) -> tuple:
+    if isinstance(e, A.CallExpr) and e.func == "select":
+        return tuple(a.id for a in e.args[1:] if isinstance(a, A.Name))
+    return ()
 
 
 def _decl_type(v: T) -> T:

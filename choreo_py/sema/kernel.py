@@ -373,7 +373,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if par is None:
             raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
-            raise err("'inthreads' regions cannot be nested", s)
+            # Valid Choreo (only an inner '.async' is not); the IR has one level of roles.
+            raise Unsupported("nested 'inthreads' regions", s.loc)
         cond = self.scalar(s.cond)
         members = []
         for p in range(par.extent):
