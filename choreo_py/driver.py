@@ -29,7 +29,17 @@ def default_output(path: str, emit: str, target: str) -> str:
 def build_ir(program, target: str = "sm_100a") -> ir.Module:
     # The strict build reports what the lenient `check` would, as errors.
     frontend.check_parse_rules(program)
-    check.check_program(program, strict=True)   # every rule, before any IR is built
+    try:
+        check.check_program(program, strict=True)   # every rule, before any IR is built
+    except ChoreoError as rule_errors:
+        # The IR's own analysis may explain the same mistake in its terms (a pipeline
+        # that hangs, say): both are reported.
+        try:
+            sema.build_module(program, target)
+        except ChoreoError as ir_errors:
+            raise ChoreoError(diagnostics=rule_errors.diagnostics
+                              + ir_errors.diagnostics) from None
+        raise
     return sema.build_module(program, target)
 
 

@@ -60,7 +60,19 @@ __co__ void f(global f32 [M] a) {
 }
 """
 
-VALID = [("scalar-parameters", SCALAR_PARAMS, 3, "'b'"),
+ROLE_ON_BLOCK_INDEX = """\
+__co__ void f(global f32 [M] a) {
+  parallel {t} by [2] : block {
+    parallel p by 2 : group-4 {
+      inthreads.async (p == t) { }
+    }
+  }
+}
+"""
+
+VALID = [("inthreads-on-two-levels", ROLE_ON_BLOCK_INDEX, 4,
+          "an 'inthreads' condition depending on more than"),
+         ("scalar-parameters", SCALAR_PARAMS, 3, "'b'"),
          ("run-time-thread-count", RUNTIME_THREADS, 3, "'n'"),
          ("swizzle-wider-than-rows", WIDE_SWIZZLE, 4, "'.swiz<128>' wider than"),
          ("nested-inthreads", NESTED_INTHREADS, 5, "nested 'inthreads'")]

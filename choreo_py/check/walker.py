@@ -138,7 +138,7 @@ class Checker:
             for d in t.dims or ():
                 if isinstance(d, A.Name) and self.lookup(d.id) is None:
                     self.declare(d.id, Ty.INT_T, d.loc, origin="dim")
-            rank = t.rank if t.rank is not None else (len(t.dims) if t.dims else None)
+            rank = _type_rank(self, t)
             typ = T(Ty.DATA, rank=rank, elem=t.elem.name, storage=p.storage or "global")
             unknown = any(isinstance(d, A.DimWildcard) and d.kind == "??" for d in t.dims or ())
             self.declare(p.name, typ, p.loc, origin="param", global_param=p.storage == "global",
@@ -574,7 +574,9 @@ def _type_rank(ck: Checker, t: A.MdSpanType) -> Optional[int]:
     if not t.dims:
         return None
     if len(t.dims) == 1 and not isinstance(t.dims[0], A.DimWildcard):
-        return _rank_of(ck.t(t.dims[0]))
+        dim = t.dims[0]     # `f32 [sp]`: one entry may stand for a whole shape
+        return _rank_of(ck.t(dim)) if id(dim) in ck.types else (
+            1 if isinstance(dim, (A.IntLit, A.Name)) else None)
     return len(t.dims)
 
 

@@ -382,8 +382,10 @@ class KernelBuilder(ExprBuilder, OpBuilder):
                 if evaluate(cond, {par.var: p}):
                     members.append(p)
             except EvalError:
-                raise err(f"an 'inthreads' condition may only depend on the parallel variable "
-                          f"'{par.var}'", s.cond) from None
+                # Valid Choreo (the predicate need only differ between threads); the IR
+                # assigns roles to thread groups when compiling.
+                raise Unsupported(f"an 'inthreads' condition depending on more than the "
+                                  f"parallel variable '{par.var}'", s.cond.loc) from None
         if not members:
             raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
                       s.cond)
