@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from check_helpers import ids, run_case
+from check_helpers import assert_reports, ids, run_case
 from test_check_scopes import kern
 
 PARAMS = [
@@ -23,6 +23,9 @@ PARAMS = [
      "a dimension derived from '??' has no value when compiling",
      "__co__ void f(global f32 [??, 16] a) {\n  n = a.span(1);\n"
      "  parallel p by 4 : block {\n    shared f32 [16] b;\n  }\n}\n"),
+    ("storage-on-scalar",
+     kern("    shared s32 x;\n"), 3, 16, "the scalar 'x' can not have the storage qualifier",
+     kern("    shared s32 [1] x;\n")),
     ("buffer-array-dimension-positive",
      kern("    int none = 0;\n    shared f32 [16] b[none];\n"), 4, 23,
      "a buffer array dimension must be greater than 0",
@@ -88,3 +91,15 @@ def test_parameter_rule(case) -> None:
 @pytest.mark.parametrize("case", STRUCTURE, ids=ids(STRUCTURE))
 def test_structure_rule(case) -> None:
     run_case(case)
+
+
+def test_shared_buffer_outside_parallel() -> None:
+    """Shared memory exists while a kernel runs; the reference's parse-only
+    programs break this, so a plain `check` warns and `compile` refuses."""
+    run_case(("shared-outside-parallel",
+              "__co__ void f(global f32 [64] a) {\n  shared f32 [16] b;\n}\n", 2, 19,
+              "a shared buffer is declared outside any 'parallel' block",
+              "__co__ void f(global f32 [64] a) {\n  parallel p by 2 : block {\n"
+              "    shared f32 [16] b;\n  }\n}\n"))
+    assert_reports("__co__ void f(global f32 [64] a) {\n  shared f32 [16] b;\n}\n", 2, 19,
+                   "outside any 'parallel' block", strict=False, severity="warning")

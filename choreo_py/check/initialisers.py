@@ -34,6 +34,12 @@ def mdspan_decl(ck, s: A.MdSpanDecl) -> None:
 
 def scalar_decl(ck, s: A.ScalarDecl) -> None:
     if s.init is None:
+        if not s.mutable and s.type is not None and s.type.spelling in ("int", "bool"):
+            ck.error(f"the {s.type.spelling} '{s.name}' is immutable and needs an initial "
+                     "value (or declare it 'mutable')", s.loc)
+        elif s.type is None or s.type.name == "auto":
+            ck.error(f"'{s.name}' has neither a type nor an initial value to take one from",
+                     s.loc)
         return
     v = ck.t(s.init)
     if v.kind == Ty.STRING:
@@ -64,10 +70,9 @@ def shape_arith(ck, n: A.Binary) -> None:
     if Ty.BOOL in (lt.kind, rt.kind):
         ck.error(f"operator '{n.op}' can not combine {Ty.describe(shaped[0].kind)} with a bool",
                  n.loc)
-    elif len(shaped) == 2 and lt.kind == rt.kind and None not in (lt.rank, rt.rank) \
-            and lt.rank != rt.rank:
-        ck.lenient_error(f"operator '{n.op}' on {lt.kind}s of different ranks ({lt.rank} vs. "
-                 f"{rt.rank})", n.loc)
+    elif len(shaped) == 2 and None not in (lt.rank, rt.rank) and lt.rank != rt.rank:
+        ck.lenient_error(f"operator '{n.op}' on shapes of different ranks ({lt.rank} vs. "
+                         f"{rt.rank})", n.loc)
 
 
 

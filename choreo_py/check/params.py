@@ -31,8 +31,18 @@ def param(ck, p: A.Param) -> None:
                          "parameters", d.loc)
 
 
+def scalar_storage(ck, s: A.ScalarDecl) -> None:
+    if s.storage is not None:
+        ck.error(f"the scalar '{s.name}' can not have the storage qualifier '{s.storage}' "
+                 "(storage belongs to spanned data)", s.loc)
+
+
 def buffer(ck, s) -> None:
     storage = getattr(s, "storage", None)
+    if isinstance(s, A.BufferDecl) and storage in ("shared", "local") and not ck.in_parallel:
+        # Shared and local memory exist only while a kernel runs.
+        ck.lenient_error(f"a {storage} buffer is declared outside any 'parallel' block",
+                         s.loc)
     if isinstance(s, (A.BufferDecl, A.FragDecl)) and storage != "global" and s.type:
         for d in s.type.dims or ():
             if not isinstance(d, A.DimWildcard) and ck.from_unknown(d):
@@ -64,6 +74,7 @@ def _array_dim(ck, d, kind: str) -> None:
 
 RULES = {
     A.Param: [param],
+    A.ScalarDecl: [scalar_storage],
     A.BufferDecl: [buffer],
     A.FragDecl: [buffer],
     A.EventDecl: [buffer],

@@ -292,7 +292,7 @@ class Checker:
         self.run_rules(s)
         typ = Ty.scalar_of(s.type.name) if s.type and s.type.name != "auto" else (init or
                                                                                  Ty.UNKNOWN_T)
-        self.declare(s.name, typ, s.loc, mutable=s.mutable,
+        self.declare(s.name, typ, s.loc, mutable=s.mutable or _element_typed(s),
                      divergent=self.divergent(s.init) if s.init is not None else False,
                      unknown_dim=s.init is not None and self.from_unknown(s.init),
                      const=None if s.mutable or s.init is None else self.fold(s.init))
@@ -586,6 +586,15 @@ def _static_dims(t: A.MdSpanType) -> Optional[list]:
                       and not isinstance(t.dims[0], A.IntLit)):
         return None       # `f32 [sp]`: one entry may stand for a whole shape
     return [None if isinstance(d, A.DimWildcard) else fold_int(d) for d in t.dims]
+
+
+#: Control scalars: immutable unless declared `mutable`.  Scalars of a data
+#: element type (`s32 a;`, `f32 x = 0.0f;`) are variables, mutable by default.
+CONTROL_SCALARS = frozenset({"int", "bool", "auto", "index"})
+
+
+def _element_typed(s: A.ScalarDecl) -> bool:
+    return s.type is not None and s.type.spelling not in CONTROL_SCALARS
 
 
 def _selected_names(e) -> tuple:
