@@ -35,6 +35,20 @@ DMA = [
      kern("    shared f32 [8, 16] b;\n    dma.transp<1, 0> a.subspan(16, 8).at(p, 0) => b;\n")),
 ]
 
+def swizzled(load: int) -> str:
+    return ("__co__ void f(global bf16 [128, 64] A) {\n"
+            "  parallel p by 2 : block {\n"
+            "    shared bf16 [64, 64] buf;\n"
+            "    parallel q by 1 : group-4 {\n"
+            "      t = tma.load.async.swiz<128> A.subspan(64, 64).at(p, 0) => buf;\n"
+            "      wait t;\n"
+            f"      x = mma.load.swiz<{load}> buf;\n"
+            "    }\n  }\n}\n")
+
+
+DMA.append(("swizzle-agreement", swizzled(64), 7, 7,
+            "'buf' is written and read with different swizzles", swizzled(128)))
+
 FUTURES = [
     ("wait-on-data",
      kern("    shared f32 [16] b;\n    wait b;\n"), 4, 10, "'b' is spanned data",

@@ -62,6 +62,10 @@ VIEWS = [
           "    }\n"), 4, 16, "3 for data of rank 2",
      kern("    with idx = {x, y} in [4, 4] {\n      dma.copy a.chunkat(idx) => local;\n"
           "    }\n")),
+    ("chunkat-factor-within-dimension",
+     kern("    with {x, y} in [128, 4] {\n      dma.copy a.chunkat(x, y) => local;\n    }\n"),
+     4, 26, "'x' cuts a dimension of 64 into 128 chunks",
+     kern("    with {x, y} in [64, 4] {\n      dma.copy a.chunkat(x, y) => local;\n    }\n")),
     ("subspan-extent-within-dimension",
      kern("    dma.copy a.subspan(128, 16).at(0, 0) => local;\n"), 3, 24,
      "the tile extent 128 is larger than the dimension it cuts (64)",

@@ -99,4 +99,34 @@ def static_shape(ck, e) -> Optional[list]:
     return None
 
 
-RULES = {A.DmaOp: [copy_types, pad, transpose]}
+def _root(e):
+    while isinstance(e, (A.MethodCall, A.Index, A.Member)):
+        e = e.base
+    return e.id if isinstance(e, A.Name) else None
+
+
+def _agree(ck, name, swizzle, where: str, loc) -> None:
+    """A swizzled tile is written and read with one pattern: a copy's `.swiz<N>`
+    and the `mma.load.swiz<N>` that reads the same buffer agree."""
+    if name is None or not isinstance(swizzle, int):
+        return
+    sym = ck.lookup(name)
+    if sym is None or sym.type.kind != Ty.DATA:
+        return
+    if sym.swizzle is None:
+        sym.swizzle = (swizzle, where)
+    elif sym.swizzle[0] != swizzle and sym.swizzle[1] != where:
+        ck.error(f"'{name}' is written and read with different swizzles ({sym.swizzle[1]} "
+                 f"'.swiz<{sym.swizzle[0]}>', {where} '.swiz<{swizzle}>')", loc)
+
+
+def copy_swizzle(ck, s: A.DmaOp) -> None:
+    if s.dst is not None and not isinstance(s.dst, A.StorageTarget):
+        _agree(ck, _root(s.dst), s.swizzle, "copy", s.loc)
+
+
+def load_swizzle(ck, s: A.MmaLoad) -> None:
+    _agree(ck, _root(s.source), s.swizzle, "mma.load", s.loc)
+
+
+RULES = {A.DmaOp: [copy_types, pad, transpose, copy_swizzle], A.MmaLoad: [load_swizzle]}

@@ -76,7 +76,9 @@ class Sym:
     uses: int = 0
     dims: Optional[list] = None  # constant dimensions of a buffer/parameter (None: unknown)
     sources: tuple = ()          # `h = select(c, f, g)`: waiting h waits f and g
-    const: Optional[int] = None  # the value of an immutable integer known when compiling
+    const: Optional[int] = None
+    extent: Optional[int] = None  # a bounded variable's constant extent (`x in [8]`: 8)
+    swizzle: Optional[tuple] = None  # (bytes, 'copy'|'mma.load') of the first explicit use  # the value of an immutable integer known when compiling
 
 
 @dataclass

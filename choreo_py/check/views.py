@@ -50,6 +50,15 @@ def _chunkat(ck, n: A.MethodCall, base) -> None:
     if count is not None and count != base.rank:
         ck.error(f"'.chunkat' takes one factor per dimension: {count} for data of rank "
                  f"{base.rank}", n.loc)
+        return
+    dims = _static_dims(ck, n.base)
+    if dims is None or len(dims) != len(n.args):
+        return
+    for a, d in zip(n.args, dims):      # one chunk per value of a bounded variable
+        sym = ck.lookup(a.id) if isinstance(a, A.Name) else None
+        if sym is not None and sym.extent is not None and d is not None and sym.extent > d:
+            ck.error(f"'{a.id}' cuts a dimension of {d} into {sym.extent} chunks; the tile "
+                     "factor exceeds the dimension", a.loc)
 
 
 def _subspan(ck, n: A.MethodCall, base) -> None:

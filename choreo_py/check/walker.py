@@ -210,12 +210,15 @@ class Checker:
             self.parallel.append((s, lvl))
             self.inthreads.append([])
             rank = len(lvl.elements) or _bound_rank(self, lvl.bounds)
+            bounds = lvl.bounds[0] if len(lvl.bounds) == 1 else A.MdSpanLit(
+                elements=lvl.bounds, loc=lvl.loc)
             if lvl.var:
                 self.declare(lvl.var, T(Ty.BOUNDED, rank=rank), lvl.loc, origin="parallel",
-                             divergent=True, level=lvl.level)
-            for name in lvl.elements:
+                             divergent=True, level=lvl.level,
+                             extent=self._extent(bounds, 0, rank == 1))
+            for i, name in enumerate(lvl.elements):
                 self.declare(name, T(Ty.BOUNDED, rank=1), lvl.loc, origin="parallel",
-                             divergent=True, level=lvl.level)
+                             divergent=True, level=lvl.level, extent=self._extent(bounds, i))
         saved_loops, self.loops = self.loops, 0   # `break` does not leave a parallel body
         self.block(s.body, new_scope=False)
         self.loops = saved_loops
@@ -245,9 +248,11 @@ class Checker:
                 dom = self.types.get(id(b.domain), Ty.UNKNOWN_T)
                 rank = len(b.elements) or dom.rank
                 if b.name:
-                    self.declare(b.name, T(Ty.BOUNDED, rank=rank), b.loc, origin="with")
-                for e in b.elements:
-                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="with")
+                    self.declare(b.name, T(Ty.BOUNDED, rank=rank), b.loc, origin="with",
+                                 extent=self._extent(b.domain, 0, len(b.elements) <= 1))
+                for i, e in enumerate(b.elements):
+                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="with",
+                                 extent=self._extent(b.domain, i))
         self._compound(s, "with", declare, s.body)
 
     def s_Foreach(self, s: A.Foreach) -> None:
@@ -266,9 +271,11 @@ class Checker:
             for b in s.bindings:      # `foreach i in [n]`: declares and iterates i
                 if b.name:
                     self.declare(b.name, T(Ty.BOUNDED, rank=len(b.elements) or None), b.loc,
-                                 origin="foreach")
-                for e in b.elements:
-                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="foreach")
+                                 origin="foreach",
+                                 extent=self._extent(b.domain, 0, len(b.elements) <= 1))
+                for i, e in enumerate(b.elements):
+                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="foreach",
+                                 extent=self._extent(b.domain, i))
             seen = set()          # a repeated local name is the iteration rules' to report
             for r in s.ranges:
                 if r.var != r.bound and r.var not in seen:  # `foreach c = i(1:)`: c is local
@@ -473,6 +480,14 @@ class Checker:
 
     def t(self, e) -> T:
         return self.types.get(id(e), Ty.UNKNOWN_T)
+
+    def _extent(self, domain, i: int, single: bool = True) -> Optional[int]:
+        """The constant extent of dimension `i` of a domain (`[4, 8]`, `8`)."""
+        if not single:
+            return None
+        if isinstance(domain, A.MdSpanLit):
+            return self.fold(domain.elements[i]) if i < len(domain.elements) else None
+        return self.fold(domain) if i == 0 and self.t(domain).kind == Ty.INT else None
 
     def fold(self, e) -> Optional[int]:
         """The integer value of `e` when compiling: literals, immutable names of
