@@ -9,7 +9,9 @@ in families, one module each; each module's `RULES` (and `EXIT_RULES`) map
 an AST node type to the functions checking it, and they are merged here
 into one dispatch table.
 
-    scopes        (walker)  one declaration per name per scope; use before declaration
+    walker                  the walk: scopes, context; one declaration per name per
+                            scope, use before declaration
+    expr_types, decl_types  the types the walk gives expressions and declarations
     mutability              re-assignment, mutables in shapes
     initialisers            ituple/mdspan/bool/string initialisers, shape arithmetic
     context                 break/return/yield/call/inthreads/while placement
@@ -19,6 +21,7 @@ into one dispatch table.
     futures                 wait, async naming, placeholders, swap/rotate, select
     params                  by-reference parameters, `??`, buffer/event dimensions
     structure               parallel levels, barriers, atomics, attributes
+    lowerable               `check --lowerable`: what would not compile for a target
 """
 from __future__ import annotations
 

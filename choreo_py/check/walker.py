@@ -16,6 +16,9 @@ from .. import ast as A
 from ..diagnostics import Diagnostic
 from ..parse_checks import fold_int
 from . import types as Ty
+from .decl_types import (_bound_rank, _decl_type, _dma_future, _element_typed,
+                         _selected_names, _static_dims, _type_rank)
+from .expr_types import EXPR_TYPE
 from .types import T, Sym, Scope
 
 #: Names every function sees without declaring them.
@@ -25,9 +28,6 @@ PREDEFINED = frozenset({"inf", "INFINITY", "NAN", "nan", "_", "true", "false", "
 #: Parallel levels, outermost first.
 LEVEL_ORDER = ("device", "cluster", "block", "group-4", "group", "thread")
 
-#: Methods whose result is spanned data of the base's rank.
-VIEW_METHODS = frozenset({"subspan", "chunkat", "chunk", "at", "step", "from", "view",
-                          "span_as", "modspan", "stride", "zfill", "sqz", "squeeze"})
 
 
 class Checker:
@@ -563,205 +563,6 @@ def _expr_children(e) -> list:
             out += [x for x in v if isinstance(x, A.Expr)]
     return out
 
-
-def _bound_rank(ck: Checker, bounds: list) -> Optional[int]:
-    total = 0
-    for b in bounds:
-        r = _rank_of(ck.t(b))
-        if r is None:
-            return None
-        total += r
-    return total
-
-
-def _rank_of(t: T) -> Optional[int]:
-    """How many scalars a value stands for inside `[...]` or `{...}`."""
-    if t.kind in (Ty.INT, Ty.FLOAT, Ty.BOOL):
-        return 1
-    if t.kind in (Ty.MDSPAN, Ty.ITUPLE, Ty.BOUNDED):
-        return t.rank
-    return None
-
-
-def _type_rank(ck: Checker, t: A.MdSpanType) -> Optional[int]:
-    if t.rank is not None:
-        return t.rank
-    if not t.dims:
-        return None
-    if len(t.dims) == 1 and not isinstance(t.dims[0], A.DimWildcard):
-        dim = t.dims[0]     # `f32 [sp]`: one entry may stand for a whole shape
-        return _rank_of(ck.t(dim)) if id(dim) in ck.types else (
-            1 if isinstance(dim, (A.IntLit, A.Name)) else None)
-    return len(t.dims)
-
-
-def _static_dims(t: A.MdSpanType) -> Optional[list]:
-    """The written dimensions, each an int when constant (else None)."""
-    if not t.dims or (len(t.dims) == 1 and t.rank is None
-                      and not isinstance(t.dims[0], A.IntLit)):
-        return None       # `f32 [sp]`: one entry may stand for a whole shape
-    return [None if isinstance(d, A.DimWildcard) else fold_int(d) for d in t.dims]
-
-
-#: Control scalars: immutable unless declared `mutable`.  Scalars of a data
-#: element type (`s32 a;`, `f32 x = 0.0f;`) are variables, mutable by default.
-CONTROL_SCALARS = frozenset({"int", "bool", "auto", "index"})
-
-
-def _element_typed(s: A.ScalarDecl) -> bool:
-    return s.type is not None and s.type.spelling not in CONTROL_SCALARS
-
-
-def _selected_names(e) -> tuple:
-    if isinstance(e, A.CallExpr) and e.func == "select":
-        return tuple(a.id for a in e.args[1:] if isinstance(a, A.Name))
-    return ()
-
-
-def _decl_type(v: T) -> T:
-    return v.with_(placeholder=False) if v.kind != Ty.FUTURE else v
-
-
-def _dma_future(ck: Checker, s: A.DmaOp) -> T:
-    if s.operation == "any":
-        return T(Ty.FUTURE, is_async=True, placeholder=True)
-    dst = ck.t(s.dst) if s.dst is not None and not isinstance(s.dst, A.StorageTarget) \
-        else ck.t(s.src)
-    return T(Ty.FUTURE, rank=dst.rank, elem=dst.elem, storage="dma", is_async=s.is_async)
-
-
-# ---------------------------------------------------------------------- expression types
-
-def _t_name(ck: Checker, n: A.Name) -> T:
-    sym = ck.use(n.id, n.loc)
-    return sym.type if sym is not None else Ty.UNKNOWN_T
-
-
-def _t_unary(ck: Checker, n: A.Unary) -> T:
-    if n.op == "!":
-        return Ty.BOOL_T
-    if n.op == "&":
-        return Ty.UNKNOWN_T
-    return ck.t(n.operand)
-
-
-COMPARE = frozenset({"==", "!=", "<", ">", "<=", ">=", "&&", "||"})
-
-
-def _t_binary(ck: Checker, n: A.Binary) -> T:
-    if n.op in COMPARE:
-        return Ty.BOOL_T
-    lt, rt = ck.t(n.lhs), ck.t(n.rhs)
-    for t in (lt, rt):
-        if t.kind in (Ty.MDSPAN, Ty.ITUPLE):
-            # `sp / [..]` and `sp % [..]` give ituples (tile counts, remainders)
-            both = lt.kind in (Ty.MDSPAN, Ty.DATA) and rt.kind in (Ty.MDSPAN, Ty.DATA)
-            return T(Ty.ITUPLE, rank=t.rank) if both and n.op in ("/", "%") else t
-    if Ty.FLOAT in (lt.kind, rt.kind):
-        return Ty.FLOAT_T
-    if lt.kind in (Ty.INT, Ty.BOUNDED) and rt.kind in (Ty.INT, Ty.BOUNDED):
-        return Ty.INT_T if not n.op.startswith("#") else lt
-    return Ty.UNKNOWN_T
-
-
-def _t_ternary(ck: Checker, n: A.Ternary) -> T:
-    return ck.t(n.then) if ck.t(n.then).kind != Ty.UNKNOWN else ck.t(n.otherwise)
-
-
-def _t_ubound(ck: Checker, n: A.UBound) -> T:
-    ck.use(n.name, n.loc)
-    return Ty.INT_T
-
-
-def _t_ituple(ck: Checker, n: A.ITupleLit) -> T:
-    return T(Ty.ITUPLE, rank=_sum_ranks(ck, n.elements))
-
-
-def _t_mdspan(ck: Checker, n: A.MdSpanLit) -> T:
-    return T(Ty.MDSPAN, rank=_sum_ranks(ck, n.elements))
-
-
-def _sum_ranks(ck: Checker, elements) -> Optional[int]:
-    total = 0
-    for e in elements:
-        r = _rank_of(ck.t(e))
-        if r is None:
-            return None
-        total += r
-    return total
-
-
-def _t_index(ck: Checker, n: A.Index) -> T:
-    base = ck.t(n.base)
-    if any(isinstance(i, A.DimIndex) or i.parenthesized for i in n.indices):
-        return T(Ty.MDSPAN, rank=len(n.indices))    # `x[(1), (0)]`: a derived shape
-    if base.kind == Ty.DATA:
-        return Ty.scalar_of(base.elem) if base.array is None else base.with_(array=None)
-    if base.kind == Ty.EVENT:
-        return base.with_(array=None)
-    if base.kind in (Ty.MDSPAN,):
-        return T(Ty.MDSPAN, rank=len(n.indices))
-    if base.kind == Ty.FUTURE:
-        return base
-    return Ty.UNKNOWN_T
-
-
-def _t_member(ck: Checker, n: A.Member) -> T:
-    base = ck.t(n.base)
-    if n.name == "span":
-        return T(Ty.MDSPAN, rank=base.rank if base.kind in (Ty.DATA, Ty.FUTURE) else None)
-    if n.name in ("data", "mdata") and base.kind == Ty.FUTURE:
-        return T(Ty.DATA, rank=base.rank, elem=base.elem)
-    return Ty.UNKNOWN_T
-
-
-def _t_method(ck: Checker, n: A.MethodCall) -> T:
-    base = ck.t(n.base)
-    if base.kind == Ty.EVENT and n.method == "at":
-        return base.with_(array=None)
-    if base.kind != Ty.DATA or n.method not in VIEW_METHODS:
-        return Ty.UNKNOWN_T
-    if n.method in ("sqz", "squeeze", "view", "span_as"):
-        return base.with_(rank=None, array=None)
-    return base.with_(array=None)
-
-
-def _t_call(ck: Checker, n: A.CallExpr) -> T:
-    if n.func == "select" and len(n.args) > 1:
-        return ck.t(n.args[1])
-    if n.func in ("cdiv", "__alignup", "__aligndown"):
-        return Ty.INT_T
-    if n.func == "__isfinite":
-        return Ty.BOOL_T
-    return Ty.UNKNOWN_T
-
-
-def _t_cast(ck: Checker, n: A.Cast) -> T:
-    return Ty.scalar_of(n.target.name) if n.target else Ty.UNKNOWN_T
-
-
-EXPR_TYPE: dict[type, Callable] = {
-    A.IntLit: lambda ck, n: Ty.INT_T,
-    A.FloatLit: lambda ck, n: Ty.FLOAT_T,
-    A.BoolLit: lambda ck, n: Ty.BOOL_T,
-    A.StringLit: lambda ck, n: Ty.STRING_T,
-    A.Name: _t_name,
-    A.Unary: _t_unary,
-    A.Binary: _t_binary,
-    A.Ternary: _t_ternary,
-    A.UBound: _t_ubound,
-    A.SizeOf: lambda ck, n: Ty.INT_T,
-    A.ITupleLit: _t_ituple,
-    A.MdSpanLit: _t_mdspan,
-    A.DimIndex: lambda ck, n: Ty.INT_T,
-    A.Index: _t_index,
-    A.ITupleSelect: lambda ck, n: T(Ty.ITUPLE, rank=len(n.indices)),
-    A.DimOf: lambda ck, n: Ty.INT_T,
-    A.Member: _t_member,
-    A.MethodCall: _t_method,
-    A.CallExpr: _t_call,
-    A.Cast: _t_cast,
-}
 
 STMT_WALK: dict[type, Callable] = {
     A.Block: Checker.s_Block,
