@@ -52,11 +52,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dump-ast", action="store_true", help="print the syntax tree")
 
     p = sub.add_parser("check", help="parse and run the semantic checks",
-                       description="Check a file against the rules of the whole language "
-                                   "(errors: exit status 1). A few rules that programs "
-                                   "accepted by the reference compiler's parse-only stage "
-                                   "break are warnings unless --strict ('compile' always "
-                                   "treats them as errors).")
+                       description="Check a file against the rules of the whole language, "
+                                   "host code and every parallel level, whether or not it "
+                                   "compiles (errors: exit status 1). Some rules are "
+                                   "warnings unless --strict: use before declaration, "
+                                   "re-assigning an immutable, a missing or extra 'return', "
+                                   "'call' outside 'parallel', an async future never "
+                                   "waited, and a few more ('compile' treats them as "
+                                   "errors).")
     _common(p)
     p.add_argument("--strict", action="store_true",
                    help="report every rule as an error (as 'compile' does)")
