@@ -43,7 +43,13 @@ def report(program: A.Program, target: str) -> list[FunctionReport]:
     out = []
     for func in program.functions:
         rep = FunctionReport(func.name)
+        seen: set[str] = set()
         for u in skipped_constructs(func):
+            derived = " (declared by " in u.construct
+            if derived and (u.construct in seen
+                            or any(f"declared by {c})" in u.construct for c in seen)):
+                continue            # a use of a name an earlier note already explains
+            seen.add(u.construct)
             rep.notes.append(Diagnostic("note", f"not compiled for {target}: {u.message}", u.loc))
         if not rep.notes:   # the IR builds: the target's own planning may still refuse
             try:
