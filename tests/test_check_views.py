@@ -74,6 +74,10 @@ VIEWS = [
      kern("    dma.copy a.subspan(16, 16).at(4, 0) => local;\n"), 3, 35,
      "tile index 4 is outside the 4 tiles of this dimension",
      kern("    dma.copy a.subspan(16, 16).at(3, 0) => local;\n")),
+    ("constant-from-inside-data",
+     kern("    dma.copy a.view(16, 8).from(50, 0) => local;\n"), 3, 33,
+     "the window [50, 66) leaves a dimension of 64",
+     kern("    dma.copy a.view(16, 8).from(48, 0) => local;\n")),
     ("sqz-needs-reshaping-view",
      kern("    with {x, y} in [4, 4] {\n      dma.copy a.chunkat(x, y).sqz() => local;\n"
           "    }\n"), 4, 16, "'.sqz()' follows a '.subspan', '.span_as' or '.view'",

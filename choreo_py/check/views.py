@@ -2,8 +2,9 @@
 
 `x.chunkat(a, b)` cuts every dimension of `x`, so it takes one factor per
 dimension (an ituple counts its rank); a tile (`subspan`) is no larger than
-the dimension it cuts and a constant tile index (`.at`, `.from`) stays in the
-tile grid; `.sqz()` drops the unit dimensions a reshaping view
+the dimension it cuts and a constant tile index (`.at`) stays in the
+tile grid, and a constant window (`.view(...).from(...)`) inside the data;
+`.sqz()` drops the unit dimensions a reshaping view
 (`subspan`/`span_as`/`view`) produced; `.at()` indexes data, so a future's
 data is reached through `f.data` first.
 """
@@ -99,7 +100,23 @@ def _sqz(ck, n: A.MethodCall, base) -> None:
                  "dimensions it removes", n.loc)
 
 
-_METHODS = {"chunkat": _chunkat, "subspan": _subspan, "at": _at, "sqz": _sqz}
+def _from(ck, n: A.MethodCall, base) -> None:
+    """`x.view(e...).from(o...)`: a constant window stays inside the data."""
+    inner = n.base
+    if not (isinstance(inner, A.MethodCall) and inner.method == "view") or inner.strides:
+        return
+    dims = _static_dims(ck, inner.base)
+    if dims is None or not len(dims) == len(inner.args) == len(n.args):
+        return
+    for o, e, d in zip(n.args, inner.args, dims):
+        off, ext = ck.fold(o), ck.fold(e)
+        if None in (off, ext, d):
+            continue
+        if off < 0 or off + ext > d:
+            ck.error(f"the window [{off}, {off + ext}) leaves a dimension of {d}", o.loc)
+
+
+_METHODS = {"chunkat": _chunkat, "subspan": _subspan, "at": _at, "from": _from, "sqz": _sqz}
 
 
 def _static_dims(ck, e) -> Optional[list]:
