@@ -30,7 +30,8 @@ def build_ir(program, target: str = "sm_100a") -> ir.Module:
     # The strict build reports what the lenient `check` would, as errors.
     frontend.check_parse_rules(program)
     try:
-        check.check_program(program, strict=True)   # every rule, before any IR is built
+        # every rule, before any IR is built (guarded: absurd nesting is a user error)
+        frontend._guarded(program.loc, check.check_program, program, True)
     except ChoreoError as rule_errors:
         # The IR's own analysis may explain the same mistake in its terms (a pipeline
         # that hangs, say): both are reported.
