@@ -518,14 +518,15 @@ class Checker:
 
     def divergent(self, e) -> bool:
         """Whether `e` may differ between the threads of one parallel level:
-        it names a parallel variable or a value derived from one, or calls
-        something the walk cannot see into."""
+        it names a parallel variable or a value derived from one, a mutable
+        (which may have been assigned one), or calls something the walk cannot
+        see into."""
         if e is None:
             return False
         for node in A.walk(e):
             if isinstance(node, A.Name):
                 sym = self.lookup(node.id)
-                if sym is None or sym.divergent:
+                if sym is None or sym.divergent or sym.mutable:
                     return True
             elif isinstance(node, (A.CallExpr, A.Call, A.MethodCall, A.Index)):
                 return True
