@@ -42,7 +42,7 @@ def _mutable_name(ck, root):
     for node in A.walk(root):
         if isinstance(node, A.Name):
             sym = ck.lookup(node.id)
-            if sym is not None and sym.mutable and sym.type.kind in _VALUE_KINDS:
+            if sym is not None and sym.written_mutable and sym.type.kind in _VALUE_KINDS:
                 return node
     return None
 

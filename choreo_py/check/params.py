@@ -65,7 +65,7 @@ def _array_dim(ck, d, kind: str) -> None:
     for node in A.walk(d):
         if isinstance(node, A.Name):
             sym = ck.lookup(node.id)
-            if sym is not None and (sym.mutable or sym.origin in ("param", "dim", "parallel",
+            if sym is not None and (sym.written_mutable or sym.origin in ("param", "dim", "parallel",
                                                                   "with", "foreach")):
                 ck.error(f"{what} array dimension is a constant, but '{node.id}' is only "
                          "known at run time", node.loc)

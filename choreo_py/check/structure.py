@@ -78,7 +78,7 @@ def _constant(ck, e) -> bool:
     for node in A.walk(e):
         if isinstance(node, A.Name):
             sym = ck.lookup(node.id)
-            if sym is None or sym.mutable or sym.origin in ("param", "dim", "parallel",
+            if sym is None or sym.written_mutable or sym.origin in ("param", "dim", "parallel",
                                                             "with", "foreach"):
                 return False
     return True

@@ -68,6 +68,7 @@ class Sym:
     loc: Optional[Loc]
     origin: str = "local"   # param | dim | local | with | foreach | parallel | buffer | ...
     mutable: bool = False
+    written_mutable: bool = False  # declared with the `mutable` keyword
     divergent: bool = False  # depends on a parallel variable (thread identity)
     global_param: bool = False
     unknown_dim: bool = False  # derived from a `??` dimension

@@ -300,6 +300,7 @@ class Checker:
         typ = Ty.scalar_of(s.type.name) if s.type and s.type.name != "auto" else (init or
                                                                                  Ty.UNKNOWN_T)
         self.declare(s.name, typ, s.loc, mutable=s.mutable or _element_typed(s),
+                     written_mutable=s.mutable,
                      divergent=self.divergent(s.init) if s.init is not None else False,
                      unknown_dim=s.init is not None and self.from_unknown(s.init),
                      const=None if s.mutable or s.init is None else self.fold(s.init))
