@@ -14,9 +14,11 @@ def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=None, **k
 
 
 def _register_semantic_checks() -> None:
-    # `choreo check` = parse-level checks, then semantic analysis and the passes.
-    from . import driver, frontend
+    # `choreo check` = parse-level checks, the whole-language rules, then semantic
+    # analysis and the passes.
+    from . import check, driver, frontend
 
+    frontend.register_check(check.check_lenient)   # the whole language, lowerable or not
     frontend.register_check(driver.check_program)
 
 

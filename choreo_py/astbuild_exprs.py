@@ -56,7 +56,11 @@ def tokens(children: list, kind: Optional[str] = None) -> list[Token]:
 
 
 def unescape(literal: str) -> str:
-    """The value of a C string literal (quotes included in `literal`)."""
+    """The value of a C string literal (quotes included in `literal`); a raw
+    string `R"d(...)d"` is taken as written, without escapes."""
+    if literal.startswith('R"'):
+        open_paren = literal.index("(")
+        return literal[open_paren + 1:len(literal) - open_paren]  # `)d"` is as long as `R"d`
     body = literal[1:-1]
     simple = {"n": "\n", "t": "\t", '"': '"', "\\": "\\", "'": "'", "r": "\r", "0": "\0"}
     out, i = [], 0

@@ -44,8 +44,23 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--dump-ast", action="store_true", help="print the syntax tree")
 
-    p = sub.add_parser("check", help="parse and run the semantic checks")
+    p = sub.add_parser("check", help="parse and run the semantic checks",
+                       description="Check a file against the rules of the whole language, "
+                                   "host code and every parallel level, whether or not it "
+                                   "compiles (errors: exit status 1). Some rules are "
+                                   "warnings unless --strict: use before declaration, "
+                                   "re-assigning an immutable, a missing or extra 'return', "
+                                   "'call' outside 'parallel', an async future never "
+                                   "waited, and a few more ('compile' treats them as "
+                                   "errors).")
     _common(p)
+    p.add_argument("--strict", action="store_true",
+                   help="report every rule as an error (as 'compile' does)")
+    p.add_argument("--lowerable", action="store_true",
+                   help="also list, as notes with locations, each construct that would not "
+                        "compile for --target (the program stays valid: exit status 0)")
+    p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
+                   help="the target --lowerable reports for (default sm_100a)")
 
     p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
     _common(p)
@@ -100,8 +115,7 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout.write(frontend.dump_ast(program))
         return EXIT_OK
     if args.cmd == "check":
-        frontend.check_file(args.file, include, defines)
-        return EXIT_OK
+        return _check(args, include, defines)
     if args.cmd == "compile":
         from . import driver
 
@@ -131,6 +145,26 @@ def _run(args: argparse.Namespace) -> int:
 
         return run_command(args)
     raise InternalError(f"unknown command {args.cmd}")
+
+
+def _check(args: argparse.Namespace, include, defines) -> int:
+    from . import check, frontend
+
+    program = frontend.parse_file(args.file, include, defines)
+    if args.strict:
+        frontend.check_parse_rules(program)
+        check.check_program(program, strict=True)
+    frontend.check_program(program)
+    if args.lowerable:
+        from . import targets
+        from .check import lowerable
+        from .passes import pipeline
+
+        def build(one):
+            return pipeline.build_module(one, targets.get(args.target), strict=True)
+
+        print(lowerable.render(lowerable.report(program, args.target, build), args.target))
+    return EXIT_OK
 
 
 def _freeze_at_exit() -> None:

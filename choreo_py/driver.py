@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from . import frontend, ir, sema, targets
+from . import check, frontend, ir, sema, targets
 from .diagnostics import ChoreoError
 from .ir_printer import print_module
 from .passes import pipeline
@@ -42,6 +42,19 @@ def build_ir(program, target: str = targets.COMPILE_DEFAULT,
              print_ir_after: Optional[str] = None) -> ir.Module:
     """The IR of a parsed program with every pass run (up to `print_ir_after`)."""
     # The strict build reports what the lenient `check` would, as errors.
+    frontend.check_parse_rules(program)
+    try:
+        # every rule, before any IR is built (guarded: absurd nesting is a user error)
+        frontend._guarded(program.loc, check.check_program, program, True)
+    except ChoreoError as rule_errors:
+        # The IR's own analysis may explain the same mistake in its terms (a pipeline
+        # that hangs, say): both are reported.
+        try:
+            pipeline.build_module(program, _target(target), strict=True)
+        except ChoreoError as ir_errors:
+            raise ChoreoError(diagnostics=rule_errors.diagnostics
+                              + ir_errors.diagnostics) from None
+        raise
     return pipeline.build_module(program, _target(target), strict=True,
                                  stop_after=print_ir_after)
 

@@ -44,6 +44,8 @@ def layer_of(module: str) -> str:
     if top in ("preprocess", "segments", "parser", "ast", "ast_dump", "parse_checks",
                "frontend", "grammar") or top.startswith(("pp_", "astbuild_")):
         return "frontend"
+    if top == "check":  # the whole-language rules: semantic analysis without IR
+        return "sema"
     if top in ("sema", "passes", "runtime", "driver"):
         return top
     if top in ("lowering", "interp", "emu"):  # emu: the emulator, beside the interpreter

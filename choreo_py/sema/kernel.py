@@ -76,7 +76,13 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if p.name is None:
             return
         if isinstance(t, A.TypeRef):
-            self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            if p.name in self._shape_dims():
+                self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            else:
+                # A kernel receives shape dimensions only; other scalar arguments are
+                # valid Choreo that the IR has no kernel parameter for.
+                self.scope.bind(p.name, Opaque(construct="a scalar parameter that is no shape "
+                                               "dimension", loc=p.loc))
             return
         if t.dims is None:
             raise Unsupported("a parameter without a written shape", p.loc)
@@ -93,6 +99,11 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
         self.params.append(param)
         self.scope.bind(p.name, Tensor(param))
+
+    def _shape_dims(self) -> set[str]:
+        """Names written as dimensions of the function's mdspan parameters."""
+        return {d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
+                for d in (p.type.dims or ()) if isinstance(d, A.Name)}
 
     def host_stmt(self, s: A.Stmt) -> None:
         """Statements outside any parallel block: compile-time constants only."""
@@ -343,7 +354,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
         extent = B.as_int(bounds[0])
         if extent is None:
-            raise err("the number of thread groups must be a compile-time integer", lvl.bounds[0])
+            # Valid Choreo (the count is a kernel argument); the IR sizes its roles statically.
+            raise Unsupported("a run-time count of thread groups", lvl.bounds[0].loc)
         par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
         outer = self.scope
         self.scope = outer.child()
@@ -361,7 +373,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if par is None:
             raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
-            raise err("'inthreads' regions cannot be nested", s)
+            # Valid Choreo (only an inner '.async' is not); the IR has one level of roles.
+            raise Unsupported("nested 'inthreads' regions", s.loc)
         cond = self.scalar(s.cond)
         members = []
         for p in range(par.extent):
@@ -369,8 +382,10 @@ class KernelBuilder(ExprBuilder, OpBuilder):
                 if evaluate(cond, {par.var: p}):
                     members.append(p)
             except EvalError:
-                raise err(f"an 'inthreads' condition may only depend on the parallel variable "
-                          f"'{par.var}'", s.cond) from None
+                # Valid Choreo (the predicate need only differ between threads); the IR
+                # assigns roles to thread groups when compiling.
+                raise Unsupported(f"an 'inthreads' condition depending on more than the "
+                                  f"parallel variable '{par.var}'", s.cond.loc) from None
         if not members:
             raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
                       s.cond)

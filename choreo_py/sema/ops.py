@@ -214,7 +214,10 @@ class OpBuilder:
         if s.swizzle not in SWIZZLES:
             raise err(f"'.swiz<{s.swizzle}>': the swizzle is 32, 64 or 128 bytes", s)
         if row_bytes is not None and row_bytes < s.swizzle:
-            raise err(f"'.swiz<{s.swizzle}>' is wider than the destination's {row_bytes}-byte rows", s)
+            # Valid Choreo (the swizzle must only agree with the `mma.load` reading the
+            # tile); the IR's shared-memory layouts assume a swizzle within one row.
+            raise Unsupported(f"'.swiz<{s.swizzle}>' wider than the destination's "
+                              f"{row_bytes}-byte rows", s.loc)
         return s.swizzle
 
     # ------------------------------------------------------------ events
