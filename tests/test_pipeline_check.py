@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import cli, driver, frontend
+from choreo_py import cli, driver, frontend, targets
 from choreo_py.diagnostics import ChoreoError, take_warnings
-from choreo_py.passes import pipeline_check
+from choreo_py.passes import pipeline, pipeline_check
 
 ROOT = Path(__file__).resolve().parent.parent
 SEED = (ROOT / "examples" / "flash_atten_causal.co").read_text()
@@ -24,8 +24,8 @@ def line_of(text: str, fragment: str) -> int:
 
 def compile_error(text: str) -> ChoreoError:
     program = frontend.parse_text(text, "broken.co")
-    with pytest.raises(ChoreoError) as info:
-        driver.build_ir(program, target="sm_90a")
+    with pytest.raises(ChoreoError) as info:  # the IR's passes alone, not the language rules
+        pipeline.build_module(program, targets.get("sm_90a"))
     return info.value
 
 
