@@ -102,3 +102,11 @@ def take_warnings() -> list[Diagnostic]:
     out = list(WARNINGS)
     WARNINGS.clear()
     return out
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """" (did you mean 'x'?)" when a candidate is a likely misspelling of `name`, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
+    return f" (did you mean '{close[0]}'?)" if close else ""

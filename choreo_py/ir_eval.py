@@ -10,6 +10,7 @@ import math
 
 from . import ir
 from .ir_build import _c_div
+from .construct_names import describe
 
 _MASK = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFFFFFF, "u64": 0xFFFFFFFFFFFFFFFF}
 
@@ -63,7 +64,7 @@ def evaluate(e: ir.Expr, env: dict):
     if isinstance(e, ir.Call):
         args = [evaluate(a, env) for a in e.args]
         return _call(e.fn, args, e.dtype)
-    raise EvalError(f"cannot evaluate {type(e).__name__} as a scalar")
+    raise EvalError(f"cannot evaluate {describe(e)} as a scalar")
 
 
 def _call(fn: str, args: list, dtype: str):

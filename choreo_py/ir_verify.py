@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from . import ir
 from .diagnostics import ChoreoError, Diagnostics
+from .construct_names import describe
 
 
 @dataclass
@@ -142,7 +143,7 @@ class _Verifier:
     def stmt(self, s: ir.Stmt) -> None:
         method = getattr(self, "s_" + type(s).__name__, None)
         if method is None:
-            self.err(f"unexpected statement {type(s).__name__} in a kernel", getattr(s, "loc", None))
+            self.err(f"unexpected {describe(s)} in a kernel", getattr(s, "loc", None))
             return
         method(s)
 

@@ -27,6 +27,7 @@ from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
 from .sync import (Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait,
                    JoinWait, NamedBarrierState, NamedBarrierWait)
+from ..construct_names import describe
 
 
 #: Whether the IR marks collective copies itself (`leader_only` + `RoleSync`).
@@ -113,7 +114,7 @@ class BlockRun:
                 continue
             h = self.plain.get(type(s))
             if h is None:
-                raise InterpError(f"the interpreter cannot run {type(s).__name__} in a kernel", s.loc)
+                raise InterpError(f"the interpreter cannot run {describe(s)} in a kernel", s.loc)
             h(s, th)
 
     # ---------------------------------------------------------------- scalars and control
