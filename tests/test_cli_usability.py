@@ -188,7 +188,7 @@ def test_every_node_class_has_choreo_words(module, base, table):
 
 def test_no_message_formats_a_class_name():
     """The refusal and error sites go through describe(), not type(x).__name__."""
-    pattern = re.compile(r"(Error|Unsupported|refuse|err)\(f?[\"'][^\n]*\{type\(\w+\)\.__name__\}")
+    pattern = re.compile(r"(ChoreoError|InterpError|EvalError|Unsupported|refuse|\.err|\berr)\(f?[\"'][^\n]*\{type\(\w+\)\.__name__\}")
     offenders = []
     for path in list((ROOT / "choreo_py").rglob("*.py")) + list((ROOT / "lowering").rglob("*.py")):
         for n, line in enumerate(path.read_text().splitlines(), 1):
