@@ -4,6 +4,7 @@ A fence names its language and, in braces, what to do with it:
 
     ```choreo {name=vadd.co run="N=1000" ref=refs.py:vadd compile=refused}
     ```choreo {check=fail error="'buff' is not declared"}
+    ```choreo {excerpt-of=gemm.co}        each line is in the page's program gemm.co
     ```text {output-of=previous}          the previous block's diagnostics, exactly
     ```sh                                 each `choreo ...` line runs; other tools' paths exist
     ```python                             executed (cwd: a copy of the repository's examples)
@@ -37,7 +38,7 @@ from choreo_py import cli
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^```(\w+)?[ \t]*(\{[^}\n]*\})?[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
-ATTR = re.compile(r"""([\w-]+)=(?:"([^"]*)"|(\S+))""")
+ATTR = re.compile(r"""([\w-]+)=(?:"([^"]*)"|'([^']*)'|(\S+))""")
 LANGS = {"choreo", "text", "sh", "python"}
 TARGETS = ("sm_90a", "sm_100a")
 
@@ -63,7 +64,7 @@ def _blocks() -> list[Block]:
         text = page.read_text()
         prev = None
         for m in FENCE.finditer(text):
-            attrs = {k: a if a else b for k, a, b in ATTR.findall((m.group(2) or "{}")[1:-1])}
+            attrs = {k: a or b or c for k, a, b, c in ATTR.findall((m.group(2) or "{}")[1:-1])}
             b = Block(page, text.count("\n", 0, m.start()) + 1, m.group(1) or "", attrs,
                       m.group(3), prev if m.group(1) == "text" else None)
             out.append(b)
@@ -95,8 +96,20 @@ def choreo(*argv: str) -> tuple[int, str, str]:
     return rc, out.getvalue(), err.getvalue()
 
 
+def _excerpt(b: Block) -> None:
+    """Each line of an excerpt (without its comment) is in the named program of the page."""
+    whole = next((o for o in BLOCKS if o.page == b.page and o.lang == "choreo"
+                  and o.attrs.get("name") == b.attrs["excerpt-of"]), None)
+    assert whole is not None, f"{b.id}: no program named {b.attrs['excerpt-of']} on the page"
+    for line in b.text.splitlines():
+        code = line.split("//", 1)[0].strip()
+        assert code in whole.text, f"{b.id}: '{code}' is not in {b.attrs['excerpt-of']}"
+
+
 def _choreo_block(b: Block, workdir: Path) -> None:
     a = b.attrs
+    if "excerpt-of" in a:
+        return _excerpt(b)
     if "file" in a:
         assert b.text == (ROOT / a["file"]).read_text(), f"{b.id}: differs from {a['file']}"
     path = a.get("name", "block.co")
