@@ -15,7 +15,8 @@ Choreo blocks: `check` is `pass` (default: `choreo check` accepts it) or `fail`
 ir, ptx, run); `file=PATH` says the block is that file of the repository, verbatim;
 `run="DIMS"` interprets it (`ref`/`against` give the reference, else the check must
 not fail); `compile=both` compiles it to a cubin (PTX without ptxas) for sm_90a and
-sm_100a, `compile=refused` expects both targets to refuse it by name.
+sm_100a (`compile=sm_90a` for one), `compile=refused` expects both targets to refuse
+it by name (`refused=sm_100a` one of them).
 A block of another language, or without what its language needs, fails the test.
 """
 from __future__ import annotations
@@ -120,7 +121,8 @@ def _choreo_block(b: Block, workdir: Path) -> None:
         argv = {"check": ["check", path], "ir": ["compile", path, "--emit", "ir"],
                 "ptx": ["compile", path, "--emit", "ptx", "--target", a.get("target", "sm_100a"),
                         "-o", "-"],
-                "run": ["run", path, "--shape", a.get("run", "")]}[stage] + defines
+                "run": ["run", path, "--shape", a.get("run", "")]
+                + (["--ref", a["ref"]] if "ref" in a else [])}[stage] + defines
         rc, _, err = choreo(*argv)
         assert rc == 1 and a["error"] in err, f"{b.id}: expected '{a['error']}', got:\n{err}"
         b.outputs["diagnostics"] = err
@@ -135,16 +137,17 @@ def _choreo_block(b: Block, workdir: Path) -> None:
         assert rc == 0, f"{b.id}: choreo run failed:\n{out}{err}"
         if ref:
             assert out.rstrip().endswith(": ok"), f"{b.id}: {out}"
-    if a.get("compile") == "both":
-        emit = "cubin" if shutil.which("ptxas") else "ptx"
-        for target in TARGETS:
-            rc, _, err = choreo("compile", path, "--target", target, "--emit", emit,
-                                "-o", f"out.{target}.{emit}", *defines)
-            assert rc == 0, f"{b.id}: compile for {target} failed:\n{err}"
-    elif a.get("compile") == "refused":
-        for target in TARGETS:
-            rc, _, err = choreo("compile", path, "--target", target, *defines)
-            assert rc == 1 and f"is not lowered for {target} yet" in err, f"{b.id}: {err}"
+    mode = a.get("compile", "")
+    compiles = {"both": TARGETS, "refused": ()}.get(mode, tuple(mode.split()))
+    refused = TARGETS if a.get("compile") == "refused" else tuple(a.get("refused", "").split())
+    emit = "cubin" if shutil.which("ptxas") else "ptx"
+    for target in compiles:
+        rc, _, err = choreo("compile", path, "--target", target, "--emit", emit,
+                            "-o", f"out.{target}.{emit}", *defines)
+        assert rc == 0, f"{b.id}: compile for {target} failed:\n{err}"
+    for target in refused:
+        rc, _, err = choreo("compile", path, "--target", target, *defines)
+        assert rc == 1 and f"is not lowered for {target} yet" in err, f"{b.id}: {err}"
 
 
 def _sh_block(b: Block) -> None:
