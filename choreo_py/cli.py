@@ -17,11 +17,16 @@ from .diagnostics import ChoreoError, InternalError, take_warnings
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
+def _says_nothing(default) -> bool:
+    """A default not worth showing: unset, a switch that is off, an empty list (0 is shown)."""
+    return default is None or default is False or default == [] or default == argparse.SUPPRESS
+
+
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
     """Shows every option's default, except where it is off/empty and says nothing."""
 
     def _get_help_string(self, action):
-        if action.default in (None, False, [], argparse.SUPPRESS):
+        if _says_nothing(action.default):
             return action.help
         return super()._get_help_string(action)
 

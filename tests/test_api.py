@@ -78,7 +78,7 @@ def test_the_key_covers_defines_target_and_source(cache_dir, tmp_path):
     assert not base.from_cache
     assert choreo_py.load(str(src), target="sm_90a").from_cache
     assert not choreo_py.load(str(src), target="sm_100a").from_cache
-    assert not choreo_py.load(str(src), target="sm_90a", defines={"STAGES": "3"}).from_cache
+    assert not choreo_py.load(str(src), target="sm_90a", defines={"UNUSED": "3"}).from_cache
     moved = tmp_path / "elsewhere" / "g.co"  # the same file in another folder: the same kernel
     moved.parent.mkdir()
     moved.write_text(src.read_text())
@@ -135,3 +135,11 @@ def test_torch_compile_traces_through_the_op_on_cpu(cache_dir):
     torch._dynamo.reset()
     compiled = torch.compile(step, backend="aot_eager", fullgraph=True)(a, b)
     assert torch.equal(compiled, eager)
+
+
+def test_a_define_the_file_overrides_is_a_python_warning(cache_dir):
+    from choreo_py.interp import ChoreoWarning
+
+    with pytest.warns(ChoreoWarning, match=r"gemm.co:8:9: warning: 'STAGES' redefined: this "
+                                           r"#define overrides -D STAGES=2"):
+        choreo_py.load(GEMM, target="sm_90a", defines={"STAGES": "2"})

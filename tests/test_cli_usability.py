@@ -47,7 +47,7 @@ def test_every_option_has_help_and_shows_its_default():
         text = sub.format_help()
         for action in sub._actions:
             assert action.help, f"choreo {name} {action.option_strings or action.dest}: no help"
-            if action.default not in (None, False, [], argparse.SUPPRESS) and action.option_strings:
+            if not cli._says_nothing(action.default) and action.option_strings:
                 assert f"(default: {action.default})" in " ".join(text.split()), \
                     f"choreo {name} {action.option_strings[0]}: default not shown"
 

@@ -214,6 +214,7 @@ def load(path: str, target: str = "sm_90a", include_dirs: Iterable[str] = (),
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
     """
     from choreo_py import frontend
+    from choreo_py.diagnostics import take_warnings
     from choreo_py.driver import TARGETS, build_ir
 
     from . import cache
@@ -222,6 +223,7 @@ def load(path: str, target: str = "sm_90a", include_dirs: Iterable[str] = (),
         raise ValueError(f"unknown target '{target}' (choose {', '.join(TARGETS)})")
     include_dirs = tuple(include_dirs)
     unit = frontend.preprocess(path, include_dirs, defines)
+    _warn_python(take_warnings())  # e.g. a -D value the file redefines
     entry = cache.entry_for(os.path.basename(path) + "\0" + unit.text, defines, include_dirs,
                             target)
     text = entry.read("pyptx") if entry is not None else None
@@ -239,6 +241,16 @@ def load(path: str, target: str = "sm_90a", include_dirs: Iterable[str] = (),
         fn = ChoreoFunction(path, target, text, entry, writes)
     fn.include_dirs, fn.defines = include_dirs, dict(defines or {})
     return fn
+
+
+def _warn_python(found) -> None:
+    """The compiler's warnings, as Python warnings (the command line prints them)."""
+    import warnings
+
+    from choreo_py.interp.api import ChoreoWarning
+
+    for w in found:
+        warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
 
 
 def _written_params(module) -> list[str]:
