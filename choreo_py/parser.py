@@ -471,7 +471,7 @@ def _reserved_type_name(tok, prev_word: str, prev_end: int):
     itself in a name's place (`foreach {s2} ...`)."""
     if tok.type != "$END" and str(tok) in TYPE_NAMES and tok.start_pos is not None:
         return str(tok), tok.start_pos
-    if prev_word in TYPE_NAMES and str(tok) in ("=", "+=", "-=", "*=", "/=", "(", ".", "[", ";"):
+    if prev_word in TYPE_NAMES and str(tok) in ("=", "+=", "-=", "*=", "/=", "%=", ".", ";"):
         return prev_word, prev_end - len(prev_word)
     return None
 
