@@ -87,6 +87,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="parse and run the semantic checks")
     _common(p)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing on success (else one line on stderr)")
 
     p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
     _common(p)
@@ -151,7 +153,15 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout.write(frontend.dump_ast(program))
         return EXIT_OK
     if args.cmd == "check":
-        frontend.check_file(args.file, include, defines)
+        program = frontend.check_file(args.file, include, defines)
+        found = take_warnings()
+        for w in found:  # before the summary, which counts them
+            print(w.render(), file=sys.stderr)
+        if not args.quiet:
+            n = sum(1 for item in program.items if type(item).__name__ == "FunctionDef")
+            warned = f", {len(found)} warning{'s' * (len(found) != 1)}" if found else ""
+            print(f"choreo: {args.file}: ok ({n} __co__ function{'s' * (n != 1)}{warned})",
+                  file=sys.stderr)
         return EXIT_OK
     if args.cmd == "compile":
         from .compile_command import compile_command

@@ -195,3 +195,11 @@ def test_no_message_formats_a_class_name():
             if pattern.search(line) and "internal error" not in line:
                 offenders.append(f"{path.relative_to(ROOT)}:{n}")
     assert not offenders, offenders
+
+
+def test_check_says_it_found_no_errors(capsys):
+    rc, out, err = main(capsys, "check", EX / "gemm.co")
+    assert rc == 0 and out == ""
+    assert err == f"choreo: {EX / 'gemm.co'}: ok (1 __co__ function)\n"
+    rc, out, err = main(capsys, "check", EX / "gemm.co", "-q")
+    assert rc == 0 and out == err == ""
