@@ -62,7 +62,8 @@ def diagnostics() -> dict[str, str]:
 
 def catalogue_entries() -> set[str]:
     text = CATALOGUE.read_text()
-    entries = re.findall(r"^- (`+) ?(.+?) ?\1$", text, re.M)  # `x`, or `` x `y` `` when x has `
+    # `x`, or `` x `y` `` when x has a backtick; then optionally " — example: [page](...)".
+    entries = re.findall(r"^- (`+) ?(.+?) ?\1(?: — example: .*)?$", text, re.M)
     return {" ".join(body.split()) for _, body in entries}
 
 
