@@ -203,3 +203,17 @@ def test_check_says_it_found_no_errors(capsys):
     assert err == f"choreo: {EX / 'gemm.co'}: ok (1 __co__ function)\n"
     rc, out, err = main(capsys, "check", EX / "gemm.co", "-q")
     assert rc == 0 and out == err == ""
+
+
+def test_auto_does_not_guess_matmul_for_a_gemm_with_an_epilogue(capsys, tmp_path):
+    """Named like a plain GEMM, but with a ReLU on the accumulator: not compared with
+    A @ B^T (which would report FAILED), and the output says why."""
+    src = (ROOT / "docs" / "tutorial" / "tiled-gemm.md").read_text()
+    program = src[src.index("__co__ void gemm_relu"):]
+    program = program[:program.index("```")].replace("gemm_relu", "gemm")
+    path = tmp_path / "gemm.co"
+    path.write_text(program)
+    rc, out, _ = main(capsys, "run", path, "--shape", "M=128,N=128,K=64")
+    assert rc == 0
+    assert ("check none (auto: parameters A, B, C fit --check matmul, but the kernel works on "
+            "its accumulator's elements (an epilogue): no reference picked") in out

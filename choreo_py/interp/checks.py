@@ -14,7 +14,8 @@ parameters must fit a check (Q, K, V, O of rank 4: `sdpa`, `sdpa-causal`
 with "causal" in the names; A, B, C of the matmul shapes: `matmul`; X, Y:
 `softmax`) and the file and function names must say that check and nothing
 more (`gemm_relu` names more than a matmul: no check is picked, and the
-command says so). Parameter names are matched case-insensitively.
+command says so); `matmul` also needs a kernel without an epilogue (no
+`apply` or reduction on its accumulator). Parameter names are matched case-insensitively.
 `--ref module:function` gives a reference in Python instead (python_ref.py).
 """
 from __future__ import annotations
@@ -123,6 +124,13 @@ def _name_words(path: str, fn: ir.Function) -> list[str]:
     return [w for w in re.split(r"[^a-z]+", f"{stem} {fn.name}".lower()) if w]
 
 
+def _has_epilogue(fn: ir.Function) -> bool:
+    """Element-wise work on an MMA result (`apply`, a reduction): then the kernel
+    computes more than A @ B^T (a ReLU, a bias, a scale), whatever its name says."""
+    return any(isinstance(s, (ir.Apply, ir.Reduce, ir.AllReduce))
+               for k in fn.kernels for s in ir.walk(k.body))
+
+
 def auto_check(fn: ir.Function, path: str) -> tuple[str, str]:
     """(the check `auto` picks, why): a guess, made only when the parameters fit a check
     and the file and function names say that check and nothing else."""
@@ -135,9 +143,11 @@ def auto_check(fn: ir.Function, path: str) -> tuple[str, str]:
     named = [w for w in words if w in _CHECK_WORDS[check]]
     other = [w for w in words if w not in _CHECK_WORDS[check] and w not in _NEUTRAL_WORDS]
     params = ", ".join(p.name for p in fn.params)
-    if not named or other:
+    epilogue = check == "matmul" and _has_epilogue(fn)
+    if not named or other or epilogue:
         reason = (f"'{other[0]}' in the names may mean more than {check}" if other else
-                  f"the names do not say {check}")
+                  f"the names do not say {check}" if not named else
+                  "the kernel works on its accumulator's elements (an epilogue)")
         return "none", (f"parameters {params} fit --check {check}, but {reason}: no reference "
                         f"picked; choose one with --check or --ref MODULE:FUNCTION")
     if check == "sdpa" and "causal" in words:
