@@ -13,6 +13,15 @@ Three numbers, each the median of --repeat runs:
 
 Requirement (checked here, not in the tests): the subprocess compile of the
 seed to PTX takes < 1 s on this machine. Prints PASS or FAIL.
+
+    python bench/compile.py --cache [--repeat 5] [--target sm_90a]
+
+The kernel cache instead (runtime/cache.py): `choreo_py.load(FILE)` then the
+cubin (`.cubin()`, ptxas included) in a new process, first with an empty cache
+folder, then again in another new process with the folder the first one
+filled; each timed inside the process (imports apart) and as the whole
+process. With --launch (on a GPU) the timed part also includes the first call
+of the kernel on CUDA tensors (module load and launch).
 """
 from __future__ import annotations
 
@@ -60,12 +69,68 @@ def _median(xs):
     return statistics.median(xs)
 
 
+# One load in a fresh process: prints "<import s> <load+cubin s> <from_cache>".
+_LOAD_SNIPPET = """
+import sys, time
+t0 = time.perf_counter()
+import choreo_py, torch
+t1 = time.perf_counter()
+k = choreo_py.load(sys.argv[1], target=sys.argv[2])
+k.cubin()
+if sys.argv[3] == "launch":
+    import fa_inputs_for_bench as fib
+    fib.first_call(k)
+t2 = time.perf_counter()
+print(t1 - t0, t2 - t1, k.from_cache)
+"""
+
+
+def _cache_timing(args) -> int:
+    """First load (empty cache) vs second load (filled cache), each in a new process."""
+    rows = {"first": [], "second": []}
+    with tempfile.TemporaryDirectory(prefix="choreo_cache_bench_") as tmp:
+        for i in range(args.repeat):
+            env = dict(os.environ, CHOREO_PY_CACHE_DIR=os.path.join(tmp, f"c{i}"))
+            env.pop("CHOREO_PY_NO_CACHE", None)
+            env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "bench"), env.get("PYTHONPATH", "")])
+            for which in ("first", "second"):
+                cmd = [sys.executable, "-c", _LOAD_SNIPPET, args.file, args.target,
+                       "launch" if args.launch else "-"]
+                wall, res = _timed(lambda: subprocess.run(cmd, cwd=ROOT, env=env,
+                                                          capture_output=True, text=True))
+                if res.returncode:
+                    print(res.stderr, file=sys.stderr)
+                    return 2
+                imp, load, hit = res.stdout.split()
+                if hit != ("True" if which == "second" else "False"):
+                    print(f"{which} load: from_cache={hit}, expected the opposite", file=sys.stderr)
+                    return 1
+                rows[which].append((float(imp), float(load), wall))
+    what = "load + cubin" + (" + first launch" if args.launch else "")
+    for which, runs in rows.items():
+        print(f"{which} load ({'empty' if which == 'first' else 'filled'} cache), new process: "
+              f"{what} {_median([r[1] for r in runs]) * 1000:.0f} ms "
+              f"(imports {_median([r[0] for r in runs]) * 1000:.0f} ms, whole process "
+              f"{_median([r[2] for r in runs]) * 1000:.0f} ms), median of {len(runs)}")
+    speedup = _median([r[1] for r in rows["first"]]) / _median([r[1] for r in rows["second"]])
+    print(f"cache: the second load takes 1/{speedup:.1f} of the first")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--file", default=str(SEED))
     ap.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--cache", action="store_true",
+                    help="time the kernel cache: first vs second load() in new processes")
+    ap.add_argument("--launch", action="store_true",
+                    help="with --cache: include the first call on a GPU (needs CUDA)")
     args = ap.parse_args()
+    if args.cache:
+        print(f"machine: {platform.machine()} {os.cpu_count()} cpus, python "
+              f"{platform.python_version()}; {Path(args.file).name} -> {args.target}")
+        return _cache_timing(args)
     from choreo_py.driver import compile_file
     from choreo_py.runtime import build
 

@@ -2,6 +2,10 @@
 
 __version__ = "0.1.0"
 
+from .diagnostics import ChoreoError  # noqa: E402 - errors in a program, located (file, line, col)
+
+__all__ = ["ChoreoError", "__version__", "interpret", "load"]
+
 
 def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=None, **kwargs):
     """Runs the kernels of the `.co` file `path` on CPU `tensors` in place; returns them.

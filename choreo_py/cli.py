@@ -18,11 +18,40 @@ from .diagnostics import ChoreoError, InternalError, take_warnings
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
 
+def _says_nothing(default) -> bool:
+    """A default not worth showing: unset, a switch that is off, an empty list (0 is shown)."""
+    return default is None or default is False or default == [] or default == argparse.SUPPRESS
+
+
+class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows every option's default, except where it is off/empty and says nothing."""
+
+    def _get_help_string(self, action):
+        if _says_nothing(action.default):
+            return action.help
+        return super()._get_help_string(action)
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", _Formatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # usage errors exit 2, as argparse does, but uniformly
         self.print_usage(sys.stderr)
         print(f"choreo: error: {message}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE)
+
+
+def _version_line(version: str) -> str:
+    """`choreo --version`: this package and what decides its output (pyptx, ptxas)."""
+    from importlib import metadata
+
+    try:
+        pyptx = metadata.version("pyptx")
+    except metadata.PackageNotFoundError:
+        pyptx = "not installed"
+    return f"choreo-py {version} (pyptx {pyptx}, Python {sys.version.split()[0]})"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -34,7 +63,12 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog="choreo", description="Compiler for Choreo tile kernels.")
+    from . import __version__
+
+    ap = _Parser(prog="choreo", description="Compiler for Choreo tile kernels. "
+                 "The guide: docs/ (build it with `mkdocs build`).")
+    ap.add_argument("--version", action="version", version=_version_line(__version__),
+                    help="print the version of choreo-py and of the tools it uses, and exit")
     sub = ap.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
 
     p = sub.add_parser("preprocess", help="print the preprocessed source")
@@ -62,29 +96,45 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
                    help="the target --lowerable reports for (default sm_100a)")
 
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print nothing on success (else one line on stderr)")
+
     p = sub.add_parser("compile", help="compile a file (default: sm_100a, pyptx module)")
     _common(p)
-    p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES)
+    p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
+                   help="the GPU to compile for: sm_100a (Blackwell: tcgen05, tensor memory) "
+                        "or sm_90a (Hopper: wgmma)")
     p.add_argument("--emit", default="pyptx", choices=("ast", "ir", "pyptx", "ptx", "cubin"),
-                   help="the stage whose output to write")
+                   help="the stage whose output to write: ast (syntax tree), ir (tile IR), "
+                        "pyptx (the generated Python module), ptx, cubin (assembled by ptxas)")
     p.add_argument("--print-ir-after", metavar="PASS",
                    help="print the tile IR after the pass PASS and stop (the passes, in order: "
                         "copy-swizzle, fragment-layout, ..., pipeline-check; see "
                         "choreo_py/passes/pipeline.py)")
     p.add_argument("-o", dest="output", metavar="FILE",
-                   help="write here ('-' for stdout); pyptx/ptx/cubin default to FILE's folder, "
-                        "e.g. flash_atten.sm100a.py")
+                   help="write here ('-' for stdout); without -o, ast and ir go to stdout and "
+                        "pyptx/ptx/cubin beside the source, e.g. flash_atten.sm100a.py")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="do not report what was written (on stderr)")
 
     p = sub.add_parser("run", help="interpret a file on random inputs and check the result")
     _common(p)
     p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
                    help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
     p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")
-    p.add_argument("--schedule", default="round_robin", choices=("round_robin", "random"))
+    p.add_argument("--schedule", default="round_robin", choices=("round_robin", "random"),
+                   help="the order in which roles and threads take turns: round_robin, or "
+                        "random (seeded by --seed) to shake out races and missing waits")
     p.add_argument("--check", default="auto",
                    choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"),
-                   help="the reference to compare with (auto: picked from the parameters "
-                        "and names when unambiguous, else none)")
+                   help="the reference to compare with (auto: guessed from the parameters "
+                        "and the names, only when they leave no doubt, else none)")
+    p.add_argument("--ref", metavar="MODULE:FUNCTION",
+                   help="a Python reference instead of --check: FUNCTION(**inputs) returns the "
+                        "expected output tensor (or a dict name -> tensor); MODULE is a module "
+                        "name or a .py file")
+    p.add_argument("--progress", choices=("auto", "always", "never"), default="auto",
+                   help="a progress bar on stderr (auto: only when stderr is a terminal)")
     p.add_argument("--rtol", type=float, default=1e-2,
                    help="largest relative error ||out - ref|| / ||ref|| accepted")
     p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
@@ -92,7 +142,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "4 for sm_90a, 1 for sm_100a)")
     p.add_argument("--target", default=None, choices=targets.NAMES,
                    help="default: the GPU present, else sm_100a")
-    p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
+    p.add_argument("--function", metavar="NAME",
+                   help="the __co__ function to run (default: the first)")
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
     return ap
@@ -117,29 +168,9 @@ def _run(args: argparse.Namespace) -> int:
     if args.cmd == "check":
         return _check(args, include, defines)
     if args.cmd == "compile":
-        from . import driver
+        from .compile_command import compile_command
 
-        text = driver.compile_file(args.file, args.emit, args.target, include, defines,
-                                   print_ir_after=args.print_ir_after)
-        if args.print_ir_after is not None:
-            args.emit = "ir"
-        if args.output is None and args.emit in driver.OUTPUT_SUFFIX:
-            args.output = driver.default_output(args.file, args.emit, args.target)
-        if isinstance(text, bytes):  # --emit cubin
-            if args.output and args.output != "-":
-                with open(args.output, "wb") as fh:
-                    fh.write(text)
-            else:
-                sys.stdout.buffer.write(text)
-            return EXIT_OK
-        if args.output in (None, "-") and args.emit in ("ast", "ir"):
-            sys.stdout.write(text)
-        elif args.output and args.output != "-":
-            with open(args.output, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        else:
-            sys.stdout.write(text)
-        return EXIT_OK
+        return compile_command(args, include, defines)
     if args.cmd == "run":
         from .interp.command import run_command
 
@@ -155,6 +186,14 @@ def _check(args: argparse.Namespace, include, defines) -> int:
         frontend.check_parse_rules(program)
         check.check_program(program, strict=True)
     frontend.check_program(program)
+    found = take_warnings()
+    for w in found:  # before the summary, which counts them
+        print(w.render(), file=sys.stderr)
+    if not args.quiet:
+        n = sum(1 for item in program.items if type(item).__name__ == "FunctionDef")
+        warned = f", {len(found)} warning{'s' * (len(found) != 1)}" if found else ""
+        print(f"choreo: {args.file}: ok ({n} __co__ function{'s' * (n != 1)}{warned})",
+              file=sys.stderr)
     if args.lowerable:
         from . import targets
         from .check import lowerable
@@ -185,6 +224,7 @@ _FREEZE_REGISTERED = False
 def main(argv: list[str] | None = None) -> int:
     _freeze_at_exit()
     args = build_parser().parse_args(argv)
+    take_warnings()  # this command reports its own warnings only (not an earlier call's)
     try:
         return _run(args)
     except ChoreoError as err:

@@ -37,7 +37,13 @@ def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceMan
 
 
 class ChoreoError(Exception):
-    """One or more errors in the user's program."""
+    """One or more errors in the user's program.
+
+    `str()` is the located report a compiler prints (`file:line:col: error:
+    message`, the source line, a caret; every diagnostic), so that an error
+    raised through the Python API reads as the command line's; `.file`,
+    `.line`, `.col` locate the first error, `.message` is its text alone.
+    """
 
     def __init__(self, message: str | None = None, loc: Loc | None = None,
                  diagnostics: list[Diagnostic] | None = None) -> None:
@@ -53,6 +59,21 @@ class ChoreoError(Exception):
     @property
     def message(self) -> str:
         return self.diagnostics[0].message if self.diagnostics else ""
+
+    @property
+    def file(self) -> str | None:
+        return self.loc.file if self.loc is not None else None
+
+    @property
+    def line(self) -> int | None:
+        return self.loc.line if self.loc is not None else None
+
+    @property
+    def col(self) -> int | None:
+        return self.loc.col if self.loc is not None else None
+
+    def __str__(self) -> str:
+        return self.render() if self.diagnostics else super().__str__()
 
     def render(self, sources: SourceManager = SOURCES) -> str:
         return "\n".join(d.render(sources) for d in self.diagnostics)
@@ -102,3 +123,11 @@ def take_warnings() -> list[Diagnostic]:
     out = list(WARNINGS)
     WARNINGS.clear()
     return out
+
+
+def did_you_mean(name: str, candidates) -> str:
+    """" (did you mean 'x'?)" when a candidate is a likely misspelling of `name`, else ""."""
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(set(candidates) - {name}), n=1, cutoff=0.7)
+    return f" (did you mean '{close[0]}'?)" if close else ""

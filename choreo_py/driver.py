@@ -52,11 +52,22 @@ def build_ir(program, target: str = targets.COMPILE_DEFAULT,
         try:
             pipeline.build_module(program, _target(target), strict=True)
         except ChoreoError as ir_errors:
-            raise ChoreoError(diagnostics=rule_errors.diagnostics
-                              + ir_errors.diagnostics) from None
+            raise ChoreoError(diagnostics=_unique(rule_errors.diagnostics
+                                                  + ir_errors.diagnostics)) from None
         raise
     return pipeline.build_module(program, _target(target), strict=True,
                                  stop_after=print_ir_after)
+
+
+def _unique(diags: list) -> list:
+    """Each message once per place (the rules and the IR may both say 'not declared')."""
+    seen, out = set(), []
+    for d in diags:
+        key = (d.message, d.loc.line if d.loc else None, d.loc.col if d.loc else None)
+        if key not in seen:
+            seen.add(key)
+            out.append(d)
+    return out
 
 
 def ir_of_file(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from . import c_scalars, ir
+from .construct_names import describe
 
 
 class EvalError(Exception):
@@ -58,7 +59,7 @@ def evaluate(e: ir.Expr, env: dict):
     if isinstance(e, ir.Call):
         args = [evaluate(a, env) for a in e.args]
         return _call(e.fn, args, e.dtype)
-    raise EvalError(f"cannot evaluate {type(e).__name__} as a scalar")
+    raise EvalError(f"cannot evaluate {describe(e)} as a scalar")
 
 
 def _call(fn: str, args: list, dtype: str):

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from . import ir
 from .diagnostics import ChoreoError, Diagnostics
+from .construct_names import describe
 
 
 @dataclass
@@ -142,8 +143,8 @@ class _Verifier:
     def stmt(self, s: ir.Stmt) -> None:
         method = STATEMENTS.get(type(s))
         if method is None:
-            what = REFUSED.get(type(s), type(s).__name__)
-            self.err(f"unexpected statement ({what}) in a kernel", getattr(s, "loc", None))
+            what = REFUSED.get(type(s), describe(s))
+            self.err(f"unexpected {what} in a kernel", getattr(s, "loc", None))
             return
         method(self, s)
 

@@ -459,6 +459,23 @@ def syntax_error(err: UnexpectedInput, text: str, base: int, loc_of) -> Diagnost
     return Diagnostic("error", msg, loc_of(base + pos))
 
 
+#: Element and scalar type names: reserved words, so `s2 = ...` does not parse.
+TYPE_NAMES = frozenset("""f64 tf32 f32 f16 bf16 f8 f8_e4m3 f8_e5m2 f8_ue4m3 f8_ue8m0 f6_e2m3
+    f6_e3m2 f4_e2m1 bin1 u1 u2 s2 u4 s4 u6 s6 u8 s8 u16 s16 u32 s32 u64 s64 int bool half bfp16
+    float double""".split())
+
+
+def _reserved_type_name(tok, prev_word: str, prev_end: int):
+    """(word, offset) when a type name stands where the program wants a name: the
+    word just before the error followed by `=` (`s2 = 3;`), or the unexpected token
+    itself in a name's place (`foreach {s2} ...`)."""
+    if tok.type != "$END" and str(tok) in TYPE_NAMES and tok.start_pos is not None:
+        return str(tok), tok.start_pos
+    if prev_word in TYPE_NAMES and str(tok) in ("=", "+=", "-=", "*=", "/=", "%=", ".", ";"):
+        return prev_word, prev_end - len(prev_word)
+    return None
+
+
 def _special_case(text, tok, pos, prev_end, expected, texts):
     """Messages for common mistakes: (message, offset) or None."""
     names = {texts.get(n, n) for n in expected}
@@ -469,6 +486,11 @@ def _special_case(text, tok, pos, prev_end, expected, texts):
     prev_word = word.group(1) if word else ""
     if ";" in names and tok.type != "$END" and "\n" in text[prev_end:pos]:
         return "expected ';' after statement", prev_end
+    reserved = _reserved_type_name(tok, prev_word, prev_end)
+    if reserved is not None:
+        word, at = reserved
+        return (f"'{word}' is a type name (a reserved word) and cannot name a variable; "
+                f"choose another name, e.g. '{word}_'", at)
     if prev_word == "parallel" or before.endswith("parallel.async"):
         return "expected '{', 'by' or a name after 'parallel'", pos
     if tok.type == "RBRACE" and ";" in names:

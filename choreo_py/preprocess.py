@@ -31,7 +31,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .diagnostics import ChoreoError, Diagnostic
+from .diagnostics import ChoreoError, Diagnostic, warn
 from .pp_ifexpr import _IfExpr
 from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _FileMap, _Tok,
                         _directive_at, _pastes, _render, _stringize)
@@ -102,6 +102,7 @@ class _Preprocessor:
     def __init__(self, include_dirs, defines) -> None:
         self.include_dirs = [str(d) for d in include_dirs]
         self.macros: dict[str, Macro] = {}
+        self.cmdline: dict[str, Macro] = {}   # -D names (set below)
         self.pushed: dict[str, list] = {}
         self.once: set[str] = set()
         self.warnings: list[Diagnostic] = []
@@ -113,6 +114,9 @@ class _Preprocessor:
             SOURCES.add('<command line>', text)
             self._run_file(_File('<command line>', text))
             self.out = _Out()
+        # -D names, so that a file's own #define of one draws a warning: the file
+        # wins (as in C), and a `-D STAGES=2` that silently does nothing misleads.
+        self.cmdline = dict(self.macros)
 
     def _copy(self, f: _File, a: int, b: int) -> None:
         """Emit cleaned text f.c[a:b], mapped to where it came from."""
@@ -213,6 +217,12 @@ class _Preprocessor:
                     raise ChoreoError("'##' cannot appear at either end of a macro expansion",
                                       f.loc(b.pos))
         self.macros[name] = Macro(name, params, variadic, _render(body), f.loc(toks[0].pos), body)
+        given = self.cmdline.get(name)
+        if given is not None and f.name != '<command line>':
+            self.warnings.append(Diagnostic(
+                'warning', f"'{name}' redefined: this #define overrides -D {name}={given.body} "
+                f"from the command line (guard it with #ifndef {name} to let -D set it)",
+                f.loc(toks[0].pos)))
 
     def _params(self, f, toks):
         def at(j):
@@ -504,6 +514,8 @@ def preprocess_text(text: str, name: str = "<input>", include_dirs=(),
     except RecursionError:  # e.g. thousands of nested macro calls or parentheses
         raise ChoreoError('input nested too deeply for the preprocessor', pp.inv) from None
     out = pp.out
+    for w in pp.warnings:  # #warning lines and overridden -D names, printed by the CLI
+        warn(w.message, w.loc)
     return PreprocessedUnit(''.join(out.chunks), name, dict(pp.macros), pp.warnings,
                             out.starts, out.pieces)
 

@@ -81,7 +81,8 @@ USES = [
     # (rule, invalid program, line, col) for use before declaration
     ("use-before-declaration-host", host("  int y = x + 1;\n  int x = 2;\n"), 2, 11),
     ("use-before-declaration-thread", kern("    parallel q by 32 : thread {\n"
-                                           "      y = z;\n    }\n"), 4, 11),
+                                           "      int y = z + 1;\n      int z = 2;\n    }\n"),
+     4, 15),
 ]
 
 
@@ -91,6 +92,11 @@ def test_use_before_declaration(rule, text, line, col) -> None:
     # reference parse-only programs break this rule: a plain `check` warns
     assert_reports(text, line, col, "is used before its declaration", strict=False,
                    severity="warning")
+
+
+def test_a_name_never_declared_is_not_declared_with_a_hint() -> None:
+    text = kern("    parallel q by 32 : thread {\n      int total = 1;\n      int y = totl;\n    }\n")
+    assert_reports(text, 5, 15, "'totl' is not declared (did you mean 'total'?)")
 
 
 def test_inner_scope_assignment_declares_a_new_name() -> None:

@@ -36,8 +36,9 @@ def test_causal_seed_runs_and_matches_sdpa(capsys):
     lines = out.splitlines()
     assert lines[0].startswith("ran flash_atten [B=1 Q_SEQ=256 H=2 KV_SEQ=256] "
                                "schedule=round_robin seed=0 owners=4: 4 blocks, ")
-    assert lines[1].startswith("check sdpa-causal (auto: parameters Q, K, V, O; 'causal' in "
-                               "the file or function name): O max abs error ")
+    assert lines[1].startswith("check sdpa-causal (auto: guessed from the parameters Q, K, V, O "
+                               "and the names ('flash', 'atten', 'causal'); --check or --ref to "
+                               "choose): O max abs error ")
     assert lines[1].endswith("(tolerance 0.01): ok")
     assert _number(r"relative error ([0-9.e+-]+)", lines[1]) < 1e-2
     assert _number(r"max abs error ([0-9.e+-]+)", lines[1]) < 5e-2
@@ -79,8 +80,10 @@ def test_a_wrong_reference_fails_with_the_error(capsys):
 
 
 def test_missing_all_reduce_fails_the_check(capsys):
+    # The name says more than "causal attention" ('no', 'all', 'reduce'): auto picks no
+    # reference for it (test_auto_does_not_guess_...), so the check is named.
     rc, out, err = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
-                       "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--target", "sm_90a")
+                       "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--target", "sm_90a", "--check", "sdpa-causal")
     assert rc == 1
     assert "O differs from the sdpa-causal reference" in err
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .. import ast as A
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, did_you_mean
 from ..parse_checks import fold_int
 from . import types as Ty
 from .decl_types import (_bound_rank, _decl_type, _dma_future, _element_typed,
@@ -50,6 +50,8 @@ class Checker:
         self.returns: list[A.Return] = []
         self.block_stack: list[A.Stmt] = []  # enclosing compound statements
         self.extra: dict = {}                # per-family scratch state
+        self.declared: set[str] = set()      # every name declared anywhere in the function
+        self.unresolved: list[int] = []      # errors[i]: a use no declaration reached
 
     # ------------------------------------------------------------------ reporting
     def error(self, message: str, loc) -> None:
@@ -92,6 +94,7 @@ class Checker:
             return scope.names[name]
         sym = Sym(name, typ, loc, origin=origin, **attrs)
         scope.names[name] = sym
+        self.declared.add(name)
         if typ.kind == Ty.FUTURE and typ.is_async:
             scope.futures.append(sym)
         return sym
@@ -101,6 +104,7 @@ class Checker:
         sym = self.lookup(name)
         if sym is None:
             if name not in PREDEFINED and "::" not in name:
+                self.unresolved.append(len(self.errors))
                 self.lenient_error(f"'{name}' is used before its declaration", loc)
             return None
         sym.uses += 1
@@ -128,7 +132,18 @@ class Checker:
         for rule in self.exit_rules.get(A.FunctionDef, ()):
             rule(self, self.fn)
         self.pop()
+        self._name_the_undeclared()
         return self.errors
+
+    def _name_the_undeclared(self) -> None:
+        """A use of a name the function never declares is 'not declared' (with a spelling
+        hint), not 'used before its declaration'."""
+        for i in self.unresolved:
+            d = self.errors[i]
+            name = d.message.split("'")[1]
+            if name not in self.declared:
+                self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared"
+                                            + did_you_mean(name, self.declared), d.loc)
 
     def _param(self, p: A.Param) -> None:
         t = p.type

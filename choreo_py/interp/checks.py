@@ -9,15 +9,19 @@ Checks (what a function's output is compared with, in float32):
 - `softmax`: parameters X, Y of one 2-D shape; Y against softmax(X) by rows.
 - `none`.
 
-`auto` (the default) picks one only when the program leaves no doubt: Q, K,
-V, O of rank 4 give `sdpa-causal` if "causal" is in the file or function
-name, else `sdpa`; A, B, C of the matmul shapes give `matmul`; X, Y with
-"softmax" in the file or function name give `softmax`; anything else gives
-`none`. Parameter names are matched case-insensitively.
+`auto` (the default) guesses, and only when the program leaves no doubt: the
+parameters must fit a check (Q, K, V, O of rank 4: `sdpa`, `sdpa-causal`
+with "causal" in the names; A, B, C of the matmul shapes: `matmul`; X, Y:
+`softmax`) and the file and function names must say that check and nothing
+more (`gemm_relu` names more than a matmul: no check is picked, and the
+command says so); `matmul` also needs a kernel without an epilogue (no
+`apply` or reduction on its accumulator). Parameter names are matched case-insensitively.
+`--ref module:function` gives a reference in Python instead (python_ref.py).
 """
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -98,19 +102,59 @@ def applicable(check: str, fn: ir.Function) -> Optional[str]:
     return None
 
 
+#: Words of file and function names that say what a named check computes, and words
+#: that say nothing about the computation (a variant, a tuning, a target). `auto`
+#: picks a check only when every word of the names is one of these: a GEMM named
+#: `gemm_relu` or `matmul_bias` computes more than A @ B^T, so none is picked.
+_CHECK_WORDS = {
+    "sdpa": {"flash", "atten", "attention", "attn", "fa", "sdpa", "mha"},
+    "matmul": {"gemm", "matmul", "mm", "hgemm"},
+    "softmax": {"softmax"},
+}
+_NEUTRAL_WORDS = {
+    "causal", "noncausal", "non", "fwd", "forward", "kernel", "tiled", "tile", "pipelined",
+    "pipeline", "async", "persistent", "ws", "warp", "specialized", "sm", "a", "bf", "f",
+    "fp", "k", "schedule", "example", "simple", "basic", "v", "main", "test", "seed", "step",
+    "row", "rows", "naive", "tma", "wgmma", "tcgen", "split", "ring", "stages", "tutorial",
+}
+
+
+def _name_words(path: str, fn: ir.Function) -> list[str]:
+    stem = os.path.splitext(os.path.basename(path))[0]
+    return [w for w in re.split(r"[^a-z]+", f"{stem} {fn.name}".lower()) if w]
+
+
+def _has_epilogue(fn: ir.Function) -> bool:
+    """Element-wise work on an MMA result (`apply`, a reduction): then the kernel
+    computes more than A @ B^T (a ReLU, a bias, a scale), whatever its name says."""
+    return any(isinstance(s, (ir.Apply, ir.Reduce, ir.AllReduce))
+               for k in fn.kernels for s in ir.walk(k.body))
+
+
 def auto_check(fn: ir.Function, path: str) -> tuple[str, str]:
-    """(the check `auto` picks, why)."""
-    names = f"{os.path.basename(path)} {fn.name}".lower()
-    ps = _by_letter(fn)
-    if applicable("sdpa", fn) is None:
-        if "causal" in names:
-            return "sdpa-causal", "parameters Q, K, V, O; 'causal' in the file or function name"
-        return "sdpa", "parameters Q, K, V, O; no 'causal' in the file or function name"
-    if applicable("matmul", fn) is None and len(ps) == 3:
-        return "matmul", "parameters A [M, K], B [N, K], C [M, N]"
-    if applicable("softmax", fn) is None and len(ps) == 2 and "softmax" in names:
-        return "softmax", "parameters X, Y; 'softmax' in the file or function name"
-    return "none", "no reference fits this function's parameters"
+    """(the check `auto` picks, why): a guess, made only when the parameters fit a check
+    and the file and function names say that check and nothing else."""
+    words = _name_words(path, fn)
+    fits = [c for c in ("sdpa", "matmul", "softmax") if applicable(c, fn) is None
+            and (c != "matmul" or len(fn.params) == 3) and (c != "softmax" or len(fn.params) == 2)]
+    if not fits:
+        return "none", "no reference fits this function's parameters"
+    check = fits[0]
+    named = [w for w in words if w in _CHECK_WORDS[check]]
+    other = [w for w in words if w not in _CHECK_WORDS[check] and w not in _NEUTRAL_WORDS]
+    params = ", ".join(p.name for p in fn.params)
+    epilogue = check == "matmul" and _has_epilogue(fn)
+    if not named or other or epilogue:
+        reason = (f"'{other[0]}' in the names may mean more than {check}" if other else
+                  f"the names do not say {check}" if not named else
+                  "the kernel works on its accumulator's elements (an epilogue)")
+        return "none", (f"parameters {params} fit --check {check}, but {reason}: no reference "
+                        f"picked; choose one with --check or --ref MODULE:FUNCTION")
+    if check == "sdpa" and "causal" in words:
+        check, named = "sdpa-causal", named + ["causal"]
+    said = ", ".join(f"'{w}'" for w in dict.fromkeys(named))
+    return check, (f"guessed from the parameters {params} and the names ({said}); "
+                   f"--check or --ref to choose")
 
 
 def reference(check: str, fn: ir.Function, inputs: dict[str, torch.Tensor]):

@@ -19,6 +19,7 @@ from .. import targets
 from ..frontend import parse_defines
 from .api import (UsageError, check_dims, function_dims, load_module, param_shape,
                   param_usage, pick_function)
+from ..progress import Progress
 from .runner import RunStats, interpret_module
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE = 0, 1, 2
@@ -63,6 +64,44 @@ def run_command(args) -> int:
         return EXIT_USAGE
 
 
+def _pick_reference(args, fn) -> tuple[str, str]:
+    """(check, why) from --check / --ref."""
+    if args.ref is not None:
+        if args.check not in ("auto", "none"):
+            raise UsageError(f"--ref and --check {args.check} both name a reference: give one")
+        return "ref", f"--ref {args.ref}"
+    if args.check == "auto":
+        check, why = checks.auto_check(fn, args.file)
+        return check, f"auto: {why}"
+    problem = checks.applicable(args.check, fn)
+    if problem:
+        raise UsageError(problem)
+    return args.check, "--check"
+
+
+def _expected(check, args, fn, tensors, reads, writes) -> dict:
+    """{output: expected float32 tensor}; computed before the run (it writes the outputs)."""
+    if check == "none":
+        return {}
+    if check == "ref":
+        from .python_ref import python_reference
+
+        return python_reference(args.ref, tensors, reads, writes)
+    name, expected = checks.reference(check, fn, tensors)
+    return {name: expected}
+
+
+def _interpret(args, module, fn, tensors, dims, owners) -> RunStats:
+    bar = Progress(f"interpreting {fn.name}", enabled={"always": True, "never": False}.get(
+        getattr(args, "progress", "auto")))
+    try:
+        return interpret_module(module, tensors, function=fn.name, schedule=args.schedule,
+                                seed=args.seed, step_limit=args.step_limit, owners=owners,
+                                progress=bar, **dims)
+    finally:
+        bar.close()
+
+
 def _run(args) -> int:
     dims = parse_shape(args.shape)
     target = targets.resolve(args.target)
@@ -71,38 +110,37 @@ def _run(args) -> int:
         print(w.render(), file=sys.stderr)
     fn = pick_function(module, args.function)
     _bind_dims(fn, dims)
-    if args.check == "auto":
-        check, why = checks.auto_check(fn, args.file)
-        why = f"auto: {why}"
-    else:
-        check, why = args.check, "--check"
-        problem = checks.applicable(check, fn)
-        if problem:
-            raise UsageError(problem)
+    check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
-    ref = None if check == "none" else checks.reference(check, fn, tensors)
+    expected = _expected(check, args, fn, tensors, reads, writes)
     owners = args.owners if args.owners is not None else target.acc_owners
     start = time.perf_counter()
-    stats: RunStats = interpret_module(module, tensors, function=fn.name, schedule=args.schedule,
-                                       seed=args.seed, step_limit=args.step_limit, owners=owners,
-                                       **dims)
+    stats = _interpret(args, module, fn, tensors, dims, owners)
     elapsed = time.perf_counter() - start
     shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
     print(f"ran {fn.name} [{shape}] schedule={args.schedule} seed={args.seed} owners={owners}: "
           f"{stats.blocks} blocks, {stats.statements} statements, {elapsed:.2f} s")
-    if ref is None:
+    if not expected:
         outs = ", ".join(sorted(writes)) or "none"
         print(f"check none ({why}): outputs ({outs}) not compared")
         return EXIT_OK
-    name, expected = ref
-    cmp = checks.compare(name, tensors[name], expected)
+    failed = 0
+    for name, ref in expected.items():
+        failed += _report(args, check, why, name, tensors[name], ref)
+    return EXIT_PROGRAM if failed else EXIT_OK
+
+
+def _report(args, check, why, name, out, ref) -> int:
+    """Prints one output's comparison; 1 if it failed."""
+    cmp = checks.compare(name, out, ref)
     verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
     print(f"check {check} ({why}): {name} max abs error {cmp.max_abs:.3e}, relative error "
           f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
-    if not cmp.ok(args.rtol):
-        print(f"{args.file}: error: {name} differs from the {check} reference: relative error "
-              f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g} (max abs error "
-              f"{cmp.max_abs:.3e})", file=sys.stderr)
-        return EXIT_PROGRAM
-    return EXIT_OK
+    if cmp.ok(args.rtol):
+        return 0
+    what = f"the {check} reference" if check != "ref" else f"the reference {args.ref}"
+    print(f"{args.file}: error: {name} differs from {what}: relative error "
+          f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g} (max abs error "
+          f"{cmp.max_abs:.3e})", file=sys.stderr)
+    return 1

@@ -27,6 +27,7 @@ from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
 from .sync import (Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait,
                    JoinWait, NamedBarrierState, NamedBarrierWait)
+from ..construct_names import describe
 
 
 #: Whether the IR marks collective copies itself (`leader_only` + `RoleSync`).
@@ -97,7 +98,7 @@ class BlockRun:
                 continue
             h = self.plain.get(type(s))
             if h is None:
-                what = REFUSED.get(type(s), type(s).__name__)
+                what = REFUSED.get(type(s), describe(s))
                 raise InterpError(f"the interpreter cannot run {what} in a kernel", s.loc)
             h(s, th)
 

@@ -31,6 +31,7 @@ import torch
 from .. import ir
 from .errors import InterpError
 from .scalars import round_to
+from ..construct_names import describe
 
 PAIR = 2  # adjacent columns a thread holds together (wgmma: 2 consecutive f32)
 
@@ -136,7 +137,7 @@ class ApplyRun:
             elif isinstance(s, ir.Let):
                 self.env[s.name] = self.ev(s.value, self.env, s.loc)
             else:
-                raise InterpError(f"{type(s).__name__} is not allowed inside apply", s.loc)
+                raise InterpError(f"{describe(s)} is not allowed inside apply", s.loc)
 
     # -- element access: only the executing owner's own elements
     def _check_index(self, f: FragState, index, loc) -> None:

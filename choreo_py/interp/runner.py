@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 import random
 from dataclasses import dataclass
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -58,7 +58,8 @@ def bind_dims(kernel: ir.Kernel, tensors: dict, dims: Optional[dict]) -> dict[st
 def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
                dims: Optional[dict[str, int]] = None, schedule: str = "round_robin",
                seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
-               max_delay: int = 8, torch_threads: Optional[int] = 1) -> RunStats:
+               max_delay: int = 8, torch_threads: Optional[int] = 1,
+               progress: Optional[Callable[[int, int], None]] = None) -> RunStats:
     """Runs every block of `kernel`'s grid on the CPU; global tensors are updated in place.
 
     `owners` is the number of threads sharing an accumulator row (4 models
@@ -67,13 +68,14 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
     `torch_threads` sets torch's intra-op threads for the run (restored
     after): the tensors are tiles, for which one thread is fastest and
     several only contend, ten times slower on a loaded machine. None keeps
-    the current setting.
+    the current setting. `progress(done, total)` is called after each block.
     """
     saved = torch.get_num_threads()
     if torch_threads is not None:
         torch.set_num_threads(torch_threads)
     try:
-        return _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay)
+        return _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
+                    progress)
     except InterpError as err:
         d = err.diagnostics[0]
         if d.loc is None:  # locate it: the first role position named, else the kernel
@@ -83,7 +85,8 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
         torch.set_num_threads(saved)
 
 
-def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay) -> RunStats:
+def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
+         progress=None) -> RunStats:
     env0 = bind_dims(kernel, tensors, dims)
     arrivals, instances = static_counts(kernel)
     rng = random.Random(seed)
@@ -102,12 +105,15 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay) -
         stats.blocks += 1
         stats.statements += sched.steps
         stats.scheduling_steps += sched.ticks
+        if progress is not None:
+            progress(stats.blocks, len(blocks))
     return stats
 
 
 def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                      function: Optional[str] = None, schedule: str = "round_robin",
                      seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
+                     progress: Optional[Callable[[int, int], None]] = None,
                      **dims: int) -> RunStats:
     """Runs the `Launch`es of one function (the named one, else the first) in order."""
     if not module.functions:
@@ -125,7 +131,7 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
             raise InterpError(f"launch of unknown kernel '{s.kernel}'", s.loc)
         args = {p.name: tensors[p.name] for p in kernel.params if p.name in tensors}
         st = run_kernel(kernel, args, dims, schedule=schedule, seed=seed,
-                        step_limit=step_limit, owners=owners)
+                        step_limit=step_limit, owners=owners, progress=progress)
         total.blocks += st.blocks
         total.statements += st.statements
         total.scheduling_steps += st.scheduling_steps

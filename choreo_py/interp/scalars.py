@@ -19,6 +19,7 @@ import torch
 
 from .. import c_scalars, ir
 from .errors import InterpError
+from ..construct_names import describe
 
 TORCH_DTYPES = {
     "bool": torch.bool, "s8": torch.int8, "u8": torch.uint8, "s16": torch.int16,
@@ -248,7 +249,7 @@ class Evaluator:
             return self.hooks.elem(e, env)
         if t is ir.BufElem:
             return self.hooks.buf_elem(e, env)
-        raise InterpError(f"cannot evaluate {t.__name__}", loc)
+        raise InterpError(f"cannot evaluate {describe(t)}", loc)
 
     def integer(self, e: ir.Expr, env: dict, loc=None) -> int:
         v = self(e, env, loc)

@@ -19,14 +19,27 @@ class ChoreoRuntimeError(ValueError):
 
 
 class ChoreoFunction:
-    def __init__(self, path: str, target: str, text: str) -> None:
+    """A compiled kernel: call it with torch CUDA tensors (the parameters, in order).
+
+    `.ptx` and `.pyptx_source` are its generated code, `.resources` what it uses
+    of the GPU (ptxas -v: registers, spills, shared memory), `.op` the same
+    kernel as a torch custom operator (torch.compile, CUDA graphs). `.from_cache`
+    tells whether `load()` found it in the on-disk cache (runtime/cache.py).
+    """
+
+    def __init__(self, path: str, target: str, text: str, entry=None,
+                 writes: Iterable[str] = ()) -> None:
         self.path = path
         self.target = target
         self.source = text  # the generated pyptx module
         self.meta = build.run_module(text, os.path.basename(path) + ".pyptx.py")
         self.name = self.meta.ENTRY
+        self.writes = tuple(writes)  # the parameters the kernel writes (its outputs)
+        self._entry = entry
+        self.from_cache = False
         self._ptx: Optional[str] = None
         self._cubin: Optional[bytes] = None
+        self._op = None
         self.ptxas_log = ""
         self._loaded: dict = {}  # device index -> CudaKernel
         self._launches: dict = {}  # argument signature -> (kernel, grid, packed parameters)
@@ -37,15 +50,51 @@ class ChoreoFunction:
 
     # ------------------------------------------------------------ build
     @property
+    def pyptx_source(self) -> str:
+        """The generated pyptx module (Python that traces to the PTX)."""
+        return self.source
+
+    @property
     def ptx(self) -> str:
         if self._ptx is None:
-            self._ptx = self.meta.ptx()
+            self._ptx = self._entry.read("ptx") if self._entry is not None else None
+            if self._ptx is None:
+                self._ptx = self.meta.ptx()
+                if self._entry is not None:
+                    self._entry.write("ptx", self._ptx)
         return self._ptx
 
     def cubin(self) -> bytes:
+        """The kernel assembled by ptxas (from the cache when it holds it)."""
         if self._cubin is None:
-            self._cubin, self.ptxas_log = build.ptxas(self.ptx, self.target, verbose=True)
+            if self._entry is not None:
+                self._cubin = self._entry.read("cubin")
+                self.ptxas_log = self._entry.read("ptxas_log") or ""
+            if self._cubin is None or not self.ptxas_log:
+                self._cubin, self.ptxas_log = build.ptxas(self.ptx, self.target, verbose=True)
+                if self._entry is not None:
+                    self._entry.write("ptxas_log", self.ptxas_log)
+                    self._entry.write("cubin", self._cubin)
         return self._cubin
+
+    @property
+    def resources(self):
+        """Registers, spills and shared memory per block (`Resources`), from ptxas -v
+        (assembles the kernel if that has not happened yet: needs ptxas)."""
+        from .resources import parse_ptxas_log
+
+        self.cubin()
+        return parse_ptxas_log(self.ptxas_log, self.meta.SMEM_BYTES)
+
+    @property
+    def op(self):
+        """This kernel as a torch custom operator (`torch.ops.choreo.<name>_<hash>`):
+        same arguments, the outputs mutated in place; see runtime/torch_op.py."""
+        if self._op is None:
+            from .torch_op import register
+
+            self._op = register(self)
+        return self._op
 
     def _kernel(self, device):
         from .launch import CudaKernel
@@ -159,12 +208,59 @@ class ChoreoFunction:
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
          defines: Optional[dict] = None) -> ChoreoFunction:
     """Compiles the kernel of a .co file for `target` (default: the GPU present, else
-    sm_100a); returns a callable over torch tensors."""
-    from choreo_py import targets
+    sm_100a); returns a callable over torch tensors.
+
+    A kernel compiled before (same source after preprocessing, defines, target
+    and compiler) is read from the on-disk cache instead (runtime/cache.py).
+    Raises `choreo_py.ChoreoError` (located) for errors in the program.
+    """
+    from choreo_py import check, frontend, targets
+    from choreo_py.diagnostics import take_warnings
     from choreo_py.passes import pipeline
+
+    from . import cache
 
     rec = targets.resolve(target)
     target = rec.name
-    module = pipeline.ir_of_file(path, rec, include_dirs, defines)
-    text = build.pyptx_text(module, path, target)
-    return ChoreoFunction(path, target, text)
+    include_dirs = tuple(include_dirs)
+    unit = frontend.preprocess(path, include_dirs, defines)
+    _warn_python(take_warnings())  # e.g. a -D value the file redefines
+    entry = cache.entry_for(os.path.basename(path) + "\0" + unit.text, defines, include_dirs,
+                            target)
+    text = entry.read("pyptx") if entry is not None else None
+    writes = entry.read("writes") if entry is not None and text is not None else None
+    if text is not None and writes is not None:
+        fn = ChoreoFunction(path, target, text, entry, writes.split())
+        fn.from_cache = True
+    else:
+        program = frontend.parse_unit(unit)
+        frontend.check_parse_rules(program)
+        check.check_program(program, True)  # every language rule, as `compile` applies them
+        module = pipeline.build_module(program, rec)
+        text = build.pyptx_text(module, path, target)
+        writes = _written_params(module)
+        if entry is not None:
+            entry.write("writes", " ".join(writes))
+            entry.write("pyptx", text)
+        fn = ChoreoFunction(path, target, text, entry, writes)
+    fn.include_dirs, fn.defines = include_dirs, dict(defines or {})
+    return fn
+
+
+def _warn_python(found) -> None:
+    """The compiler's warnings, as Python warnings (the command line prints them)."""
+    import warnings
+
+    from choreo_py.interp.api import ChoreoWarning
+
+    for w in found:
+        warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
+
+
+def _written_params(module) -> list[str]:
+    """The parameters the first function's kernels write, in parameter order."""
+    from choreo_py.interp.api import param_usage
+
+    fn = module.functions[0]
+    _, writes = param_usage(module, fn)
+    return [p.name for p in fn.params if p.name in writes]

@@ -11,11 +11,12 @@ import math
 from .. import ast as A
 from .. import ir
 from .. import ir_build as B
-from ..diagnostics import ChoreoError
+from ..diagnostics import ChoreoError, did_you_mean
 from . import views as V
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
                      ViewValue)
+from ..construct_names import describe
 
 #: Builtin scalar functions as written -> IR builtin name.
 BUILTIN_FUNCS = {
@@ -39,7 +40,7 @@ class ExprBuilder:
     def value(self, node: A.Expr, dtype_hint: str | None = None) -> Value:
         method = getattr(self, "e_" + type(node).__name__, None)
         if method is None:
-            raise Unsupported(f"the expression form '{type(node).__name__}'", node.loc)
+            raise Unsupported(f"{describe(node)} used as a value", node.loc)
         return method(node, dtype_hint)
 
     def scalar(self, node: A.Expr, dtype_hint: str | None = None) -> ir.Expr:
@@ -80,7 +81,7 @@ class ExprBuilder:
             return Scalar(B.const(math.inf, "f32"), kind="const")
         v = self.scope.lookup(n.id)
         if v is None:
-            raise err(f"'{n.id}' is not declared", n)
+            raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
         return v

@@ -17,6 +17,7 @@ from .exprs import ExprBuilder, err
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
+from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 
@@ -120,7 +121,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
                 self.scope.bind(s.target.id, Scalar(v.expr, kind="const"))
                 return
-        raise Unsupported(f"host-side code ({type(s).__name__}) around the kernel", s.loc)
+        raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
 
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
         if len(s.levels) != 1 or s.levels[0].level not in ("block", None):
@@ -197,7 +198,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         self._guarded(method, s, declared_names(s))
 
     def _unknown_stmt(self, s: A.Stmt) -> None:
-        raise Unsupported(f"the statement '{type(s).__name__}'", s.loc)
+        raise Unsupported(f"{describe(s)} in a kernel", s.loc)
 
     def s_Block(self, s: A.Block) -> None:
         for x in self.block(s.stmts):
@@ -265,7 +266,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             v.loc = s.loc
             self.scope.bind(name, v)
         else:
-            raise Unsupported(f"naming {type(v).__name__}", s.loc)
+            raise Unsupported(f"naming {describe(v)}", s.loc)
 
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)

@@ -134,6 +134,15 @@ class Scope:
             s = s.parent
         return None
 
+    def visible(self) -> list[str]:
+        """Every name this scope sees (for "did you mean" hints)."""
+        out: list[str] = []
+        s: Scope | None = self
+        while s is not None:
+            out += s.names
+            s = s.parent
+        return out
+
     def local(self, name: str) -> Value | None:
         return self.names.get(name)
 

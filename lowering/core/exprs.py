@@ -25,6 +25,7 @@ from choreo_py import ir
 
 from .context import Lowering, children
 from .writer import V
+from choreo_py.construct_names import describe
 
 REG_TYPES = {"bool": "pred", "s32": "s32", "u32": "u32", "s64": "s64", "u64": "u64", "f32": "f32"}
 _CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
@@ -182,7 +183,7 @@ class ExprLowering:
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
-        raise self.lw.refuse(f"the expression {type(e).__name__}", self.loc)
+        raise self.lw.refuse(f"the expression {describe(e)}", self.loc)
 
     def binary(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
         if e.dtype == "f32" and e.op in ("+", "-"):

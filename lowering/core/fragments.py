@@ -32,6 +32,7 @@ from .context import Lowering, children
 from .exprs import ExprLowering
 from .target import AccLayout
 from .writer import V
+from choreo_py.construct_names import describe
 
 
 @dataclass
@@ -332,7 +333,7 @@ class ApplyLowering(ExprLowering):
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             else:
-                raise self.lw.refuse(f"{type(s).__name__} inside apply", getattr(s, "loc", self.loc))
+                raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
 
     def branch(self, s: ir.If, outer: Optional[dict], ks: list) -> None:
         written = {t.frag for t in ir.walk(s.then + s.orelse) if isinstance(t, ir.ElemStore)}

@@ -17,6 +17,7 @@ from .context import Lowering
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
 from .writer import Writer
+from choreo_py.construct_names import describe
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 
@@ -153,7 +154,7 @@ def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
     overrides = getattr(lw.target, "handlers", None)
     handler = (overrides or {}).get(type(s)) or _HANDLERS.get(type(s))
     if handler is None:
-        raise lw.refuse(_NAMES.get(type(s), type(s).__name__), getattr(s, "loc", None))
+        raise lw.refuse(_NAMES.get(type(s)) or describe(s), getattr(s, "loc", None))
     _hook(lw, "before_stmt", s)
     handler(lw, s, last)
     _hook(lw, "after_stmt", s)
