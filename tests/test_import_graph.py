@@ -7,7 +7,8 @@ only `if TYPE_CHECKING:` blocks are left out, as they never run).
 
 Layers, lowest first; a module may import its own layer and those below:
 
-    base      source, diagnostics, targets            facts every stage reads
+    base      source, diagnostics, targets,           facts every stage reads; the words
+              construct_names, progress, pygments_lexer for constructs, progress, highlighting
     ir        ir, ir_*, c_scalars                      the contract between stages
     frontend  preprocess, pp_*, segments, parser, ast, astbuild_*, ast_dump,
               parse_checks, frontend, grammar
@@ -16,7 +17,8 @@ Layers, lowest first; a module may import its own layer and those below:
     lowering  lowering/   interp/   emu/               IR -> pyptx | IR (or pyptx) run on the CPU
     runtime   runtime/                                 pyptx -> PTX, cubin, launch
     driver    driver                                   the pipeline's order
-    command   cli, __init__, __main__, interp.command  the user's entry points
+    command   cli, compile_command, __init__,         the user's entry points
+              __main__, interp.command
 """
 from __future__ import annotations
 
@@ -37,7 +39,8 @@ def layer_of(module: str) -> str:
     top = parts[1] if len(parts) > 1 else "__init__"
     if module == "choreo_py.interp.command":  # `choreo run`: a command, beside the CLI
         return "command"
-    if top in ("source", "diagnostics", "targets"):
+    if top in ("source", "diagnostics", "targets", "construct_names", "progress",
+               "pygments_lexer"):
         return "base"
     if top == "ir" or top.startswith("ir_") or top == "c_scalars":
         return "ir"
@@ -50,7 +53,7 @@ def layer_of(module: str) -> str:
         return top
     if top in ("lowering", "interp", "emu"):  # emu: the emulator, beside the interpreter
         return "lowering"
-    if top in ("cli", "__init__", "__main__"):
+    if top in ("cli", "compile_command", "__init__", "__main__"):
         return "command"
     raise AssertionError(f"{module}: no layer (add it to layer_of and to the docstring)")
 

@@ -7,6 +7,9 @@ expression is typed bottom-up, and the rule families (`RULES`, a table keyed
 by AST node type, assembled in `__init__`) run on every node with the walk's
 state at hand.  The walk itself reports only what defines a scope: a name
 declared twice in one scope and a name used before any declaration.
+
+Long because: the walk visits every statement and expression kind of the
+language in one place (one entry per kind, each a few lines).
 """
 from __future__ import annotations
 
