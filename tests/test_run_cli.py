@@ -95,11 +95,11 @@ def test_default_target_is_the_gpu_present_else_sm_100a(capsys, monkeypatch):
 
     monkeypatch.setattr(targets, "_gpu_capability", lambda: None)
     rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
-                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256")
+                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--check", "sdpa-causal")
     assert rc == 0 and " owners=1: " in out
     monkeypatch.setattr(targets, "_gpu_capability", lambda: (9, 0))
     rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
-                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256")
+                     "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--check", "sdpa-causal")
     assert rc == 1 and " owners=4: " in out
 
 
