@@ -77,6 +77,7 @@ class _PendingMma:
     cols: np.ndarray
     values: np.ndarray          # uint32 bit patterns
     line: int
+    seq: int                    # issue number (the pipe is in order)
 
 
 _ST_STAGES = {1: "tcgen05.wait::st", 2: "tcgen05.fence::before_thread_sync"}
@@ -90,13 +91,14 @@ def _grid(fill, dtype):
 class Tcgen05State:
     tmem: TensorMemory = field(default_factory=TensorMemory)
     strict: bool = True
-    # What the in-order tensor pipe sees: TMEM plus the outputs of every MMA issued.
-    pipe_cells: np.ndarray = _grid(POISON, np.uint32)
-    pipe_written: np.ndarray = _grid(False, bool)
+    # Outputs of issued, not yet completed MMAs: the in-order tensor pipe sees them
+    # (a later MMA accumulates on them), tcgen05.ld does not.
+    overlay: np.ndarray = _grid(POISON, np.uint32)
     # thread id -> MMAs issued and not yet committed
     uncommitted: dict = field(default_factory=dict)
-    # PTX line of the in-flight MMA writing each cell (0: none)
+    # issue number of the in-flight MMA writing each cell (0: none); its PTX line
     in_flight: np.ndarray = _grid(0, np.int64)
+    seq_line: dict = field(default_factory=dict)
     # tcgen05.st not yet ordered before an MMA: writer warp, line, stage missing (_ST_STAGES)
     st_warp: np.ndarray = _grid(-1, np.int64)
     st_line: np.ndarray = _grid(0, np.int64)
@@ -108,7 +110,9 @@ class Tcgen05State:
     # -- pipe view ---------------------------------------------------------
     def _pipe_read(self, lanes: np.ndarray, cols: np.ndarray, line: int):
         self._check_st_ordered(lanes, cols, line)
-        return self.pipe_cells[lanes, cols], ~self.pipe_written[lanes, cols]
+        busy = self.in_flight[lanes, cols] > 0
+        values, poison = self.tmem.read(lanes, cols)
+        return np.where(busy, self.overlay[lanes, cols], values), poison & ~busy
 
     def _check_st_ordered(self, lanes, cols, line) -> None:
         stage = self.st_stage[lanes, cols]
@@ -155,10 +159,11 @@ class Tcgen05State:
                     f"written (lane {int(lanes[poison][0])}, column {int(cols[poison][0])})")))
             prod = prod + old.view(np.float32).astype(np.float64)
         out = prod.astype(np.float32).view(np.uint32)
-        self.uncommitted.setdefault(thread, []).append(_PendingMma(lanes, cols, out, line))
-        self.pipe_cells[lanes, cols] = out
-        self.pipe_written[lanes, cols] = True
-        self.in_flight[lanes, cols] = line
+        seq = len(self.seq_line) + 1
+        self.seq_line[seq] = line
+        self.uncommitted.setdefault(thread, []).append(_PendingMma(lanes, cols, out, line, seq))
+        self.overlay[lanes, cols] = out
+        self.in_flight[lanes, cols] = seq
 
     def _read_a(self, a_operand, idesc: InstrDesc, smem, line) -> np.ndarray:
         where, value = a_operand
@@ -196,7 +201,7 @@ class Tcgen05State:
         """
         for op in self.uncommitted.pop(thread, []):
             self.tmem.write(op.lanes, op.cols, op.values)
-            mine = self.in_flight[op.lanes, op.cols] == op.line
+            mine = self.in_flight[op.lanes, op.cols] == op.seq
             self.in_flight[op.lanes[mine], op.cols[mine]] = 0
 
     # -- ld / st -----------------------------------------------------------
@@ -241,7 +246,8 @@ class Tcgen05State:
                 t, r = np.argwhere(busy)[0]
                 self.reports.append(Report("tmem-race", (
                     f"tcgen05.ld at line {line} reads tensor memory lane {int(lanes[t, r])} "
-                    f"column {int(cols[t, r])} while the tcgen05.mma at line {int(busy[t, r])} "
+                    f"column {int(cols[t, r])} while the tcgen05.mma at line "
+                    f"{self.seq_line[int(busy[t, r])]} "
                     "that writes it has not completed (no tcgen05.commit yet)")))
                 return
 
@@ -253,8 +259,6 @@ class Tcgen05State:
         parts = [(lo, values & 0xFFFF), (hi, values >> 16)] if unpack16 else [(lo, values)]
         for cols, vals in parts:
             self.tmem.write(lanes, cols, vals)
-            self.pipe_cells[lanes, cols] = vals
-            self.pipe_written[lanes, cols] = True
             self.st_warp[lanes, cols] = warp
             self.st_line[lanes, cols] = line
             self.st_stage[lanes, cols] = 1
