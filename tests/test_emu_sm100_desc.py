@@ -143,7 +143,7 @@ def test_tmem_address():
 
 # ----------------------------------------------------------------- the compiler's encoder
 def test_backend_instr_desc_agrees():
-    enc = pytest.importorskip("lowering.sm100.descriptors")
+    enc = pytest.importorskip("choreo_py.lowering.sm100.descriptors")
     for m, n in [(64, 128), (128, 128), (128, 256), (64, 64)]:
         for bm in ("K", "MN"):
             d = decode_instr_desc(enc.instr_desc_f16(m, n, b_major=bm), "f16")
@@ -151,7 +151,7 @@ def test_backend_instr_desc_agrees():
 
 
 def test_backend_smem_desc_agrees():
-    enc = pytest.importorskip("lowering.sm100.descriptors")
+    enc = pytest.importorskip("choreo_py.lowering.sm100.descriptors")
     d = decode_smem_desc(enc.kmajor_sw128(2048))
     assert (d.start, d.sbo, d.layout, d.version, d.base_offset) == (2048, 1024, "SWIZZLE_128B", 1, 0)
     d = decode_smem_desc(enc.mnmajor_sw128(4096, 16384))
