@@ -56,8 +56,10 @@ _DECODE_16 = {"bf16": bf16_to_f32, "f16": f16_to_f32}
 
 
 def read_smem_operand(smem: np.ndarray, desc_raw: int, major: str, rows: int, idesc: InstrDesc,
-                      dtype: str) -> np.ndarray:
-    """A rows x K operand slice (f32 values) read through a shared memory descriptor."""
+                      dtype: str, on_read=None) -> np.ndarray:
+    """A rows x K operand slice (f32 values) read through a shared memory descriptor.
+
+    `on_read(lo, hi)` is told the byte range read (for the shared-memory race rules)."""
     desc = decode_smem_desc(desc_raw)
     nbytes = 4 if dtype == "tf32" else 2
     if dtype not in _DECODE_16 and dtype != "tf32":
@@ -66,6 +68,8 @@ def read_smem_operand(smem: np.ndarray, desc_raw: int, major: str, rows: int, id
     if addr.max() + nbytes > smem.size:
         raise DescriptorError(f"descriptor {desc_raw:#018x} reads shared memory up to byte "
                               f"{int(addr.max()) + nbytes}, past the {smem.size} bytes the CTA has")
+    if on_read is not None:
+        on_read(int(addr.min()), int(addr.max()) + nbytes)
     raw = sum(smem[addr + i].astype(np.uint32) << (8 * i) for i in range(nbytes))
     return tf32_to_f32(raw) if dtype == "tf32" else _DECODE_16[dtype](raw)
 
@@ -78,6 +82,7 @@ class _PendingMma:
     values: np.ndarray          # uint32 bit patterns
     line: int
     seq: int                    # issue number (the pipe is in order)
+    key: object = None          # the caller's handle of its shared-memory reads
 
 
 _ST_STAGES = {1: "tcgen05.wait::st", 2: "tcgen05.fence::before_thread_sync"}
@@ -103,8 +108,8 @@ class Tcgen05State:
     st_warp: np.ndarray = _grid(-1, np.int64)
     st_line: np.ndarray = _grid(0, np.int64)
     st_stage: np.ndarray = _grid(0, np.int8)
-    # warp -> [(register names, values)] delivered by tcgen05.wait::ld (strict mode)
-    pending_ld: dict = field(default_factory=dict)
+    # commit groups whose completion is pending, in commit order
+    commit_queue: list = field(default_factory=list)
     reports: list = field(default_factory=list)
 
     # -- pipe view ---------------------------------------------------------
@@ -126,10 +131,13 @@ class Tcgen05State:
 
     # -- MMA ---------------------------------------------------------------
     def mma(self, thread: int, line: int, kind: str, idesc_raw: int, d_addr: int,
-            a_operand, b_desc: int, enable_d: bool, smem: np.ndarray) -> None:
+            a_operand, b_desc: int, enable_d: bool, smem: np.ndarray, smem_read=None,
+            key=None) -> None:
         """One tcgen05.mma.cta_group::1 of thread `thread`.
 
         `a_operand` is ("smem", descriptor) or ("tmem", address) (the `[a]` form).
+        `smem_read(lo, hi, what)` is told each shared-memory range the MMA reads; `key`
+        comes back from `complete` once the MMA no longer reads it.
         """
         idesc = decode_instr_desc(idesc_raw, kind)
         if idesc.sparse:
@@ -144,8 +152,11 @@ class Tcgen05State:
         self.tmem.check_columns(cols, f"tcgen05.mma D at line {line}")
         if idesc.a_major != "K" and a_operand[0] == "tmem":
             raise DescriptorError("an A operand in tensor memory is K-major; transpose A is set")
-        a = self._read_a(a_operand, idesc, smem, line)
-        b = read_smem_operand(smem, b_desc, idesc.b_major, idesc.n, idesc, idesc.b_dtype)
+        reader = (lambda what: (lambda lo, hi: smem_read(lo, hi, what))) if smem_read else \
+            (lambda what: None)
+        a = self._read_a(a_operand, idesc, smem, line, reader("A"))
+        b = read_smem_operand(smem, b_desc, idesc.b_major, idesc.n, idesc, idesc.b_dtype,
+                              reader("B"))
         if idesc.negate_a:
             a = -a
         if idesc.negate_b:
@@ -161,14 +172,16 @@ class Tcgen05State:
         out = prod.astype(np.float32).view(np.uint32)
         seq = len(self.seq_line) + 1
         self.seq_line[seq] = line
-        self.uncommitted.setdefault(thread, []).append(_PendingMma(lanes, cols, out, line, seq))
+        self.uncommitted.setdefault(thread, []).append(
+            _PendingMma(lanes, cols, out, line, seq, key))
         self.overlay[lanes, cols] = out
         self.in_flight[lanes, cols] = seq
 
-    def _read_a(self, a_operand, idesc: InstrDesc, smem, line) -> np.ndarray:
+    def _read_a(self, a_operand, idesc: InstrDesc, smem, line, on_read) -> np.ndarray:
         where, value = a_operand
         if where == "smem":
-            return read_smem_operand(smem, value, idesc.a_major, idesc.m, idesc, idesc.a_dtype)
+            return read_smem_operand(smem, value, idesc.a_major, idesc.m, idesc, idesc.a_dtype,
+                                     on_read)
         if idesc.a_dtype not in _DECODE_16:
             raise DescriptorError(f"A in tensor memory of type {idesc.a_dtype} is not modelled")
         addr = decode_tmem_addr(value)
@@ -194,15 +207,30 @@ class Tcgen05State:
         return _DECODE_16[idesc.a_dtype](packed)
 
     def commit(self, thread: int) -> None:
-        """tcgen05.commit: this thread's earlier tcgen05 ops complete; their TMEM writes land.
+        """tcgen05.commit completing at once (commit_take + complete)."""
+        self.complete(self.commit_take(thread))
 
-        The caller then performs the mbarrier arrival (arrive::one), so a waiter that sees
-        the phase flip also sees the results.
-        """
-        for op in self.uncommitted.pop(thread, []):
-            self.tmem.write(op.lanes, op.cols, op.values)
-            mine = self.in_flight[op.lanes, op.cols] == op.seq
-            self.in_flight[op.lanes[mine], op.cols[mine]] = 0
+    def commit_take(self, thread: int) -> list:
+        """tcgen05.commit: the thread's MMAs issued since its last commit, as one group
+        whose completion the caller schedules (then performs the mbarrier arrival)."""
+        group = self.uncommitted.pop(thread, [])
+        self.commit_queue.append(group)
+        return group
+
+    def complete(self, group: list) -> list:
+        """Complete `group` and every group committed before it (the pipe is in order):
+        their TMEM writes land. Returns the keys of the MMAs completed."""
+        keys = []
+        while self.commit_queue:
+            head = self.commit_queue.pop(0)
+            for op in head:
+                self.tmem.write(op.lanes, op.cols, op.values)
+                mine = self.in_flight[op.lanes, op.cols] == op.seq
+                self.in_flight[op.lanes[mine], op.cols[mine]] = 0
+                keys.append(op.key)
+            if head is group:
+                break
+        return keys
 
     # -- ld / st -----------------------------------------------------------
     def _fragment_cells(self, warp: int, taddr: int, shape: str, num: int, pack16: bool,
@@ -276,3 +304,10 @@ class Tcgen05State:
 
 __all__ = ["Report", "Tcgen05State", "TmemError", "DescriptorError", "read_smem_operand",
            "bf16_to_f32", "f16_to_f32", "tf32_to_f32"]
+
+
+try:  # register the opcode handlers when the emulator core (isa.py, warp.py) is present
+    from . import tcgen05_handlers  # noqa: E402,F401
+except ImportError as _err:  # pragma: no cover - only without the core
+    if _err.name not in (f"{__package__}.isa", f"{__package__}.warp"):
+        raise

@@ -67,6 +67,13 @@ class TensorMemory:
                 return start
         return None
 
+    def alloc_possible(self, ncols: int) -> bool:
+        """Whether an allocation of `ncols` would succeed now (a blocked alloc polls this)."""
+        used = np.zeros(COLUMNS, bool)
+        for start, count in self.allocations.items():
+            used[start:start + count] = True
+        return any(not used[s:s + ncols].any() for s in range(0, COLUMNS, ncols))
+
     def dealloc(self, col: int, ncols: int) -> None:
         if self.allocations.get(col) != ncols:
             live = ", ".join(f"{c}+{n}" for c, n in sorted(self.allocations.items())) or "none"
