@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
+
+    from .emu.command import add_parser as _add_emulate
+    _add_emulate(sub, _common)
     return ap
 
 
@@ -128,6 +131,10 @@ def _run(args: argparse.Namespace) -> int:
         from .interp.command import run_command
 
         return run_command(args)
+    if args.cmd == "emulate":
+        from .emu.command import emulate_command
+
+        return emulate_command(args)
     raise InternalError(f"unknown command {args.cmd}")
 
 

@@ -51,9 +51,9 @@ def _loaded() -> None:
     # The instruction families register themselves on import.
     from . import isa_alu, isa_mem, isa_sync, isa_tma, isa_wgmma  # noqa: F401
     try:  # the Blackwell families (tcgen05, TMEM) when present
-        from . import tcgen05  # noqa: F401
+        from . import tcgen05_handlers  # noqa: F401
     except ImportError as err:
-        if err.name != f"{__package__}.tcgen05":
+        if err.name != f"{__package__}.tcgen05_handlers":
             raise
 
 

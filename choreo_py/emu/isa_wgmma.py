@@ -236,7 +236,7 @@ def _dec_wait(inst):
 
 def check_async_registers(machine, w, inst) -> None:
     """Strict: registers of an in-flight wgmma are not touched before wgmma.wait_group."""
-    if inst.parts[0] == "wgmma":
+    if inst.parts[0] in ("wgmma", "tcgen05"):
         return  # chained MMAs on the same accumulators, commit/wait themselves
     touch = inst.__dict__.get("_touch")
     if touch is None:
@@ -245,13 +245,22 @@ def check_async_registers(machine, w, inst) -> None:
         touch = inst._touch = (tuple(inst.srcs), tuple(dst))
     srcs, dsts = touch
     for r in srcs:
-        hit = w.inflight_regs.get(r)
+        hit = _owner(w, r)
         if hit is not None and hit[1] == "acc":
             machine.race(f"reads {machine.kernel.reg_names[r]} while the wgmma that writes it is "
                          f"in flight (wgmma.wait_group first)", inst, hit[0])
     for r in dsts:
-        hit = w.inflight_regs.get(r)
+        hit = _owner(w, r)
         if hit is not None:
             role = "writes" if hit[1] == "acc" else "reads as its A operand"
             machine.race(f"writes {machine.kernel.reg_names[r]}, which an in-flight wgmma "
                          f"{role} (wgmma.wait_group first)", inst, hit[0])
+
+
+def _owner(w, r):
+    """(instruction, role) of an async operation owning register r; a bare instruction
+    (as other families record it) owns the register like an accumulator."""
+    hit = w.inflight_regs.get(r)
+    if hit is None or isinstance(hit, tuple):
+        return hit
+    return (hit, "acc")

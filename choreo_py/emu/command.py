@@ -1,0 +1,141 @@
+"""`choreo emulate FILE --shape ...`: run the compiled PTX in the emulator and check it.
+
+Same inputs, references and report as `choreo run` (interp/command.py),
+but the program runs as the PTX the compiler emits for --target. A raw
+`.ptx` file is run with `--launch launch.json` (launch.py describes the
+format; its tensors are made from the description, seeded by --seed).
+Exit status: 0 ok, 1 a fault of the program (race, deadlock, wrong
+result, a form the emulator does not model), 2 usage errors.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from ..interp import checks
+from ..interp.api import UsageError, function_dims, load_module, param_shape, param_usage, pick_function
+from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
+from .api import EmuStats, emulate, emulate_ptx
+from .report import EmuError
+
+
+def add_parser(sub, common) -> None:
+    p = sub.add_parser("emulate", help="run the compiled PTX on the CPU emulator and check the result")
+    common(p)
+    p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
+                   help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
+    p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
+    p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")
+    p.add_argument("--schedule", default="round_robin",
+                   choices=("round_robin", "reverse", "greedy", "random"))
+    p.add_argument("--check", default="auto",
+                   choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"))
+    p.add_argument("--rtol", type=float, default=1e-2,
+                   help="largest relative error ||out - ref|| / ||ref|| accepted")
+    p.add_argument("--relaxed", action="store_true",
+                   help="let pass what hardware is known to tolerate (docs/emulator.md)")
+    p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
+    p.add_argument("--launch", metavar="JSON", help="launch description of a raw .ptx FILE")
+    p.add_argument("--step-limit", type=int, default=20_000_000, metavar="N",
+                   help="warp instructions one CTA may execute")
+
+
+def emulate_command(args) -> int:
+    try:
+        if args.file.endswith(".ptx"):
+            return _raw(args)
+        return _co(args)
+    except UsageError as e:
+        print(f"choreo: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmuError as e:
+        print(e.render(), file=sys.stderr)
+        return EXIT_PROGRAM
+
+
+def _mode(args) -> str:
+    return "relaxed" if args.relaxed else "strict"
+
+
+def _co(args) -> int:
+    from ..cli import _defines
+
+    dims = parse_shape(args.shape)
+    defines = _defines(args.define)
+    module, found = load_module(args.file, args.include, defines, args.target)
+    for w in found:
+        print(w.render(), file=sys.stderr)
+    fn = pick_function(module, args.function)
+    _bind_dims(fn, dims)
+    if args.check == "auto":
+        check, why = checks.auto_check(fn, args.file)
+        why = f"auto: {why}"
+    else:
+        check, why = args.check, "--check"
+        problem = checks.applicable(check, fn)
+        if problem:
+            raise UsageError(problem)
+    reads, writes = param_usage(module, fn)
+    tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
+    ref = None if check == "none" else checks.reference(check, fn, tensors)
+    stats = EmuStats()
+    emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
+            strict=not args.relaxed, include_dirs=args.include, defines=defines,
+            step_limit=args.step_limit, stats=stats)
+    shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
+    _summary(args, f"{fn.name} [{shape}]", stats)
+    if ref is None:
+        print(f"check none ({why}): outputs ({', '.join(sorted(writes)) or 'none'}) not compared")
+        return EXIT_OK
+    name, expected = ref
+    cmp = checks.compare(name, tensors[name], expected)
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check {check} ({why}): {name} max abs error {cmp.max_abs:.3e}, relative error "
+          f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
+    if not cmp.ok(args.rtol):
+        print(f"{args.file}: error: {name} differs from the {check} reference: relative error "
+              f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g}", file=sys.stderr)
+        return EXIT_PROGRAM
+    return EXIT_OK
+
+
+def _summary(args, what: str, stats: EmuStats) -> None:
+    print(f"emulated {what} target={getattr(args, 'target', 'ptx')} schedule={args.schedule} "
+          f"seed={args.seed} {_mode(args)}: {stats.ctas} CTAs, {stats.instructions} warp "
+          f"instructions, {stats.seconds:.2f} s ({stats.rate:,.0f} instructions/s)")
+    for note in stats.notes:
+        print(f"relaxed: {note}", file=sys.stderr)
+
+
+def _raw(args) -> int:
+    import torch
+
+    from .launch import load_json, make_tensors
+
+    if not args.launch:
+        raise UsageError("a .ptx file needs --launch LAUNCH.json (grid, block, shared bytes, "
+                         "parameters, tensors)")
+    if not os.path.isfile(args.launch):
+        raise UsageError(f"cannot read '{args.launch}'")
+    desc = load_json(args.launch)
+    with open(args.file, encoding="utf-8") as fh:
+        ptx = fh.read()
+    tensors = make_tensors(desc, args.seed)
+    stats = EmuStats()
+    emulate_ptx(ptx, desc, tensors, schedule=args.schedule, seed=args.seed,
+                strict=not args.relaxed, step_limit=args.step_limit, stats=stats,
+                ptx_name=os.path.basename(args.file))
+    _summary(args, os.path.basename(args.file), stats)
+    ref = desc.get("reference")
+    if not ref:
+        return EXIT_OK
+    # {"reference": {"output": "C", "expr": "A @ B.T"}}: a torch expression of the inputs
+    inputs = make_tensors(desc, args.seed)
+    env = {n: t.float() for n, t in inputs.items()}
+    expected = eval(ref["expr"], {"torch": torch}, env)  # noqa: S307 - the user's own description
+    cmp = checks.compare(ref["output"], tensors[ref["output"]], expected)
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check {ref['expr']}: {ref['output']} max abs error {cmp.max_abs:.3e}, relative error "
+          f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
+    return EXIT_OK if cmp.ok(args.rtol) else EXIT_PROGRAM
