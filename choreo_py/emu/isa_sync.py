@@ -192,7 +192,8 @@ def _dec_mbar_wait(inst):
         if spin[0] and not ok[w.mask].all():
             pending = [(b, int(par[np.flatnonzero(w.mask & (a == k))[0]]) & 1)
                        for k, b in bars.items()]
-            what = "; ".join(f"{b.describe()} for parity {p}" for b, p in pending)
+            def what():
+                return "; ".join(f"{b.describe()} for parity {p}" for b, p in pending)
             return w.block(lambda: all(_completed(b, p) for b, p in pending), what, retry=True)
         wr(w, ok)
     return ex

@@ -146,9 +146,10 @@ class CTA:
         self._bar_check(b)
         if not wait or b.generation != gen:
             return None
-        expect = b.expected if b.expected is not None else "all"
-        return warp.block(lambda: b.generation != gen,
-                          f"barrier {bid} ({b.arrived}/{expect} threads arrived)", retry=False)
+        def what():
+            expect = b.expected if b.expected is not None else "all"
+            return f"barrier {bid} ({b.arrived}/{expect} threads arrived)"
+        return warp.block(lambda: b.generation != gen, what, retry=False)
 
     def _bar_check(self, b: NamedBarrier) -> None:
         expected = b.expected

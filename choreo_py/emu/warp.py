@@ -118,7 +118,8 @@ class Warp:
         return np.flatnonzero(self.mask)
 
     def block(self, ready, what: str, retry: bool = True):
-        """Parks the executing lanes until `ready()` is true.
+        """Parks the executing lanes until `ready()` is true (`what`: text or a callable
+        giving it, for deadlock reports).
 
         retry=True: the instruction executes again then (a polling wait);
         retry=False: it is complete then (the lanes resume after it).
@@ -256,7 +257,7 @@ class Warp:
         if self.done:
             return "exited"
         if self.waits:
-            return "; ".join(f"waits on {w.what} at {self.machine.where(w.inst)}: {w.inst.text}"
-                             for w in self.waits)
+            return "; ".join(f"waits on {w.what() if callable(w.what) else w.what} at "
+                             f"{self.machine.where(w.inst)}: {w.inst.text}" for w in self.waits)
         inst = self.prog[self.pc] if self.pc < len(self.prog) else None
         return f"runnable at {self.machine.where(inst)}" if inst else "runnable"
