@@ -152,7 +152,10 @@ def _dec_mma(inst):
         rank = w.warp_id % 4
         cta = w.cta
         st = _state(w)
-        key = ("wgmma", w.warp_id, len(st["groups"]) + 1 + cta.step)
+        seq = st["issued"] = st.get("issued", 0) + 1
+        key = ("wgmma", w.warp_id // 4, seq)  # one key per warpgroup operation (see _retire)
+        _warpgroup(cta, w)["issued"].setdefault(seq, set()).add(w.warp_id)
+        cta.notify()
         bdesc = int(b_desc(w)[lane0])
         b_addr = operand_addrs(bdesc, n, 16, es, bool(tb))
         cta.races.async_read(inst, int(b_addr.min()), int(b_addr.max()) + es,
@@ -188,6 +191,21 @@ def _dec_mma(inst):
     return ex
 
 
+def _warpgroup(cta, w) -> dict:
+    groups = cta.state.setdefault("wgmma", {})
+    return groups.setdefault(w.warp_id // 4, {"issued": {}})
+
+
+def _complete(cta, w, key) -> bool:
+    """A warpgroup MMA completes once all four warps issued it (.sync.aligned): then its
+    shared operands are read for the whole warpgroup, which is what lets one thread of
+    the warpgroup release the stage after its own wgmma.wait_group (CUTLASS's
+    consumer_release does exactly this)."""
+    warps = {x.warp_id for x in cta.warps if x.warp_id // 4 == w.warp_id // 4 and not x.done}
+    issued = _warpgroup(cta, w)["issued"].get(key[2], set())
+    return warps <= issued
+
+
 def _current(w, r):
     v = w.async_state.get("wgmma", {}).get("values", {}).get(r)
     return w.R[r].view(np.float32) if v is None else v
@@ -217,6 +235,11 @@ def _dec_wait(inst):
         keep = int(n(w)[0])
         groups = st["groups"]
         retire = groups[:max(len(groups) - keep, 0)]
+        keys = [key for group in retire for _, _, key in group]
+        if not all(_complete(w.cta, w, k) for k in keys):
+            return w.block(lambda: all(_complete(w.cta, w, k) for k in keys),
+                           "the other warps of its warpgroup to issue the wgmma it waits for",
+                           retry=True)
         st["groups"] = groups[len(retire):]
         values = st.get("values", {})
         still = {r for g in st["groups"] + [st["open"]] for d, _, _ in g for r in d}
