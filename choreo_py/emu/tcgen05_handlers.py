@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 
+
+from . import warp_converge  # noqa: F401  (bar.warp.sync reconverges the warp)
 from .isa import Unsupported, handler
 from .sm100_desc import DescriptorError
 from .tcgen05 import Tcgen05State
@@ -217,7 +219,7 @@ def _ld(warp, inst):
         pending = warp.async_state.setdefault("tcgen05.ld", [])
         pending.append((regs, values, warp.mask.copy()))
         for reg in regs:
-            warp.inflight_regs[reg] = inst
+            warp.inflight_regs[reg] = (inst, "acc")  # read before wait::ld: a race
     return None
 
 
