@@ -24,6 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .swizzle import swizzle
+
 
 class DescriptorError(ValueError):
     """A descriptor the hardware would reject, or one the emulator does not model."""
@@ -130,7 +132,6 @@ LAYOUT_TYPES = {0: "SWIZZLE_NONE", 1: "SWIZZLE_128B_BASE32B", 2: "SWIZZLE_128B",
                 4: "SWIZZLE_64B", 6: "SWIZZLE_32B"}
 # Width in 16-byte units of one swizzle row (the atom's MN / K extent): Swizzle<B,4,3>.
 _ATOM_UNITS = {"SWIZZLE_NONE": 1, "SWIZZLE_32B": 2, "SWIZZLE_64B": 4, "SWIZZLE_128B": 8}
-_SWIZZLE_BITS = {"SWIZZLE_NONE": 0, "SWIZZLE_32B": 1, "SWIZZLE_64B": 2, "SWIZZLE_128B": 3}
 
 
 @dataclass(frozen=True)
@@ -174,18 +175,18 @@ def _check_modelled(desc: SmemDesc) -> None:
         raise DescriptorError("shared memory descriptor LBO mode 1 (absolute, bit 52) is not modelled")
 
 
-def swizzle_address(addr: np.ndarray | int, layout: str):
-    """Swizzle<B,4,3> on absolute shared-memory byte addresses: bits [4, 4+B) ^= bits [7, 7+B).
+_SWIZZLE_SPAN = {"SWIZZLE_NONE": 0, "SWIZZLE_32B": 32, "SWIZZLE_64B": 64, "SWIZZLE_128B": 128}
 
-    This is CuTe's ``Swizzle<B,4,3> o smem_ptr``: the XOR pattern is a function of the
-    address itself, which is why a tile must start on a 2^(7+B)-byte boundary for the
-    pattern TMA wrote to be the one the MMA reads (base offset 0).
+
+def swizzle_address(addr, layout: str):
+    """Swizzle<B,4,3> on absolute shared-memory byte addresses: bits [4, 4+B) ^= bits [7, 7+B)
+    (the same XOR pattern TMA writes; swizzle.py holds it for both).
+
+    The XOR pattern is a function of the address itself, which is why a tile must start
+    on a 2^(7+B)-byte boundary for the pattern TMA wrote to be the one the MMA reads
+    (base offset 0).
     """
-    b = _SWIZZLE_BITS[layout]
-    if not b:
-        return addr
-    mask = ((1 << b) - 1) << 7
-    return addr ^ ((addr & mask) >> 3)
+    return swizzle(addr, _SWIZZLE_SPAN[layout])
 
 
 def operand_addresses(desc: SmemDesc, major: str, rows: int, k: int, elem_bytes: int) -> np.ndarray:
