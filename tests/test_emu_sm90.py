@@ -358,3 +358,38 @@ def test_waiter_two_phases_behind_is_reported():
               "tensors": {"Y": {"dtype": "f32", "shape": [1]}}}
     with pytest.raises(RaceError, match="two or more phases behind"):
         emulate_ptx(PHASES, launch, {"Y": y})
+
+
+def test_missing_wgmma_fence_is_strict_race_and_relaxed_note():
+    """PTX requires wgmma.fence before the first MMA (ptxas serialises without it): strict
+    mode reports it; --relaxed notes it and computes the same result."""
+    g = torch.Generator().manual_seed(11)
+    a = torch.randn(64, 64, generator=g).to(torch.bfloat16)
+    b = torch.randn(64, 64, generator=g).to(torch.bfloat16)
+    launch = {"grid": [1, 1, 1], "block": [128, 1, 1], "shared_bytes": 40960 + 1024 + 64,
+              "params": [{"name": "tmap_A", "tmap": "A", "box": [64, 64], "swizzle": 128},
+                         {"name": "tmap_B", "tmap": "B", "box": [64, 64], "swizzle": 128},
+                         {"name": "p_y", "ptr": "Y"}],
+              "tensors": {"A": {"dtype": "bf16", "shape": [64, 64]},
+                          "B": {"dtype": "bf16", "shape": [64, 64]},
+                          "Y": {"dtype": "f32", "shape": [128 * 32]}}}
+    ptx = wgmma_ptx(64, False).replace("\twgmma.fence.sync.aligned;\n", "")
+    with pytest.raises(RaceError, match="without a wgmma.fence"):
+        emulate_ptx(ptx, launch, {"A": a, "B": b, "Y": torch.zeros(128 * 32)})
+    y_fenced, y_relaxed = torch.zeros(128 * 32), torch.zeros(128 * 32)
+    emulate_ptx(wgmma_ptx(64, False), launch, {"A": a, "B": b, "Y": y_fenced})
+    stats = EmuStats()
+    emulate_ptx(ptx, launch, {"A": a, "B": b, "Y": y_relaxed}, strict=False, stats=stats)
+    assert torch.equal(y_fenced, y_relaxed)
+    assert len(stats.notes) == 4 and "without a wgmma.fence" in stats.notes[0]
+
+
+def test_accumulator_rescaled_after_the_fence_is_a_race():
+    # causal: without the fence before the last P@V, the output accumulator's rescale by
+    # the softmax step is not ordered before the MMA that accumulates into it
+    ptx = causal_ptx()
+    last = ptx.rindex("\twgmma.fence.sync.aligned;\n")
+    ptx = ptx[:last] + ptx[last:].replace("\twgmma.fence.sync.aligned;\n", "", 1)
+    with pytest.raises(RaceError, match=r"uses accumulator %acc_o\d+, written after the last "
+                                        r"wgmma.fence"):
+        attention(CAUSAL, 256, ptx=ptx)

@@ -605,7 +605,8 @@ def _dec_bra(inst):
         else:
             if uniform:
                 w.machine.race("bra.uni taken by some lanes of the warp and not by others "
-                               "(the branch is declared uniform)", inst, relaxable=True)
+                               "(the branch is declared uniform; the hardware may follow one "
+                               "lane's predicate)", inst)
             w.split(m, target)
         return CONTROL
     return ex

@@ -108,7 +108,29 @@ def _state(w):
 
 @decoder("wgmma.fence")
 def _dec_fence(inst):
-    return lambda w: None
+    def ex(w):
+        # Registers as the fence saw them: a later write replaces the array object (registers
+        # are never changed in place), so `is` tells whether a thread wrote it since.
+        w.async_state["wgmma.fence"] = list(w.R)
+    return ex
+
+
+def _check_fenced(w, inst, regs, what: str) -> None:
+    """PTX ISA: wgmma.fence must order a thread's register accesses before a wgmma.mma_async
+    that uses the same accumulator or A registers (chained MMAs excepted). Without it ptxas
+    serialises the wgmma pipeline (a warning, correct results), so --relaxed notes it."""
+    fenced = w.async_state.get("wgmma.fence")
+    if fenced is None:
+        w.machine.race("wgmma.mma_async without a wgmma.fence before it in this warp", inst,
+                       relaxable=True)
+        w.async_state["wgmma.fence"] = list(w.R)
+        return
+    for r in regs:
+        if w.R[r] is not fenced[r]:
+            w.machine.race(f"wgmma.mma_async uses {what} {w.machine.kernel.reg_names[r]}, written "
+                           f"after the last wgmma.fence (the fence must order that write)",
+                           inst, relaxable=True)
+            fenced[r] = w.R[r]
 
 
 @decoder("wgmma.mma_async")
@@ -149,6 +171,9 @@ def _dec_mma(inst):
             w.machine.race("wgmma.mma_async executed by a warp whose 32 lanes are not all "
                            "converged (.sync.aligned)", inst)
         lane0 = int(np.flatnonzero(w.mask)[0])
+        accumulate = bool(scale_d(w)[lane0])
+        _check_fenced(w, inst, d_regs if accumulate else (), "accumulator")
+        _check_fenced(w, inst, a_regs or (), "A register")
         rank = w.warp_id % 4
         cta = w.cta
         st = _state(w)
@@ -176,7 +201,7 @@ def _dec_mma(inst):
                 amat[_A_ROWS[:, j], _A_COLS[:, j]] = lo
                 amat[_A_ROWS[:, j], _A_COLS[:, j] + 1] = hi
         acc = np.zeros((16, n), dtype=np.float64)
-        if bool(scale_d(w)[lane0]):
+        if accumulate:
             cur = np.stack([_current(w, r) for r in d_regs], axis=1)  # (32, n/2)
             acc[d_rows, d_cols] = cur
         res = (acc + amat.astype(np.float64) @ bmat.astype(np.float64).T).astype(np.float32)
@@ -251,6 +276,9 @@ def _dec_wait(inst):
                     if r not in still and r in values:
                         w.R[r] = values.pop(r)
                         w.inflight_regs.pop(r, None)
+                        fenced = w.async_state.get("wgmma.fence")
+                        if fenced is not None:  # the MMA's own result, not a thread's write
+                            fenced[r] = w.R[r]
                 for r in a_regs or ():
                     if r not in still_a and w.inflight_regs.get(r, (None, ""))[1] == "a":
                         w.inflight_regs.pop(r, None)
