@@ -8,9 +8,9 @@ computed in float64 and rounded once to float32 (the product of two
 float32 is exact in float64; the sum can round twice, which changes the
 last bit in rare ties). The approximate forms are modelled as their
 correctly rounded values (ex2.approx, rcp.approx, lg2.approx, sqrt.approx):
-the hardware's results differ by at most a few ulp (PTX ISA: ex2.approx.f32
-max relative error 2^-22 over its range); docs/emulator.md records what the
-calibration measured.
+the hardware's are approximations (the PTX ISA bounds their error; they are
+not correctly rounded), so an emulated result can differ from the GPU's in
+the last bits; docs/emulator.md records what the calibration measured.
 """
 from __future__ import annotations
 
