@@ -245,3 +245,45 @@ def test_shared_access_outside_the_window_is_an_error():
     body = "\tmov.u32 %v, 1000000;\n\tld.shared.u32 %v, [%v];"
     with pytest.raises(EmuError, match="outside the"):
         run(body, "\t.reg .u32 %v;", x, y)
+
+
+# ---------------------------------------------------------------- the command
+def test_cli_emulates_a_co_file_and_checks_it(capsys):
+    from choreo_py.cli import main
+    rc = main(["emulate", "examples/gemm.co", "--shape", "M=128,N=128,K=64", "--target", "sm_90a",
+               "--schedule", "random", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "schedule=random seed=2 strict" in out and "check matmul" in out and ": ok" in out
+
+
+def test_cli_runs_raw_ptx_with_a_launch_description(tmp_path, capsys):
+    import json
+    from choreo_py.cli import main
+    body = "\tld.global.f32 %x, [%a64];\n\tadd.f32 %x, %x, %x;\n\tst.global.f32 [%b64], %x;"
+    ptx = tmp_path / "double.ptx"
+    ptx.write_text(kernel(body, "\t.reg .f32 %x;"))
+    desc = launch(torch.zeros(32), torch.zeros(32))
+    desc["tensors"]["X"]["init"] = "randn"
+    desc["reference"] = {"output": "Y", "expr": "2 * X"}
+    js = tmp_path / "double.json"
+    js.write_text(json.dumps(desc))
+    assert main(["emulate", str(ptx), "--launch", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "emulated double.ptx" in out and "check 2 * X" in out and ": ok" in out
+    assert main(["emulate", str(ptx)]) == 2
+    assert "needs --launch" in capsys.readouterr().err
+
+
+def test_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
+    import json
+    from choreo_py.cli import main
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    ptx = tmp_path / "hang.ptx"
+    ptx.write_text(kernel("\tbar.sync 1, 96;", ""))
+    js = tmp_path / "hang.json"
+    js.write_text(json.dumps(launch(x, y, 64)))
+    assert main(["emulate", str(ptx), "--launch", str(js)]) == 1
+    err = capsys.readouterr().err
+    assert "deadlock" in err and "warp 0: waits on barrier 1 (64/96 threads arrived)" in err
+    assert "hang.ptx:" in err
