@@ -52,11 +52,6 @@ def _dec_bar_arrive(inst):
     return _bar(inst, False)
 
 
-@decoder("bar.warp.sync")
-def _dec_warp_sync(inst):
-    return lambda w: None
-
-
 # ---------------------------------------------------------------- mbarriers
 def _lanes_addrs(w, addr):
     a = addr(w)
