@@ -82,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
 
-    from .emu.command import add_parser as _add_emulate
+    from .emu.cli_args import add_parser as _add_emulate
     _add_emulate(sub, _common)
     return ap
 

@@ -81,9 +81,18 @@ returns None to continue with the next instruction, or
 """
 from __future__ import annotations
 
-from .api import EmuStats, emulate, emulate_ptx
 from .isa import HANDLERS, handler
 from .report import DeadlockError, EmuError, RaceError
 
 __all__ = ["emulate", "emulate_ptx", "EmuStats", "HANDLERS", "handler", "EmuError",
            "RaceError", "DeadlockError"]
+
+
+def __getattr__(name: str):
+    # The API needs numpy (and torch for tensors): imported on first use, so that the
+    # command line parser can name `choreo emulate`'s options without them.
+    if name in ("emulate", "emulate_ptx", "EmuStats"):
+        from . import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'choreo_py.emu' has no attribute '{name}'")

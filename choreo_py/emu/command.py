@@ -11,34 +11,12 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from ..interp import checks
 from ..interp.api import UsageError, function_dims, load_module, param_shape, param_usage, pick_function
 from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
 from .api import EmuStats, emulate, emulate_ptx
 from .report import EmuError
-
-
-def add_parser(sub, common) -> None:
-    p = sub.add_parser("emulate", help="run the compiled PTX on the CPU emulator and check the result")
-    common(p)
-    p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
-                   help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
-    p.add_argument("--target", default="sm_100a", choices=("sm_100a", "sm_90a"))
-    p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")
-    p.add_argument("--schedule", default="round_robin",
-                   choices=("round_robin", "reverse", "greedy", "random"))
-    p.add_argument("--check", default="auto",
-                   choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"))
-    p.add_argument("--rtol", type=float, default=1e-2,
-                   help="largest relative error ||out - ref|| / ||ref|| accepted")
-    p.add_argument("--relaxed", action="store_true",
-                   help="let pass what hardware is known to tolerate (docs/emulator.md)")
-    p.add_argument("--function", metavar="NAME", help="the __co__ function to run")
-    p.add_argument("--launch", metavar="JSON", help="launch description of a raw .ptx FILE")
-    p.add_argument("--step-limit", type=int, default=20_000_000, metavar="N",
-                   help="warp instructions one CTA may execute")
 
 
 def emulate_command(args) -> int:
