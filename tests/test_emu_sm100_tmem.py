@@ -207,3 +207,93 @@ def test_ld_outside_quarter_and_unallocated():
         st.ld(1, 5, 0, "32x32b", 1, False, None, np.ones(32, bool))
     with pytest.raises(TmemError, match="not allocated"):
         st.ld(0, 5, 32, "32x32b", 1, False, None, np.ones(32, bool))
+
+
+# ----------------------------------------------------------------- raw PTX through the handlers
+ROUNDTRIP = """.version 8.8
+.target sm_100a
+.address_size 64
+.extern .shared .align 128 .b8 smem[];
+
+.visible .entry k(
+\t.param .u64 p_y
+)
+{
+\t.reg .u32 %sm, %tid, %warp, %lane, %t, %addr, %v<4>, %w<4>, %off;
+\t.reg .u64 %py, %o64;
+\t.reg .pred %alloc;
+\tmov.u32 %sm, smem;
+\tmov.u32 %tid, %tid.x;
+\tshr.u32 %warp, %tid, 5;
+\tand.b32 %lane, %tid, 31;
+\tsetp.eq.u32 %alloc, %warp, 0;
+\t@%alloc tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%sm], 64;
+\tbar.sync 0;
+\tld.shared.u32 %t, [%sm];
+\tshl.b32 %addr, %warp, 21;
+\tADDR_FIXUP
+\tadd.u32 %addr, %addr, %t;
+\tmul.lo.u32 %v0, %tid, 4;
+\tadd.u32 %v1, %v0, 1;
+\tadd.u32 %v2, %v0, 2;
+\tadd.u32 %v3, %v0, 3;
+\ttcgen05.st.sync.aligned.16x64b.x4.b32 [%addr], {%v0, %v1, %v2, %v3};
+\tadd.u32 %v0, %v0, 1000;
+\tadd.u32 %v1, %v1, 1000;
+\tadd.u32 %v2, %v2, 1000;
+\tadd.u32 %v3, %v3, 1000;
+\ttcgen05.st.sync.aligned.16x64b.x4.b32 [%addr+1048576], {%v0, %v1, %v2, %v3};
+\ttcgen05.wait::st.sync.aligned;
+\ttcgen05.ld.sync.aligned.32x32b.x2.b32 {%w0, %w1}, [%addr];
+\ttcgen05.wait::ld.sync.aligned;
+\tld.param.u64 %py, [p_y];
+\tmul.lo.u32 %off, %tid, 8;
+\tcvt.u64.u32 %o64, %off;
+\tadd.s64 %py, %py, %o64;
+\tst.global.u32 [%py], %w0;
+\tst.global.u32 [%py+4], %w1;
+\tbar.sync 0;
+\t@%alloc tcgen05.dealloc.cta_group::1.sync.aligned.b32 %t, 64;
+\t@%alloc tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
+\tret;
+}
+"""
+LAUNCH = {"grid": [1, 1, 1], "block": [128, 1, 1], "shared_bytes": 64,
+          "params": [{"name": "p_y", "ptr": "Y"}],
+          "tensors": {"Y": {"dtype": "s32", "shape": [256]}}}
+
+
+def _roundtrip(fixup: str, strict: bool = True):
+    from choreo_py.emu import EmuStats, emulate_ptx
+    y = __import__("torch").zeros(256, dtype=__import__("torch").int32)
+    stats = EmuStats()
+    emulate_ptx(ROUNDTRIP.replace("ADDR_FIXUP", fixup), LAUNCH, {"Y": y}, strict=strict,
+                stats=stats)
+    return y.numpy().astype(np.int64).reshape(128, 2), stats
+
+
+def test_st_16x64b_then_ld_32x32b_through_the_handlers():
+    # Warp w stores at lanes 32w and 32w + 16: .16x64b.x4 puts register r of thread t at
+    # lane 8 (t % 2) + t // 4, column 2 r + (t // 2) % 2 (16 lanes, columns 0-7); the
+    # second store adds 1000. Thread t then loads lane t, columns 0-1 with .32x32b.x2.
+    got, _ = _roundtrip("")
+    want = np.full((128, 2), -1, np.int64)
+    fm = fragment_map("16x64b", 4)
+    for w in range(4):
+        for t in range(32):
+            for r in range(4):
+                lane, col = 32 * w + fm.lane[t, r], fm.col_lo[t, r]
+                if col < 2:
+                    want[lane, col] = 4 * (32 * w + t) + r
+                    want[lane + 16, col] = 4 * (32 * w + t) + r + 1000
+    np.testing.assert_array_equal(got, want)
+
+
+def test_per_thread_tmem_address_strict_and_relaxed():
+    from choreo_py.emu import EmuError
+    fixup = "shl.b32 %off, %lane, 16;\n\tadd.u32 %addr, %addr, %off;"   # base + lane << 16
+    with pytest.raises(EmuError, match="address differs between the threads"):
+        _roundtrip(fixup)
+    got, stats = _roundtrip(fixup, strict=False)
+    assert any("thread 0's value used" in n for n in stats.notes)
+    np.testing.assert_array_equal(got, _roundtrip("")[0])

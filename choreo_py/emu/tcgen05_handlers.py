@@ -64,12 +64,22 @@ def _guarded(fn):
     return run
 
 
-def _uniform(warp, values: np.ndarray, what: str) -> int:
+def _uniform(warp, values: np.ndarray, what: str, relaxable: bool = False) -> int:
+    """The warp-uniform value of a .sync.aligned operand.
+
+    `relaxable`: relaxed mode takes the lowest active thread's value (noted). pyptx's
+    tcgen05 probes, which ran on B200s, pass tcgen05.ld/st a per-thread address
+    (base + lane << 16); their results fit the hardware using one thread's address."""
     lanes = warp.active_lanes()
     v = values[lanes]
     if (v != v[0]).any():
-        raise warp.machine.misuse(f"{what} differs between the threads of the warp "
-                                  "(a .sync.aligned instruction takes one value)", warp.inst)
+        msg = f"{what} differs between the threads of the warp (a .sync.aligned instruction " \
+              "takes one value)"
+        if not (relaxable and warp.machine.relaxed):
+            raise warp.machine.misuse(msg, warp.inst)
+        note = f"{warp.machine.where(warp.inst)}: {msg}; thread {int(lanes[0])}'s value used"
+        if note not in warp.machine.notes:
+            warp.machine.notes.append(note)
     return int(v[0])
 
 
@@ -130,9 +140,11 @@ def _mma_prepare(inst):
     kinds = [p.split("::", 1)[1] for p in inst.parts if p.startswith("kind::")]
     if not kinds:
         raise Unsupported(f"'{inst.opcode}': no .kind")
-    if len(inst.operands) != 5:
-        raise Unsupported(f"'{inst.opcode}': only the [d], a, b, idesc, enable-input-d "
-                          "form (no disable-output-lane mask, no scale) is modelled")
+    ops = inst.operands
+    mask_form = len(ops) == 6 and ops[4].kind == "vec" and len(ops[4].items) == 4
+    if len(ops) != 5 and not mask_form:
+        raise Unsupported(f"'{inst.opcode}': only the [d], a, b, idesc[, disable-output-lane], "
+                          "enable-input-d forms (no scale-input-d) are modelled")
     return kinds[0]
 
 
@@ -141,7 +153,13 @@ def _mma_prepare(inst):
 def _mma(warp, inst):
     st = _state(warp)
     kind = inst.data
-    d_op, a_op, b_op, idesc_op, en_op = inst.operands
+    d_op, a_op, b_op, idesc_op = inst.operands[:4]
+    en_op = inst.operands[-1]
+    if len(inst.operands) == 6:   # disable-output-lane: modelled when it disables nothing
+        masks = [_scalar(warp, item, "b32")[warp.mask] for item in inst.operands[4].items]
+        if any(m.any() for m in masks):
+            raise warp.machine.misuse("tcgen05.mma with a non-zero disable-output-lane mask "
+                                      "is not modelled", inst)
     d_addr = warp.addr(d_op).astype(np.int64)
     a_tmem = a_op.kind == "addr"
     a_val = warp.addr(a_op).astype(np.int64) if a_tmem else _scalar(warp, a_op, "b64")
@@ -209,7 +227,7 @@ def _ld(warp, inst):
     shape, num, pack = inst.data
     vec, addr = inst.operands[0], inst.operands[1]
     split = _half_split(warp, inst, shape, inst.operands[2]) if shape == "16x32bx2" else None
-    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.ld address")
+    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.ld address", True)
     values, now = st.ld(warp.warp_id, inst.line, taddr, shape, num, pack, split, warp.mask)
     _flush(warp, st)
     regs = [item.reg for item in vec.items]
@@ -244,7 +262,7 @@ def _st(warp, inst):
     shape, num, pack = inst.data
     addr, vec = inst.operands[0], inst.operands[-1]
     split = _half_split(warp, inst, shape, inst.operands[1]) if shape == "16x32bx2" else None
-    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.st address")
+    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.st address", True)
     values = np.stack([_scalar(warp, item, "b32") for item in vec.items], axis=1)
     st.st(warp.warp_id, inst.line, taddr, shape, num, pack, split, values, warp.mask)
     return None
