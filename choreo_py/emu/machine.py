@@ -190,6 +190,8 @@ class CTA:
                     continue
                 if all(w.done for w in warps):
                     return
+                if any([w.wake() for w in warps if w.blocked and not w.done]):
+                    continue  # a wait already satisfied when it parked
                 raise self._deadlock()
             w, quantum = order.pick(runnable)
             self.running = w
@@ -234,6 +236,7 @@ class Machine:
         self.ptx_name = ptx_name
         self.step_limit = step_limit
         self.notes: list[str] = []  # what relaxed mode let pass
+        self._noted: set = set()
         self.prog = self._decode(kernel)
         self.instructions = 0
 
@@ -264,7 +267,10 @@ class Machine:
         if other is not None:
             details.append(f"with: {report.show(other, self.ptx_name)}")
         if relaxable and self.relaxed:
-            self.notes.append(f"{self.where(inst)}: {message}")
+            note = f"{self.where(inst)}: {message}"
+            if note not in self._noted:  # once per instruction and message, not per execution
+                self._noted.add(note)
+                self.notes.append(note)
             return
         raise RaceError(message, self.where(inst), details)
 
