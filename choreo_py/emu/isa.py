@@ -49,7 +49,7 @@ def decoder(*opcodes: str):
 
 def _loaded() -> None:
     # The instruction families register themselves on import.
-    from . import isa_alu, isa_mem, isa_sync, isa_tma, isa_wgmma, warp_converge  # noqa: F401
+    from . import isa_alu, isa_mem, isa_sync, isa_tma, isa_warp, isa_wgmma, warp_converge  # noqa: F401
     try:  # the Blackwell families (tcgen05, TMEM) when present
         from . import tcgen05_handlers  # noqa: F401
     except ImportError as err:
