@@ -193,8 +193,8 @@ def spec_of(path: str, target: str = "sm_90a", sms: int | None = None):
     return from_co(path, target, (), {"NUM_SMS": str(sms)} if sms else None)
 
 
-def attention(path, s, schedule="round_robin", seed=0, sms=None, causal=True, ptx=None):
-    q, k, v = bshd(1, s, 1, 1), bshd(1, s, 1, 2), bshd(1, s, 1, 3)
+def attention(path, s, schedule="round_robin", seed=0, sms=None, causal=True, ptx=None, b=1, h=1):
+    q, k, v = bshd(b, s, h, 1), bshd(b, s, h, 2), bshd(b, s, h, 3)
     o = torch.full_like(q, float("nan"))
     spec = spec_of(path, "sm_90a", sms)
     if ptx is not None:
@@ -230,6 +230,13 @@ def test_attention_examples_match_sdpa(path, s, schedule, sms, causal):
     err, o, _ = attention(path, s, schedule, seed=3, sms=sms, causal=causal)
     assert not o.float().isnan().any()
     assert err < 5e-3
+
+
+def test_batches_and_heads_address_their_own_tiles():
+    err, o, _ = attention("examples/flash_atten.co", 128, "random", seed=4, causal=False, b=2, h=2)
+    assert not o.float().isnan().any() and err < 5e-3
+    err, o, _ = attention("examples/flash_atten_persistent.co", 128, "round_robin", sms=3, b=2, h=2)
+    assert not o.float().isnan().any() and err < 5e-3
 
 
 @pytest.mark.parametrize("m,n,k,schedule", [(128, 128, 64, "round_robin"),
