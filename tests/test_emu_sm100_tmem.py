@@ -297,3 +297,45 @@ def test_per_thread_tmem_address_strict_and_relaxed():
     got, stats = _roundtrip(fixup, strict=False)
     assert any("thread 0's value used" in n for n in stats.notes)
     np.testing.assert_array_equal(got, _roundtrip("")[0])
+
+
+BALLOT = """.version 8.8
+.target sm_100a
+.address_size 64
+
+.visible .entry k(
+\t.param .u64 p_y
+)
+{
+\t.reg .u32 %tid, %lane, %b, %off;
+\t.reg .u64 %py, %o64;
+\t.reg .pred %odd, %lead;
+\tmov.u32 %tid, %tid.x;
+\tand.b32 %lane, %tid, 31;
+\tsetp.eq.u32 %lead, %lane, 0;
+\t@!%lead bra SKIP;
+\tadd.u32 %lane, %lane, 0;
+SKIP:
+\tbar.warp.sync -1;
+\tand.b32 %b, %lane, 1;
+\tsetp.eq.u32 %odd, %b, 1;
+\tvote.sync.ballot.b32 %b, %odd, -1;
+\tld.param.u64 %py, [p_y];
+\tmul.lo.u32 %off, %tid, 4;
+\tcvt.u64.u32 %o64, %off;
+\tadd.s64 %py, %py, %o64;
+\tst.global.u32 [%py], %b;
+\tret;
+}
+"""
+
+
+def test_vote_ballot_after_a_reconverged_branch():
+    import torch
+    from choreo_py.emu import emulate_ptx
+    y = torch.zeros(64, dtype=torch.int32)
+    emulate_ptx(BALLOT, {"grid": [1, 1, 1], "block": [64, 1, 1], "shared_bytes": 0,
+                         "params": [{"name": "p_y", "ptr": "Y"}],
+                         "tensors": {"Y": {"dtype": "s32", "shape": [64]}}}, {"Y": y},
+                schedule="random", seed=4)
+    assert (y.numpy().view(np.uint32) == 0xAAAAAAAA).all()       # the odd lanes' votes

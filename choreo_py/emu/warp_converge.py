@@ -46,3 +46,29 @@ def _dec_warp_sync(inst):
         w.repick()
         return CONTROL
     return ex
+
+
+@decoder("vote.sync.ballot", "vote.ballot")
+def _dec_vote_ballot(inst):
+    """`vote.sync.ballot.b32 d, p, membermask`: bit i of d is lane i's p, for the lanes
+    executing it (the mask's other live lanes must execute it too: reported otherwise,
+    as for shfl.sync)."""
+    from .isa_alu import writer
+    from .isa_support import machine
+    m = machine()
+    ops = inst.operands
+    p = operand_reader(ops[1], "pred", m)
+    member = operand_reader(ops[2], "u32", m) if len(ops) > 2 else None
+    wr = writer(ops[0], "b32", m)
+    bits = np.uint32(1) << np.arange(LANES, dtype=np.uint32)
+
+    def ex(w):
+        if member is not None:
+            want = (member(w) & bits) != 0
+            missing = w.live & want & ~w.mask
+            if missing.any():
+                w.machine.race(f"vote.sync: lane {int(np.flatnonzero(missing)[0])} of its "
+                               "membermask does not execute it", inst)
+        votes = np.asarray(p(w), bool) & w.mask
+        wr(w, np.full(LANES, np.bitwise_or.reduce(np.where(votes, bits, 0)), np.uint32))
+    return ex
