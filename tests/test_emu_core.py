@@ -287,3 +287,14 @@ def test_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "deadlock" in err and "warp 0: waits on barrier 1 (64/96 threads arrived)" in err
     assert "hang.ptx:" in err
+
+
+def test_cli_runs_a_pyptx_module_with_its_launch_facts(tmp_path, capsys):
+    from choreo_py.cli import main
+    mod = tmp_path / "gemm.sm90a.py"
+    assert main(["compile", "examples/gemm.co", "--target", "sm_90a", "-o", str(mod)]) == 0
+    assert main(["emulate", str(mod), "--shape", "M=128,N=128,K=128", "--schedule", "reverse"]) == 0
+    out = capsys.readouterr().out
+    assert "emulated gemm (gemm.sm90a.py) target=sm_90a" in out and "check: C" in out and ": ok" in out
+    assert main(["emulate", str(mod), "--shape", "M=128"]) == 2
+    assert "missing --shape entries for K, N" in capsys.readouterr().err
