@@ -144,9 +144,12 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
     staged: dict[str, str] = {}
     seen: set[str] = set()
     lane0: set[str] = set()
+    loaded = {s.frag for s in ir.walk(kernel.body) if isinstance(s, ir.MmaLoad)}
     for use in uses:
         names = [(use.stmt.acc, "acc")]
-        if isinstance(use.stmt.a, str):
+        if isinstance(use.stmt.a, str) and use.stmt.a in loaded:
+            pass  # an mma.load fragment: the lowering refuses mma.load by name first
+        elif isinstance(use.stmt.a, str):
             problem = _operand_problem(kernel, use)
             if problem:
                 staged[use.stmt.a] = problem
