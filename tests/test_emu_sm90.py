@@ -398,3 +398,13 @@ def test_accumulator_rescaled_after_the_fence_is_a_race():
     with pytest.raises(RaceError, match=r"uses accumulator %acc_o\d+, written after the last "
                                         r"wgmma.fence"):
         attention(CAUSAL, 256, ptx=ptx)
+
+
+def test_staging_reused_before_the_bulk_store_read_it_is_a_race():
+    # persistent: the next tile's epilogue writes the output staging tile again; without
+    # cp.async.bulk.wait_group.read the previous tile's TMA store may still be reading it
+    path = "examples/flash_atten_persistent.co"
+    ptx = drop(spec_of(path, "sm_90a", 1).ptx, r"^\tcp\.async\.bulk\.wait_group\.read 0;\n")
+    with pytest.raises(RaceError, match="st.shared overwrites shared memory .* that an "
+                                        "asynchronous operation still reads"):
+        attention(path, 256, sms=1, ptx=ptx)

@@ -138,9 +138,8 @@ def _tma_store(inst, m):
                 if op["done"]:
                     return
                 op["done"] = True
-                if not op["read_done"]:
-                    op["read_done"] = True
-                    cta.races.release(op["key"])
+                # the source stays an in-flight read until the thread's wait_group(.read):
+                # the only completion the program can observe
                 sl = _box_slices(tmap, cs)
                 if sl is not None:
                     m.launch.gmem.elements(tmap)[sl[1]] = data[sl[0]]
@@ -171,11 +170,10 @@ def _dec_bulk_wait(inst):
         older = st["groups"][:len(st["groups"]) - keep] if keep else st["groups"]
         for group in older:
             for op in group:
-                if read_only:
-                    if not op["read_done"]:
-                        op["read_done"] = True
-                        w.cta.races.release(op["key"])
-                else:
+                if not op["read_done"]:
+                    op["read_done"] = True
+                    w.cta.races.release(op["key"])
+                if not read_only:
                     op["land"]()
         if not read_only:
             st["groups"] = st["groups"][len(older):]
