@@ -95,3 +95,16 @@ def test_tmem_a_operand_and_its_accumulator_at_lane_0():
     spans = sorted((r.col_start, r.col_start + r.ncols) for r in plan.regions
                    if r.frag in ("acc_s_cast", "acc_o"))
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+def test_a_tile_also_read_by_the_threads_keeps_every_thread_waiting():
+    # If the role also loads the K tile into registers (mma.load), kf no longer guards
+    # only MMA operands: every thread must see the load complete.
+    import copy
+
+    from choreo_py import ir
+    k = copy.deepcopy(_kernel("flash_atten_causal"))
+    role = _mma_role(k)
+    mma = next(s for s in ir.walk(role.body) if isinstance(s, ir.Mma) and s.b.base == "k_buf")
+    role.body.append(ir.MmaLoad(frag="k_regs", src=copy.deepcopy(mma.b)))
+    assert not mma_only_event(k, role, "kf") and mma_only_event(k, role, "vf")
