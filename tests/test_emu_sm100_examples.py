@@ -210,3 +210,13 @@ def test_ld_before_the_mma_completes_is_a_race():
     for schedule in ("greedy", "round_robin"):
         with pytest.raises(RaceError, match="never written|has not completed"):
             attention(CAUSAL, 128, schedule, ptx=ptx.replace(m.group(0), ""))
+
+
+def test_a_warp_outside_its_lane_quarter_is_refused():
+    # warp_lanes = (tid & 32) << 16: warps 2 and 3 of each consumer reach lanes 0-63,
+    # outside their quarters (64-95, 96-127)
+    ptx, n = re.subn(r"and\.b32 %warp_lanes, %p_tid, 96;", "and.b32 %warp_lanes, %p_tid, 32;",
+                     spec_of(CAUSAL).ptx)
+    assert n >= 1
+    with pytest.raises(EmuError, match=r"outside its lanes (64\.\.95|96\.\.127)"):
+        attention(CAUSAL, 128, "round_robin", ptx=ptx)
