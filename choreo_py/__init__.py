@@ -17,6 +17,16 @@ def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=None, **k
     return _interpret(path, tensors, schedule=schedule, seed=seed, owners=owners, **kwargs)
 
 
+def emulate(path, tensors, *, target="sm_100a", **kwargs):
+    """Compiles `path` for `target` and runs its PTX on the CPU emulator, in place on `tensors`.
+
+    See `choreo_py.emu.api.emulate` (imported on first use, as it needs numpy and torch).
+    """
+    from .emu.api import emulate as _emulate
+
+    return _emulate(path, tensors, target=target, **kwargs)
+
+
 def _register_semantic_checks() -> None:
     # `choreo check` = parse-level checks, the whole-language rules, then semantic
     # analysis and the passes.

@@ -146,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the __co__ function to run (default: the first)")
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
+
+    from .emu.cli_args import add_parser as _add_emulate
+    _add_emulate(sub, _common)
     return ap
 
 
@@ -175,6 +178,10 @@ def _run(args: argparse.Namespace) -> int:
         from .interp.command import run_command
 
         return run_command(args)
+    if args.cmd == "emulate":
+        from .emu.command import emulate_command
+
+        return emulate_command(args)
     raise InternalError(f"unknown command {args.cmd}")
 
 

@@ -14,11 +14,12 @@ Layers, lowest first; a module may import its own layer and those below:
               parse_checks, frontend, grammar
     sema      sema/                                    AST -> IR (no target)
     passes    passes/                                  IR -> IR facts
-    lowering  lowering/   interp/   emu/               IR -> pyptx | IR (or pyptx) run on the CPU
+    lowering  lowering/   interp/                      IR -> pyptx | IR run on the CPU
     runtime   runtime/                                 pyptx -> PTX, cubin, launch
     driver    driver                                   the pipeline's order
+    emulator  emu/                                     the emitted PTX run on the CPU
     command   cli, compile_command, __init__,         the user's entry points
-              __main__, interp.command
+              __main__, interp.command, emu.command
 """
 from __future__ import annotations
 
@@ -30,14 +31,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIRS = {"choreo_py": ROOT / "choreo_py", "choreo_py.grammar": ROOT / "grammar",
                 "choreo_py.lowering": ROOT / "lowering"}
-LAYERS = ["base", "ir", "frontend", "sema", "passes", "lowering", "runtime", "driver", "command"]
+LAYERS = ["base", "ir", "frontend", "sema", "passes", "lowering", "runtime", "driver", "emulator",
+          "command"]
 MAX_LINES = 600
 
 
 def layer_of(module: str) -> str:
     parts = module.split(".")
     top = parts[1] if len(parts) > 1 else "__init__"
-    if module == "choreo_py.interp.command":  # `choreo run`: a command, beside the CLI
+    if module in ("choreo_py.interp.command", "choreo_py.emu.command"):  # `run`, `emulate`
         return "command"
     if top in ("source", "diagnostics", "targets", "construct_names", "progress",
                "pygments_lexer"):
@@ -51,7 +53,9 @@ def layer_of(module: str) -> str:
         return "sema"
     if top in ("sema", "passes", "runtime", "driver"):
         return top
-    if top in ("lowering", "interp", "emu"):  # emu: the emulator, beside the interpreter
+    if top == "emu":  # the emulator runs what the driver compiled (it never reads lowering/)
+        return "emulator"
+    if top in ("lowering", "interp"):
         return "lowering"
     if top in ("cli", "compile_command", "__init__", "__main__"):
         return "command"

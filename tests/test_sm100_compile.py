@@ -195,10 +195,12 @@ def test_shared_memory_descriptors_in_ptx(ptxs):
 def test_tmem_offsets_in_ptx(ptxs, seed_plan):
     ptx = ptxs["flash_atten_causal"]
     assert f"[%smem_base+{_tmem_slot()}], {seed_plan.alloc_columns};" in ptx
-    lane = seed_plan.region("acc_s", 1).offset - seed_plan.region("acc_s", 0).offset
-    for frag in ("acc_s", "acc_o", "acc_s_cast"):
-        assert seed_plan.region(frag, 1).offset - seed_plan.region(frag, 0).offset == lane
-        assert f"mad.lo.u32 %{frag}_tmem, %mma_instance, {lane}, %tmem;" in ptx
+    # S: consumer 1 one lane half (16 lanes) on; O and P (the P@V operands in TMEM):
+    # lane 0, their own columns per consumer.
+    steps = {"acc_s": 16 << 16, "acc_o": 128, "acc_s_cast": 64}
+    for frag, step in steps.items():
+        assert seed_plan.region(frag, 1).offset - seed_plan.region(frag, 0).offset == step
+        assert f"mad.lo.u32 %{frag}_tmem, %mma_instance, {step}, %tmem;" in ptx
         col = seed_plan.region(frag, 0).col_start
         if col:
             assert f"add.u32 %{frag}_tmem, %{frag}_tmem, {col};" in ptx
@@ -292,7 +294,7 @@ def test_tmem_oversubscription_names_the_accumulators():
     with pytest.raises(ChoreoError) as e:
         lower_module(m, "flash_atten_causal.co")
     msg = e.value.message
-    assert "over-subscribed" in msg and "640 columns" in msg
+    assert "over-subscribed" in msg and "1024 columns" in msg
     for part in ("acc_s[0]", "acc_o[1]", "acc_s_cast[1]"):
         assert part in msg
 

@@ -62,7 +62,9 @@ def test_constants_match_the_plan():
     for frag, col in (("acc_s", fa.TMEM_S), ("acc_o", fa.TMEM_O), ("acc_s_cast", fa.TMEM_P)):
         for cid in range(fa.NUM_CONSUMERS):
             r = plan.region(frag, cid)
-            assert (r.col_start, r.lane_align) == (col, fa.LANE_ALIGN * cid)
+            step = fa.TMEM_STEP[frag]
+            lane, cols = (step >> 16) * cid, (step & 0xFFFF) * cid
+            assert (r.col_start, r.lane_align) == (col + cols, lane)
     assert fa.IDESC_PV == d.instr_desc_f16(64, 128, b_major="MN", a_in_tmem=True)
     assert fa.DYN_SMEM_BYTES <= 227 * 1024
     # every barrier and the TMEM slot sit after the 1024-aligned tiles

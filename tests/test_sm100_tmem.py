@@ -32,15 +32,17 @@ def test_seed_plan(seed_kernel):
     assert (plan.role, plan.instances) == ("p > 0", 2)
     got = [(r.frag, r.instance, r.kind, r.layout, r.lane_align, r.col_start, r.ncols)
            for r in plan.regions]
-    # Two M=64 consumers share columns at lane alignments 0 and 16 (layout F);
-    # S (f32, 128 columns), O (f32, 128), P (bf16 packed two per column: 64).
+    # S (f32, 128 columns) of the two M=64 consumers shares columns at lane alignments
+    # 0 and 16 (layout F). P (bf16 packed two per column: 64) is the TMEM A operand of
+    # P@V, so P and O, the accumulator of that MMA, stay at lane 0 with their own
+    # columns per consumer (CUTLASS's NonInterleaved TMEM-A allocation).
     assert got == [
         ("acc_s", 0, "acc", "F", 0, 0, 128), ("acc_s", 1, "acc", "F", 16, 0, 128),
-        ("acc_o", 0, "acc", "F", 0, 128, 128), ("acc_o", 1, "acc", "F", 16, 128, 128),
-        ("acc_s_cast", 0, "operand", "F", 0, 256, 64),
-        ("acc_s_cast", 1, "operand", "F", 16, 256, 64),
+        ("acc_o", 0, "acc", "F", 0, 128, 128), ("acc_o", 1, "acc", "F", 0, 256, 128),
+        ("acc_s_cast", 0, "operand", "F", 0, 384, 64),
+        ("acc_s_cast", 1, "operand", "F", 0, 448, 64),
     ]
-    assert (plan.columns_used, plan.alloc_columns) == (320, 512)
+    assert (plan.columns_used, plan.alloc_columns) == (512, 512)
     assert plan.staged == {}
 
 
@@ -49,11 +51,14 @@ def test_seed_region_addresses(seed_kernel):
     # Offsets from the allocated base: lane alignment in bits 31-16, column in 15-0.
     assert plan.region("acc_s", 0).offset == 0x0000_0000
     assert plan.region("acc_s", 1).offset == 0x0010_0000
-    assert plan.region("acc_o", 1).offset == 0x0010_0080
-    assert plan.region("acc_s_cast", 1).offset == 0x0010_0100
-    # Consumer 1, warp 3 loads its O rows from lane 96 + 16 = 112, column 128.
+    assert plan.region("acc_o", 1).offset == 0x0000_0100
+    assert plan.region("acc_s_cast", 1).offset == 0x0000_01C0
+    # Consumer 1, warp 3 loads its S rows from lane 96 + 16 = 112, column 0, and its
+    # O rows from lane 96, column 256.
+    r = plan.region("acc_s", 1)
+    assert d.ld_base_addr(64, 3, r.lane_align, r.col_start) == 0x0070_0000
     r = plan.region("acc_o", 1)
-    assert d.ld_base_addr(64, 3, r.lane_align, r.col_start) == 0x0070_0080
+    assert d.ld_base_addr(64, 3, r.lane_align, r.col_start) == 0x0060_0100
     with pytest.raises(KeyError):
         plan.region("acc_s", 2)
 
@@ -61,8 +66,9 @@ def test_seed_region_addresses(seed_kernel):
 def test_seed_summary_is_printable(seed_kernel):
     text = plan_tmem(seed_kernel).summary()
     assert text.splitlines()[0] == ("tmem plan for flash_atten: role (p > 0) x 2, "
-                                    "320 columns used, tcgen05.alloc 512")
-    assert "acc_s_cast[1] bf16[64, 128] layout F lanes+16 cols 256..319 (64)" in text
+                                    "512 columns used, tcgen05.alloc 512")
+    assert "acc_s[1] f32[64, 128] layout F lanes+16 cols 0..127 (128)" in text
+    assert "acc_s_cast[1] bf16[64, 128] layout F lanes+0 cols 448..511 (64)" in text
 
 
 def test_m128_instances_take_their_own_columns(seed_kernel):
@@ -77,9 +83,9 @@ def test_m128_instances_take_their_own_columns(seed_kernel):
 
 
 def test_wide_accumulators_oversubscribe(seed_kernel):
-    # N = 256: S 256 + O 256 + P 128 = 640 columns even with the lane sharing.
+    # N = 256: S 256 (shared by lane halves) + O 2 x 256 + P 2 x 128 = 1024 columns.
     k = _variant(seed_kernel, acc_s=(64, 256), acc_o=(64, 256), acc_s_cast=(64, 256))
-    with pytest.raises(ChoreoError, match=r"need 640 columns, more than the 512"):
+    with pytest.raises(ChoreoError, match=r"need 1024 columns, more than the 512"):
         plan_tmem(k)
 
 
@@ -97,9 +103,11 @@ def test_single_m128_instance_fits(seed_kernel):
 def test_small_plan_rounds_to_power_of_two(seed_kernel):
     k = _variant(seed_kernel, acc_s=(64, 32), acc_o=(64, 16), acc_s_cast=(64, 32))
     plan = plan_tmem(k)
-    # regions start on 32-column boundaries: S 0..31, O 32..47, P 64..79
-    assert [r.col_start for r in plan.regions if r.instance == 0] == [0, 32, 64]
-    assert (plan.columns_used, plan.alloc_columns) == (80, 128)
+    # regions start on 32-column boundaries: S 0..31 (both lane halves), O 32..47 and
+    # 64..79, P 96..111 and 128..143 (lane 0, one block per consumer)
+    assert [r.col_start for r in plan.regions if r.instance == 0] == [0, 32, 96]
+    assert [r.col_start for r in plan.regions if r.instance == 1] == [0, 64, 128]
+    assert (plan.columns_used, plan.alloc_columns) == (144, 256)
 
 
 def test_operand_not_k_major_is_staged(seed_kernel):

@@ -94,10 +94,14 @@ DYN_SMEM_BYTES = SMEM_END + SMEM_ALIGN     # room to round the base up
 
 # Tensor memory: the plan_tmem result for the seed (tests/test_sm100_tmem.py).
 TMEM_ALLOC_COLS = 512
+# S is shared by the consumers' lane halves (consumer c at lanes + 16c, layout F);
+# P, the TMEM A operand of P@V, and O, that MMA's accumulator, stay at lane 0 with
+# columns of their own per consumer (CUTLASS's NonInterleaved TMEM-A allocation).
 TMEM_S = 0                                 # acc_s, f32 [64, 128]
-TMEM_O = 128                               # acc_o, f32 [64, 128]
-TMEM_P = 256                               # acc_s_cast, bf16 [64, 128] packed in 64 columns
-LANE_ALIGN = 16                            # consumer c: lanes + 16c (layout F)
+TMEM_O = 128                               # acc_o, f32 [64, 128]; consumer c: + 128c
+TMEM_P = 384                               # acc_s_cast, bf16 [64, 128] in 64 columns; + 64c
+LANE_ALIGN = 16                            # acc_s of consumer c: lanes + 16c
+TMEM_STEP = {"acc_s": LANE_ALIGN << 16, "acc_o": 128, "acc_s_cast": 64}
 HALF = BLOCK_N // 2                        # columns per thread of a 16x32bx2 load
 ALLOC_WARP = 4                             # consumer 0's first warp allocates and frees
 
@@ -274,12 +278,15 @@ class _Consumer:
 
     def _tmem_addresses(self) -> None:
         tmem = self.tmem_base()
-        # Region base of this consumer (what its MMAs name): lane alignment 16 * cid.
-        region = reg.scalar(b32)
-        ptx.inst.mad.lo.u32(region, self.cid, LANE_ALIGN << 16, tmem)
-        self.d_s = tmem_offset(region, TMEM_S)
-        self.d_o = tmem_offset(region, TMEM_O)
-        self.a_p = tmem_offset(region, TMEM_P)
+        # Region bases of this consumer (what its MMAs name): S at lane alignment
+        # 16 * cid, O and P at lane 0 and columns of their own.
+        def region(col: int, step: int) -> Reg:
+            out = reg.scalar(b32)
+            ptx.inst.mad.lo.u32(out, self.cid, step, tmem)
+            return tmem_offset(out, col)
+        self.d_s = region(TMEM_S, TMEM_STEP["acc_s"])
+        self.d_o = region(TMEM_O, TMEM_STEP["acc_o"])
+        self.a_p = region(TMEM_P, TMEM_STEP["acc_s_cast"])
         # This warp's rows: lanes 32 * (warp % 4) on from the region (9.7.16.8.1).
         quarter = reg.scalar(u32)
         ptx.inst.and_.b32(quarter, self.warp, 3)

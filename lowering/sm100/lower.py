@@ -15,6 +15,8 @@ accumulator work. The tcgen05 target also uses the core's optional hooks
 - kernel entry and role exit: one warp allocates tensor memory before the
   block barrier that follows the mbarrier initialisation, and frees it when
   the MMA role ends;
+- `wait` on an event whose tile only MMAs read is the issuing thread's alone
+  (lower_wait.py: a thread left behind could miss a phase of the ring);
 - after an `apply` (or copy) that writes a bf16 A operand, its registers go
   to the operand's TMEM columns, where the next MMA reads it; `mma.store`
   uses lower_store.py (a thread's columns are a run of one row here).
@@ -30,6 +32,7 @@ from ..core.context import Lowering
 from ..core.kernel import lower_module as _lower_module
 from .lower_flow import writes
 from .lower_store import mma_store
+from .lower_wait import wait as issuer_wait
 from .target import Sm100Target
 
 ARCH = "sm_100a"
@@ -40,7 +43,8 @@ class Sm100Lowering(Sm100Target):
     """The tcgen05 target with the core hooks it needs."""
 
     # (mma.load is refused by the target's record: choreo_py/targets.py)
-    handlers = {ir.MmaStore: lambda lw, s, last: mma_store(lw, s)}
+    handlers = {ir.MmaStore: lambda lw, s, last: mma_store(lw, s),
+                ir.Wait: lambda lw, s, last: issuer_wait(lw.target, lw, s)}
 
     def __init__(self) -> None:
         super().__init__()

@@ -398,11 +398,12 @@ class Sm100Target:
 
     def _region_terms(self, name: str) -> tuple[int, int, int]:
         """(lane step, column step, base) such that the plan's region of instance i is
-        base + (i & 1) * lane + (i >> 1) * col for M = 64 (pairs share columns at lane
-        offsets 0 and 16), base + i * col for M = 128."""
+        base + (i & 1) * lane + (i >> 1) * col for M = 64 pairs sharing columns at lane
+        offsets 0 and 16, base + i * col otherwise (M = 128, or an M = 64 fragment kept
+        at lane 0 because an MMA reads A from tensor memory)."""
         rs = sorted((r for r in self.plan.regions if r.frag == name), key=lambda r: r.instance)
         base = rs[0].offset
-        if self.m == 64:
+        if self.m == 64 and any(r.lane_align for r in rs):
             lane = LANE16 if len(rs) > 1 else 0
             col = rs[2].offset - base if len(rs) > 2 else 0
             want = [base + (i & 1) * lane + (i >> 1) * col for i in range(len(rs))]

@@ -12,11 +12,17 @@ Layout rules (PTX ISA 9.1, 9.7.16.10.5 "Data path layout organization"):
   every instance needs its own columns.
 * M = 64 (layout F, cta_group::1 without .ws): 4x1 data paths, half used.
   Rows 16q..16q+15 sit in lanes 32q + a + (0..15) with lane alignment
-  a in {0, 16}. Two M=64 instances therefore share the same columns, one at
-  alignment 0 and one at 16: instance i gets a = 16 * (i % 2) and the column
-  block of pair i // 2. The ISA requires A and D of one MMA to use the same
-  alignment, which holds because an instance's operand and accumulators get
-  the same a.
+  a in {0, 16}. Two M=64 instances of an accumulator fed from shared memory
+  share the same columns, one at alignment 0 and one at 16: instance i gets
+  a = 16 * (i % 2) and the column block of pair i // 2 (CUTLASS's default
+  "Interleaved" tmem_frg allocation does the same for M=64 accumulators).
+* An A operand read from TMEM, and the accumulator of every MMA that reads
+  one, stay at lane alignment 0 with a column block per instance. A and D of
+  such an MMA must sit on the same lanes, and CUTLASS allocates both
+  "NonInterleaved" (lane 0) for its TMEM-A atoms (SM100_MMA_*_TS): the upper
+  half-subpartition as an A source is a path no CUTLASS kernel exercises, so
+  the lowering does not depend on it. For the seed this uses exactly 512
+  columns: S 0..127 (lanes 0/16), O 128..383, P 384..511.
 * Columns: an f32 (or f16, unpacked: 9.7.16.10.4.1) accumulator [M, N] takes N
   columns; a 16-bit A operand [M, K] takes K / 2 columns (two elements packed
   per 32-bit cell, the lower column in the low half), read by the
@@ -132,18 +138,24 @@ def _operand_problem(kernel: ir.Kernel, use: _MmaUse) -> Optional[str]:
 
 
 def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
-    """(frag, kind) in first-use order, the owning role, and staged operands."""
+    """(frag, kind) in first-use order, the owning role, staged operands, and the
+    fragments an MMA with a TMEM A operand touches (kept at lane alignment 0)."""
     wanted: list[tuple[ir.Frag, str]] = []
     staged: dict[str, str] = {}
     seen: set[str] = set()
+    lane0: set[str] = set()
+    loaded = {s.frag for s in ir.walk(kernel.body) if isinstance(s, ir.MmaLoad)}
     for use in uses:
         names = [(use.stmt.acc, "acc")]
-        if isinstance(use.stmt.a, str):
+        if isinstance(use.stmt.a, str) and use.stmt.a in loaded:
+            pass  # an mma.load fragment: the lowering refuses mma.load by name first
+        elif isinstance(use.stmt.a, str):
             problem = _operand_problem(kernel, use)
             if problem:
                 staged[use.stmt.a] = problem
             else:
                 names.append((use.stmt.a, "operand"))
+                lane0.update((use.stmt.a, use.stmt.acc))
         for name, kind in names:
             if name not in seen:
                 seen.add(name)
@@ -152,7 +164,7 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
     if len(roles) > 1:
         raise ChoreoError("tcgen05 lowering: MMAs of one kernel must sit in one role "
                           f"(found {len(roles)})", uses[0].stmt.loc)
-    return wanted, next(iter(roles.values())), staged
+    return wanted, next(iter(roles.values())), staged, lane0
 
 
 def _columns(frag: ir.Frag, kind: str) -> int:
@@ -169,22 +181,23 @@ def _columns(frag: ir.Frag, kind: str) -> int:
 
 # ---------------------------------------------------------------- placement
 
-def _place(wanted, instances: int) -> list[TmemRegion]:
+def _place(wanted, instances: int, lane0: frozenset = frozenset()) -> list[TmemRegion]:
     """Column blocks per instance group: M = 64 instances share a block two by two
-    (lane alignments 0 and 16); M = 128 instances each take a block."""
+    (lane alignments 0 and 16) unless the fragment is in `lane0` (a TMEM A operand
+    or its accumulator); M = 128 instances and `lane0` fragments each take a block."""
     regions: list[TmemRegion] = []
     next_col = 0
     for frag, kind in wanted:
         rows = frag.shape[0]
         ncols = _columns(frag, kind)
-        per_block = 2 if rows == 64 else 1
+        per_block = 2 if rows == 64 and frag.name not in lane0 else 1
         for group in range((instances + per_block - 1) // per_block):
             start = -(-next_col // REGION_ALIGN) * REGION_ALIGN
             for inst in range(group * per_block, min(instances, (group + 1) * per_block)):
                 regions.append(TmemRegion(
                     frag=frag.name, kind=kind, dtype=frag.dtype, rows=rows, cols=frag.shape[1],
                     instance=inst, layout="F" if rows == 64 else "D",
-                    lane_align=16 * (inst % 2) if rows == 64 else 0,
+                    lane_align=16 * (inst % 2) if per_block == 2 else 0,
                     col_start=start, ncols=ncols))
             next_col = start + ncols
     return regions
@@ -202,9 +215,9 @@ def plan_tmem(kernel: ir.Kernel) -> TmemPlan:
     uses = _mma_uses(kernel.body)
     if not uses:
         return TmemPlan(kernel.name, None, 0)
-    wanted, role, staged = _collect(kernel, uses)
+    wanted, role, staged, lane0 = _collect(kernel, uses)
     instances = len(role.members) if role is not None else 1
-    regions = _place(wanted, instances)
+    regions = _place(wanted, instances, frozenset(lane0))
     used = max(r.col_start + r.ncols for r in regions)
     if used > d.TMEM_COLUMNS:
         raise _oversubscribed(kernel, regions, used)

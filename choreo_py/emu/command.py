@@ -1,0 +1,172 @@
+"""`choreo emulate FILE --shape ...`: run the compiled PTX in the emulator and check it.
+
+Same inputs, references and report as `choreo run` (interp/command.py),
+but the program runs as the PTX the compiler emits for --target. A raw
+`.ptx` file is run with `--launch launch.json` (launch.py describes the
+format; its tensors are made from the description, seeded by --seed). A
+pyptx module (`.py`) with the launch facts `choreo compile --emit pyptx`
+writes (ARCH, ENTRY, THREADS, SMEM_BYTES, PARAMS, TENSORS, grid()) runs on
+seeded random tensors of the --shape given; attention (Q, K, V, O) and
+matmul (A, B, C) parameters are checked against torch.
+Exit status: 0 ok, 1 a fault of the program (race, deadlock, wrong
+result, a form the emulator does not model), 2 usage errors.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..interp import checks
+from ..interp.api import UsageError, function_dims, load_module, param_shape, param_usage, pick_function
+from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
+from .api import EmuStats, emulate, emulate_ptx
+from .report import EmuError
+
+
+def emulate_command(args) -> int:
+    try:
+        if args.file.endswith(".ptx"):
+            return _raw(args)
+        if args.file.endswith(".py"):
+            return _module(args)
+        return _co(args)
+    except UsageError as e:
+        print(f"choreo: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except EmuError as e:
+        print(e.render(), file=sys.stderr)
+        return EXIT_PROGRAM
+
+
+def _mode(args) -> str:
+    return "relaxed" if args.relaxed else "strict"
+
+
+def _co(args) -> int:
+    from .. import targets
+    from ..frontend import parse_defines
+    from ..interp.command import _expected, _pick_reference, _report
+
+    args.target = targets.resolve(args.target).name
+    dims = parse_shape(args.shape)
+    defines = parse_defines(args.define)
+    module, found = load_module(args.file, args.include, defines, args.target)
+    for w in found:
+        print(w.render(), file=sys.stderr)
+    fn = pick_function(module, args.function)
+    _bind_dims(fn, dims)
+    check, why = _pick_reference(args, fn)
+    reads, writes = param_usage(module, fn)
+    tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
+    expected = _expected(check, args, fn, tensors, reads, writes)
+    stats = EmuStats()
+    emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
+            strict=not args.relaxed, include_dirs=args.include, defines=defines,
+            step_limit=args.step_limit, stats=stats)
+    shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
+    _summary(args, f"{fn.name} [{shape}]", stats)
+    if not expected:
+        print(f"check none ({why}): outputs ({', '.join(sorted(writes)) or 'none'}) not compared")
+        return EXIT_OK
+    failed = 0
+    for name, ref in expected.items():
+        failed += _report(args, check, why, name, tensors[name], ref)
+    return EXIT_PROGRAM if failed else EXIT_OK
+
+
+def _summary(args, what: str, stats: EmuStats, target: str = "") -> None:
+    print(f"emulated {what} target={target or args.target} schedule={args.schedule} "
+          f"seed={args.seed} {_mode(args)}: {stats.ctas} CTAs, {stats.instructions} warp "
+          f"instructions, {stats.seconds:.2f} s ({stats.rate:,.0f} instructions/s)")
+    for note in stats.notes:
+        print(f"relaxed: {note}", file=sys.stderr)
+
+
+_MODULE_CHECKS = {  # parameter names of a pyptx module -> the reference that fits them
+    ("Q", "K", "V", "O"): lambda t, causal: torch_sdpa(t, causal),
+    ("A", "B", "C"): lambda t, causal: ("C", t["A"].float() @ t["B"].float().T),
+}
+
+
+def torch_sdpa(t: dict, causal: bool):
+    import torch
+
+    q, k, v = (t[c].float().transpose(1, 2) for c in "QKV")
+    ref = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
+    return "O", ref.transpose(1, 2)
+
+
+def _module(args) -> int:
+    """A pyptx module with the launch facts of `choreo compile --emit pyptx` (ARCH, ENTRY,
+    THREADS, SMEM_BYTES, PARAMS, TENSORS, grid()), generated or written by hand."""
+    import torch
+
+    from .api import run_spec
+    from .launch import TORCH_DTYPES, from_pyptx_module
+
+    with open(args.file, encoding="utf-8") as fh:
+        spec = from_pyptx_module(fh.read(), os.path.abspath(args.file))
+    dims = parse_shape(args.shape)
+    need = sorted({d for _, _, shape in spec.tensors for d in shape if isinstance(d, str)})
+    missing = [d for d in need if d not in dims]
+    if missing:
+        raise UsageError(f"missing --shape entries for {', '.join(missing)} (the module needs "
+                         f"--shape {','.join(f'{d}=...' for d in need)})")
+    g = torch.Generator().manual_seed(args.seed)
+    tensors = {}
+    for name, dtype, shape in spec.tensors:
+        size = tuple(dims[d] if isinstance(d, str) else int(d) for d in shape)
+        tensors[name] = torch.randn(size, generator=g).to(getattr(torch, TORCH_DTYPES[dtype]))
+    names = tuple(n for n, _, _ in spec.tensors)
+    check = _MODULE_CHECKS.get(names) if args.check != "none" else None
+    expected = (check({k: v.clone() for k, v in tensors.items()},
+                      "causal" in os.path.basename(args.file) or args.check == "sdpa-causal")
+                if check else None)
+    if expected is not None:
+        tensors[expected[0]].fill_(float("nan"))
+    stats = EmuStats()
+    run_spec(spec, tensors, schedule=args.schedule, seed=args.seed, strict=not args.relaxed,
+             step_limit=args.step_limit, stats=stats)
+    _summary(args, f"{spec.entry} ({os.path.basename(args.file)})", stats, spec.arch)
+    if expected is None:
+        print(f"check none: no reference fits the parameters {', '.join(names)}")
+        return EXIT_OK
+    out, ref = expected
+    cmp = checks.compare(out, tensors[out], ref)
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check: {out} max abs error {cmp.max_abs:.3e}, relative error {cmp.rel:.3e} "
+          f"(tolerance {args.rtol:g}): {verdict}")
+    return EXIT_OK if cmp.ok(args.rtol) else EXIT_PROGRAM
+
+
+def _raw(args) -> int:
+    import torch
+
+    from .launch import load_json, make_tensors
+
+    if not args.launch:
+        raise UsageError("a .ptx file needs --launch LAUNCH.json (grid, block, shared bytes, "
+                         "parameters, tensors)")
+    if not os.path.isfile(args.launch):
+        raise UsageError(f"cannot read '{args.launch}'")
+    desc = load_json(args.launch)
+    with open(args.file, encoding="utf-8") as fh:
+        ptx = fh.read()
+    tensors = make_tensors(desc, args.seed)
+    stats = EmuStats()
+    emulate_ptx(ptx, desc, tensors, schedule=args.schedule, seed=args.seed,
+                strict=not args.relaxed, step_limit=args.step_limit, stats=stats,
+                ptx_name=os.path.basename(args.file))
+    _summary(args, os.path.basename(args.file), stats, "(the PTX's .target)")
+    ref = desc.get("reference")
+    if not ref:
+        return EXIT_OK
+    # {"reference": {"output": "C", "expr": "A @ B.T"}}: a torch expression of the inputs
+    inputs = make_tensors(desc, args.seed)
+    env = {n: t.float() for n, t in inputs.items()}
+    expected = eval(ref["expr"], {"torch": torch}, env)  # noqa: S307 - the user's own description
+    cmp = checks.compare(ref["output"], tensors[ref["output"]], expected)
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check {ref['expr']}: {ref['output']} max abs error {cmp.max_abs:.3e}, relative error "
+          f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
+    return EXIT_OK if cmp.ok(args.rtol) else EXIT_PROGRAM

@@ -1,0 +1,542 @@
+"""Integer/float arithmetic, comparisons, conversions, moves, shuffles and branches.
+
+Each form is decoded once into a closure over the register numbers and
+pre-built constant lanes; executing it is a handful of numpy operations on
+32-lane arrays. Rounding: numpy's float32 arithmetic is IEEE round-to-
+nearest-even, which is what .rn (and the default) asks for. fma.rn is
+computed in float64 and rounded once to float32 (the product of two
+float32 is exact in float64; the sum can round twice, which changes the
+last bit in rare ties). The approximate forms are modelled as their
+correctly rounded values (ex2.approx, rcp.approx, lg2.approx, sqrt.approx):
+the hardware's are approximations (the PTX ISA bounds their error; they are
+not correctly rounded), so an emulated result can differ from the GPU's in
+the last bits; docs/emulator.md records what the calibration measured.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import Unsupported, decoder
+from .warp import CONTROL, LANES, NP
+
+F32_TINY = np.float32(1.1754944e-38)
+_TYPES = set(NP)
+_BITS = {np.dtype(v).name: np.dtype(v).itemsize * 8 for v in NP.values()}
+_UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+
+def ptype_of(inst, default=None) -> str:
+    """The instruction type: its last part that is a PTX type."""
+    for p in reversed(inst.parts):
+        if p in _TYPES:
+            return p
+    if default is None:
+        raise Unsupported(f"'{inst.opcode}': no operand type")
+    return default
+
+
+def const(value, ptype: str) -> np.ndarray:
+    """32 lanes of an immediate, typed as `ptype`."""
+    dt = np.dtype(NP[ptype])
+    if isinstance(value, tuple):  # float bit patterns 0fXXXXXXXX / 0dXXXXXXXXXXXXXXXX
+        kind, bits = value
+        f = (np.array([bits], np.uint32).view(np.float32) if kind == "f32"
+             else np.array([bits], np.uint64).view(np.float64))
+        if dt.kind == "f":
+            return np.full(LANES, f[0], dtype=dt)
+        if dt.itemsize == f.dtype.itemsize:
+            return np.full(LANES, f.view(_UNSIGNED[dt.itemsize])[0]).astype(_UNSIGNED[dt.itemsize]).view(dt)
+        return np.full(LANES, int(f[0]), dtype=dt)
+    if dt.kind == "f":
+        return np.full(LANES, value, dtype=dt)
+    if dt.kind == "b":
+        return np.full(LANES, bool(value))
+    u = _UNSIGNED[dt.itemsize]
+    return np.full(LANES, value & ((1 << (8 * dt.itemsize)) - 1), dtype=u).view(dt)
+
+
+def _sreg_values(name: str, w) -> np.ndarray:
+    base, _, axis = name.partition(".")
+    k = "xyz".index(axis) if axis in ("x", "y", "z") else 0
+    launch = w.machine.launch
+    if base == "%tid":
+        return w.tid_xyz[k]
+    if base == "%ntid":
+        return np.full(LANES, launch.block[k])
+    if base == "%ctaid":
+        return np.full(LANES, w.cta.ctaid[k])
+    if base == "%nctaid":
+        return np.full(LANES, launch.grid[k])
+    if base == "%laneid":
+        return w.lane
+    if base == "%warpid":
+        return np.full(LANES, w.warp_id)
+    if base == "%nwarpid":
+        return np.full(LANES, len(w.cta.warps))
+    if base in ("%clock", "%clock64", "%globaltimer"):
+        return np.full(LANES, w.cta.step)
+    if base == "%smid":
+        return np.zeros(LANES)
+    raise Unsupported(f"special register {name}")
+
+
+def symbol_value(name: str, machine) -> int:
+    """Address of a symbol: `smem` (the dynamic shared window) or a parameter (param space)."""
+    from .machine import SMEM_BASE
+    if name == "smem":
+        return SMEM_BASE
+    offs = machine.launch.params.offsets
+    if name in offs:
+        return offs[name]
+    raise Unsupported(f"unknown symbol '{name}'")
+
+
+def operand_reader(op, ptype: str, machine):
+    """A closure w -> 32 lanes of `op` as PTX type `ptype`."""
+    want = np.dtype(NP[ptype])
+    if op.kind == "reg":
+        r = op.reg
+        have = np.dtype(_storage(machine, r))
+        if have == want:
+            return lambda w: w.R[r]
+        if have.itemsize == want.itemsize:
+            return lambda w: w.R[r].view(want)
+        return lambda w: w.R[r].astype(want)
+    if op.kind == "imm":
+        c = const(op.value, ptype)
+        return lambda w: c
+    if op.kind == "sreg":
+        name = op.value
+        return lambda w: _sreg_values(name, w).astype(want)
+    if op.kind == "sym":
+        c = const(symbol_value(op.value, machine), ptype)
+        return lambda w: c
+    raise Unsupported(f"operand {op.text} cannot be read as a value")
+
+
+def _storage(machine, r: int) -> str:
+    from .ptx_parse import REG_STORAGE
+    return REG_STORAGE[machine.kernel.reg_types[r]]
+
+
+def writer(op, ptype: str, machine):
+    """A closure (w, lanes) that writes `op` under the active mask."""
+    if op.kind == "sink":
+        return lambda w, v: None
+    if op.kind != "reg":
+        raise Unsupported(f"destination {op.text} is not a register")
+    r = op.reg
+    have = np.dtype(_storage(machine, r))
+    want = np.dtype(NP[ptype])
+    if have == want:
+        conv = None
+    elif have.itemsize == want.itemsize:
+        def conv(v): return v.view(have)
+    else:
+        def conv(v): return v.astype(have)
+
+    if conv is None:
+        def wr(w, v):
+            if w.full:
+                w.R[r] = v
+            else:
+                w.R[r] = np.where(w.mask, v, w.R[r])
+    else:
+        def wr(w, v):
+            v = conv(v)
+            if w.full:
+                w.R[r] = v
+            else:
+                w.R[r] = np.where(w.mask, v, w.R[r])
+    return wr
+
+
+# ---------------------------------------------------------------- arithmetic
+def _ftz(x):
+    return np.where(np.abs(x) < F32_TINY, x * np.float32(0), x)
+
+
+def _shift_left(a, b, bits):
+    return np.where(b >= bits, np.zeros_like(a), a << np.minimum(b, bits - 1).astype(a.dtype))
+
+
+def _shift_right(a, b, bits):
+    s = np.minimum(b, bits - 1).astype(a.dtype)
+    if a.dtype.kind == "i":
+        return a >> s
+    return np.where(b >= bits, np.zeros_like(a), a >> s)
+
+
+def _div_int(a, b):
+    if a.dtype.kind == "u":
+        return np.where(b == 0, np.full_like(a, np.iinfo(a.dtype).max), a // np.where(b == 0, 1, b))
+    bb = np.where(b == 0, 1, b)
+    q = np.abs(a.astype(np.int64)) // np.abs(bb.astype(np.int64))
+    q = np.where((a < 0) != (bb < 0), -q, q).astype(a.dtype)
+    return np.where(b == 0, np.full_like(a, -1), q)
+
+
+def _rem_int(a, b):
+    bb = np.where(b == 0, 1, b)
+    if a.dtype.kind == "u":
+        return np.where(b == 0, a, a % bb)
+    r = np.fmod(a.astype(np.int64), bb.astype(np.int64)).astype(a.dtype)
+    return np.where(b == 0, a, r)
+
+
+def _fma(a, b, c):
+    if a.dtype == np.float32:
+        return (a.astype(np.float64) * b + c.astype(np.float64)).astype(np.float32)
+    return a * b + c
+
+
+def _float_div(a, b):
+    if a.dtype == np.float32:
+        return (a.astype(np.float64) / b).astype(np.float32)
+    return a / b
+
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "sub": lambda a, b: a - b,
+    "and": lambda a, b: a & b,
+    "or": lambda a, b: a | b,
+    "xor": lambda a, b: a ^ b,
+    "min": None, "max": None,  # by type, below
+    "div": None, "rem": _rem_int,
+    "copysign": lambda a, b: np.copysign(b, a),
+}
+
+
+def _binary_fn(name: str, inst, t: str):
+    dt = np.dtype(NP[t])
+    bits = dt.itemsize * 8
+    if name == "mul":
+        if "wide" in inst.parts:
+            return None
+        if "hi" in inst.parts:
+            return lambda a, b: ((a.astype(np.int64 if dt.kind == "i" else np.uint64) * b) >> bits).astype(dt)
+        return lambda a, b: a * b
+    if name in ("min", "max"):
+        if dt.kind == "f":
+            return np.fmin if name == "min" else np.fmax
+        return np.minimum if name == "min" else np.maximum
+    if name == "div":
+        return _float_div if dt.kind == "f" else _div_int
+    if name == "shl":
+        return lambda a, b: _shift_left(a, b, bits)
+    if name == "shr":
+        return lambda a, b: _shift_right(a, b, bits)
+    return BINARY[name]
+
+
+def _sat_ftz(inst, fn):
+    post = []
+    if "ftz" in inst.parts:
+        post.append(_ftz)
+    if "sat" in inst.parts:
+        post.append(lambda x: np.clip(x, 0, 1))
+    if not post:
+        return fn
+
+    def wrapped(*a):
+        r = fn(*a)
+        for p in post:
+            r = p(r)
+        return r
+    return wrapped
+
+
+@decoder("add", "sub", "mul", "and", "or", "xor", "min", "max", "div", "rem", "shl", "shr",
+         "copysign")
+def _dec_binary(inst):
+    from .isa_support import machine
+    m = machine()
+    name = inst.parts[0]
+    t = ptype_of(inst)
+    ops = inst.operands
+    if name == "mul" and "wide" in inst.parts:
+        wt = {"s32": "s64", "u32": "u64", "s16": "s32", "u16": "u32"}[t]
+        a = operand_reader(ops[1], t, m)
+        b = operand_reader(ops[2], t, m)
+        wide = np.dtype(NP[wt])
+        wr = writer(ops[0], wt, m)
+        return lambda w: wr(w, a(w).astype(wide) * b(w).astype(wide))
+    fn = _sat_ftz(inst, _binary_fn(name, inst, t))
+    bt = "u32" if name in ("shl", "shr") else t
+    a = operand_reader(ops[1], t, m)
+    b = operand_reader(ops[2], bt, m)
+    wr = writer(ops[0], t, m)
+
+    def ex(w):
+        wr(w, fn(a(w), b(w)))
+    return ex
+
+
+@decoder("mad", "fma")
+def _dec_mad(inst):
+    from .isa_support import machine
+    m = machine()
+    t = ptype_of(inst)
+    ops = inst.operands
+    dt = np.dtype(NP[t])
+    if "wide" in inst.parts:
+        wt = {"s32": "s64", "u32": "u64"}[t]
+        wd = np.dtype(NP[wt])
+        a, b = operand_reader(ops[1], t, m), operand_reader(ops[2], t, m)
+        c = operand_reader(ops[3], wt, m)
+        wr = writer(ops[0], wt, m)
+        return lambda w: wr(w, a(w).astype(wd) * b(w).astype(wd) + c(w))
+    if "hi" in inst.parts:
+        raise Unsupported(f"'{inst.opcode}'")
+    a, b, c = (operand_reader(ops[i], t, m) for i in (1, 2, 3))
+    wr = writer(ops[0], t, m)
+    fn = _sat_ftz(inst, _fma if dt.kind == "f" else (lambda x, y, z: x * y + z))
+    return lambda w: wr(w, fn(a(w), b(w), c(w)))
+
+
+def _ex2(x):
+    return np.exp2(x.astype(np.float64)).astype(np.float32) if x.dtype == np.float32 else np.exp2(x)
+
+
+UNARY = {
+    "neg": lambda x: -x,
+    "abs": np.abs,
+    "not": lambda x: ~x,
+    "ex2": _ex2,
+    "lg2": lambda x: np.log2(x.astype(np.float64)).astype(x.dtype),
+    "rcp": lambda x: (1.0 / x.astype(np.float64)).astype(x.dtype),
+    "sqrt": lambda x: np.sqrt(x.astype(np.float64)).astype(x.dtype),
+    "rsqrt": lambda x: (1.0 / np.sqrt(x.astype(np.float64))).astype(x.dtype),
+    "sin": lambda x: np.sin(x.astype(np.float64)).astype(x.dtype),
+    "cos": lambda x: np.cos(x.astype(np.float64)).astype(x.dtype),
+    "tanh": lambda x: np.tanh(x.astype(np.float64)).astype(x.dtype),
+    "popc": lambda x: np.array([bin(int(v)).count("1") for v in x.tolist()], dtype=np.uint32),
+    "clz": lambda x: np.array([x.dtype.itemsize * 8 - int(v).bit_length() for v in
+                               x.view(_UNSIGNED[x.dtype.itemsize]).tolist()], dtype=np.uint32),
+}
+
+
+@decoder(*UNARY)
+def _dec_unary(inst):
+    from .isa_support import machine
+    m = machine()
+    name = inst.parts[0]
+    t = ptype_of(inst)
+    ops = inst.operands
+    fn = UNARY[name]
+    if name == "ex2" and "ftz" in inst.parts:
+        fn = (lambda x: _ftz(_ex2(_ftz(x))))
+    else:
+        fn = _sat_ftz(inst, fn) if "ftz" in inst.parts else fn
+    a = operand_reader(ops[1], t, m)
+    out_t = "u32" if name in ("popc", "clz") else t
+    wr = writer(ops[0], out_t, m)
+    return lambda w: wr(w, fn(a(w)))
+
+
+# ---------------------------------------------------------------- compare / select
+_CMP = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+    "lo": np.less, "ls": np.less_equal, "hi": np.greater, "hs": np.greater_equal,
+}
+
+
+def _cmp_fn(op: str, t: str):
+    if op in _CMP:
+        fn = _CMP[op]
+        if op == "ne" and NP[t] in (np.float32, np.float64):
+            return lambda a, b: (a != b) & ~np.isnan(a) & ~np.isnan(b)
+        return fn
+    if op.endswith("u") and op[:-1] in _CMP:  # unordered: true if either is NaN
+        base = _CMP[op[:-1]]
+        return lambda a, b: base(a, b) | np.isnan(a) | np.isnan(b)
+    if op == "num":
+        return lambda a, b: ~(np.isnan(a) | np.isnan(b))
+    if op == "nan":
+        return lambda a, b: np.isnan(a) | np.isnan(b)
+    raise Unsupported(f"comparison '{op}'")
+
+
+@decoder("setp")
+def _dec_setp(inst):
+    from .isa_support import machine
+    m = machine()
+    t = ptype_of(inst)
+    cmp = _cmp_fn(inst.parts[1], t)
+    ops = inst.operands
+    combine = next((p for p in inst.parts[2:] if p in ("and", "or", "xor")), None)
+    dst = ops[0]
+    second = None
+    if dst.kind == "vec":  # p|q written as two operands by some emitters
+        dst, second = dst.items
+    a, b = operand_reader(ops[1], t, m), operand_reader(ops[2], t, m)
+    wr = writer(dst, "pred", m)
+    wr2 = writer(second, "pred", m) if second is not None else None
+    if combine:
+        c = operand_reader(ops[3], "pred", m)
+        comb = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor}[combine]
+
+        def ex(w):
+            r = cmp(a(w), b(w))
+            cc = c(w)
+            wr(w, comb(r, cc))
+            if wr2:
+                wr2(w, comb(~r, cc))
+        return ex
+
+    def ex(w):
+        r = cmp(a(w), b(w))
+        wr(w, r)
+        if wr2:
+            wr2(w, ~r)
+    return ex
+
+
+@decoder("selp")
+def _dec_selp(inst):
+    from .isa_support import machine
+    m = machine()
+    t = ptype_of(inst)
+    ops = inst.operands
+    a, b = operand_reader(ops[1], t, m), operand_reader(ops[2], t, m)
+    c = operand_reader(ops[3], "pred", m)
+    wr = writer(ops[0], t, m)
+    return lambda w: wr(w, np.where(c(w), a(w), b(w)))
+
+
+# ---------------------------------------------------------------- moves / conversions
+@decoder("mov")
+def _dec_mov(inst):
+    from .isa_support import machine
+    m = machine()
+    t = ptype_of(inst)
+    d, s = inst.operands[0], inst.operands[1]
+    if s.kind == "vec":  # pack: mov.b64 %rd, {%r0, %r1} (element 0 in the low bits)
+        n = len(s.items)
+        et = {2: {"b64": "b32", "b32": "b16"}, 4: {"b64": "b16", "b32": "b8"}}[n][t]
+        parts = [operand_reader(x, et, m) for x in s.items]
+        wr = writer(d, t, m)
+        return lambda w: wr(w, np.stack([p(w) for p in parts], axis=1).reshape(-1).view(NP[t]))
+    if d.kind == "vec":  # unpack
+        n = len(d.items)
+        et = {2: {"b64": "b32", "b32": "b16"}, 4: {"b64": "b16", "b32": "b8"}}[n][t]
+        src = operand_reader(s, t, m)
+        wrs = [writer(x, et, m) for x in d.items]
+
+        def unpack(w):
+            v = src(w).view(NP[et]).reshape(LANES, n)
+            for i, wr in enumerate(wrs):
+                wr(w, np.ascontiguousarray(v[:, i]))
+        return unpack
+    src = operand_reader(s, t, m)
+    wr = writer(d, t, m)
+    return lambda w: wr(w, src(w))
+
+
+def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
+    """Round-to-nearest-even float32 -> bf16 bit patterns; NaN -> canonical 0x7FFF."""
+    u = x.astype(np.float32).view(np.uint32)
+    r = ((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)).astype(np.uint16)
+    return np.where(np.isnan(x), np.uint16(0x7FFF), r)
+
+
+def bf16_bits_to_f32(b: np.ndarray) -> np.ndarray:
+    return (b.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+def _to_float_bits(x, dst: str, rnd: str):
+    if dst == "bf16":
+        if rnd not in ("rn", ""):
+            raise Unsupported(f"cvt rounding .{rnd} to bf16")
+        return f32_to_bf16_bits(x)
+    if dst == "f16":
+        return x.astype(np.float16).view(np.uint16)
+    raise Unsupported(f"cvt to {dst}")
+
+
+def _float_to_int(x, dt, rnd: str):
+    f = x.astype(np.float64)
+    f = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil, "": np.trunc}[rnd](f)
+    info = np.iinfo(dt)
+    f = np.where(np.isnan(f), 0, np.clip(f, info.min, info.max))
+    return f.astype(dt)
+
+
+@decoder("cvt")
+def _dec_cvt(inst):
+    from .isa_support import machine
+    m = machine()
+    types = [p for p in inst.parts[1:] if p in _TYPES]
+    rnd = next((p for p in inst.parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi",
+                                                   "rmi", "rpi")), "")
+    dst_t, src_t = types[0], types[1]
+    ops = inst.operands
+    if dst_t in ("bf16x2", "f16x2"):  # d = {cvt(a) in the upper half, cvt(b) in the lower}
+        a, b = operand_reader(ops[1], src_t, m), operand_reader(ops[2], src_t, m)
+        wr = writer(ops[0], "b32", m)
+        low = dst_t[:-2]
+
+        def pack(w):
+            hi = _to_float_bits(a(w), low, rnd).astype(np.uint32)
+            lo = _to_float_bits(b(w), low, rnd).astype(np.uint32)
+            wr(w, (hi << np.uint32(16)) | lo)
+        return pack
+    src = operand_reader(ops[1], src_t if src_t != "bf16" else "b16", m)
+    wr_t = dst_t if dst_t not in ("bf16", "f16") else "b16"
+    wr = writer(ops[0], wr_t, m)
+    sdt, ddt = np.dtype(NP[src_t]), np.dtype(NP[dst_t])
+    if src_t == "bf16":
+        conv = (lambda x: bf16_bits_to_f32(x).astype(ddt)) if ddt.kind == "f" else None
+    elif dst_t in ("bf16", "f16"):
+        conv = (lambda x: _to_float_bits(x, dst_t, rnd))
+    elif src_t == "f16":
+        conv = lambda x: x.astype(ddt) if ddt.kind == "f" else _float_to_int(x, ddt, rnd)
+    elif sdt.kind == "f" and ddt.kind in "iu":
+        conv = lambda x: _float_to_int(x, ddt, rnd)
+    else:
+        conv = lambda x: x.astype(ddt)
+    if "ftz" in inst.parts and ddt.kind == "f":
+        inner = conv
+        conv = lambda x: _ftz(inner(x))
+    if conv is None:
+        raise Unsupported(f"'{inst.opcode}'")
+    return lambda w: wr(w, conv(src(w)))
+
+
+# ---------------------------------------------------------------- control flow
+def resolve_labels(kernel) -> None:
+    for inst in kernel.insts:
+        if inst.parts[0] == "bra":
+            op = inst.operands[0]
+            if op.kind != "sym" or op.value not in kernel.labels:
+                raise Unsupported(f"branch target {op.text} is not a label of the kernel")
+            inst.data = kernel.labels[op.value]
+
+
+@decoder("bra")
+def _dec_bra(inst):
+    target = inst.data
+    uniform = "uni" in inst.parts
+
+    def ex(w):
+        m = w.mask
+        if m is w.gmask or np.count_nonzero(m) == w.gcount:
+            w.jump(target)
+        else:
+            if uniform:
+                w.machine.race("bra.uni taken by some lanes of the warp and not by others "
+                               "(the branch is declared uniform; the hardware may follow one "
+                               "lane's predicate)", inst)
+            w.split(m, target)
+        return CONTROL
+    return ex
+
+
+@decoder("ret", "exit")
+def _dec_exit(inst):
+    def ex(w):
+        w.exit_lanes(w.mask.copy())
+        return CONTROL
+    return ex

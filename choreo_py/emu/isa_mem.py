@@ -1,0 +1,166 @@
+"""Loads, stores and address conversions: shared, global, param; cvta.
+
+Shared addresses are offsets in the CTA's shared window (the dynamic
+shared memory starts at SMEM_BASE). Generic addresses of shared memory
+(cvta.shared) are the window offset plus SHARED_WINDOW; of parameters
+(cvta.param) the param-space offset plus PARAM_WINDOW; global addresses
+are generic addresses as they are.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import Unsupported, decoder
+from .isa_alu import operand_reader, ptype_of, symbol_value, writer
+from .memory import PARAM_WINDOW
+from .warp import LANES, NP
+
+SHARED_WINDOW = 0x7E00_0000_0000
+_SPACES = ("shared", "global", "param", "local", "const")
+
+
+def address_reader(op, machine):
+    """A closure w -> per-lane uint64 addresses of an [address] operand."""
+    if op.kind != "addr":
+        raise Unsupported(f"operand {op.text} is not an address")
+    off = np.uint64(op.offset & 0xFFFF_FFFF_FFFF_FFFF)
+    base = op.base
+    if base is None:
+        c = np.full(LANES, op.offset, dtype=np.uint64)
+        return lambda w: c
+    if base.kind == "sym":
+        c = np.full(LANES, symbol_value(base.value, machine) + op.offset, dtype=np.uint64)
+        return lambda w: c
+    r = base.reg
+    return lambda w: w.R[r].astype(np.uint64) + off
+
+
+def _space(inst) -> str:
+    sp = next((p.split("::")[0] for p in inst.parts[1:] if p.split("::")[0] in _SPACES), "")
+    if not sp:
+        raise Unsupported(f"'{inst.opcode}': generic addressing is not modelled; "
+                          "name the state space (ld.shared, ld.global, ...)")
+    return sp
+
+
+def _vec(inst) -> int:
+    return next((int(p[1:]) for p in inst.parts if p in ("v2", "v4", "v8")), 1)
+
+
+def _smem_index(w, addrs: np.ndarray, size: int) -> np.ndarray:
+    """Active lanes' shared addresses, checked for bounds and alignment (inactive lanes: base)."""
+    cta = w.cta
+    a = np.where(w.mask, addrs, np.uint64(cta.smem_base)).astype(np.int64)
+    if (a < cta.smem_base).any() or (a + size > cta.smem.size).any() or (a % min(size, 16)).any():
+        bad = a[(a < cta.smem_base) | (a + size > cta.smem.size) | (a % min(size, 16) != 0)][0]
+        raise w.machine.misuse(
+            f"shared access of {size} bytes at {int(bad):#x}: outside the "
+            f"{cta.smem.size - cta.smem_base}-byte window at {cta.smem_base:#x} or misaligned",
+            w.inst)
+    return a
+
+
+def smem_read(w, addrs, nbytes: int, dtype) -> np.ndarray:
+    """(32, nbytes/itemsize) values of `dtype` read at per-lane addresses."""
+    a = _smem_index(w, addrs, nbytes)
+    if w.cta.races.writes:
+        w.cta.races.generic_read(w.inst, a[w.mask], nbytes)
+    idx = a[:, None] + np.arange(nbytes)
+    return w.cta.smem[idx].view(dtype)
+
+
+def smem_write(w, addrs, data: np.ndarray) -> None:
+    """Writes (32, n) values at per-lane addresses, active lanes only."""
+    raw = np.ascontiguousarray(data).view(np.uint8).reshape(LANES, -1)
+    nbytes = raw.shape[1]
+    a = _smem_index(w, addrs, nbytes)[w.mask]
+    w.cta.races.generic_write(w, w.inst, a, nbytes)
+    idx = a[:, None] + np.arange(nbytes)
+    w.cta.smem[idx] = raw[w.mask]
+
+
+@decoder("ld")
+def _dec_ld(inst):
+    from .isa_support import machine
+    m = machine()
+    sp = _space(inst)
+    t = ptype_of(inst)
+    n = _vec(inst)
+    dst, src = inst.operands[0], inst.operands[1]
+    dsts = list(dst.items) if dst.kind == "vec" else [dst]
+    if len(dsts) != n:
+        raise Unsupported(f"'{inst.opcode}' with {len(dsts)} destinations")
+    es = np.dtype(NP[t]).itemsize
+    wrs = [writer(d, t, m) for d in dsts]
+    if sp == "param":
+        off = (symbol_value(src.base.value, m) if src.base is not None and src.base.kind == "sym"
+               else 0) + src.offset
+        if src.base is not None and src.base.kind != "sym":
+            raise Unsupported("ld.param through a register address")
+        vals = [np.full(LANES, m.launch.params.load(off + k * es, es), dtype=np.uint64)
+                .astype(_uint(es)).view(NP[t]) for k in range(n)]
+
+        def ld_param(w):
+            for wr, v in zip(wrs, vals):
+                wr(w, v)
+        return ld_param
+    addr = address_reader(src, m)
+    if sp == "shared":
+        def ld_shared(w):
+            v = smem_read(w, addr(w), es * n, NP[t])
+            for k, wr in enumerate(wrs):
+                wr(w, np.ascontiguousarray(v[:, k]))
+        return ld_shared
+    if sp == "global":
+        def ld_global(w):
+            a = np.where(w.mask, addr(w), addr(w)[w.mask][0] if w.mask.any() else 0)
+            raw = m.launch.gmem.load(a, es * n).view(NP[t])
+            for k, wr in enumerate(wrs):
+                wr(w, np.ascontiguousarray(raw[:, k]))
+        return ld_global
+    raise Unsupported(f"'{inst.opcode}' ({sp} space)")
+
+
+def _uint(es: int):
+    return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
+
+
+@decoder("st")
+def _dec_st(inst):
+    from .isa_support import machine
+    m = machine()
+    sp = _space(inst)
+    t = ptype_of(inst)
+    dst, src = inst.operands[0], inst.operands[1]
+    srcs = list(src.items) if src.kind == "vec" else [src]
+    readers = [operand_reader(s, t, m) for s in srcs]
+    addr = address_reader(dst, m)
+    if sp == "shared":
+        def st_shared(w):
+            data = np.stack([r(w) for r in readers], axis=1)
+            smem_write(w, addr(w), data)
+        return st_shared
+    if sp == "global":
+        def st_global(w):
+            data = np.stack([r(w) for r in readers], axis=1).view(np.uint8).reshape(LANES, -1)
+            m.launch.gmem.store(addr(w)[w.mask], data[w.mask])
+        return st_global
+    raise Unsupported(f"'{inst.opcode}' ({sp} space)")
+
+
+@decoder("cvta")
+def _dec_cvta(inst):
+    from .isa_support import machine
+    m = machine()
+    t = ptype_of(inst)
+    to = "to" in inst.parts
+    sp = next(p for p in inst.parts[1:] if p in _SPACES)
+    window = {"param": PARAM_WINDOW, "shared": SHARED_WINDOW, "global": 0, "local": 0,
+              "const": 0}[sp]
+    a = operand_reader(inst.operands[1], t, m)
+    wr = writer(inst.operands[0], t, m)
+    dt = NP[t]
+    delta = np.array(window).astype(dt)
+    if to:
+        return lambda w: wr(w, a(w) - delta)
+    return lambda w: wr(w, a(w) + delta)

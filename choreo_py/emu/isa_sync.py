@@ -1,0 +1,242 @@
+"""Barriers, mbarriers, fences and the instructions that only steer the hardware.
+
+bar.sync / bar.arrive (barrier.sync / barrier.arrive): named barriers 0-15;
+the thread count is the second operand, else every thread of the CTA that
+has not exited. Arrivals count the executing threads.
+
+mbarrier: init / arrive / arrive.expect_tx / expect_tx / try_wait.parity /
+test_wait.parity / inval (see machine.MBarrier). A try_wait whose next
+instruction branches back to it while its predicate is false (the spin
+loop every compiler writes) parks the warp until the barrier's phase
+changes instead of spinning. A warp waiting for a phase two or more phases
+older than one it already waited for is reported (it would read a refilled
+slot as incomplete and hang).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import decoder, handler
+from .isa_alu import operand_reader, writer
+from .isa_mem import address_reader
+from .warp import LANES
+
+
+# ---------------------------------------------------------------- named barriers
+def _bar(inst, wait: bool):
+    from .isa_support import machine
+    m = machine()
+    ops = inst.operands
+    bid = operand_reader(ops[0], "u32", m)
+    count = operand_reader(ops[1], "u32", m) if len(ops) > 1 else None
+
+    def ex(w):
+        b = int(bid(w)[w.mask][0])
+        if not 0 <= b < 16:
+            raise w.machine.misuse(f"barrier id {b} is not in 0..15", inst)
+        c = int(count(w)[w.mask][0]) if count is not None else None
+        return w.cta.bar_arrive(w, b, c, wait)
+    return ex
+
+
+@decoder("bar.sync", "barrier.sync", "bar.cta.sync", "barrier.cta.sync", "bar.red")
+def _dec_bar_sync(inst):
+    if inst.parts[1] == "red":
+        from .isa import Unsupported
+        raise Unsupported(f"'{inst.opcode}'")
+    return _bar(inst, True)
+
+
+@decoder("bar.arrive", "barrier.arrive", "bar.cta.arrive", "barrier.cta.arrive")
+def _dec_bar_arrive(inst):
+    return _bar(inst, False)
+
+
+# ---------------------------------------------------------------- mbarriers
+def _lanes_addrs(w, addr):
+    a = addr(w)
+    return [int(x) for x in a[w.mask].tolist()]
+
+
+@decoder("mbarrier.init")
+def _dec_mbar_init(inst):
+    from .isa_support import machine
+    from .machine import MBarrier
+    m = machine()
+    addr = address_reader(inst.operands[0], m)
+    count = operand_reader(inst.operands[1], "u32", m)
+
+    def ex(w):
+        cnt = count(w)
+        for lane in np.flatnonzero(w.mask):
+            a = int(addr(w)[lane])
+            if a % 8:
+                raise w.machine.misuse(f"mbarrier at {a:#x} is not 8-byte aligned", inst)
+            w.cta.mbarriers[a] = MBarrier(w.cta, a, int(cnt[lane]), inst)
+    return ex
+
+
+@decoder("mbarrier.inval")
+def _dec_mbar_inval(inst):
+    from .isa_support import machine
+    addr = address_reader(inst.operands[0], machine())
+
+    def ex(w):
+        for a in _lanes_addrs(w, addr):
+            w.cta.mbarriers.pop(a, None)
+    return ex
+
+
+@decoder("mbarrier.arrive")
+def _dec_mbar_arrive(inst):
+    from .isa_support import machine
+    m = machine()
+    ops = inst.operands
+    expect = "expect_tx" in inst.parts
+    has_state = ops[0].kind in ("reg", "sink")
+    dst = ops[0] if has_state else None
+    rest = ops[1:] if has_state else ops
+    addr = address_reader(rest[0], m)
+    extra = operand_reader(rest[1], "u32", m) if len(rest) > 1 else None
+    wr = writer(dst, "b64", m) if dst is not None else None
+
+    def ex(w):
+        x = extra(w) if extra is not None else None
+        state = np.zeros(LANES, dtype=np.uint64)
+        for lane in np.flatnonzero(w.mask):
+            bar = w.cta.mbarrier(int(addr(w)[lane]))
+            state[lane] = bar.phase
+            if expect:
+                bar.expect_tx(int(x[lane]))
+                bar.arrive(1)
+            else:
+                bar.arrive(int(x[lane]) if x is not None else 1)
+        if wr is not None:
+            wr(w, state)
+    return ex
+
+
+@decoder("mbarrier.expect_tx")
+def _dec_mbar_expect_tx(inst):
+    from .isa_support import machine
+    m = machine()
+    addr = address_reader(inst.operands[0], m)
+    tx = operand_reader(inst.operands[1], "u32", m)
+
+    def ex(w):
+        t = tx(w)
+        for lane in np.flatnonzero(w.mask):
+            w.cta.mbarrier(int(addr(w)[lane])).expect_tx(int(t[lane]))
+    return ex
+
+
+def _completed(bar, parity: int) -> bool:
+    return (bar.phase & 1) != parity
+
+
+def _check_behind(w, bar, parity: int, inst) -> None:
+    """Reports a waiter two or more phases behind the barrier."""
+    prev = bar.seen.get(w.warp_id)
+    if _completed(bar, parity):
+        target = bar.phase - 1 if ((bar.phase - 1) & 1) == parity else bar.phase - 2
+    else:
+        target = bar.phase + (0 if (bar.phase & 1) == parity else 1)
+    if prev is not None and target - prev >= 2 and bar.phase - 1 - prev >= 2:
+        w.machine.race(
+            f"warp {w.warp_id} waits on the {bar.describe()} for parity {parity}, but it last "
+            f"waited for phase {prev} and the barrier has completed phase {bar.phase - 1}: it "
+            f"is two or more phases behind (an early phase's parity reads as a later one)",
+            inst, bar.init_inst)
+    if _completed(bar, parity):
+        bar.seen[w.warp_id] = target
+
+
+def _is_spin(inst, prog) -> bool:
+    nxt = prog[inst.idx + 1] if inst.idx + 1 < len(prog) else None
+    dst = inst.operands[0]
+    return (nxt is not None and nxt.parts[0] == "bra" and nxt.guard == dst.reg
+            and nxt.guard_neg and nxt.data == inst.idx)
+
+
+@decoder("mbarrier.try_wait", "mbarrier.test_wait")
+def _dec_mbar_wait(inst):
+    from .isa_support import machine
+    m = machine()
+    ops = inst.operands
+    if "parity" not in inst.parts:
+        from .isa import Unsupported
+        raise Unsupported(f"'{inst.opcode}' (only the .parity form is modelled)")
+    addr = address_reader(ops[1], m)
+    parity = operand_reader(ops[2], "u32", m)
+    wr = writer(ops[0], "pred", m)
+    spin = [None]  # decided once the branches are resolved (first execution)
+
+    def ex(w):
+        if spin[0] is None:
+            spin[0] = _is_spin(inst, w.prog)
+        par = parity(w)
+        a = addr(w)
+        ok = np.zeros(LANES, dtype=bool)
+        bars = {}
+        for lane in np.flatnonzero(w.mask):
+            bar = bars.get(int(a[lane]))
+            if bar is None:
+                bar = bars[int(a[lane])] = w.cta.mbarrier(int(a[lane]))
+                _check_behind(w, bar, int(par[lane]) & 1, inst)
+            ok[lane] = _completed(bar, int(par[lane]) & 1)
+        if spin[0] and not ok[w.mask].all():
+            pending = [(b, int(par[np.flatnonzero(w.mask & (a == k))[0]]) & 1)
+                       for k, b in bars.items()]
+            def what():
+                return "; ".join(f"{b.describe()} for parity {p}" for b, p in pending)
+            return w.block(lambda: all(_completed(b, p) for b, p in pending), what, retry=True)
+        wr(w, ok)
+    return ex
+
+
+# ---------------------------------------------------------------- fences and hints
+@decoder("fence.proxy.async")
+def _dec_fence_proxy_async(inst):
+    def ex(w):
+        w.cta.races.fence(w)
+    return ex
+
+
+@decoder("fence", "membar", "fence.mbarrier_init", "fence.proxy.tensormap",
+         "fence.proxy.alias", "fence.acq_rel", "fence.sc", "nanosleep", "griddepcontrol",
+         "prefetch", "prefetchu", "discard", "applypriority")
+def _dec_noop(inst):
+    # Ordering fences: the emulator executes each warp's memory operations in program
+    # order and makes a write visible to every warp at once, so these have nothing to
+    # order; hints change no result.
+    return lambda w: None
+
+
+@decoder("setmaxnreg")
+def _dec_setmaxnreg(inst):
+    from .isa_support import machine
+    n = operand_reader(inst.operands[0], "u32", machine())
+
+    def ex(w):
+        v = int(n(w)[0])
+        if not (24 <= v <= 256 and v % 8 == 0):
+            raise w.machine.misuse(f"setmaxnreg {v}: must be a multiple of 8 in 24..256", inst)
+    return ex
+
+
+@decoder("createpolicy")
+def _dec_createpolicy(inst):
+    from .isa_support import machine
+    wr = writer(inst.operands[0], "b64", machine())
+    policy = np.full(LANES, 0x1000_0000_0000_0000 | hash(inst.opcode) & 0xFFFF, dtype=np.uint64)
+    return lambda w: wr(w, policy)
+
+
+@handler("prefetch.tensormap")
+def prefetch_tensormap(warp, inst):
+    """Checks that the address is a tensor map (the hardware would fault later)."""
+    a = warp.addr(inst.operands[0])
+    for x in a[warp.mask].tolist():
+        if warp.machine.launch.params.tmap_at(int(x)) is None:
+            raise warp.machine.misuse(f"prefetch.tensormap at {int(x):#x}: no tensor map there",
+                                      inst)

@@ -1,0 +1,180 @@
+"""TMA: cp.async.bulk.tensor loads (global -> shared, completing on an mbarrier) and
+stores (shared -> global, bulk groups), with the tensor map's box, swizzle and
+zero fill out of bounds.
+
+A load's box lands in shared memory, swizzled, when its transaction
+completes: then the mbarrier's tx-count drops by the box's bytes (always the
+full box, out-of-bounds elements included, as the hardware counts). Until
+then the destination is an in-flight asynchronous write (races.py). A store
+reads its shared source when issued (the source stays an in-flight
+asynchronous read until cp.async.bulk.wait_group.read) and writes the
+in-bounds part of the box to global memory when it completes (at the
+latest at cp.async.bulk.wait_group, or at the end of the CTA).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .isa import Unsupported, decoder
+from .isa_alu import operand_reader
+from .isa_mem import address_reader
+from .swizzle import swizzle
+
+
+def _box_slices(tmap, coords):
+    """(box slices, global slices) of the in-bounds part, outermost first; None if empty."""
+    bs, gs = [], []
+    for c, b, d in zip(reversed(coords), reversed(tmap.box), reversed(tmap.dims)):
+        lo, hi = max(c, 0), min(c + b, d)
+        if hi <= lo:
+            return None
+        bs.append(slice(lo - c, hi - c))
+        gs.append(slice(lo, hi))
+    return tuple(bs), tuple(gs)
+
+
+def box_smem_addrs(tmap, dst: int) -> np.ndarray:
+    """Shared byte address of each byte of the box (outermost-first order), swizzled."""
+    return swizzle(dst + np.arange(tmap.box_bytes, dtype=np.int64), tmap.swizzle)
+
+
+def _check_tmap(w, tmap, coords, inst) -> None:
+    if len(coords) != len(tmap.dims):
+        raise w.machine.misuse(f"{len(coords)} coordinates for the {len(tmap.dims)}-d tensor map "
+                               f"{tmap.name}", inst)
+    if tmap.swizzle and tmap.box[0] * tmap.esize > tmap.swizzle:
+        raise w.machine.misuse(f"tensor map {tmap.name}: inner box of {tmap.box[0] * tmap.esize} "
+                               f"bytes exceeds the {tmap.swizzle}B swizzle span", inst)
+
+
+def _operands(inst, m):
+    tm = next(op for op in inst.operands if op.kind == "tmap")
+    base = operand_reader(tm.base, "u64", m) if tm.base.kind == "reg" else None
+    if base is None:
+        from .isa_alu import symbol_value
+        c = np.full(32, symbol_value(tm.base.value, m), dtype=np.uint64)
+        base = lambda w: c  # noqa: E731
+    coords = [operand_reader(c, "s32", m) for c in tm.items]
+    return tm, base, coords
+
+
+def _tmap_of(w, base, lane, inst):
+    t = w.machine.launch.params.tmap_at(int(base(w)[lane]))
+    if t is None:
+        raise w.machine.misuse(f"no tensor map at address {int(base(w)[lane]):#x}", inst)
+    return t
+
+
+@decoder("cp.async.bulk.tensor")
+def _dec_tma(inst):
+    from .isa_support import machine
+    m = machine()
+    parts = inst.parts
+    if parts[5].startswith("shared") and parts[6] == "global":
+        return _tma_load(inst, m)
+    if parts[5] == "global" and parts[6].startswith("shared"):
+        return _tma_store(inst, m)
+    raise Unsupported(f"'{inst.opcode}'")
+
+
+def _tma_load(inst, m):
+    if any(p.startswith("multicast") for p in inst.parts) or "im2col" in inst.parts:
+        raise Unsupported(f"'{inst.opcode}' (multicast / im2col)")
+    dst = address_reader(inst.operands[0], m)
+    tm, base, coords = _operands(inst, m)
+    mbar = address_reader(inst.operands[2], m)
+
+    def ex(w):
+        cta = w.cta
+        for lane in np.flatnonzero(w.mask):
+            tmap = _tmap_of(w, base, lane, inst)
+            cs = [int(c(w)[lane]) for c in coords]
+            _check_tmap(w, tmap, cs, inst)
+            d = int(dst(w)[lane])
+            bar = cta.mbarrier(int(mbar(w)[lane]))
+            n = tmap.box_bytes
+            if d < cta.smem_base or d + n > cta.smem.size or d % 128:
+                raise w.machine.misuse(f"TMA destination {d:#x} ({n} bytes) outside shared memory "
+                                       f"or not 128-byte aligned", inst)
+            what = f"the TMA copy of {tmap.name} at {m.where(inst)}"
+            rec = cta.races.async_write_begin(inst, d, d + n, what)
+
+            def land(tmap=tmap, cs=cs, d=d, bar=bar, rec=rec):
+                cta.races.async_write_end(rec)
+                box = np.zeros(tuple(reversed(tmap.box)) + (tmap.esize,), dtype=np.uint8)
+                sl = _box_slices(tmap, cs)
+                if sl is not None:
+                    box[sl[0]] = m.launch.gmem.elements(tmap)[sl[1]]
+                cta.smem[box_smem_addrs(tmap, d)] = box.reshape(-1)
+                bar.complete_tx(n)
+            cta.schedule(land, what, inst)
+    return ex
+
+
+def _bulk_groups(w):
+    return w.async_state.setdefault("bulk", {"open": [], "groups": []})
+
+
+def _tma_store(inst, m):
+    tm, base, coords = _operands(inst, m)
+    src = address_reader(inst.operands[1], m)
+
+    def ex(w):
+        cta = w.cta
+        st = _bulk_groups(w)
+        for lane in np.flatnonzero(w.mask):
+            tmap = _tmap_of(w, base, lane, inst)
+            cs = [int(c(w)[lane]) for c in coords]
+            _check_tmap(w, tmap, cs, inst)
+            s = int(src(w)[lane])
+            n = tmap.box_bytes
+            key = ("bulk", w.warp_id, id(inst), cta.step, int(lane))
+            cta.races.async_read(inst, s, s + n, f"the TMA store at {m.where(inst)}", key)
+            data = cta.smem[box_smem_addrs(tmap, s)].reshape(tuple(reversed(tmap.box)) +
+                                                            (tmap.esize,)).copy()
+            op = {"done": False, "read_done": False, "key": key}
+
+            def land(tmap=tmap, cs=cs, data=data, op=op):
+                if op["done"]:
+                    return
+                op["done"] = True
+                # the source stays an in-flight read until the thread's wait_group(.read):
+                # the only completion the program can observe
+                sl = _box_slices(tmap, cs)
+                if sl is not None:
+                    m.launch.gmem.elements(tmap)[sl[1]] = data[sl[0]]
+            op["land"] = land
+            st["open"].append(op)
+            cta.schedule(land, f"the TMA store of {tmap.name}", inst)
+    return ex
+
+
+@decoder("cp.async.bulk.commit_group")
+def _dec_bulk_commit(inst):
+    def ex(w):
+        st = _bulk_groups(w)
+        st["groups"].append(st["open"])
+        st["open"] = []
+    return ex
+
+
+@decoder("cp.async.bulk.wait_group")
+def _dec_bulk_wait(inst):
+    from .isa_support import machine
+    n = operand_reader(inst.operands[0], "u32", machine())
+    read_only = "read" in inst.parts
+
+    def ex(w):
+        st = _bulk_groups(w)
+        keep = int(n(w)[0])
+        older = st["groups"][:len(st["groups"]) - keep] if keep else st["groups"]
+        for group in older:
+            for op in group:
+                if not op["read_done"]:
+                    op["read_done"] = True
+                    w.cta.races.release(op["key"])
+                if not read_only:
+                    op["land"]()
+        if not read_only:
+            st["groups"] = st["groups"][len(older):]
+    return ex

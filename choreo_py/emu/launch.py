@@ -1,0 +1,202 @@
+"""What a launch is made of: PTX, grid, block, shared bytes, parameters, tensors.
+
+Two sources:
+- a generated pyptx module (`choreo compile --emit pyptx`): its PARAMS,
+  TENSORS, THREADS, SMEM_BYTES and grid(); its PTX is traced with the
+  module's `# file.co:N:` comments carried into the PTX as `// file.co:N`
+  lines (the PTX instructions are the same as `--emit ptx`'s);
+- raw PTX plus a JSON launch description (`LaunchSpec.from_json`), for
+  hand-written kernels:
+
+    {"grid": [gx, gy, gz], "block": [bx, by, bz], "shared_bytes": N,
+     "params": [{"name": "n", "u32": 128},
+                {"name": "tmap_A", "tmap": "A", "box": [64, 128], "swizzle": 128},
+                {"name": "ptr_C", "ptr": "C"}],
+     "tensors": {"A": {"dtype": "bf16", "shape": [256, 64], "init": "randn"},
+                 "C": {"dtype": "f32", "shape": [256, 256], "init": "zeros"}}}
+
+    Tensor-map boxes are innermost first; dtype and sizes come from the tensor.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .machine import Launch
+from .memory import ESIZE, GlobalMemory, ParamSpace, TensorMap
+
+_CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
+_INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
+TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
+                "u8": "uint8", "f64": "float64", "s64": "int64"}
+
+
+@dataclass
+class LaunchSpec:
+    ptx: str
+    grid: object                    # tuple, or callable(**dims) -> tuple
+    block: tuple
+    shared_bytes: int
+    params: list                    # ("dim", param, name) | ("tmap", param, tensor, dtype, box, swz)
+                                    # | ("u32"/"u64"/"s32", param, value) | ("ptr", param, tensor)
+    tensors: tuple = ()             # (name, dtype, shape) as the module's TENSORS
+    entry: str = ""
+    arch: str = ""
+    ptx_name: str = "kernel.ptx"
+    extra: dict = field(default_factory=dict)
+
+    @staticmethod
+    def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
+        params = []
+        for p in desc.get("params", []):
+            if "tmap" in p:
+                t = desc["tensors"][p["tmap"]]
+                params.append(("tmap", p["name"], p["tmap"], t["dtype"], tuple(p["box"]),
+                               int(p.get("swizzle", 0))))
+            elif "ptr" in p:
+                params.append(("ptr", p["name"], p["ptr"]))
+            else:
+                (kind, value), = [(k, v) for k, v in p.items() if k != "name"]
+                params.append((kind, p["name"], int(value)))
+        tensors = tuple((n, t["dtype"], tuple(t["shape"])) for n, t in desc.get("tensors", {}).items())
+        return LaunchSpec(ptx, tuple(desc["grid"]), tuple(desc.get("block", (128,))),
+                          int(desc.get("shared_bytes", 0)), params, tensors,
+                          ptx_name=ptx_name, extra=desc)
+
+
+def traced_ptx(ns: dict, module_text: str, filename: str) -> str:
+    """The module's PTX with `// file.co:N` before each run of instructions from one statement."""
+    import pyptx._trace as trace
+    from pyptx.ir.nodes import Comment, Instruction, Label
+
+    co_at: dict[int, str] = {}
+    current = None
+    for i, line in enumerate(module_text.split("\n"), 1):
+        m = _CO_COMMENT.search(line)
+        if m:
+            current = m.group(1)
+        co_at[i] = current
+    original = trace.TraceContext.emit
+    last = [None]
+
+    def emit(self, stmt):
+        if isinstance(stmt, (Instruction, Label)):
+            import sys
+            f = sys._getframe(1)
+            while f is not None and f.f_code.co_filename != filename:
+                f = f.f_back
+            co = co_at.get(f.f_lineno) if f is not None else None
+            if co and co != last[0]:
+                last[0] = co
+                original(self, Comment(f"\t// {co}"))
+        original(self, stmt)
+
+    trace.TraceContext.emit = emit
+    try:
+        return ns["KERNEL"].ptx()
+    finally:
+        trace.TraceContext.emit = original
+
+
+def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
+    ns: dict = {"__name__": "choreo_generated"}
+    exec(compile(text, filename, "exec"), ns)  # noqa: S102 - the compiler's own output
+    ptx = traced_ptx(ns, text, filename)
+    return LaunchSpec(ptx, ns["grid"], (int(ns["THREADS"]), 1, 1), int(ns["SMEM_BYTES"]),
+                      list(ns["PARAMS"]), tuple(ns["TENSORS"]), ns["ENTRY"], ns["ARCH"],
+                      ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx")
+
+
+def from_co(path: str, target: str, include_dirs=(), defines=None) -> LaunchSpec:
+    """Compiles a .co file for `target` and describes its launch."""
+    from choreo_py.driver import ir_of_file
+    from choreo_py.runtime import build
+
+    module = ir_of_file(path, include_dirs, defines, target=target)
+    text = build.pyptx_text(module, path, target)
+    base = os.path.basename(path)
+    spec = from_pyptx_module(text, f"{base}.{target.replace('_', '')}.pyptx.py")
+    spec.ptx_name = f"{os.path.splitext(base)[0]}.{target.replace('_', '')}.ptx"
+    return spec
+
+
+def _numpy_of(t):
+    """A numpy array sharing the tensor's storage (bits as integers for 16-bit floats)."""
+    import torch
+
+    if not t.is_contiguous():
+        raise ValueError("emulated tensors must be contiguous")
+    if t.device.type != "cpu":
+        raise ValueError(f"emulated tensors live on the CPU, not {t.device}")
+    es = t.element_size()
+    return t.view(getattr(torch, _INT_VIEW[es])).numpy() if t.is_floating_point() else t.numpy()
+
+
+def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
+    """(Launch, dims): tensors mapped into global memory, parameters encoded."""
+    gmem = GlobalMemory()
+    addr = {}
+    dims: dict = {}
+    for name, dtype, shape in spec.tensors:
+        t = tensors[name]
+        for size, want in zip(t.shape, shape):
+            if isinstance(want, str):
+                if dims.setdefault(want, int(size)) != int(size):
+                    raise ValueError(f"{name}: dimension {want} is {size}, earlier {dims[want]}")
+            elif int(want) != int(size):
+                raise ValueError(f"{name}: shape {tuple(t.shape)}, the kernel takes {shape}")
+    for name, t in tensors.items():
+        addr[name] = gmem.add(name, _numpy_of(t))
+    ps = ParamSpace(kernel_params)
+    sizes = {p.name: p.size for p in kernel_params}
+    for p in spec.params:
+        kind, pname = p[0], p[1]
+        if pname not in sizes:
+            raise ValueError(f"launch parameter {pname} is not a parameter of the kernel")
+        if kind == "dim":
+            ps.set_scalar(pname, dims[p[2]], sizes[pname])
+        elif kind == "tmap":
+            _, _, tname, dtype, box, swz = p
+            t = tensors[tname]
+            es = ESIZE[dtype]
+            tdims = tuple(int(s) for s in reversed(t.shape))
+            strides = tuple(int(s) * es for s in reversed(t.stride()))[1:]
+            ps.set_tmap(pname, TensorMap(tname, dtype, addr[tname], tdims, strides,
+                                         tuple(int(b) for b in box), int(swz)))
+        elif kind == "ptr":
+            ps.set_scalar(pname, addr[p[2]], 8)
+        else:
+            ps.set_scalar(pname, int(p[2]), sizes[pname])
+    grid = spec.grid(**dims) if callable(spec.grid) else spec.grid
+    return Launch(tuple(int(g) for g in grid), spec.block, spec.shared_bytes, ps, gmem), dims
+
+
+def make_tensors(desc: dict, seed: int = 0) -> dict:
+    """Tensors of a JSON launch description ("init": randn | zeros | nan | arange)."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    out = {}
+    for name, t in desc.get("tensors", {}).items():
+        dt = getattr(torch, TORCH_DTYPES[t["dtype"]])
+        shape = tuple(t["shape"])
+        init = t.get("init", "zeros")
+        if init == "randn":
+            x = torch.randn(shape, generator=g).to(dt)
+        elif init == "nan":
+            x = torch.full(shape, float("nan")).to(dt)
+        elif init == "arange":
+            x = torch.arange(int(np.prod(shape))).reshape(shape).to(dt)
+        else:
+            x = torch.zeros(shape, dtype=dt)
+        out[name] = x.contiguous()
+    return out
+
+
+def load_json(path: str) -> dict:
+    with open(path, encoding="utf-8") as fh:
+        return json.load(fh)

@@ -1,0 +1,300 @@
+"""The machine: a grid of CTAs run one after another, each CTA's warps interleaved.
+
+CTAs of the examples do not communicate through global memory while they
+run, so executing them one at a time gives the results of any concurrent
+execution; a kernel whose CTAs wait on each other would deadlock here (and
+is reported as such).
+
+Per CTA: shared memory (bytes; the dynamic window starts at SMEM_BASE, as
+on sm_90 where the first 1 KiB of the window is reserved), the mbarriers
+(by shared address), the named barriers 0-15, the queue of asynchronous
+operations in flight, and the bookkeeping for the strict-mode race rules.
+"""
+from __future__ import annotations
+
+import heapq
+from typing import Callable, Optional
+
+import numpy as np
+
+from . import isa, report, scheduler
+from .report import DeadlockError, EmuError, MisuseError, RaceError, StepLimitError
+from .warp import LANES, Warp
+
+SMEM_BASE = 1024
+DEFAULT_STEP_LIMIT = 20_000_000
+
+
+class MBarrier:
+    """An mbarrier object: expected arrivals, pending arrivals and tx-count, phase.
+
+    `phase` counts completed phases; a phase completes when both the
+    pending arrival count and the transaction count are zero, and then the
+    arrival count is re-armed. try_wait.parity P succeeds when the phase
+    with parity P has completed, i.e. (phase & 1) != P."""
+
+    __slots__ = ("addr", "count", "pending", "tx", "phase", "init_inst", "cta", "seen")
+
+    def __init__(self, cta, addr: int, count: int, inst) -> None:
+        self.cta, self.addr, self.count = cta, addr, count
+        self.pending, self.tx, self.phase = count, 0, 0
+        self.init_inst = inst
+        self.seen: dict = {}  # warp id -> last phase index it waited for
+
+    def arrive(self, n: int = 1) -> None:
+        self.pending -= n
+        if self.pending < 0:
+            raise self.cta.machine.misuse(
+                f"mbarrier at shared {self.addr:#x}: more arrivals than its count "
+                f"{self.count} in phase {self.phase}", self.cta.current_inst())
+        self._maybe_complete()
+
+    def expect_tx(self, nbytes: int) -> None:
+        self.tx += nbytes
+
+    def complete_tx(self, nbytes: int) -> None:
+        self.tx -= nbytes
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+            self.cta.notify()
+
+    def describe(self) -> str:
+        return (f"mbarrier at shared {self.addr:#x} (phase {self.phase}, parity {self.phase & 1}; "
+                f"{self.count - self.pending}/{self.count} arrivals, tx {self.tx} bytes pending)")
+
+
+class NamedBarrier:
+    __slots__ = ("bid", "arrived", "expected", "generation", "warps")
+
+    def __init__(self, bid: int) -> None:
+        self.bid, self.arrived, self.expected, self.generation = bid, 0, None, 0
+        self.warps: list = []
+
+
+class CTA:
+    def __init__(self, machine, ctaid: tuple) -> None:
+        self.machine = machine
+        self.ctaid = ctaid
+        launch = machine.launch
+        size = SMEM_BASE + launch.smem_bytes
+        self.smem = np.zeros(size, dtype=np.uint8)
+        self.smem_base = SMEM_BASE
+        self.tmem = None  # tensor memory: filled in by the sm_100 families
+        self.mbarriers: dict[int, MBarrier] = {}
+        self.bars = [NamedBarrier(i) for i in range(16)]
+        nthreads = launch.threads
+        nwarps = (nthreads + LANES - 1) // LANES
+        self.warps = [Warp(self, w, nthreads, launch.block) for w in range(nwarps)]
+        self.order = scheduler.make(machine.schedule, machine.seed + hash(ctaid) % 1000)
+        self.step = 0
+        self.epoch = 0
+        self._pending: list = []  # heap of (ready step, seq, fn, what, inst)
+        self._seq = 0
+        self.running: Optional[Warp] = None
+        # strict-mode bookkeeping (see races.py)
+        from .races import SmemTracker
+        self.races = SmemTracker(self)
+        self.state: dict = {}  # per-family CTA state (e.g. "tmem")
+
+    # ------------------------------------------------------------ interface
+    def mbarrier(self, addr: int) -> MBarrier:
+        bar = self.mbarriers.get(int(addr))
+        if bar is None:
+            raise self.machine.misuse(f"no mbarrier initialised at shared address {int(addr):#x}",
+                                      self.current_inst())
+        return bar
+
+    def notify(self) -> None:
+        """Something a waiter may wait for changed (a phase, a barrier, an exit)."""
+        self.epoch += 1
+
+    def schedule(self, fn: Callable, what: str, inst, delay: Optional[int] = None) -> None:
+        """Runs `fn()` when an asynchronous operation completes (after `delay` instructions,
+        by default the schedule's delay; always before the CTA could otherwise deadlock)."""
+        d = self.order.delay() if delay is None else delay
+        self._seq += 1
+        heapq.heappush(self._pending, (self.step + d, self._seq, fn, what, inst))
+
+    def in_flight(self) -> list:
+        return [(what, inst) for _, _, _, what, inst in self._pending]
+
+    def current_inst(self):
+        return self.running.inst if self.running is not None else None
+
+    def lanes_exited(self, warp) -> None:
+        self.notify()
+        for b in self.bars:
+            if b.warps:
+                self._bar_check(b)
+
+    # ------------------------------------------------------------ named barriers
+    def bar_arrive(self, warp, bid: int, count: Optional[int], wait: bool):
+        b = self.bars[bid]
+        expected = count
+        if b.expected is not None and count is not None and b.expected != count:
+            raise self.machine.misuse(f"barrier {bid}: thread count {count} differs from "
+                                      f"{b.expected} given by an earlier arrival", warp.inst)
+        if count is not None:
+            b.expected = expected
+        b.arrived += int(np.count_nonzero(warp.mask))
+        gen = b.generation
+        b.warps.append((warp.warp_id, warp.inst, wait))
+        self._bar_check(b)
+        if not wait or b.generation != gen:
+            return None
+        def what():
+            expect = b.expected if b.expected is not None else "all"
+            return f"barrier {bid} ({b.arrived}/{expect} threads arrived)"
+        return warp.block(lambda: b.generation != gen, what, retry=False)
+
+    def _bar_check(self, b: NamedBarrier) -> None:
+        expected = b.expected
+        if expected is None:
+            expected = sum(int(w.live.sum()) for w in self.warps)
+        if b.arrived >= expected:
+            b.arrived, b.expected, b.warps = 0, None, []
+            b.generation += 1
+            self.notify()
+
+    # ------------------------------------------------------------ running
+    def _complete_due(self, force: bool = False) -> bool:
+        done = False
+        while self._pending and (force or self._pending[0][0] <= self.step):
+            _, _, fn, _, _ = heapq.heappop(self._pending)
+            fn()
+            done = True
+            force = False
+        return done
+
+    def run(self) -> None:
+        warps = self.warps
+        order = self.order
+        limit = self.machine.step_limit
+        seen_epoch = -1
+        while True:
+            if self._pending and self._pending[0][0] <= self.step:
+                self._complete_due()
+            if self.epoch != seen_epoch:
+                seen_epoch = self.epoch
+                for w in warps:
+                    if w.blocked and not w.done:
+                        w.wake()
+            runnable = [w for w in warps if not w.done and not w.blocked]
+            if not runnable:
+                if self._pending:
+                    self._complete_due(force=True)
+                    continue
+                if all(w.done for w in warps):
+                    return
+                if any([w.wake() for w in warps if w.blocked and not w.done]):
+                    continue  # a wait already satisfied when it parked
+                raise self._deadlock()
+            w, quantum = order.pick(runnable)
+            self.running = w
+            self.step += w.run(quantum)
+            self.running = None
+            if self.step > limit:
+                raise StepLimitError(
+                    f"CTA {self.ctaid} executed more than {limit} warp instructions "
+                    f"(--step-limit); warps: " + "; ".join(
+                        f"warp {x.warp_id} {x.state()}" for x in warps if not x.done))
+
+    def _deadlock(self) -> DeadlockError:
+        details = [f"warp {w.warp_id}: {w.state()}" for w in self.warps]
+        for b in self.mbarriers.values():
+            details.append(b.describe())
+        return DeadlockError(f"CTA {self.ctaid}: every warp waits and nothing in flight can "
+                             f"release them", "", details)
+
+
+class Launch:
+    """What a launch needs: grid, block, dynamic shared bytes, parameter values."""
+
+    def __init__(self, grid, block, smem_bytes, params, gmem) -> None:
+        self.grid = tuple(grid) + (1,) * (3 - len(grid))
+        self.block = tuple(block) + (1,) * (3 - len(block))
+        self.threads = self.block[0] * self.block[1] * self.block[2]
+        self.smem_bytes = smem_bytes
+        self.params = params  # ParamSpace
+        self.gmem = gmem      # GlobalMemory
+
+
+class Machine:
+    def __init__(self, kernel, launch: Launch, *, schedule: str = "round_robin", seed: int = 0,
+                 strict: bool = True, ptx_name: str = "kernel.ptx",
+                 step_limit: int = DEFAULT_STEP_LIMIT) -> None:
+        self.kernel = kernel
+        self.launch = launch
+        self.schedule = schedule
+        self.seed = seed
+        self.strict = strict
+        self.relaxed = not strict
+        self.ptx_name = ptx_name
+        self.step_limit = step_limit
+        self.notes: list[str] = []  # what relaxed mode let pass
+        self._noted: set = set()
+        self.prog = self._decode(kernel)
+        self.instructions = 0
+
+    def _decode(self, kernel) -> list:
+        from .isa_alu import resolve_labels
+        from .isa_support import decoding
+        resolve_labels(kernel)
+        decoding(self)
+        for inst in kernel.insts:
+            self.decoding = inst
+            try:
+                inst.fn = isa.decode(inst)
+            except isa.Unsupported as err:
+                raise report.UnsupportedError(str(err), self.where(inst), [inst.text]) from None
+        return kernel.insts
+
+    # ------------------------------------------------------------ reports
+    def where(self, inst) -> str:
+        return report.where(inst, self.ptx_name)
+
+    def misuse(self, message: str, inst) -> MisuseError:
+        return MisuseError(message, self.where(inst), [inst.text] if inst is not None else [])
+
+    def race(self, message: str, inst, other=None, relaxable: bool = False) -> None:
+        """A race: raised in strict mode; in relaxed mode only the rules documented as
+        tolerated by hardware (relaxable=True) are let pass (and noted)."""
+        details = [f"this: {report.show(inst, self.ptx_name)}"] if inst is not None else []
+        if other is not None:
+            details.append(f"with: {report.show(other, self.ptx_name)}")
+        if relaxable and self.relaxed:
+            note = f"{self.where(inst)}: {message}"
+            if note not in self._noted:  # once per instruction and message, not per execution
+                self._noted.add(note)
+                self.notes.append(note)
+            return
+        raise RaceError(message, self.where(inst), details)
+
+    def check_inflight_regs(self, warp, inst) -> None:
+        from .isa_wgmma import check_async_registers
+        check_async_registers(self, warp, inst)
+
+    # ------------------------------------------------------------ running
+    def run(self) -> None:
+        gx, gy, gz = self.launch.grid
+        for z in range(gz):
+            for y in range(gy):
+                for x in range(gx):
+                    cta = CTA(self, (x, y, z))
+                    try:
+                        cta.run()
+                    except EmuError as err:
+                        if not err.where and cta.running is not None:
+                            err.where = self.where(cta.running.inst)
+                        raise
+                    self.finish_cta(cta)
+                    self.instructions += sum(w.instructions for w in cta.warps)
+
+    def finish_cta(self, cta) -> None:
+        """At exit: async operations still in flight complete (bulk stores drain)."""
+        while cta._pending:
+            cta._complete_due(force=True)

@@ -1,0 +1,299 @@
+"""Opcode handlers of the tcgen05 family: PTX operands in, Tcgen05State calls out.
+
+Forms modelled (cta_group::1 only; cta_group::2, .ws, multicast, sparsity, block
+scaling and tcgen05.cp / tcgen05.shift are refused by name with their PTX line):
+
+  tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [dst], ncols
+  tcgen05.dealloc.cta_group::1.sync.aligned.b32 taddr, ncols
+  tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned
+  tcgen05.mma.cta_group::1.kind::{f16,tf32} [d], a-desc|[a], b-desc, idesc, enable-input-d
+  tcgen05.commit.cta_group::1.mbarrier::arrive::one[.shared::cluster].b64 [mbar]
+  tcgen05.ld.sync.aligned.<shape>.x<N>[.pack::16b].b32 {r...}, [taddr][, imm]
+  tcgen05.st.sync.aligned.<shape>.x<N>[.unpack::16b].b32 [taddr][, imm], {r...}
+  tcgen05.wait::ld / tcgen05.wait::st (.sync.aligned)
+  tcgen05.fence::before_thread_sync / tcgen05.fence::after_thread_sync
+
+Completion. A commit takes the issuing thread's MMAs issued since its last commit;
+the CTA's async queue completes them later (the schedule's delay), in issue order
+(the tensor pipe is in order): the results land in TMEM, the shared-memory operand
+reads are released, then the mbarrier receives its arrival. A tcgen05.ld of a cell
+whose MMA has not completed is a race; so is a TMA overwriting an operand an MMA
+in flight still reads (the core's shared-memory tracker).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+from . import warp_converge  # noqa: F401  (bar.warp.sync reconverges the warp)
+from .isa import Unsupported, handler
+from .sm100_desc import DescriptorError
+from .tcgen05 import Tcgen05State
+from .tmem import POISON, TmemError
+
+_SHAPES = ("32x32b", "16x64b", "16x128b", "16x256b", "16x32bx2")
+
+
+def _state(warp) -> Tcgen05State:
+    cta = warp.cta
+    if cta.tmem is None:
+        cta.tmem = Tcgen05State(strict=warp.machine.strict)
+    return cta.tmem
+
+
+def _flush(warp, st: Tcgen05State) -> None:
+    """Turn the state's reports into the machine's races / notes."""
+    reports, st.reports = st.reports, []
+    for r in reports:
+        if r.kind == "tmem-a-lane16":
+            note = f"{warp.machine.where(warp.inst)}: {r.message}"
+            if note not in warp.machine.notes:
+                warp.machine.notes.append(note)
+        else:
+            # Reading never-written tensor memory is the one rule relaxed mode lets pass.
+            warp.machine.race(r.message, warp.inst, relaxable=r.kind == "tmem-uninitialised")
+
+
+def _guarded(fn):
+    """Rule violations of tmem.py / sm100_desc.py become misuse reports at the PTX line."""
+    def run(warp, inst):
+        try:
+            return fn(warp, inst)
+        except (TmemError, DescriptorError) as err:
+            raise warp.machine.misuse(str(err), inst) from None
+    return run
+
+
+def _uniform(warp, values: np.ndarray, what: str, relaxable: bool = False) -> int:
+    """The warp-uniform value of a .sync.aligned operand.
+
+    `relaxable`: relaxed mode takes the lowest active thread's value (noted). pyptx's
+    tcgen05 probes, which ran on B200s, pass tcgen05.ld/st a per-thread address
+    (base + lane << 16); their results fit the hardware using one thread's address."""
+    lanes = warp.active_lanes()
+    v = values[lanes]
+    if (v != v[0]).any():
+        msg = f"{what} differs between the threads of the warp (a .sync.aligned instruction " \
+              "takes one value)"
+        if not (relaxable and warp.machine.relaxed):
+            raise warp.machine.misuse(msg, warp.inst)
+        note = f"{warp.machine.where(warp.inst)}: {msg}; thread {int(lanes[0])}'s value used"
+        if note not in warp.machine.notes:
+            warp.machine.notes.append(note)
+    return int(v[0])
+
+
+def _require(inst, *parts: str) -> None:
+    for p in parts:
+        if p not in inst.parts:
+            raise Unsupported(f"'{inst.opcode}': only the {p} form is modelled")
+
+
+def _scalar(warp, op, ptype="b32") -> np.ndarray:
+    return warp.read(op, ptype)
+
+
+# ----------------------------------------------------------------- allocation
+@handler("tcgen05.alloc")
+@_guarded
+def _alloc(warp, inst):
+    _require(inst, "cta_group::1")
+    st = _state(warp)
+    dst = _uniform(warp, warp.addr(inst.operands[0]).astype(np.int64), "tcgen05.alloc address")
+    ncols = _uniform(warp, _scalar(warp, inst.operands[1], "u32"), "tcgen05.alloc column count")
+    col = st.tmem.alloc(ncols)
+    if col is None:   # no room: the allocation blocks until a dealloc frees columns
+        return warp.block(lambda: st.tmem.alloc_possible(ncols),
+                          f"tcgen05.alloc of {ncols} columns (tensor memory full)")
+    warp.cta.smem[dst:dst + 4] = np.array([col], np.uint32).view(np.uint8)
+    return None
+
+
+@handler("tcgen05.dealloc")
+@_guarded
+def _dealloc(warp, inst):
+    _require(inst, "cta_group::1")
+    st = _state(warp)
+    taddr = _uniform(warp, _scalar(warp, inst.operands[0]), "tcgen05.dealloc address")
+    ncols = _uniform(warp, _scalar(warp, inst.operands[1], "u32"), "tcgen05.dealloc columns")
+    if taddr >> 16:
+        raise TmemError(f"tcgen05.dealloc address {taddr:#x} is not an allocation (lane != 0)")
+    st.tmem.dealloc(taddr & 0xFFFF, ncols)
+    warp.cta.notify()
+    return None
+
+
+@handler("tcgen05.relinquish_alloc_permit")
+@_guarded
+def _relinquish(warp, inst):
+    _require(inst, "cta_group::1")
+    _state(warp).tmem.relinquish()
+    return None
+
+
+# ----------------------------------------------------------------- MMA and commit
+def _mma_prepare(inst):
+    for bad in ("cta_group::2", "ws", "sp", "block_scale", "collector"):
+        if any(p == bad or p.startswith(bad + "::") for p in inst.parts):
+            raise Unsupported(f"'{inst.opcode}': the .{bad} form is not modelled")
+    _require(inst, "cta_group::1")
+    kinds = [p.split("::", 1)[1] for p in inst.parts if p.startswith("kind::")]
+    if not kinds:
+        raise Unsupported(f"'{inst.opcode}': no .kind")
+    ops = inst.operands
+    mask_form = len(ops) == 6 and ops[4].kind == "vec" and len(ops[4].items) == 4
+    if len(ops) != 5 and not mask_form:
+        raise Unsupported(f"'{inst.opcode}': only the [d], a, b, idesc[, disable-output-lane], "
+                          "enable-input-d forms (no scale-input-d) are modelled")
+    return kinds[0]
+
+
+@handler("tcgen05.mma", prepare=_mma_prepare)
+@_guarded
+def _mma(warp, inst):
+    st = _state(warp)
+    kind = inst.data
+    d_op, a_op, b_op, idesc_op = inst.operands[:4]
+    en_op = inst.operands[-1]
+    if len(inst.operands) == 6:   # disable-output-lane: modelled when it disables nothing
+        masks = [_scalar(warp, item, "b32")[warp.mask] for item in inst.operands[4].items]
+        if any(m.any() for m in masks):
+            raise warp.machine.misuse("tcgen05.mma with a non-zero disable-output-lane mask "
+                                      "is not modelled", inst)
+    d_addr = warp.addr(d_op).astype(np.int64)
+    a_tmem = a_op.kind == "addr"
+    a_val = warp.addr(a_op).astype(np.int64) if a_tmem else _scalar(warp, a_op, "b64")
+    b_val = _scalar(warp, b_op, "b64")
+    idesc = _scalar(warp, idesc_op, "b32")
+    enable = _scalar(warp, en_op, "pred")
+    races = warp.cta.races
+    for lane in warp.active_lanes().tolist():
+        seq = len(st.seq_line) + 1
+        key = ("tcgen05.mma", id(st), seq)
+
+        def smem_read(lo, hi, what, _key=key):
+            races.async_read(inst, lo, hi, f"tcgen05.mma {what} operand", key=_key)
+
+        st.mma(int(warp.tid[lane]), inst.line, kind, int(idesc[lane]), int(d_addr[lane]),
+               ("tmem" if a_tmem else "smem", int(a_val[lane])), int(b_val[lane]),
+               bool(enable[lane]), warp.cta.smem, smem_read=smem_read, key=key)
+    _flush(warp, st)
+    return None
+
+
+@handler("tcgen05.commit")
+@_guarded
+def _commit(warp, inst):
+    for bad in ("cta_group::2", "multicast::cluster"):
+        if bad in inst.parts:
+            raise Unsupported(f"'{inst.opcode}': the .{bad} form is not modelled")
+    _require(inst, "cta_group::1", "mbarrier::arrive::one")
+    st = _state(warp)
+    cta = warp.cta
+    addrs = warp.addr(inst.operands[0]).astype(np.int64)
+    for lane in warp.active_lanes().tolist():
+        bar = cta.mbarrier(int(addrs[lane]))
+        group = st.commit_take(int(warp.tid[lane]))
+
+        def complete(_group=group, _bar=bar):
+            for key in st.complete(_group):
+                cta.races.release(key)
+            _bar.arrive(1)
+
+        cta.schedule(complete, "tcgen05.commit (MMAs in flight)", inst)
+    return None
+
+
+# ----------------------------------------------------------------- ld / st
+def _ldst_prepare(inst):
+    shape = next((p for p in inst.parts if p in _SHAPES), None)
+    num = next((int(p[1:]) for p in inst.parts if p[:1] == "x" and p[1:].isdigit()), None)
+    if shape is None or num is None:
+        raise Unsupported(f"'{inst.opcode}': shape or .num not modelled")
+    pack = "pack::16b" in inst.parts or "unpack::16b" in inst.parts
+    return shape, num, pack
+
+
+def _half_split(warp, inst, shape, op) -> int | None:
+    if shape != "16x32bx2":
+        return None
+    return _uniform(warp, _scalar(warp, op, "u32"), "immHalfSplitoff")
+
+
+@handler("tcgen05.ld", prepare=_ldst_prepare)
+@_guarded
+def _ld(warp, inst):
+    st = _state(warp)
+    shape, num, pack = inst.data
+    vec, addr = inst.operands[0], inst.operands[1]
+    split = _half_split(warp, inst, shape, inst.operands[2]) if shape == "16x32bx2" else None
+    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.ld address", True)
+    values, now = st.ld(warp.warp_id, inst.line, taddr, shape, num, pack, split, warp.mask)
+    _flush(warp, st)
+    regs = [item.reg for item in vec.items]
+    for r, reg in enumerate(regs):
+        warp.write_reg(reg, now[:, r])
+    if st.strict:
+        pending = warp.async_state.setdefault("tcgen05.ld", [])
+        pending.append((regs, values, warp.mask.copy()))
+        for reg in regs:
+            warp.inflight_regs[reg] = (inst, "acc")  # read before wait::ld: a race
+    return None
+
+
+@handler("tcgen05.wait::ld")
+def _wait_ld(warp, inst):
+    for regs, values, mask in warp.async_state.pop("tcgen05.ld", []):
+        for r, reg in enumerate(regs):
+            cur = warp.R[reg]
+            v = values[:, r]
+            if v.dtype != cur.dtype:
+                v = v.view(cur.dtype)
+            warp.R[reg] = np.where(mask, v, cur)
+            if warp.inflight_regs.get(reg) is not None:
+                del warp.inflight_regs[reg]
+    return None
+
+
+@handler("tcgen05.st", prepare=_ldst_prepare)
+@_guarded
+def _st(warp, inst):
+    st = _state(warp)
+    shape, num, pack = inst.data
+    addr, vec = inst.operands[0], inst.operands[-1]
+    split = _half_split(warp, inst, shape, inst.operands[1]) if shape == "16x32bx2" else None
+    taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.st address", True)
+    values = np.stack([_scalar(warp, item, "b32") for item in vec.items], axis=1)
+    st.st(warp.warp_id, inst.line, taddr, shape, num, pack, split, values, warp.mask)
+    return None
+
+
+@handler("tcgen05.wait::st")
+def _wait_st(warp, inst):
+    _state(warp).wait_st(warp.warp_id)
+    return None
+
+
+@handler("tcgen05.fence::before_thread_sync")
+def _fence_before(warp, inst):
+    _state(warp).fence_before(warp.warp_id)
+    return None
+
+
+@handler("tcgen05.fence::after_thread_sync")
+def _fence_after(warp, inst):
+    return None
+
+
+@handler("tcgen05.cp", "tcgen05.shift")
+def _refused(warp, inst):  # pragma: no cover - refused at load time by the prepare below
+    raise Unsupported(f"'{inst.opcode}' is not modelled")
+
+
+def _refuse_prepare(inst):
+    raise Unsupported(f"'{inst.opcode}' is not modelled (no example kernel uses it)")
+
+
+handler("tcgen05.cp", "tcgen05.shift", prepare=_refuse_prepare)(_refused)
+
+__all__ = ["POISON"]

@@ -1,0 +1,300 @@
+"""PTX emulator core: instruction families against independent numpy/torch values,
+divergence, barriers, and the reports (deadlock, misuse, unsupported forms)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from choreo_py.emu import DeadlockError, emulate_ptx
+from choreo_py.emu.report import EmuError, UnsupportedError
+
+pytestmark = pytest.mark.emu
+
+
+def kernel(body: str, regs: str, params=("p_x", "p_y"), extra_params=()) -> str:
+    plist = ",\n".join([f"\t.param .u64 {p}" for p in params] +
+                       [f"\t.param .u32 {p}" for p in extra_params])
+    return f""".version 8.5
+.target sm_90a
+.address_size 64
+.extern .shared .align 128 .b8 smem[];
+
+.visible .entry k(
+{plist}
+)
+{{
+\t.reg .u64 %px, %py, %a64, %b64;
+\t.reg .u32 %tid, %off;
+{regs}
+\tld.param.u64 %px, [p_x];
+\tld.param.u64 %py, [p_y];
+\tmov.u32 %tid, %tid.x;
+\tshl.b32 %off, %tid, 2;
+\tcvt.u64.u32 %a64, %off;
+\tadd.s64 %b64, %py, %a64;
+\tadd.s64 %a64, %px, %a64;
+{body}
+\tret;
+}}
+"""
+
+
+def launch(x: torch.Tensor, y: torch.Tensor, threads=32, smem=0, grid=(1, 1, 1)) -> dict:
+    dt = {torch.float32: "f32", torch.int32: "s32"}
+    return {"grid": list(grid), "block": [threads, 1, 1], "shared_bytes": smem,
+            "params": [{"name": "p_x", "ptr": "X"}, {"name": "p_y", "ptr": "Y"}],
+            "tensors": {"X": {"dtype": dt[x.dtype], "shape": list(x.shape)},
+                        "Y": {"dtype": dt[y.dtype], "shape": list(y.shape)}}}
+
+
+def run(body, regs, x, y, threads=32, **kw):
+    emulate_ptx(kernel(body, regs), launch(x, y, threads), {"X": x, "Y": y}, **kw)
+    return y
+
+
+def lanes_f32(seed=0, n=32):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(n, generator=g) * 3).float()
+
+
+# ---------------------------------------------------------------- float ALU
+@pytest.mark.parametrize("op,ref", [
+    ("add.f32 %r, %x, %c;", lambda x: x + np.float32(1.5)),
+    ("mul.f32 %r, %x, %x;", lambda x: x * x),
+    ("fma.rn.f32 %r, %x, %x, %c;", lambda x: (x.astype(np.float64) ** 2 + 1.5).astype(np.float32)),
+    ("max.f32 %r, %x, %c;", lambda x: np.maximum(x, np.float32(1.5))),
+    ("ex2.approx.ftz.f32 %r, %x;", lambda x: np.exp2(x.astype(np.float64)).astype(np.float32)),
+    ("rcp.approx.ftz.f32 %r, %x;", lambda x: (1 / x.astype(np.float64)).astype(np.float32)),
+    ("neg.f32 %r, %x;", lambda x: -x),
+])
+def test_float_alu_matches_numpy(op, ref):
+    x = lanes_f32(1)
+    y = torch.zeros(32)
+    body = f"\tld.global.f32 %x, [%a64];\n\tmov.f32 %c, 0f3FC00000;\n\t{op}\n\tst.global.f32 [%b64], %r;"
+    run(body, "\t.reg .f32 %x, %c, %r;", x, y)
+    np.testing.assert_array_equal(y.numpy(), ref(x.numpy()))
+
+
+def test_cvt_bf16x2_packs_round_to_nearest_even_upper_from_first_operand():
+    x = lanes_f32(2)
+    y = torch.zeros(32, dtype=torch.int32)
+    body = ("\tld.global.f32 %x, [%a64];\n\tmul.f32 %z, %x, 0f40490FDB;\n"
+            "\tcvt.rn.bf16x2.f32 %r, %x, %z;\n\tst.global.b32 [%b64], %r;")
+    run(body, "\t.reg .f32 %x, %z;\n\t.reg .b32 %r;", x, y)
+    hi = x.to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16).astype(np.uint32)
+    lo = (x * np.float32(3.14159274)).to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16)
+    want = ((hi << 16) | lo.astype(np.uint32)).astype(np.uint32)
+    np.testing.assert_array_equal(y.numpy().view(np.uint32), want)
+
+
+# ---------------------------------------------------------------- integer ALU
+@pytest.mark.parametrize("op,ref", [
+    ("div.s32 %r, %x, -7;", lambda x: np.trunc(x / -7).astype(np.int32)),
+    ("rem.s32 %r, %x, 7;", lambda x: np.fmod(x, 7).astype(np.int32)),
+    ("shr.s32 %r, %x, 3;", lambda x: x >> 3),
+    ("shr.u32 %r, %x, 3;", lambda x: (x.view(np.uint32) >> 3).view(np.int32)),
+    ("mul.lo.s32 %r, %x, 1000003;", lambda x: (x.astype(np.int64) * 1000003).astype(np.int32)),
+    ("mad.lo.s32 %r, %x, 3, -5;", lambda x: x * 3 - 5),
+    ("and.b32 %r, %x, -1024;", lambda x: x & -1024),
+    ("xor.b32 %r, %x, 255;", lambda x: x ^ 255),
+    ("min.s32 %r, %x, 17;", lambda x: np.minimum(x, 17)),
+])
+def test_integer_alu_matches_numpy(op, ref):
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(-2**31, 2**31 - 1, (32,), generator=g, dtype=torch.int32)
+    y = torch.zeros(32, dtype=torch.int32)
+    body = f"\tld.global.s32 %x, [%a64];\n\t{op}\n\tst.global.s32 [%b64], %r;"
+    run(body, "\t.reg .s32 %x, %r;", x, y)
+    with np.errstate(over="ignore"):
+        np.testing.assert_array_equal(y.numpy(), ref(x.numpy()))
+
+
+def test_setp_selp_and_shfl_bfly():
+    x = lanes_f32(4)
+    y = torch.zeros(32)
+    body = ("\tld.global.f32 %x, [%a64];\n\tsetp.gt.f32 %p, %x, 0f00000000;\n"
+            "\tselp.f32 %s, %x, 0f00000000, %p;\n"
+            "\tshfl.sync.bfly.b32 %t, %s, 1, 31, -1;\n\tmax.f32 %s, %s, %t;\n"
+            "\tshfl.sync.bfly.b32 %t, %s, 2, 31, -1;\n\tmax.f32 %s, %s, %t;\n"
+            "\tst.global.f32 [%b64], %s;")
+    run(body, "\t.reg .f32 %x, %s, %t;\n\t.reg .pred %p;", x, y)
+    relu = np.maximum(x.numpy(), 0)
+    want = relu.reshape(8, 4).max(axis=1).repeat(4)
+    np.testing.assert_array_equal(y.numpy(), want)
+
+
+# ---------------------------------------------------------------- divergence
+def test_divergent_loop_reconverges_before_the_shuffle():
+    """Lane i loops i times (a backward branch some lanes take); afterwards all lanes
+    meet again and a full-warp shuffle needs every one of them."""
+    x = torch.zeros(32)
+    y = torch.zeros(32, dtype=torch.int32)
+    body = ("\tmov.u32 %i, 0;\n\tmov.u32 %s, 0;\n"
+            "\tsetp.ge.u32 %p, %i, %tid;\n\t@%p bra DONE;\n"
+            "LOOP:\n\tadd.u32 %s, %s, %i;\n\tadd.u32 %i, %i, 1;\n"
+            "\tsetp.lt.u32 %p, %i, %tid;\n\t@%p bra LOOP;\n"
+            "DONE:\n\tshfl.sync.idx.b32 %t, %s, 31, 31, -1;\n\tadd.u32 %s, %s, %t;\n"
+            "\tst.global.u32 [%b64], %s;")
+    run(body, "\t.reg .u32 %i, %s, %t;\n\t.reg .pred %p;", x, y)
+    lane = np.arange(32)
+    tri = lane * (lane - 1) // 2
+    np.testing.assert_array_equal(y.numpy(), tri + tri[31])
+
+
+def test_if_else_both_paths_run_and_join():
+    x = torch.zeros(32)
+    y = torch.zeros(32, dtype=torch.int32)
+    regs = "\t.reg .u32 %i, %s;\n\t.reg .pred %p;"
+    body = ("\tand.b32 %i, %tid, 1;\n\tsetp.eq.u32 %p, %i, 0;\n\t@%p bra EVEN;\n"
+            "\tmul.lo.u32 %s, %tid, 10;\n\tbra.uni JOIN;\n"
+            "EVEN:\n\tmul.lo.u32 %s, %tid, 100;\n"
+            "JOIN:\n\tadd.u32 %s, %s, 1;\n\tst.global.u32 [%b64], %s;")
+    run(body, regs, x, y)
+    lane = np.arange(32)
+    np.testing.assert_array_equal(y.numpy(), np.where(lane % 2 == 0, lane * 100, lane * 10) + 1)
+
+
+def test_divergent_bra_uni_is_reported_in_both_modes():
+    x = torch.zeros(32)
+    regs = "\t.reg .u32 %i, %s;\n\t.reg .pred %p;"
+    body = ("\tand.b32 %i, %tid, 1;\n\tsetp.eq.u32 %p, %i, 0;\n\t@%p bra.uni EVEN;\n"
+            "\tmul.lo.u32 %s, %tid, 10;\n\tbra.uni JOIN;\n"
+            "EVEN:\n\tmul.lo.u32 %s, %tid, 100;\n"
+            "JOIN:\n\tst.global.u32 [%b64], %s;")
+    for strict in (True, False):
+        with pytest.raises(EmuError, match="bra.uni taken by some lanes"):
+            run(body, regs, x, torch.zeros(32, dtype=torch.int32), strict=strict)
+
+
+# ---------------------------------------------------------------- barriers
+MBAR_BODY = """\tmov.u32 %sm, smem;
+\tadd.u32 %sm, %sm, 1023;
+\tand.b32 %sm, %sm, -1024;
+\tsetp.eq.u32 %p, %tid, 0;
+\t@%p mbarrier.init.shared::cta.b64 [%sm], 32;
+\tbar.sync 0;
+\tshr.u32 %w, %tid, 5;
+\tsetp.eq.u32 %p, %w, 1;
+\t@%p bra PRODUCER;
+WAIT:
+\tmbarrier.try_wait.parity.shared.b64 %q, [%sm], 0;
+\t@!%q bra WAIT;
+\tld.shared.u32 %v, [%sm+64];
+\tst.global.u32 [%b64], %v;
+\tbra.uni END;
+PRODUCER:
+\tmov.u32 %v, 4242;
+\tsetp.eq.u32 %p, %tid, 32;
+\t@%p st.shared.u32 [%sm+64], %v;
+\tARRIVE
+END:
+"""
+MBAR_REGS = "\t.reg .u32 %sm, %w, %v;\n\t.reg .pred %p, %q;\n\t.reg .b64 %st;"
+
+
+@pytest.mark.parametrize("schedule", ["round_robin", "reverse", "greedy", "random"])
+def test_mbarrier_wait_sees_the_producers_store(schedule):
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    body = MBAR_BODY.replace("ARRIVE", "mbarrier.arrive.shared.b64 %st, [%sm];")
+    emulate_ptx(kernel(body, MBAR_REGS), launch(x, y, 64, smem=2048), {"X": x, "Y": y},
+                schedule=schedule, seed=5)
+    assert (y[:32] == 4242).all()
+
+
+def test_deadlock_report_lists_every_warp_and_the_mbarrier_phase():
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    body = MBAR_BODY.replace("ARRIVE", "@%p mbarrier.arrive.shared.b64 %st, [%sm];")
+    with pytest.raises(DeadlockError) as err:
+        emulate_ptx(kernel(body, MBAR_REGS), launch(x, y, 64, smem=2048), {"X": x, "Y": y})
+    text = err.value.render()
+    assert "warp 0: waits on mbarrier at shared 0x400 (phase 0, parity 0; 1/32 arrivals" in text
+    assert "for parity 0 at kernel.ptx:33: mbarrier.try_wait.parity" in text
+    assert "warp 1: exited" in text
+
+
+def test_named_barrier_with_too_large_a_count_deadlocks_naming_the_barrier():
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    body = "\tbar.sync 1, 96;\n\tst.global.u32 [%b64], %tid;"
+    with pytest.raises(DeadlockError, match=r"barrier 1 \(64/96 threads arrived\)"):
+        emulate_ptx(kernel(body, ""), launch(x, y, 64), {"X": x, "Y": y})
+
+
+def test_named_barrier_orders_a_shared_exchange():
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    body = ("\tmov.u32 %sm, smem;\n\tshl.b32 %v, %tid, 2;\n\tadd.u32 %v, %v, %sm;\n"
+            "\tst.shared.u32 [%v], %tid;\n\tbar.sync 1, 64;\n"
+            "\txor.b32 %w, %tid, 63;\n\tshl.b32 %w, %w, 2;\n\tadd.u32 %w, %w, %sm;\n"
+            "\tld.shared.u32 %w, [%w];\n\tst.global.u32 [%b64], %w;")
+    emulate_ptx(kernel(body, "\t.reg .u32 %sm, %v, %w;"), launch(x, y, 64, smem=256),
+                {"X": x, "Y": y}, schedule="reverse")
+    np.testing.assert_array_equal(y.numpy(), np.arange(64) ^ 63)
+
+
+# ---------------------------------------------------------------- refusals
+def test_unknown_instruction_is_refused_by_name_with_its_line():
+    x, y = torch.zeros(32), torch.zeros(32)
+    body = "\tbrev.b32 %r, %tid;"
+    with pytest.raises(UnsupportedError) as err:
+        run(body, "\t.reg .b32 %r;", x, y)
+    assert "'brev.b32'" in str(err.value) and "kernel.ptx:21:" in str(err.value)
+
+
+def test_shared_access_outside_the_window_is_an_error():
+    x, y = torch.zeros(32), torch.zeros(32)
+    body = "\tmov.u32 %v, 1000000;\n\tld.shared.u32 %v, [%v];"
+    with pytest.raises(EmuError, match="outside the"):
+        run(body, "\t.reg .u32 %v;", x, y)
+
+
+# ---------------------------------------------------------------- the command
+def test_cli_emulates_a_co_file_and_checks_it(capsys):
+    from choreo_py.cli import main
+    rc = main(["emulate", "examples/gemm.co", "--shape", "M=128,N=128,K=64", "--target", "sm_90a",
+               "--schedule", "random", "--seed", "2"])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "schedule=random seed=2 strict" in out and "check matmul" in out and ": ok" in out
+
+
+def test_cli_runs_raw_ptx_with_a_launch_description(tmp_path, capsys):
+    import json
+    from choreo_py.cli import main
+    body = "\tld.global.f32 %x, [%a64];\n\tadd.f32 %x, %x, %x;\n\tst.global.f32 [%b64], %x;"
+    ptx = tmp_path / "double.ptx"
+    ptx.write_text(kernel(body, "\t.reg .f32 %x;"))
+    desc = launch(torch.zeros(32), torch.zeros(32))
+    desc["tensors"]["X"]["init"] = "randn"
+    desc["reference"] = {"output": "Y", "expr": "2 * X"}
+    js = tmp_path / "double.json"
+    js.write_text(json.dumps(desc))
+    assert main(["emulate", str(ptx), "--launch", str(js)]) == 0
+    out = capsys.readouterr().out
+    assert "emulated double.ptx" in out and "check 2 * X" in out and ": ok" in out
+    assert main(["emulate", str(ptx)]) == 2
+    assert "needs --launch" in capsys.readouterr().err
+
+
+def test_cli_reports_a_deadlock_with_exit_1(tmp_path, capsys):
+    import json
+    from choreo_py.cli import main
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    ptx = tmp_path / "hang.ptx"
+    ptx.write_text(kernel("\tbar.sync 1, 96;", ""))
+    js = tmp_path / "hang.json"
+    js.write_text(json.dumps(launch(x, y, 64)))
+    assert main(["emulate", str(ptx), "--launch", str(js)]) == 1
+    err = capsys.readouterr().err
+    assert "deadlock" in err and "warp 0: waits on barrier 1 (64/96 threads arrived)" in err
+    assert "hang.ptx:" in err
+
+
+def test_cli_runs_a_pyptx_module_with_its_launch_facts(tmp_path, capsys):
+    from choreo_py.cli import main
+    mod = tmp_path / "gemm.sm90a.py"
+    assert main(["compile", "examples/gemm.co", "--target", "sm_90a", "-o", str(mod)]) == 0
+    assert main(["emulate", str(mod), "--shape", "M=128,N=128,K=128", "--schedule", "reverse"]) == 0
+    out = capsys.readouterr().out
+    assert "emulated gemm (gemm.sm90a.py) target=sm_90a" in out and "check: C" in out and ": ok" in out
+    assert main(["emulate", str(mod), "--shape", "M=128"]) == 2
+    assert "missing --shape entries for K, N" in capsys.readouterr().err
