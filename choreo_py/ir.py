@@ -609,6 +609,14 @@ class Function:
     kernels: list[Kernel]
     body: list[Stmt]  # host-side statements; `Launch` starts a kernel
     loc: Optional[Loc] = None
+    # Global tensors the host allocates (buffers declared outside any parallel region;
+    # every kernel of the function sees them after the parameters), and the one the
+    # function returns (a name of `params` or `locals`; None for a `void` function).
+    locals: list[Param] = field(default_factory=list)
+    result: Optional[str] = None
+    # Every parameter's name in the order written: tensors (`params`) and scalars
+    # (bound as dimensions), so that a caller can pass them positionally.
+    arg_names: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -328,7 +328,7 @@ class _Parser:
         return ir.Module(functions)
 
     def header(self, line: str, word: str) -> tuple[str, list[ir.Param]]:
-        m = re.fullmatch(rf"{word} (\w+)\((.*)\) \{{", line)
+        m = re.fullmatch(rf"{word} (\w+)\((.*)\)(?: -> \w+)? \{{", line)
         if m is None:
             raise IRParseError(f"not a {word} header: '{line}'")
         params = []
@@ -342,10 +342,22 @@ class _Parser:
         return m.group(1), params
 
     def function(self, kernels: list[ir.Kernel]) -> ir.Function:
-        name, params = self.header(self.lines.take(), "func")
-        self.scope = _Scope(None, params)
+        head = self.lines.take()
+        name, params = self.header(head, "func")
+        result = re.search(r"\) -> (\w+) \{$", head)
+        arg_names = [p.name for p in params]
+        locals_: list[ir.Param] = []
+        while (self.lines.peek() or "").startswith(("host ", "args ")):
+            line = self.lines.take()
+            if line.startswith("args "):
+                arg_names = [a.strip() for a in line[5:].split(",")]
+                continue
+            _, found = self.header(f"func _({line[5:]}) {{", "func")
+            locals_ += found
+        self.scope = _Scope(None, params + locals_)
         body = self.block()
-        return ir.Function(name, params, kernels, body)
+        return ir.Function(name, params, kernels, body, locals=locals_,
+                           result=result.group(1) if result else None, arg_names=arg_names)
 
     def kernel(self) -> ir.Kernel:
         name, params = self.header(self.lines.take(), "kernel")

@@ -260,6 +260,17 @@ def print_module(m: ir.Module) -> str:
             print_kernel(k, p)
             p.emit("")
         params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.params)
-        p.region(f"func {f.name}({params})", f.body)
+        result = f" -> {f.result}" if f.result else ""
+        host = [f"host {q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.locals]
+        if f.arg_names and f.arg_names != [q.name for q in f.params]:
+            host.insert(0, "args " + ", ".join(f.arg_names))
+        p.emit(f"func {f.name}({params}){result} {{")
+        p.depth += 1
+        for line in host:  # the call's arguments in order, then the buffers the host allocates
+            p.emit(line)
+        for s in f.body:
+            p.stmt(s)
+        p.depth -= 1
+        p.emit("}")
         p.emit("")
     return "\n".join(p.lines).rstrip("\n") + "\n"

@@ -13,7 +13,8 @@ Layers, lowest first; a module may import its own layer and those below:
               parse_checks, frontend, grammar
     sema      sema/                                    AST -> IR (no target)
     passes    passes/                                  IR -> IR facts
-    lowering  lowering/   interp/                      IR -> pyptx | IR run on the CPU
+    lowering  lowering/   interp/   host/              IR -> pyptx | IR run on the CPU |
+                                                       a function as a Python callable
     runtime   runtime/                                 pyptx -> PTX, cubin, launch
     driver    driver                                   the pipeline's order
     command   cli, __init__, __main__, interp.command  the user's entry points
@@ -46,7 +47,7 @@ def layer_of(module: str) -> str:
         return "frontend"
     if top in ("sema", "passes", "runtime", "driver"):
         return top
-    if top in ("lowering", "interp"):
+    if top in ("lowering", "interp", "host"):
         return "lowering"
     if top in ("cli", "__init__", "__main__"):
         return "command"

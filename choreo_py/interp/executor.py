@@ -300,7 +300,7 @@ class BlockRun:
         src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
         if src.shape != dst.shape:
-            dst = self._corner(s, src, dst)
+            _, src, dst = self._corner(s, src, dst)
         if getattr(s, "leader_only", False):
             self._same_boxes(s, th, (src, dst))
             if not th.leader:
@@ -309,9 +309,19 @@ class BlockRun:
         yield from self._transfer(s, th, src, dst, kind)
 
     def _corner(self, s, src: Box, dst: Box) -> Box:
-        """A DMA of a smaller box fills the leading corner of its destination."""
+        """A DMA of a smaller box fills the leading corner of its destination; into a
+        destination whose extent is known only at run time and is smaller (a view of `X`
+        rows, X computed), it moves the destination's shape from the source's corner."""
         fits = len(src.shape) == len(dst.shape) and all(
             a <= b for a, b in zip(src.shape, dst.shape))
+        shrinks = len(src.shape) == len(dst.shape) and all(
+            a >= b for a, b in zip(src.shape, dst.shape))
+        if isinstance(s, ir.DmaCopy) and shrinks and not fits:
+            sizes, it = list(src.sizes), iter(dst.shape)
+            for d, k in enumerate(src.keep):
+                if k:
+                    sizes[d] = next(it)
+            return src, Box(src.base, src.slot, src.starts, tuple(sizes), src.keep), dst
         if not isinstance(s, ir.DmaCopy) or not fits:
             what = "dma.copy" if isinstance(s, ir.DmaCopy) else "copy"
             raise InterpError(f"{what} of {list(src.shape)} elements ({src}) into "
@@ -320,7 +330,7 @@ class BlockRun:
         for d, k in enumerate(dst.keep):
             if k:
                 sizes[d] = next(it)
-        return Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
+        return src, src, Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
 
     def _transfer(self, s, th, src: Box, dst: Box, kind: str):
         """A copy: at once without a future, else when the scheduler completes it."""

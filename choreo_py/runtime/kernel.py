@@ -157,9 +157,12 @@ class ChoreoFunction:
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
-         defines: Optional[dict] = None) -> ChoreoFunction:
+         defines: Optional[dict] = None, function: Optional[str] = None):
     """Compiles the kernel of a .co file for `target` (default: the GPU present, else
-    sm_100a); returns a callable over torch tensors."""
+    sm_100a); returns a callable over torch tensors. A file of thread kernels
+    (host programs: result buffers, several kernels or functions) gives a
+    `host.Library`: `lib.name(a, b)` returns the function's result; with
+    `function`, that one function."""
     from choreo_py import targets
     from choreo_py.passes import pipeline
 
@@ -167,4 +170,9 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     target = rec.name
     module = pipeline.ir_of_file(path, rec, include_dirs, defines)
     text = build.pyptx_text(module, path, target)
+    if "\nKERNELS = {}" in text:  # thread kernels (lowering/core/simt.py): a host program
+        from .host_program import library
+
+        lib = library(path, target, module, text)
+        return lib if function is None else lib[function]
     return ChoreoFunction(path, target, text)

@@ -14,6 +14,7 @@ from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
 from .exprs import ExprBuilder, err
+from .host import HostBuilder, check_dtype
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -21,7 +22,7 @@ from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 
 
-class KernelBuilder(ExprBuilder, OpBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -42,6 +43,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None
         self.params: list[ir.Param] = []
+        self.locals: list[ir.Param] = []  # host buffers (sema/host.py)
+        self.result: str | None = None
         self.kernels: list[ir.Kernel] = []
         self.out: list[ir.Stmt] = []  # where statements are emitted
         self.in_parallel: ir.Parallel | None = None
@@ -56,9 +59,16 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         for s in self.func.body.stmts:
             if isinstance(s, A.ParallelBy):
                 self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
-            elif not (isinstance(s, A.Return) and s.value is None):
+            elif isinstance(s, A.BufferDecl):
+                self._guarded(self.host_buffer, s, declared_names(s))
+            elif isinstance(s, A.Return):
+                if s.value is not None:
+                    self._guarded(self.host_return, s, [])
+            else:
                 self._guarded(self.host_stmt, s, declared_names(s))
-        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
+        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc,
+                           locals=self.locals, result=self.result,
+                           arg_names=[p.name for p in self.func.params if p.name])
 
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
@@ -90,6 +100,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             if not isinstance(v, Scalar):
                 raise Unsupported("a parameter shape written as a shape value", d.loc)
             shape.append(v.expr)
+        check_dtype(t.elem.name, t.loc)
         param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
         self.params.append(param)
         self.scope.bind(p.name, Tensor(param))
@@ -112,9 +123,13 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         raise Unsupported(f"host-side code ({type(s).__name__}) around the kernel", s.loc)
 
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
-        if len(s.levels) != 1 or s.levels[0].level not in ("block", None):
-            raise Unsupported("a kernel whose outer parallel level is not ': block'", s.loc)
-        lvl = s.levels[0]
+        # `parallel.async` launches on the stream like any kernel (launches are in order).
+        if any(lv.device_target for lv in s.levels):
+            raise Unsupported("a parallel region placed on a device (': device(...)')", s.loc)
+        lvl, inner = self.split_levels(s)
+        if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
+            lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
+                                  bracketed=False, level="block", loc=s.loc)
         bounds = self._bounds(lvl)
         names = lvl.elements or ([lvl.var] if lvl.var else [])
         if not names:  # `parallel by N`: the variables have no names in the source
@@ -125,14 +140,23 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if len(bounds) > 3:
             raise err("a grid has at most 3 dimensions", lvl)
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
-        self.kernel = ir.Kernel(name, self.params, [], loc=s.loc)
+        self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
         outer = self.scope
         self.scope = outer.child()
         for var, bound in zip(names, bounds):
             self.kernel.grid.append(ir.GridDim(var, bound))
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
-        self.kernel.body = self.block(s.body.stmts, new_scope=False)
+        if inner:  # `parallel p by 6, q by 64`: the later levels nest inside the block
+            body = A.Block(stmts=s.body.stmts, loc=s.body.loc)
+            nested = A.ParallelBy(levels=inner[:1], is_async=False, stream=None, attributes=[],
+                                  body=body, loc=inner[0].loc)
+            for level in reversed(inner[1:]):
+                nested = A.ParallelBy(levels=[level], is_async=False, stream=None, attributes=[],
+                                      body=A.Block(stmts=[nested], loc=s.body.loc), loc=level.loc)
+            self.kernel.body = self.block([nested], new_scope=False)
+        else:
+            self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))

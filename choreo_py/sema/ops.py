@@ -58,6 +58,9 @@ class OpBuilder:
         self._need_block(s, f"a {storage} buffer")
         if s.type.dims is None:
             raise err(f"'{s.name}' needs a shape", s.type)
+        from .host import check_dtype
+
+        check_dtype(s.type.elem.name, s.type.loc)
         dims = []
         for d in s.type.dims:
             v = self.value(d)
@@ -107,9 +110,11 @@ class OpBuilder:
         if s.operation in ("pad", "transp", "any") or s.sparse or s.multicast or s.zfill \
                 or s.promote or s.after:
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
-        if s.dst is None or isinstance(s.dst, A.StorageTarget):
-            raise Unsupported("a copy into an implicit buffer ('=> shared')", s.loc)
-        src, dst = self.view_of(s.src), self.view_of(s.dst)
+        if s.dst is None:
+            raise Unsupported("a copy without a destination", s.loc)
+        src = self.view_of(s.src)
+        dst = self._implicit_dst(s, src) if isinstance(s.dst, A.StorageTarget) \
+            else self.view_of(s.dst)
         self._check_copy_shapes(s, src, dst)
         swizzle = self._swizzle(s, dst)
         src_store, dst_store = self._storage(src.view), self._storage(dst.view)
@@ -134,6 +139,28 @@ class OpBuilder:
             fut.done = getattr(op, "future", None) is None
             self.scope.bind(s.future, fut)
 
+    def _implicit_dst(self, s: A.DmaOp, src: ViewValue) -> ViewValue:
+        """`=> shared` / `=> local`: a fresh buffer of the source tile's shape, named after
+        the copy's future (its data is `future.data`)."""
+        storage = s.dst.storage
+        if storage not in ("shared", "local"):
+            raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
+        if s.future is None:
+            raise err(f"a copy into an implicit '{storage}' buffer needs a future to name its "
+                      "data: 'f = ...'", s)
+        self._need_block(s, f"a {storage} buffer")
+        shape = static_shape(src.view)
+        if shape is None:
+            raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
+                              "time", s.dst.loc)
+        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{s.future}__"))
+        buf = ir.Buffer(f"{s.future}__{storage}{n or ''}", storage, src.dtype, shape,
+                        loc=s.dst.loc)
+        self.kernel.buffers.append(buf)
+        view = ir.View(buf.name, tuple(B.const(0) for _ in shape),
+                       tuple(B.const(d) for d in shape), tuple(True for _ in shape))
+        return ViewValue(view, buf.dtype, loc=s.dst.loc)
+
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""
         if self.role is not None:
@@ -150,7 +177,7 @@ class OpBuilder:
         if self._instances() == 1:
             self.emit(op)
             return
-        if isinstance(op, ir.TmaStore) and op.future:
+        if isinstance(op, (ir.TmaStore, ir.DmaCopy)) and op.future:
             # Issued by one thread for the group: made synchronous, so that its
             # future is complete for every instance (a stronger order, never a weaker one).
             op.future = None
@@ -298,8 +325,10 @@ class OpBuilder:
                 self.emit(p)
 
     def s_Sync(self, s: A.Sync) -> None:
-        if s.kind != "shared":
-            raise Unsupported(f"'sync.{s.kind}'", s.loc)
+        # `sync.barrier : block` is the block's barrier, the same meeting as `sync.shared`.
+        block_barrier = s.kind == "barrier" and s.level in (None, "block")
+        if s.kind != "shared" and not block_barrier:
+            raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))
 
     def device_call(self, c: A.Call) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import analysis, control, epilogue, events, fragments, roles
+from . import analysis, control, epilogue, events, fragments, roles, simt
 from .context import Lowering
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
@@ -27,6 +27,8 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
     found = [(f, k) for f in module.functions for k in f.kernels]
     if not found:
         raise ChoreoError("the file has no kernel (no `parallel ... : block`) to compile")
+    if all(simt.is_thread_kernel(k) for _, k in found):
+        return simt.lower_thread_module(module, target, source_name)
     if len(found) > 1:
         raise ChoreoError(f"a file with several kernels is not lowered for {arch} yet",
                           found[1][1].loc)

@@ -1,0 +1,85 @@
+"""Host programs on the GPU: a file of thread kernels as Python callables.
+
+The generated module of a file whose kernels are all thread kernels
+(lowering/core/simt.py) holds `KERNELS`: per kernel its tensors, its
+dimensions, grid() and block size. A call of a `__co__` function binds its
+arguments, allocates its host buffers on the arguments' device, launches
+its kernels in order on torch's current stream and returns its result.
+The module is assembled once per device (one cubin, an entry per kernel).
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+from choreo_py import ir
+from choreo_py.host import Library
+
+from . import build
+
+
+def torch_dtypes() -> dict:
+    """Element types -> torch dtypes of the same width (the GPU reads the bits)."""
+    import torch
+
+    return {"bool": torch.bool, "s8": torch.int8, "u8": torch.uint8, "s16": torch.int16,
+            "u16": torch.uint16, "s32": torch.int32, "u32": torch.uint32, "s64": torch.int64,
+            "u64": torch.uint64, "f16": torch.float16, "bf16": torch.bfloat16,
+            "f32": torch.float32, "f64": torch.float64, "f8_e4m3": torch.float8_e4m3fn,
+            "f8_e5m2": torch.float8_e5m2}
+
+
+class ThreadProgram:
+    """The compiled kernels of one file and their launches."""
+
+    def __init__(self, path: str, target: str, module: ir.Module, text: str) -> None:
+        self.path, self.target, self.module, self.text = path, target, module, text
+        self.loaded = build.run_module(text, f"<choreo {os.path.basename(path)}>")
+        self.kernels = self.loaded.KERNELS
+        self._cuda: dict = {}  # (device, kernel) -> CudaKernel
+
+    def ptx(self) -> str:
+        return self.loaded.ptx()
+
+    def _kernel(self, name: str, device):
+        from .launch import CudaKernel
+
+        key = (str(device), name)
+        if key not in self._cuda:
+            if "cubin" not in self.__dict__:
+                self.cubin = build.ptxas(self.ptx(), self.target)[0]
+            info = self.kernels[name]
+            self._cuda[key] = CudaKernel(self.cubin, name, info["SMEM_BYTES"], device)
+        return self._cuda[key]
+
+    def call(self, fn: ir.Function, args: tuple, kwargs: dict):
+        import torch
+
+        from choreo_py.interp.host import allocate, bind_args
+
+        tensors, dims = bind_args(fn, args, kwargs)
+        device = next(iter(tensors.values())).device if tensors else torch.device("cuda")
+        for name, t in tensors.items():
+            if t.device != device or not t.is_contiguous():
+                raise ValueError(f"'{name}' must be a contiguous tensor on {device}")
+        bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
+        stream = torch.cuda.current_stream(device).cuda_stream
+        for s in fn.body:
+            if isinstance(s, ir.Launch):
+                self._launch(s.kernel, tensors, bound, device, stream)
+        return tensors[fn.result] if fn.result is not None else None
+
+    def _launch(self, name: str, tensors: dict, dims: dict, device, stream: int) -> None:
+        info = self.kernels[name]
+        params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
+        params += [ctypes.c_uint32(int(dims[d])) for d in info["DIMS"]]
+        grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
+        k = self._kernel(name, device)
+        k.launch(grid, info["THREADS"], k.pack(params), stream)
+
+
+def library(path: str, target: str, module: ir.Module, text: str) -> Library:
+    prog = ThreadProgram(path, target, module, text)
+    lib = Library(module, prog.call, os.path.basename(path))
+    lib.program = prog
+    return lib

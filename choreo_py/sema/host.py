@@ -1,0 +1,99 @@
+"""Host code of a `__co__` function: result buffers, `return`, and the outer parallel levels.
+
+A `__co__` function is a host program. Its statements outside any parallel
+region run on the host: a buffer declared there (`s32[lhs.span] output;`)
+is a global tensor the host allocates before the first kernel that uses it
+(`ir.Function.locals`), and `return output;` hands it to the caller
+(`ir.Function.result`). Every kernel of the function sees the parameters and
+these buffers as its global tensors.
+
+The outer parallel statement of a kernel may name its levels or leave them
+to inference. The GPU's hierarchy is grid > block > thread, so:
+`parallel p by 6, q by 64` (levels unwritten) is a grid of 6 blocks of 64
+threads; `parallel p by 256 : thread` at the top is one block of 256
+threads (a grid of one); a single unlabelled level is the grid, as before.
+"""
+from __future__ import annotations
+
+from .. import ast as A
+from .. import ir
+from .. import ir_build as B
+from .exprs import err
+from .values import Scalar, ShapeValue, Tensor, Unsupported
+
+#: Levels that run inside one block, outermost first.
+INNER_LEVELS = ("group-4", "group", "thread")
+
+
+def check_dtype(name: str, loc) -> None:
+    """Element types the IR has no size for (fp6, fp4, sub-byte integers) are refused by
+    name instead of failing later."""
+    if name not in ir.DTYPE_BITS:
+        raise Unsupported(f"the element type '{name}' (packed sub-byte data)", loc)
+
+
+class HostBuilder:
+    """Mixin of KernelBuilder: the statements of a function outside its kernels."""
+
+    def host_buffer(self, s: A.BufferDecl) -> None:
+        """`T[shape] name;` on the host: a global tensor the function allocates."""
+        if s.storage not in (None, "global"):
+            raise err(f"a {s.storage} buffer must be declared inside a 'parallel' block", s)
+        if s.array_dims:
+            raise Unsupported("an array of host buffers", s.loc)
+        if s.type.dims is None:
+            raise err(f"'{s.name}' needs a shape", s.type)
+        check_dtype(s.type.elem.name, s.type.loc)
+        if s.init is not None:
+            raise Unsupported("an initialised host buffer", s.loc)
+        dims: list[ir.Expr] = []
+        for d in s.type.dims:
+            v = self.value(d)
+            if isinstance(v, ShapeValue):
+                dims += list(v.dims)
+            elif isinstance(v, Scalar):
+                dims.append(v.expr)
+            else:
+                raise err("a buffer dimension must be an integer or a shape", d)
+        for x, node in zip(dims, s.type.dims * len(dims)):
+            if not isinstance(x, (ir.Const, ir.Sym)):
+                raise Unsupported("a host buffer dimension computed from the parameters' "
+                                  "dimensions", node.loc)
+            n = B.as_int(x)
+            if n is not None and n <= 0:
+                raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", node)
+        if self.scope.local(s.name) is not None:
+            raise err(f"'{s.name}' is already declared in this scope", s)
+        param = ir.Param(s.name, s.type.elem.name, tuple(dims), "global", loc=s.loc)
+        self.locals.append(param)
+        self.scope.bind(s.name, Tensor(param, loc=s.loc))
+
+    def host_return(self, s: A.Return) -> None:
+        """`return name;`: the function's result is one of its global tensors."""
+        if not isinstance(s.value, A.Name):
+            raise Unsupported("returning a value other than a named buffer", s.loc)
+        v = self.scope.lookup(s.value.id)
+        if not isinstance(v, Tensor):
+            raise Unsupported("returning a value other than a global buffer", s.loc)
+        if self.result is not None:
+            raise Unsupported("a function with several return statements", s.loc)
+        self.result = s.value.id
+
+    def kernel_params(self) -> list[ir.Param]:
+        """The global tensors a kernel sees: the parameters, then the host buffers so far."""
+        return list(self.params) + list(self.locals)
+
+    @staticmethod
+    def split_levels(s: A.ParallelBy) -> tuple[A.ParallelLevel | None, list[A.ParallelLevel]]:
+        """(the grid level or None for a grid of one, the levels inside the block)."""
+        levels = list(s.levels)
+        first = levels[0].level
+        if first in INNER_LEVELS:
+            return None, levels
+        if first not in ("block", None):
+            raise Unsupported(f"a kernel whose outer parallel level is ': {first}'", s.loc)
+        inner = levels[1:]
+        for lvl in inner:
+            if lvl.level not in INNER_LEVELS + (None,):
+                raise Unsupported(f"the parallel level ': {lvl.level}' inside a block", lvl.loc)
+        return levels[0], inner

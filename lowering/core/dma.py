@@ -1,0 +1,104 @@
+"""`dma.copy` in thread kernels: element loops over a tile (see simt.py for the order).
+
+A copy between global and shared memory is shared out over the block's
+threads: thread t moves elements t, t + THREADS, ...; each element index is
+split into the tile's coordinates by its (constant or run-time) extents and
+read and written through the same address rules as per-thread code
+(threads.py). Plain `ld`/`st` carry no alignment requirement, so any row
+width copies. When the destination's extent is smaller than the source's
+(a view of `X` rows, `X` computed), the destination's shape is moved. A copy
+that touches a `local` buffer is the issuing thread's own loop.
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+
+from .writer import V
+
+
+def _storage(lw, v: ir.View) -> str:
+    return lw.places.base_shape(v.base, None)[0]
+
+
+def copy(lw, s: ir.DmaCopy) -> None:
+    from .simt import barrier
+
+    if s.swizzle:
+        raise lw.refuse("a swizzled dma.copy in a thread kernel", s.loc)
+    per_thread = "local" in (_storage(lw, s.src), _storage(lw, s.dst))
+    shape = _shape(s)
+    if not per_thread:
+        barrier(lw)  # writers of the source (and readers of the destination) are done
+    _loop(lw, s, shape, per_thread)
+    if not per_thread:
+        barrier(lw)  # the tile is there for every thread
+
+
+def _shape(s: ir.DmaCopy) -> tuple[ir.Expr, ...]:
+    """The extents moved: the destination's where the source's are larger (see above)."""
+    src, dst = s.src.shape, s.dst.shape
+    out = []
+    for a, b in zip(src, dst):
+        if isinstance(a, ir.Const) and isinstance(b, ir.Const):
+            out.append(a if a.value <= b.value else b)
+        else:
+            out.append(b if not isinstance(b, ir.Const) else a)
+    return tuple(out)
+
+
+def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
+    w = lw.w
+    total: ir.Expr = ir.Const(1, "s32")
+    for e in shape:
+        total = ir.Bin("*", total, e, "s32")
+    x = lw.exprs(s.loc)
+    n = x.value(total, "n")
+    i = w.reg("s32", "e")
+    if per_thread:
+        w.op("mov.s32", i, 0)
+        step = V.imm(1, "s32")
+    else:
+        w.op("mov.s32", i, lw.tid)
+        step = V.imm(lw.threads, "s32")
+    top, end = w.label("copy"), w.label("copy_end")
+    more = w.reg("pred", "copy_more")
+    w.op("setp.ge.s32", more, i, n)
+    w.bra(end, more)
+    w.put_label(top)
+    lw.push()
+    lw.depth += 1
+    coords = _split(lw, i, shape, s.loc)
+    dtype = lw.places.base_shape(s.dst.base, s.loc)[2]
+    src_dtype = lw.places.base_shape(s.src.base, s.loc)[2]
+    if dtype != src_dtype:
+        raise lw.refuse(f"a dma.copy from {src_dtype} to {dtype}", s.loc)
+    v = lw.places.load(s.src, coords, src_dtype, s.loc)
+    lw.places.store(s.dst, coords, dtype, v, s.loc)
+    lw.depth -= 1
+    lw.pop()
+    w.op("add.s32", i, i, step)
+    w.op("setp.lt.s32", more, i, n)
+    w.bra(top, more)
+    w.put_label(end)
+
+
+def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
+    """Coordinates of element `i` of a row-major tile of `shape` (innermost fastest)."""
+    w = lw.w
+    coords: list[ir.Expr] = []
+    rest = i
+    x = lw.exprs(loc)
+    for k in range(len(shape) - 1, -1, -1):
+        ext = x.value(shape[k], "ext")
+        c = w.reg("s32", f"c{k}")
+        if k == 0:
+            w.op("mov.s32", c, rest)
+        else:
+            w.op("rem.s32", c, rest, ext)
+            q = w.reg("s32", "q")
+            w.op("div.s32", q, rest, ext)
+            rest = q
+        name = w.fresh(f"_coord{k}")
+        lw.bind(name, c, nonneg=True)
+        coords.append(ir.Sym(name, "s32"))
+    return tuple(reversed(coords))
