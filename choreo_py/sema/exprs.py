@@ -21,6 +21,7 @@ from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValu
 BUILTIN_FUNCS = {
     "cdiv": "cdiv", "__exp2f": "exp2", "exp2": "exp2", "__expf": "exp", "__exp": "exp",
     "__log2f": "log2", "__logf": "log", "__sqrtf": "sqrt", "__rsqrtf": "rsqrt",
+    "__sqrt": "sqrt", "__rsqrt": "rsqrt",
     "__fabsf": "abs", "__abs": "abs", "abs": "abs",
     "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
 }

@@ -1,0 +1,137 @@
+"""Programs run as host programs, with inputs and the check each one's own `main()` makes.
+
+CASES lists (file, function, make inputs, check) for the reference compiler's
+end-to-end programs (`../shared/corpus/tests/gpu/end2end/`) that compile, and
+for the examples. `make(gen, device)` returns the call's arguments; `check(args,
+result)` raises AssertionError as the program's C++ check would fail. The
+checks are ports of the programs' `main()`: the same tolerances, the same
+comparisons. The interpreter's suite (test_end2end.py) and the GPU's
+(test_end2end_gpu.py) run the same cases.
+"""
+from __future__ import annotations
+
+import os
+
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+END2END = os.path.join(ROOT, "..", "shared", "corpus", "tests", "gpu", "end2end")
+EXAMPLES = os.path.join(ROOT, "examples")
+
+
+def _ints(gen, shape, lo, hi, device):
+    return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int32).to(device)
+
+
+def _floats(gen, shape, lo, hi, dtype, device):
+    return (torch.rand(shape, generator=gen) * (hi - lo) + lo).to(dtype).to(device)
+
+
+def _equal(args, res, want):
+    assert torch.equal(res.cpu(), want.cpu()), "values are not equal."
+
+
+def _close(tol):
+    def check(args, res, want):
+        diff = (res.float().cpu() - want.float().cpu()).abs().max().item()
+        assert diff <= tol, f"max difference {diff} > {tol}"
+    return check
+
+
+# --- end2end/add-shared.co: a + b, element by element (its main: exact equality)
+def _add_shared(gen, dev):
+    return (_ints(gen, (6, 17, 64), -10, 10, dev), _ints(gen, (6, 17, 64), -10, 10, dev))
+
+
+# --- end2end/float_types.co: |res - (float(a) + float(b))| <= 0.1; fp8 copies exact
+def _fadd(dtype):
+    def make(gen, dev):
+        return tuple(_floats(gen, (6, 64), -10.0, 10.0, dtype, dev) for _ in range(2))
+    return make
+
+
+def _fcopy(dtype):
+    def make(gen, dev):
+        return (_floats(gen, (6, 64), -10.0, 10.0, torch.float32, "cpu").to(dtype).to(dev),)
+    return make
+
+
+def _sum_ref(args):
+    return args[0].float() + args[1].float()
+
+
+def _copy_ref(args):
+    return args[0]
+
+
+def _bits_equal(args, res, want):
+    assert torch.equal(res.cpu().view(torch.uint8), want.cpu().view(torch.uint8)), \
+        "values are not equal."
+
+
+# --- examples
+def _vector_add(gen, dev):
+    return tuple(_floats(gen, (1024,), -1.0, 1.0, torch.float32, dev) for _ in range(2))
+
+
+def _transpose(gen, dev):
+    return (_floats(gen, (64, 96), -1.0, 1.0, torch.float32, dev),)
+
+
+def _rmsnorm(gen, dev):
+    return (_floats(gen, (128, 256), -2.0, 2.0, torch.float32, dev),
+            _floats(gen, (256,), 0.5, 1.5, torch.float32, dev))
+
+
+def _rmsnorm_ref(args):
+    x, w = (a.float() for a in args)
+    return x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-6) * w
+
+
+def _softmax(gen, dev):
+    x = _floats(gen, (256, 128), -3.0, 3.0, torch.bfloat16, dev)
+    return (x, torch.zeros_like(x))
+
+
+def _softmax_check(args, res, want):
+    got = args[1].float().cpu()
+    ref = torch.softmax(args[0].float().cpu(), dim=1)
+    diff = (got - ref).abs().max().item()
+    assert diff <= 1e-2, f"max difference {diff}"
+
+
+CASES = [
+    # (path, function, make(gen, device), reference(args) or None, check(args, res, want))
+    (os.path.join(END2END, "add-shared.co"), "ele_add", _add_shared,
+     lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "float_types.co"), "ele_add_f32", _fadd(torch.float32),
+     _sum_ref, _close(0.1)),
+    (os.path.join(END2END, "float_types.co"), "ele_add_f16", _fadd(torch.float16),
+     _sum_ref, _close(0.1)),
+    (os.path.join(END2END, "float_types.co"), "ele_add_bf16", _fadd(torch.bfloat16),
+     _sum_ref, _close(0.1)),
+    (os.path.join(END2END, "float_types.co"), "copy_f8_e4m3", _fcopy(torch.float8_e4m3fn),
+     _copy_ref, _bits_equal),
+    (os.path.join(END2END, "float_types.co"), "copy_f8_e5m2", _fcopy(torch.float8_e5m2),
+     _copy_ref, _bits_equal),
+    (os.path.join(EXAMPLES, "vector_add.co"), "vector_add", _vector_add,
+     lambda a: a[0] + a[1], _close(0.0)),
+    (os.path.join(EXAMPLES, "transpose.co"), "transpose", _transpose,
+     lambda a: a[0].t().contiguous(), _close(0.0)),
+    (os.path.join(EXAMPLES, "rmsnorm.co"), "rmsnorm", _rmsnorm, _rmsnorm_ref, _close(1e-3)),
+    (os.path.join(EXAMPLES, "softmax.co"), "softmax", _softmax, None, _softmax_check),
+]
+
+
+def case_id(case) -> str:
+    return f"{os.path.basename(case[0])}::{case[1]}"
+
+
+def run_case(case, call, device) -> None:
+    """Makes the inputs, calls the function through `call(path, function)`, checks."""
+    path, function, make, ref, check = case
+    gen = torch.Generator().manual_seed(0)
+    args = make(gen, device)
+    res = call(path, function)(*args)
+    want = ref(args) if ref is not None else None
+    check(args, res, want)
