@@ -43,6 +43,12 @@ def _add_shared(gen, dev):
     return (_ints(gen, (6, 17, 64), -10, 10, dev), _ints(gen, (6, 17, 64), -10, 10, dev))
 
 
+# --- end2end/memreuse-static.co: a + b for u8 [8, 256] filled in [0, 10) (exact)
+def _memreuse(gen, dev):
+    return tuple(torch.randint(0, 10, (8, 256), generator=gen, dtype=torch.uint8).to(dev)
+                 for _ in range(2))
+
+
 # --- end2end/float_types.co: |res - (float(a) + float(b))| <= 0.1; fp8 copies exact
 def _fadd(dtype):
     def make(gen, dev):
@@ -103,6 +109,8 @@ def _softmax_check(args, res, want):
 CASES = [
     # (path, function, make(gen, device), reference(args) or None, check(args, res, want))
     (os.path.join(END2END, "add-shared.co"), "ele_add", _add_shared,
+     lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "memreuse-static.co"), "mem_reuse_static", _memreuse,
      lambda a: a[0] + a[1], _equal),
     (os.path.join(END2END, "float_types.co"), "ele_add_f32", _fadd(torch.float32),
      _sum_ref, _close(0.1)),

@@ -16,7 +16,8 @@ import pytest
 
 TESTS = Path(__file__).resolve().parent
 #: helpers that assert (or fail the test) themselves
-ASSERTING_HELPERS = {"check_golden", "golden", "raises", "warns", "fail", "skip", "assemble"}
+ASSERTING_HELPERS = {"check_golden", "golden", "raises", "warns", "fail", "skip", "assemble",
+                     "run_case"}  # end2end_refs.run_case: the program's check asserts
 
 
 def _test_functions():

@@ -127,6 +127,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         if any(lv.device_target for lv in s.levels):
             raise Unsupported("a parallel region placed on a device (': device(...)')", s.loc)
         lvl, inner = self.split_levels(s)
+        if lvl is not None and lvl.cooperative:  # its `sync.barrier : block` spans the grid
+            raise Unsupported("a cooperative launch (': block<cooperative>', grid-wide sync)",
+                              lvl.loc)
         if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
             lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
                                   bracketed=False, level="block", loc=s.loc)

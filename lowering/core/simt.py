@@ -26,7 +26,7 @@ from choreo_py.diagnostics import ChoreoError
 from . import control, dma
 from .context import Lowering
 from .memory import SMEM_ALIGN
-from .threads import RAW, Places, ThreadExprs
+from .threads import RAW, WIDENED, Places, ThreadExprs
 from .writer import V, Writer
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
@@ -53,6 +53,7 @@ class ThreadLowering(Lowering):
 
     places: Places
     threads: int
+    widened_types = WIDENED
 
     def exprs(self, loc) -> ThreadExprs:
         return ThreadExprs(self, self.places, loc)

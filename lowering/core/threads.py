@@ -31,9 +31,9 @@ ELEM = {
 }
 #: Types moved as raw bits when copied element by element (no arithmetic on them here).
 RAW = {"f8_e4m3": "u8", "f8_e5m2": "u8"}
-#: Scalar types of values in registers (narrow types widen: see the module docstring).
-for _t, (_, _r) in ELEM.items():
-    REG_TYPES.setdefault(_t, _r)
+#: Scalar types of values in registers (narrow types widen: see the module docstring);
+#: only thread kernels use these (`widened_types` of simt.ThreadLowering).
+WIDENED = {t: r for t, (_, r) in ELEM.items() if t not in REG_TYPES}
 _CVT_IN = {"f16": "cvt.f32.f16", "bf16": "cvt.f32.bf16"}
 _CVT_OUT = {"f16": "cvt.rn.f16.f32", "bf16": "cvt.rn.bf16.f32"}
 
