@@ -19,6 +19,41 @@ END2END = os.path.join(ROOT, "..", "shared", "corpus", "tests", "gpu", "end2end"
 EXAMPLES = os.path.join(ROOT, "examples")
 
 
+#: element type -> torch dtype of the engine that runs the case (set by run_case: the
+#: interpreter widens unsigned types, a GPU needs the exact widths).
+DTYPES: dict = {}
+
+
+def _typed_ints(etype):
+    def make(gen, dev):
+        return tuple(torch.randint(0, 10, (6, 64), generator=gen).to(DTYPES[etype]).to(dev)
+                     for _ in range(2))
+    return make
+
+
+_BITS = {"s32": 32, "u32": 32, "s16": 16, "u16": 16, "s8": 8, "u8": 8}
+
+
+def _wrapped_sum(etype):
+    """static_cast<T>(a + b), computed in int64 on the CPU."""
+    def ref(args):
+        total = args[0].cpu().to(torch.int64) + args[1].cpu().to(torch.int64)
+        bits = _BITS[etype]
+        total = total % (1 << bits)
+        if etype.startswith("s"):
+            total = torch.where(total >= 1 << (bits - 1), total - (1 << bits), total)
+        return total
+    return ref
+
+
+def _equal_as_int(args, res, want):
+    assert torch.equal(res.cpu().to(torch.int64), want), "values are not equal."
+
+
+def _s32(gen, shape, dev):
+    return torch.randint(-10, 10, shape, generator=gen, dtype=torch.int32).to(dev)
+
+
 def _ints(gen, shape, lo, hi, device):
     return torch.randint(lo, hi, shape, generator=gen, dtype=torch.int32).to(device)
 
@@ -107,6 +142,18 @@ def _softmax_check(args, res, want):
 
 
 CASES = [
+    # end2end/copy.co: sync/async/group copies through shared memory (exact)
+    (os.path.join(END2END, "copy.co"), "dma_copy_sync", lambda g, d: (_s32(g, (6, 17, 64), d),),
+     _copy_ref, _equal),
+    (os.path.join(END2END, "copy.co"), "dma_copy_async", lambda g, d: (_s32(g, (6, 17, 64), d),),
+     _copy_ref, _equal),
+    (os.path.join(END2END, "copy.co"), "dma_copy_group", lambda g, d: (_s32(g, (6, 17, 32), d),),
+     _copy_ref, _equal),
+] + [
+    # end2end/integral_types.co: static_cast<T>(a + b), inputs in [0, 10)
+    (os.path.join(END2END, "integral_types.co"), f"ele_add_{t}", _typed_ints(t), _wrapped_sum(t),
+     _equal_as_int) for t in ("s32", "u32", "s16", "u16", "s8", "u8")
+] + [
     # (path, function, make(gen, device), reference(args) or None, check(args, res, want))
     (os.path.join(END2END, "add-shared.co"), "ele_add", _add_shared,
      lambda a: a[0] + a[1], _equal),
@@ -135,11 +182,29 @@ def case_id(case) -> str:
     return f"{os.path.basename(case[0])}::{case[1]}"
 
 
-def run_case(case, call, device) -> None:
+def run_case(case, call, device, dtypes) -> None:
     """Makes the inputs, calls the function through `call(path, function)`, checks."""
     path, function, make, ref, check = case
+    DTYPES.clear()
+    DTYPES.update(dtypes)
     gen = torch.Generator().manual_seed(0)
     args = make(gen, device)
     res = call(path, function)(*args)
     want = ref(args) if ref is not None else None
     check(args, res, want)
+
+
+def case_ptx(case, target: str) -> str:
+    """The PTX the GPU runs for the case: its function built for the case's shapes."""
+    from choreo_py import frontend, targets
+    from choreo_py.host.specialize import Functions
+    from choreo_py.runtime import build
+    from choreo_py.runtime.host_program import torch_dtypes
+
+    path, function, make = case[:3]
+    DTYPES.clear()
+    DTYPES.update(torch_dtypes())
+    args = make(torch.Generator().manual_seed(0), "cpu")
+    funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
+    fn = funcs.get(function, args, {})
+    return build.emit(funcs.module(fn), path, "ptx", target)

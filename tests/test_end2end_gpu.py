@@ -34,15 +34,21 @@ def _load(path: str, function: str):
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_gpu_matches_the_programs_check(case):
-    run_case(case, _load, "cuda")
+    run_case(case, _load, "cuda", _dtypes())
     torch.cuda.synchronize()
+
+
+def _dtypes():
+    from choreo_py.runtime.host_program import torch_dtypes
+
+    return torch_dtypes()
 
 
 if __name__ == "__main__":  # every case once, for compute-sanitizer
     failed = 0
     for c in CASES:
         try:
-            run_case(c, _load, "cuda")
+            run_case(c, _load, "cuda", _dtypes())
             torch.cuda.synchronize()
             print("ok  ", case_id(c))
         except AssertionError as e:

@@ -3,21 +3,18 @@ from __future__ import annotations
 
 from typing import Callable
 
-from .. import ir
-
 
 class HostFunction:
     """A `__co__` function bound to an engine: `f(*args, **kwargs) -> result or None`."""
 
-    def __init__(self, fn: ir.Function, run: Callable) -> None:
-        self.ir = fn
-        self.name = fn.name
+    def __init__(self, name: str, arg_names: list[str], run: Callable) -> None:
+        self.name = name
+        self.arg_names = arg_names
         self._run = run
-        self.__doc__ = (f"{fn.name}({', '.join(fn.arg_names)})"
-                        + (f" -> {fn.result}" if fn.result else ""))
+        self.__doc__ = f"{name}({', '.join(arg_names)})"
 
     def __call__(self, *args, **kwargs):
-        return self._run(self.ir, args, kwargs)
+        return self._run(self.name, args, kwargs)
 
     def __repr__(self) -> str:
         return f"<choreo function {self.__doc__}>"
@@ -25,19 +22,19 @@ class HostFunction:
 
 class Library:
     """The functions of one file: `lib.name(...)`, `lib["name"]`, or `lib(...)` for a file of
-    one function."""
+    one function. `functions` maps each name to its argument names; `run(name, args,
+    kwargs)` performs a call."""
 
-    def __init__(self, module: ir.Module, run: Callable, source: str = "") -> None:
-        self.module = module
+    def __init__(self, functions: dict[str, list[str]], run: Callable, source: str = "") -> None:
         self.source = source
-        self.functions = {fn.name: HostFunction(fn, run) for fn in module.functions}
+        self.functions = {n: HostFunction(n, a, run) for n, a in functions.items()}
 
     def __getattr__(self, name: str) -> HostFunction:
         functions = self.__dict__.get("functions", {})
         if name in functions:
             return functions[name]
-        raise AttributeError(f"{self.source or 'the program'} has no __co__ function "
-                             f"'{name}' (it has {', '.join(functions) or 'none'})")
+        raise AttributeError(f"{self.__dict__.get('source') or 'the program'} has no __co__ "
+                             f"function '{name}' (it has {', '.join(functions) or 'none'})")
 
     def __getitem__(self, name: str) -> HostFunction:
         return self.__getattr__(name)
@@ -49,4 +46,4 @@ class Library:
         return next(iter(self.functions.values()))(*args, **kwargs)
 
     def __dir__(self):
-        return list(self.functions) + ["functions", "module"]
+        return list(self.functions) + ["functions"]

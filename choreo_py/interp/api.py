@@ -174,20 +174,30 @@ def check_dims(fn: ir.Function, dims: dict) -> None:
 def program(path: str, *, function: Optional[str] = None, include_dirs: Iterable[str] = (),
             defines: Optional[dict] = None, target: Optional[str] = None, **run_options):
     """The file's `__co__` functions as Python callables run by the interpreter: a
-    `host.Library` (`lib.name(a, b)`), or with `function`, that one function."""
+    `host.Library` (`lib.name(a, b)`), or with `function`, that one function. Each
+    function is built on its first call (for the call's shapes where it needs them:
+    host/specialize.py); a function the IR cannot express raises its refusal then."""
+    from .. import frontend
     from ..host import Library
+    from ..host.specialize import Functions
     from .host import call_function
 
     rec = targets.resolve(target)
-    module, found = load_module(path, include_dirs, defines, rec.name)
-    for w in found:
-        warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
+    funcs = Functions(frontend.parse_file(path, include_dirs, defines), rec, strict=False)
     run_options.setdefault("owners", rec.acc_owners)
 
-    def run(fn, args, kwargs):
-        return call_function(module, fn, args, kwargs, **run_options)
+    def run(name, args, kwargs):
+        before = len(diagnostics.WARNINGS)
+        try:
+            fn = funcs.get(name, args, kwargs)
+        finally:
+            found = diagnostics.WARNINGS[before:]
+            del diagnostics.WARNINGS[before:]
+        for w in found:
+            warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
+        return call_function(funcs.module(fn), fn, args, kwargs, **run_options)
 
-    lib = Library(module, run, os.path.basename(path))
+    lib = Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
     return lib if function is None else lib[function]
 
 

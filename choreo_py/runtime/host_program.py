@@ -78,8 +78,41 @@ class ThreadProgram:
         k.launch(grid, info["THREADS"], k.pack(params), stream)
 
 
-def library(path: str, target: str, module: ir.Module, text: str) -> Library:
-    prog = ThreadProgram(path, target, module, text)
-    lib = Library(module, prog.call, os.path.basename(path))
-    lib.program = prog
-    return lib
+def library(path: str, target: str, program, rec, first_error=None) -> Library:
+    """The file's functions as callables on the GPU, each compiled on its first call (for
+    the call's shapes where it needs them). `first_error`: the whole file did not build;
+    unless some function can (or may, once its dimensions are known), it is raised here."""
+    from choreo_py.host.specialize import Functions
+
+    funcs = Functions(program, rec, strict=True)
+    if first_error is not None and not _some_function_may_build(funcs):
+        raise first_error
+    programs: dict[int, ThreadProgram] = {}
+
+    def run(name, args, kwargs):
+        fn = funcs.get(name, args, kwargs)
+        if id(fn) not in programs:
+            module = funcs.module(fn)
+            text = build.pyptx_text(module, path, target)
+            if "\nKERNELS = {}" not in text:
+                raise ValueError(f"{name} holds MMA kernels: load it alone, as a kernel "
+                                 "(its file must compile as a whole)")
+            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text))
+        return programs[id(fn)][1].call(fn, args, kwargs)
+
+    return Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
+
+
+def _some_function_may_build(funcs) -> bool:
+    from choreo_py import ast as A
+
+    for name in funcs.names():
+        try:
+            funcs.get(name)
+            return True
+        except Exception:  # noqa: BLE001 - a refusal: see whether the shapes would help
+            params = funcs.ast[name].params
+            if any(isinstance(p.type, A.TypeRef) or any(isinstance(d, A.Name) for d in
+                   (p.type.dims or [])) for p in params if p.name):
+                return True
+    return False

@@ -166,13 +166,24 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     from choreo_py import targets
     from choreo_py.passes import pipeline
 
+    from choreo_py import frontend
+    from choreo_py.diagnostics import ChoreoError
+    from choreo_py.lowering.core import simt
+
     rec = targets.resolve(target)
     target = rec.name
-    module = pipeline.ir_of_file(path, rec, include_dirs, defines)
-    text = build.pyptx_text(module, path, target)
-    if "\nKERNELS = {}" in text:  # thread kernels (lowering/core/simt.py): a host program
+    program = frontend.parse_file(path, include_dirs, defines)
+    try:
+        module = pipeline.build_module(program, rec)
+    except ChoreoError as e:  # perhaps some functions only (host/specialize.py)
         from .host_program import library
 
-        lib = library(path, target, module, text)
+        lib = library(path, target, program, rec, first_error=e)
         return lib if function is None else lib[function]
-    return ChoreoFunction(path, target, text)
+    kernels = [k for f in module.functions for k in f.kernels]
+    if kernels and all(simt.is_thread_kernel(k) for k in kernels):
+        from .host_program import library
+
+        lib = library(path, target, program, rec)
+        return lib if function is None else lib[function]
+    return ChoreoFunction(path, target, build.pyptx_text(module, path, target))

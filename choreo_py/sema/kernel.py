@@ -34,8 +34,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
-                 preset_shapes: dict | None = None) -> None:
+                 preset_shapes: dict | None = None, dims: dict | None = None) -> None:
         self.func = func
+        self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
         self.preset_shapes = preset_shapes or {}
@@ -86,6 +87,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         if p.name is None:
             return
         if isinstance(t, A.TypeRef):
+            if p.name in self.dims:
+                self.scope.bind(p.name, Scalar(ir.Const(self.dims[p.name], t.name), kind="const"))
+                return
             self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
             return
         if t.dims is None:
@@ -93,7 +97,10 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         shape = []
         for d in t.dims:
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
-                self.scope.bind(d.id, Scalar(ir.Sym(d.id, "s32"), kind="dim"))
+                if d.id in self.dims:
+                    self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
+                else:
+                    self.scope.bind(d.id, Scalar(ir.Sym(d.id, "s32"), kind="dim"))
             if isinstance(d, A.DimWildcard):
                 raise Unsupported(f"the open dimension '{d.kind}'", d.loc)
             v = self.value(d)
