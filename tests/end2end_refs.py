@@ -141,7 +141,44 @@ def _softmax_check(args, res, want):
     assert diff <= 1e-2, f"max difference {diff}"
 
 
+# --- end2end/dma_3d.co and dma_4d5d.co: each function copies its input through shared
+# memory; main() checks output == input element by element (f16 compared as values).
+COPIES = [
+    ("dma_3d.co", "test_flat_s32", torch.int32, (2, 4, 8)),
+    ("dma_3d.co", "test_flat_f16", torch.float16, (3, 8, 16)),
+    ("dma_3d.co", "test_flat_async", torch.int32, (2, 8, 32)),
+    ("dma_3d.co", "test_flat_large", torch.int32, (4, 16, 32)),
+    ("dma_3d.co", "test_flat_s8", torch.int8, (2, 16, 64)),
+    ("dma_3d.co", "test_batch_s32", torch.int32, (2, 4, 8)),
+    ("dma_3d.co", "test_batch_f16", torch.float16, (3, 8, 16)),
+    ("dma_3d.co", "test_batch_async", torch.int32, (2, 8, 32)),
+    ("dma_3d.co", "test_mixed_flatten", torch.int32, (3, 4, 8)),
+    ("dma_3d.co", "test_mixed_flatten_f16", torch.float16, (4, 8, 16)),
+    ("dma_3d.co", "test_mixed_batch", torch.int32, (2, 4, 8)),
+    ("dma_3d.co", "test_mixed_batch_inner_static", torch.int32, (3, 4, 8)),
+    ("dma_4d5d.co", "test_4d_flat_s32", torch.int32, (2, 3, 4, 8)),
+    ("dma_4d5d.co", "test_4d_flat_f16", torch.float16, (2, 2, 4, 16)),
+    ("dma_4d5d.co", "test_4d_dyn_s32", torch.int32, (2, 3, 4, 8)),
+    ("dma_4d5d.co", "test_4d_mixed", torch.int32, (2, 3, 5, 7)),
+    ("dma_4d5d.co", "test_4d_dyn_outer", torch.int32, (3, 3, 4, 8)),
+    ("dma_4d5d.co", "test_5d_flat_s32", torch.int32, (2, 2, 3, 4, 8)),
+    ("dma_4d5d.co", "test_5d_dyn", torch.int32, (2, 2, 3, 4, 5)),
+    ("dma_4d5d.co", "test_5d_mixed", torch.int32, (2, 3, 3, 4, 8)),
+]
+
+
+def _copy_input(dtype, shape):
+    def make(gen, dev):
+        if dtype.is_floating_point:
+            return (_floats(gen, shape, -8.0, 8.0, dtype, dev),)
+        return (torch.randint(-63, 64, shape, generator=gen).to(dtype).to(dev),)
+    return make
+
+
 CASES = [
+    (os.path.join(END2END, f), fn, _copy_input(dt, shape), _copy_ref, _equal)
+    for f, fn, dt, shape in COPIES
+] + [
     # end2end/copy.co: sync/async/group copies through shared memory (exact)
     (os.path.join(END2END, "copy.co"), "dma_copy_sync", lambda g, d: (_s32(g, (6, 17, 64), d),),
      _copy_ref, _equal),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from .threads import RAW
 from .writer import V
 
 
@@ -72,8 +73,9 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     src_dtype = lw.places.base_shape(s.src.base, s.loc)[2]
     if dtype != src_dtype:
         raise lw.refuse(f"a dma.copy from {src_dtype} to {dtype}", s.loc)
-    v = lw.places.load(s.src, coords, src_dtype, s.loc)
-    lw.places.store(s.dst, coords, dtype, v, s.loc)
+    moved = RAW.get(dtype, dtype)  # a copy moves bits: fp8 as bytes
+    v = lw.places.load(s.src, coords, moved, s.loc)
+    lw.places.store(s.dst, coords, moved, v, s.loc)
     lw.depth -= 1
     lw.pop()
     w.op("add.s32", i, i, step)
