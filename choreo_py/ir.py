@@ -182,6 +182,7 @@ class Param:
     shape: tuple[Expr, ...]  # Const or Sym (symbolic dims)
     storage: str = "global"
     loc: Optional[Loc] = None
+    init: Optional[Const] = None  # a host buffer's initial value (`s32[4] out {0};`)
 
 
 @dataclass

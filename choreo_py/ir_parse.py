@@ -352,7 +352,11 @@ class _Parser:
             if line.startswith("args "):
                 arg_names = [a.strip() for a in line[5:].split(",")]
                 continue
-            _, found = self.header(f"func _({line[5:]}) {{", "func")
+            decl, _, init = line[5:].partition(" = ")
+            _, found = self.header(f"func _({decl}) {{", "func")
+            if init:
+                self.scope = _Scope(None, [])
+                found[0].init = self.exprs(init).expr()
             locals_ += found
         self.scope = _Scope(None, params + locals_)
         body = self.block()

@@ -167,6 +167,48 @@ COPIES = [
 ]
 
 
+# --- end2end/tiled_dma.co: main() compares a region of the output with the input at an
+# offset: output[i][j] == input[oi + i][oj + j] for i < rows, j < cols (f16 as values);
+# `zero_row`: that output row must be 0 (the zero-initialised result buffer).
+TILED = [  # function, dtype, input shape, rows, cols, oi, oj, zero_row
+    ("foo1", torch.int32, (32, 32), 32, 32, 0, 0, None),
+    ("foo2", torch.float16, (31, 32), 31, 32, 0, 0, 31),
+    ("foo3", torch.float16, (32, 1024), 7, 32, 0, 0, None),
+    ("foo4", torch.int32, (32, 64), 32, 64, 0, 0, None),
+    ("foo5", torch.float16, (31, 64), 31, 64, 0, 0, 31),
+    ("foo6", torch.float32, (128, 128), 32, 32, 32, 64, None),
+    ("foo7", torch.int32, (64, 32), 64, 32, 0, 0, None),
+    ("foo8", torch.int32, (16, 48), 16, 48, 0, 0, None),
+    ("foo9", torch.int8, (32, 128), 32, 128, 0, 0, None),
+    ("foo10", torch.int32, (13, 32), 13, 32, 0, 0, None),
+    ("foo11", torch.int32, (13, 64), 13, 64, 0, 0, None),
+    ("foo12", torch.float16, (64, 64), 64, 64, 0, 0, None),
+    ("foo13", torch.float16, (128, 128), 128, 128, 0, 0, None),
+    ("foo14", torch.float16, (4, 128), 4, 128, 0, 0, None),
+    ("foo15", torch.int32, (128, 16), 128, 16, 0, 0, None),
+    ("foo16", torch.int8, (64, 128), 32, 64, 0, 0, None),
+    ("foo17", torch.int32, (48, 64), 16, 32, 0, 0, None),
+    ("foo18", torch.int8, (64, 128), 13, 64, 0, 0, None),
+    ("foo19", torch.int32, (128, 128), 32, 32, 32, 64, None),
+    ("foo25", torch.int32, (128,), 128, None, 0, 0, None),
+    ("foo26", torch.float16, (256,), 256, None, 0, 0, None),
+    ("foo27", torch.int32, (64,), 64, None, 0, 0, None),
+    ("foo28", torch.int8, (512,), 512, None, 0, 0, None),
+]
+
+
+def _region_check(rows, cols, oi, oj, zero_row):
+    def check(args, res, want):
+        x, out = args[0].cpu().float(), res.cpu().float()
+        if cols is None:
+            assert torch.equal(out[:rows], x[oi:oi + rows]), "mismatch"
+            return
+        assert torch.equal(out[:rows, :cols], x[oi:oi + rows, oj:oj + cols]), "mismatch"
+        if zero_row is not None:
+            assert torch.all(out[zero_row] == 0), "zfill row mismatch"
+    return check
+
+
 def _copy_input(dtype, shape):
     def make(gen, dev):
         if dtype.is_floating_point:
@@ -178,6 +220,10 @@ def _copy_input(dtype, shape):
 CASES = [
     (os.path.join(END2END, f), fn, _copy_input(dt, shape), _copy_ref, _equal)
     for f, fn, dt, shape in COPIES
+] + [
+    (os.path.join(END2END, "tiled_dma.co"), fn, _copy_input(dt, shape), None,
+     _region_check(rows, cols, oi, oj, zero))
+    for fn, dt, shape, rows, cols, oi, oj, zero in TILED
 ] + [
     # end2end/copy.co: sync/async/group copies through shared memory (exact)
     (os.path.join(END2END, "copy.co"), "dma_copy_sync", lambda g, d: (_s32(g, (6, 17, 64), d),),

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import torch
+
 from .. import ir
 from .errors import FutureError, InterpError, RaceError
 from . import lanes
@@ -299,14 +301,18 @@ class BlockRun:
     def s_copy(self, s, th):
         src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        whole = None
         if src.shape != dst.shape:
+            full = dst
             _, src, dst = self._corner(s, src, dst)
+            if dst is not full:  # a smaller tile: the rest of the destination is zero-filled
+                whole = full
         if getattr(s, "leader_only", False):
             self._same_boxes(s, th, (src, dst))
             if not th.leader:
                 return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
-        yield from self._transfer(s, th, src, dst, kind)
+        yield from self._transfer(s, th, src, dst, kind, zfill=whole)
 
     def _corner(self, s, src: Box, dst: Box) -> Box:
         """A DMA of a smaller box fills the leading corner of its destination; into a
@@ -332,14 +338,20 @@ class BlockRun:
                 sizes[d] = next(it)
         return src, src, Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
 
-    def _transfer(self, s, th, src: Box, dst: Box, kind: str):
-        """A copy: at once without a future, else when the scheduler completes it."""
+    def _transfer(self, s, th, src: Box, dst: Box, kind: str, zfill: Box | None = None):
+        """A copy: at once without a future, else when the scheduler completes it.
+        `zfill`: the whole destination, zeroed first (cp.async's zero fill of a DMA whose
+        tile is smaller than its destination)."""
         what = f"{kind} '{s.future}'" if s.future else kind
 
         def action(agent):
             self.mem.access(src, False, agent, s.loc, what)
+            data = self.mem.read(src, as_float=False)
+            if zfill is not None:
+                self.mem.access(zfill, True, agent, s.loc, what)
+                self.mem.write(zfill, torch.zeros(tuple(zfill.shape), dtype=data.dtype), s.loc)
             self.mem.access(dst, True, agent, s.loc, what)
-            self.mem.write(dst, self.mem.read(src, as_float=False), s.loc)
+            self.mem.write(dst, data, s.loc)
 
         if s.future is None:
             action(th)

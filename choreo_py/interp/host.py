@@ -1,7 +1,7 @@
 """A `__co__` function as a host program on the CPU: allocate, launch in order, return.
 
-The function's host buffers (`ir.Function.locals`) are allocated zeroed
-with the shapes their declarations give (symbolic dimensions bound from the
+The function's host buffers (`ir.Function.locals`) are allocated (zeroed,
+or filled with their initialiser) with the shapes their declarations give (symbolic dimensions bound from the
 arguments), its kernels run in the order of their `Launch` statements, and
 the buffer it returns is the call's result. Arguments are given in the
 order the parameters are written: tensors for tensor parameters, integers
@@ -73,6 +73,8 @@ def allocate(fn: ir.Function, tensors: dict, dims: dict, device=None,
                 shape.append(int(d.value))
         where = device if device is not None else _device(tensors)
         tensors[p.name] = torch.zeros(shape, dtype=table[p.dtype], device=where)
+        if p.init is not None:
+            tensors[p.name].fill_(p.init.value)
     return bound
 
 

@@ -44,8 +44,11 @@ class HostBuilder:
         if s.type.dims is None:
             raise err(f"'{s.name}' needs a shape", s.type)
         check_dtype(s.type.elem.name, s.type.loc)
+        init = None
         if s.init is not None:
-            raise Unsupported("an initialised host buffer", s.loc)
+            init = self.scalar(s.init, s.type.elem.name)
+            if not isinstance(init, ir.Const):
+                raise err("a buffer initialiser must be a constant", s.init)
         dims: list[ir.Expr] = []
         for d in s.type.dims:
             v = self.value(d)
@@ -64,7 +67,7 @@ class HostBuilder:
                 raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", node)
         if self.scope.local(s.name) is not None:
             raise err(f"'{s.name}' is already declared in this scope", s)
-        param = ir.Param(s.name, s.type.elem.name, tuple(dims), "global", loc=s.loc)
+        param = ir.Param(s.name, s.type.elem.name, tuple(dims), "global", loc=s.loc, init=init)
         self.locals.append(param)
         self.scope.bind(s.name, Tensor(param, loc=s.loc))
 

@@ -36,15 +36,23 @@ def copy(lw, s: ir.DmaCopy) -> None:
 
 
 def _shape(s: ir.DmaCopy) -> tuple[ir.Expr, ...]:
-    """The extents moved: the destination's where the source's are larger (see above)."""
+    """The extents written: the destination's (a smaller source tile is zero-filled to it,
+    as cp.async's zero fill does), or the source's where the destination's is not known
+    at compile time and the source's is."""
     src, dst = s.src.shape, s.dst.shape
     out = []
     for a, b in zip(src, dst):
-        if isinstance(a, ir.Const) and isinstance(b, ir.Const):
-            out.append(a if a.value <= b.value else b)
+        if isinstance(b, ir.Const) or not isinstance(a, ir.Const):
+            out.append(b)
         else:
-            out.append(b if not isinstance(b, ir.Const) else a)
+            out.append(a)
     return tuple(out)
+
+
+def _zero_filled(s: ir.DmaCopy) -> list[tuple[int, int]]:
+    """(dimension, source extent) where the source tile is smaller than the destination."""
+    return [(k, a.value) for k, (a, b) in enumerate(zip(s.src.shape, s.dst.shape))
+            if isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.value < b.value]
 
 
 def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
@@ -74,7 +82,11 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     if dtype != src_dtype:
         raise lw.refuse(f"a dma.copy from {src_dtype} to {dtype}", s.loc)
     moved = RAW.get(dtype, dtype)  # a copy moves bits: fp8 as bytes
-    v = lw.places.load(s.src, coords, moved, s.loc)
+    zfill = _zero_filled(s)
+    if zfill:
+        v = _load_or_zero(lw, s, coords, moved, zfill)
+    else:
+        v = lw.places.load(s.src, coords, moved, s.loc)
     lw.places.store(s.dst, coords, moved, v, s.loc)
     lw.depth -= 1
     lw.pop()
@@ -104,3 +116,22 @@ def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
         lw.bind(name, c, nonneg=True)
         coords.append(ir.Sym(name, "s32"))
     return tuple(reversed(coords))
+
+
+def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill) -> V:
+    """The source element where the coordinates are inside the source tile, else 0."""
+    from .threads import elem_types
+
+    w = lw.w
+    reg = elem_types(lw, dtype, s.loc)[1]
+    out = w.reg(reg, "zv", init=V.imm(0, reg))
+    skip, outside = w.label("zfill"), w.reg("pred", "outside")
+    x = lw.exprs(s.loc)
+    for k, extent in zfill:
+        c = x.value(coords[k], "zc")
+        w.op("setp.ge.s32", outside, c, extent)
+        w.bra(skip, outside)
+    v = lw.places.load(s.src, coords, dtype, s.loc)
+    w.op(f"mov.{'f32' if reg == 'f32' else 'b' + reg[1:]}", out, v)
+    w.put_label(skip)
+    return out
