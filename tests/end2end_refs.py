@@ -217,7 +217,22 @@ def _copy_input(dtype, shape):
     return make
 
 
+#: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
+NOT_INTERPRETED = {
+    "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
+                                 "on the GPU",
+}
+
+
+def _add_local(gen, dev):
+    return (_ints(gen, (6, 17, 64), -10, 10, dev), _ints(gen, (6, 17, 64), -10, 10, dev))
+
+
 CASES = [
+    # end2end/add.co, its second function: per-thread copies into local buffers (exact)
+    (os.path.join(END2END, "add.co"), "ele_add_local_dma", _add_local, lambda a: a[0] + a[1],
+     _equal),
+] + [
     (os.path.join(END2END, f), fn, _copy_input(dt, shape), _copy_ref, _equal)
     for f, fn, dt, shape in COPIES
 ] + [

@@ -17,11 +17,13 @@ from choreo_py.runtime.build import find_ptxas, ptxas
 
 from choreo_py.interp.scalars import TORCH_DTYPES
 
-from end2end_refs import CASES, case_id, case_ptx, run_case
+from end2end_refs import CASES, NOT_INTERPRETED, case_id, case_ptx, run_case
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_interpreter_matches_the_programs_check(case):
+    if case_id(case) in NOT_INTERPRETED:
+        pytest.skip(NOT_INTERPRETED[case_id(case)])
     run_case(case, lambda path, fn: choreo_py.interpret(path, function=fn, target="sm_90a"),
              "cpu", TORCH_DTYPES)
 

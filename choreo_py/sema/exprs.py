@@ -383,8 +383,19 @@ class ExprBuilder:
             raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)} index(es)", n)
         return Scalar(ir.Elem(f.name, index, f.dtype))
 
+    def element_index(self, args) -> tuple[ir.Expr, ...]:
+        """`.at(...)` indices; a named ituple (a loop over a shape) gives one per dimension."""
+        out: list[ir.Expr] = []
+        for a in args:
+            v = self.scope.lookup(a.id) if isinstance(a, A.Name) else None
+            if isinstance(v, ITupleValue):
+                out += list(v.elems)
+            else:
+                out.append(self.scalar(a))
+        return tuple(out)
+
     def _buf_elem(self, view: ViewValue, n: A.MethodCall):
-        index = tuple(self.scalar(a) for a in n.args)
+        index = self.element_index(n.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
         return Scalar(ir.BufElem(view.view, index, view.dtype))

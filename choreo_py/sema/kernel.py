@@ -333,6 +333,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         if s.ranges and not s.bindings:
             raise Unsupported("'foreach' over variables bound by an enclosing 'with'", s.loc)
         loops: list[tuple[str, ir.Expr]] = []
+        tuples: dict[str, list[str]] = {}  # `foreach x in t.span` over several dimensions
         for b in s.bindings:
             dom = self.value(b.domain)
             bounds = dom.dims if isinstance(dom, ShapeValue) else (
@@ -340,8 +341,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             if bounds is None:
                 raise err("a loop domain must be an integer or a shape", b.domain)
             names = b.elements or ([b.name] if b.name else [])
-            if not b.elements and len(bounds) > 1:
-                raise Unsupported("a loop over a named ituple of several dimensions", b.loc)
+            if not b.elements and b.name and len(bounds) > 1:
+                names = [f"{b.name}__{i}" for i in range(len(bounds))]
+                tuples[b.name] = names
             if len(names) != len(bounds):
                 raise err(f"{len(names)} loop variable(s) for a {len(bounds)}-D domain", b)
             loops += list(zip(names, bounds))
@@ -352,6 +354,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         self.scope = outer.child()
         for var, bound in loops:
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        for name, parts in tuples.items():  # `x` is the ituple of its dimensions' indices
+            self.scope.bind(name, ITupleValue(tuple(ir.Sym(p, "s32") for p in parts)))
         body = self.block(s.body.stmts)
         self.scope = outer
         for var, bound in reversed(loops):

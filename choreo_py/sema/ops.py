@@ -174,7 +174,9 @@ class OpBuilder:
         both wrote), they meet first, one issues the copy, and they meet again
         once it is complete.
         """
-        if self._instances() == 1:
+        if self._instances() == 1 or "local" in (self._storage(op.src), self._storage(op.dst)):
+            # One instance, or a copy from or into a thread's own local buffer: each thread
+            # issues its own.
             self.emit(op)
             return
         if isinstance(op, (ir.TmaStore, ir.DmaCopy)) and op.future:
@@ -524,7 +526,7 @@ class OpBuilder:
             self.emit(ir.ElemStore(f.name, index, value, loc=s.loc))
             return
         view = self.view_of(t.base)
-        index = tuple(self.scalar(a) for a in t.args)
+        index = self.element_index(t.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", t)
         value = self._stored_value(s, ir.BufElem(view.view, index, view.dtype), view.dtype)
