@@ -217,6 +217,23 @@ def _copy_input(dtype, shape):
     return make
 
 
+# --- end2end/fp8_ops.co: fp8 inputs in [-2, 2); sums in f16 within 0.35 (e4m3) / 0.5
+# (e5m2) of float(a) + float(b); copies compare float values exactly.
+def _fp8(dtype, shape, n):
+    def make(gen, dev):
+        return tuple(_floats(gen, shape, -2.0, 2.0, torch.float32, "cpu").to(dtype).to(dev)
+                     for _ in range(n))
+    return make
+
+
+FP8 = [
+    ("ele_add_fp8_e4m3", _fp8(torch.float8_e4m3fn, (6, 64), 2), _sum_ref, _close(0.35)),
+    ("ele_add_fp8_e5m2", _fp8(torch.float8_e5m2, (6, 64), 2), _sum_ref, _close(0.5)),
+    ("fp8_dma_copy_sync", _fp8(torch.float8_e4m3fn, (6, 17, 64), 1), _copy_ref, _close(0.0)),
+    ("fp8_dma_copy_async", _fp8(torch.float8_e5m2, (6, 17, 64), 1), _copy_ref, _close(0.0)),
+    ("fp8_dma_copy_group", _fp8(torch.float8_e5m2, (6, 17, 32), 1), _copy_ref, _close(0.0)),
+]
+
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
 NOT_INTERPRETED = {
     "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
@@ -229,6 +246,8 @@ def _add_local(gen, dev):
 
 
 CASES = [
+    (os.path.join(END2END, "fp8_ops.co"), fn, make, ref, check) for fn, make, ref, check in FP8
+] + [
     # end2end/add.co, its second function: per-thread copies into local buffers (exact)
     (os.path.join(END2END, "add.co"), "ele_add_local_dma", _add_local, lambda a: a[0] + a[1],
      _equal),

@@ -28,7 +28,10 @@ ELEM = {
     "s8": ("s8", "s32"), "u8": ("u8", "u32"), "s16": ("s16", "s32"), "u16": ("u16", "u32"),
     "s32": ("s32", "s32"), "u32": ("u32", "u32"), "s64": ("s64", "s64"), "u64": ("u64", "u64"),
     "f32": ("f32", "f32"), "f16": ("b16", "f32"), "bf16": ("b16", "f32"), "bool": ("u8", "u32"),
+    "f8_e4m3": ("u8", "f32"), "f8_e5m2": ("u8", "f32"),
 }
+#: fp8 formats: their name in cvt's packed-pair conversions (sm_89 and later).
+_FP8 = {"f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
 #: Types moved as raw bits when copied element by element (no arithmetic on them here).
 RAW = {"f8_e4m3": "u8", "f8_e5m2": "u8"}
 #: Scalar types of values in registers (narrow types widen: see the module docstring);
@@ -121,6 +124,16 @@ class Places:
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc)
         w = self.lw.w
+        if dtype in _FP8:  # byte -> f16 (the low half of a converted pair) -> f32
+            byte = w.reg("b16", "q8")
+            w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
+            pair = w.reg("b32", "h2")
+            w.op(f"cvt.rn.f16x2.{_FP8[dtype]}x2", pair, byte)
+            low = w.reg("b16", "h")
+            w.op("cvt.u16.u32", low, pair)
+            out = w.reg("f32", "v")
+            w.op("cvt.f32.f16", out, low)
+            return out
         if dtype in _CVT_IN:
             raw = w.reg("b16", "h")
             w.op(f"ld.{space}.b16", raw, f"ptx.addr({addr.text})")
@@ -137,6 +150,11 @@ class Places:
         w = self.lw.w
         if value.is_const:
             value = self.lw.w.reg(reg, "c", init=V.imm(value.const, reg))
+        if dtype in _FP8:  # f32 -> the low byte of a saturated pair (the high one is 0)
+            pair = w.reg("b16", "q8")
+            w.op(f"cvt.rn.satfinite.{_FP8[dtype]}x2.f32", pair, V.imm(0.0, "f32"), value)
+            w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", pair)
+            return
         if dtype in _CVT_OUT:
             raw = w.reg("b16", "h")
             w.op(_CVT_OUT[dtype], raw, value)
