@@ -232,6 +232,8 @@ FP8 = [
     ("fp8_dma_copy_sync", _fp8(torch.float8_e4m3fn, (6, 17, 64), 1), _copy_ref, _close(0.0)),
     ("fp8_dma_copy_async", _fp8(torch.float8_e5m2, (6, 17, 64), 1), _copy_ref, _close(0.0)),
     ("fp8_dma_copy_group", _fp8(torch.float8_e5m2, (6, 17, 32), 1), _copy_ref, _close(0.0)),
+    ("fp8_dma_add", _fp8(torch.float8_e5m2, (6, 17, 32), 2), _sum_ref, _close(0.35)),
+    ("fp8_dma_add1", _fp8(torch.float8_e5m2, (6, 17, 32), 2), _sum_ref, _close(0.35)),
 ]
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
@@ -266,6 +268,12 @@ CASES = [
      _copy_ref, _equal),
     (os.path.join(END2END, "copy.co"), "dma_copy_group", lambda g, d: (_s32(g, (6, 17, 32), d),),
      _copy_ref, _equal),
+    (os.path.join(END2END, "copy.co"), "dma_add",
+     lambda g, d: (_s32(g, (6, 17, 32), d), _s32(g, (6, 17, 32), d)), lambda a: a[0] + a[1],
+     _equal),
+    (os.path.join(END2END, "copy.co"), "dma_add1",
+     lambda g, d: (_s32(g, (6, 17, 32), d), _s32(g, (6, 17, 32), d)), lambda a: a[0] + a[1],
+     _equal),
 ] + [
     # end2end/integral_types.co: static_cast<T>(a + b), inputs in [0, 10)
     (os.path.join(END2END, "integral_types.co"), f"ele_add_{t}", _typed_ints(t), _wrapped_sum(t),

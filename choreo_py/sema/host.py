@@ -32,6 +32,22 @@ def check_dtype(name: str, loc) -> None:
         raise Unsupported(f"the element type '{name}' (packed sub-byte data)", loc)
 
 
+def nested_parallels(stmts) -> list:
+    """The parallel statements inside `stmts` (not looking inside those)."""
+    out = []
+    for st in stmts:
+        if isinstance(st, A.ParallelBy):
+            out.append(st)
+            continue
+        for attr in ("body", "then", "orelse"):
+            sub = getattr(st, attr, None)
+            if isinstance(sub, A.Block):
+                out += nested_parallels(sub.stmts)
+        if isinstance(st, A.Block):
+            out += nested_parallels(st.stmts)
+    return out
+
+
 class HostBuilder:
     """Mixin of KernelBuilder: the statements of a function outside its kernels."""
 
@@ -100,3 +116,49 @@ class HostBuilder:
             if lvl.level not in INNER_LEVELS + (None,):
                 raise Unsupported(f"the parallel level ': {lvl.level}' inside a block", lvl.loc)
         return levels[0], inner
+
+    # ------------------------------------------------------------ groups of threads
+    def flattened_groups(self, s: A.ParallelBy, var: str, bound, extent: int,
+                         threads: int) -> None:
+        """`parallel g by N : group { ... parallel t by 32 {...} ... }`: the threads of the
+        groups are one thread-level region of N * 32 threads; `g` is thread / 32 and the
+        inner `t` thread % 32. The statements of a group outside the inner region run in
+        each of its threads (copies stay collective, scalar code computes the same values)."""
+        flat = ir.Parallel(f"{var}__t", extent * threads, "thread", 1, [], loc=s.loc)
+        t = ir.Sym(flat.var, "s32")
+        outer = self.scope
+        self.scope = outer.child()
+        self.scope.bind(var, Scalar(B.binop("/", t, B.const(threads)), bound=bound,
+                                    kind="index"))
+        self.in_parallel, self.group_lanes = flat, (t, threads)
+        try:
+            flat.body = self.block(s.body.stmts)
+        finally:
+            self.in_parallel, self.group_lanes = None, None
+            self.scope = outer
+        self.emit(flat)
+
+    def nested_threads(self, s: A.ParallelBy) -> None:
+        """The inner region of flattened groups: its variable is the thread's lane."""
+        t, threads = self.group_lanes
+        lvl = s.levels[0]
+        if len(s.levels) != 1 or (lvl.level or "thread") != "thread":
+            raise Unsupported("a nested parallel level other than threads in a group", s.loc)
+        names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
+        bounds = self._bounds(lvl)
+        extent = B.as_int(bounds[0]) if len(bounds) == 1 else None
+        if len(names) != 1 or extent is None or extent > threads:
+            raise Unsupported(f"a nested thread region that is not one dimension of at most "
+                              f"{threads} threads", lvl.loc)
+        outer = self.scope
+        self.scope = outer.child()
+        lane = B.binop("%", t, B.const(threads))
+        self.scope.bind(names[0], Scalar(lane, bound=bounds[0], kind="index"))
+        try:
+            body = self.block(s.body.stmts)
+        finally:
+            self.scope = outer
+        if extent < threads:
+            body = [ir.If(B.binop("<", lane, B.const(extent)), body, loc=s.loc)]
+        for x in body:
+            self.emit(x)

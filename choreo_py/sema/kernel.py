@@ -14,7 +14,7 @@ from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
 from .exprs import ExprBuilder, err
-from .host import HostBuilder, check_dtype
+from .host import HostBuilder, check_dtype, nested_parallels
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -49,6 +49,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         self.kernels: list[ir.Kernel] = []
         self.out: list[ir.Stmt] = []  # where statements are emitted
         self.in_parallel: ir.Parallel | None = None
+        self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
 
     # ------------------------------------------------------------ function
@@ -368,7 +369,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         if self.kernel is None:
             raise Unsupported("a nested kernel launch", s.loc)
         if self.in_parallel is not None:
-            raise Unsupported("nested 'parallel' levels inside a block", s.loc)
+            if self.group_lanes is None:
+                raise Unsupported("nested 'parallel' levels inside a block", s.loc)
+            return self.nested_threads(s)
         if len(s.levels) != 1:
             raise Unsupported("several parallel levels in one statement inside a block", s.loc)
         lvl = s.levels[0]
@@ -382,6 +385,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         extent = B.as_int(bounds[0])
         if extent is None:
             raise err("the number of thread groups must be a compile-time integer", lvl.bounds[0])
+        if level in ("group", "group-4") and nested_parallels(s.body.stmts):
+            return self.flattened_groups(s, names[0], bounds[0], extent, LEVEL_THREADS[level])
         par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
         outer = self.scope
         self.scope = outer.child()
