@@ -194,6 +194,9 @@ TILED = [  # function, dtype, input shape, rows, cols, oi, oj, zero_row
     ("foo26", torch.float16, (256,), 256, None, 0, 0, None),
     ("foo27", torch.int32, (64,), 64, None, 0, 0, None),
     ("foo28", torch.int8, (512,), 512, None, 0, 0, None),
+    ("copy_tail_m", torch.float16, (70, 64), 70, 64, 0, 0, None),
+    ("copy_tail_k", torch.float16, (64, 72), 64, 72, 0, 0, None),
+    ("copy_tail_mk", torch.float16, (70, 72), 70, 72, 0, 0, None),
 ]
 
 

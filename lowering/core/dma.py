@@ -24,8 +24,8 @@ def _storage(lw, v: ir.View) -> str:
 def copy(lw, s: ir.DmaCopy) -> None:
     from .simt import barrier
 
-    if s.swizzle:
-        raise lw.refuse("a swizzled dma.copy in a thread kernel", s.loc)
+    # A swizzle is a layout of the shared tile for TMA and MMA reads; every access in a
+    # thread kernel computes its own address, so the plain layout gives the same values.
     per_thread = "local" in (_storage(lw, s.src), _storage(lw, s.dst))
     shape = _shape(s)
     if not per_thread:
@@ -36,23 +36,22 @@ def copy(lw, s: ir.DmaCopy) -> None:
 
 
 def _shape(s: ir.DmaCopy) -> tuple[ir.Expr, ...]:
-    """The extents written: the destination's (a smaller source tile is zero-filled to it,
-    as cp.async's zero fill does), or the source's where the destination's is not known
-    at compile time and the source's is."""
-    src, dst = s.src.shape, s.dst.shape
+    """The extents written: the destination's. A smaller source tile is zero-filled to it
+    (cp.async's zero fill; `_zero_filled`); a destination known only at run time takes
+    its shape from the source's leading corner."""
+    return tuple(s.dst.shape)
+
+
+def _zero_filled(s: ir.DmaCopy) -> list[tuple[int, ir.Expr]]:
+    """(dimension, source extent) where the source tile may be smaller than the (static)
+    destination: a constant smaller extent, or one known only at run time."""
     out = []
-    for a, b in zip(src, dst):
-        if isinstance(b, ir.Const) or not isinstance(a, ir.Const):
-            out.append(b)
-        else:
-            out.append(a)
-    return tuple(out)
-
-
-def _zero_filled(s: ir.DmaCopy) -> list[tuple[int, int]]:
-    """(dimension, source extent) where the source tile is smaller than the destination."""
-    return [(k, a.value) for k, (a, b) in enumerate(zip(s.src.shape, s.dst.shape))
-            if isinstance(a, ir.Const) and isinstance(b, ir.Const) and a.value < b.value]
+    for k, (a, b) in enumerate(zip(s.src.shape, s.dst.shape)):
+        if not isinstance(b, ir.Const):
+            continue
+        if not isinstance(a, ir.Const) or a.value < b.value:
+            out.append((k, a))
+    return out
 
 
 def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
@@ -129,7 +128,7 @@ def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill) -> V:
     x = lw.exprs(s.loc)
     for k, extent in zfill:
         c = x.value(coords[k], "zc")
-        w.op("setp.ge.s32", outside, c, extent)
+        w.op("setp.ge.s32", outside, c, x.value(extent, "zext"))
         w.bra(skip, outside)
     v = lw.places.load(s.src, coords, dtype, s.loc)
     w.op(f"mov.{'f32' if reg == 'f32' else 'b' + reg[1:]}", out, v)
