@@ -129,6 +129,17 @@ def _rmsnorm_ref(args):
     return x * torch.rsqrt((x * x).mean(dim=1, keepdim=True) + 1e-6) * w
 
 
+def _gemm(gen, dev):
+    return (_floats(gen, (32, 48), -1.0, 1.0, torch.float32, dev),
+            _floats(gen, (48, 64), -1.0, 1.0, torch.float32, dev),
+            _floats(gen, (64,), -1.0, 1.0, torch.float32, dev))
+
+
+def _gemm_ref(args):
+    a, b, bias = (x.cpu().double() for x in args)
+    return torch.relu(a @ b + bias).float()
+
+
 def _softmax(gen, dev):
     x = _floats(gen, (256, 128), -3.0, 3.0, torch.bfloat16, dev)
     return (x, torch.zeros_like(x))
@@ -303,6 +314,8 @@ CASES = [
      lambda a: a[0].t().contiguous(), _close(0.0)),
     (os.path.join(EXAMPLES, "rmsnorm.co"), "rmsnorm", _rmsnorm, _rmsnorm_ref, _close(1e-3)),
     (os.path.join(EXAMPLES, "softmax.co"), "softmax", _softmax, None, _softmax_check),
+    (os.path.join(EXAMPLES, "gemm_bias_relu.co"), "gemm_bias_relu", _gemm, _gemm_ref,
+     _close(1e-4)),
 ]
 
 
