@@ -298,6 +298,8 @@ CASES = [
      lambda a: a[0] + a[1], _equal),
     (os.path.join(END2END, "memreuse-static.co"), "mem_reuse_static", _memreuse,
      lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "memreuse.co"), "mem_reuse_dynamic", _memreuse,
+     lambda a: a[0] + a[1], _equal),
     (os.path.join(END2END, "float_types.co"), "ele_add_f32", _fadd(torch.float32),
      _sum_ref, _close(0.1)),
     (os.path.join(END2END, "float_types.co"), "ele_add_f16", _fadd(torch.float16),
