@@ -10,6 +10,9 @@ bool. Source locations are not part of the text: the parsed IR has none.
 
 Statements are read by a table keyed by their leading word (`_STATEMENTS`),
 as the printer writes them by a table of node kinds.
+
+Long because: one reader per construct of the printer's format (declarations,
+statements, expressions), kept beside the table that dispatches to them.
 """
 from __future__ import annotations
 

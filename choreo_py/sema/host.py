@@ -12,6 +12,10 @@ to inference. The GPU's hierarchy is grid > block > thread, so:
 `parallel p by 6, q by 64` (levels unwritten) is a grid of 6 blocks of 64
 threads; `parallel p by 256 : thread` at the top is one block of 256
 threads (a grid of one); a single unlabelled level is the grid, as before.
+
+Also here, as they are what host programs use around their kernels: the
+implicit destinations of copies (`=> shared`), named shapes and ituples,
+and thread regions nested in groups.
 """
 from __future__ import annotations
 
@@ -19,7 +23,8 @@ from .. import ast as A
 from .. import ir
 from .. import ir_build as B
 from .exprs import err
-from .values import Scalar, ShapeValue, Tensor, Unsupported
+from .values import ITupleValue, Scalar, ShapeValue, Tensor, Unsupported, ViewValue
+from .views import static_shape
 
 #: Levels that run inside one block, outermost first.
 INNER_LEVELS = ("group-4", "group", "thread")
@@ -162,3 +167,51 @@ class HostBuilder:
             body = [ir.If(B.binop("<", lane, B.const(extent)), body, loc=s.loc)]
         for x in body:
             self.emit(x)
+
+    # ------------------------------------------------------------ implicit destinations
+    def _implicit_dst(self, s: A.DmaOp, src: ViewValue) -> ViewValue:
+        """`=> shared` / `=> local`: a fresh buffer of the source tile's shape, named after
+        the copy's future (its data is `future.data`)."""
+        storage = s.dst.storage
+        if storage not in ("shared", "local"):
+            raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
+        if s.future is None:
+            raise err(f"a copy into an implicit '{storage}' buffer needs a future to name its "
+                      "data: 'f = ...'", s)
+        self._need_block(s, f"a {storage} buffer")
+        shape = static_shape(src.view)
+        if shape is None:
+            raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
+                              "time", s.dst.loc)
+        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{s.future}__"))
+        buf = ir.Buffer(f"{s.future}__{storage}{n or ''}", storage, src.dtype, shape,
+                        loc=s.dst.loc)
+        self.kernel.buffers.append(buf)
+        view = ir.View(buf.name, tuple(B.const(0) for _ in shape),
+                       tuple(B.const(d) for d in shape), tuple(True for _ in shape))
+        return ViewValue(view, buf.dtype, loc=s.dst.loc)
+
+    # ------------------------------------------------------------ named shapes and tuples
+    def s_MdSpanDecl(self, s: A.MdSpanDecl) -> None:
+        """`sp : [a, b]` / `mdspan sp : ...`: a name for a shape (host or kernel)."""
+        v = self.value(s.value)
+        if isinstance(v, Scalar):
+            v = ShapeValue((v.expr,))
+        if not isinstance(v, ShapeValue):
+            raise err(f"'{s.name}' must be given a shape", s.value)
+        if s.rank is not None and len(v.dims) != s.rank:
+            raise err(f"'{s.name}' is declared with rank {s.rank} but given {len(v.dims)} "
+                      "dimension(s)", s.value)
+        self.scope.bind(s.name, ShapeValue(v.dims, loc=s.loc))
+
+    def s_ITupleDecl(self, s: A.ITupleDecl) -> None:
+        """`ituple<3> t = {...}`: a name for a tuple of integers."""
+        v = self.value(s.value)
+        if isinstance(v, Scalar):
+            v = ITupleValue((v.expr,))
+        if not isinstance(v, ITupleValue):
+            raise err(f"'{s.name}' must be given an ituple", s.value)
+        if s.rank is not None and len(v.elems) != s.rank:
+            raise err(f"'{s.name}' is declared with rank {s.rank} but given {len(v.elems)} "
+                      "element(s)", s.value)
+        self.scope.bind(s.name, ITupleValue(v.elems, loc=s.loc))

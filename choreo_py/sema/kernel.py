@@ -63,6 +63,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
             elif isinstance(s, A.BufferDecl):
                 self._guarded(self.host_buffer, s, declared_names(s))
+            elif isinstance(s, (A.MdSpanDecl, A.ITupleDecl)):
+                self._guarded(getattr(self, "s_" + type(s).__name__), s, declared_names(s))
             elif isinstance(s, A.Return):
                 if s.value is not None:
                     self._guarded(self.host_return, s, [])

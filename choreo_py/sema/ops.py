@@ -139,28 +139,6 @@ class OpBuilder:
             fut.done = getattr(op, "future", None) is None
             self.scope.bind(s.future, fut)
 
-    def _implicit_dst(self, s: A.DmaOp, src: ViewValue) -> ViewValue:
-        """`=> shared` / `=> local`: a fresh buffer of the source tile's shape, named after
-        the copy's future (its data is `future.data`)."""
-        storage = s.dst.storage
-        if storage not in ("shared", "local"):
-            raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
-        if s.future is None:
-            raise err(f"a copy into an implicit '{storage}' buffer needs a future to name its "
-                      "data: 'f = ...'", s)
-        self._need_block(s, f"a {storage} buffer")
-        shape = static_shape(src.view)
-        if shape is None:
-            raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
-                              "time", s.dst.loc)
-        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{s.future}__"))
-        buf = ir.Buffer(f"{s.future}__{storage}{n or ''}", storage, src.dtype, shape,
-                        loc=s.dst.loc)
-        self.kernel.buffers.append(buf)
-        view = ir.View(buf.name, tuple(B.const(0) for _ in shape),
-                       tuple(B.const(d) for d in shape), tuple(True for _ in shape))
-        return ViewValue(view, buf.dtype, loc=s.dst.loc)
-
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""
         if self.role is not None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from .threads import RAW
+from .threads import RAW, barrier, elem_types
 from .writer import V
 
 
@@ -22,8 +22,6 @@ def _storage(lw, v: ir.View) -> str:
 
 
 def copy(lw, s: ir.DmaCopy) -> None:
-    from .simt import barrier
-
     # A swizzle is a layout of the shared tile for TMA and MMA reads; every access in a
     # thread kernel computes its own address, so the plain layout gives the same values.
     per_thread = "local" in (_storage(lw, s.src), _storage(lw, s.dst))
@@ -119,7 +117,7 @@ def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
 
 def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill) -> V:
     """The source element where the coordinates are inside the source tile, else 0."""
-    from .threads import elem_types
+
 
     w = lw.w
     reg = elem_types(lw, dtype, s.loc)[1]

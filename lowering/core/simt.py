@@ -25,8 +25,9 @@ from choreo_py.diagnostics import ChoreoError
 
 from . import control, dma
 from .context import Lowering
+from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
-from .threads import RAW, WIDENED, Places, ThreadExprs
+from .threads import RAW, WIDENED, Places, ThreadExprs, barrier
 from .writer import V, Writer
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
@@ -199,10 +200,6 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
     barrier(lw)
 
 
-def barrier(lw: ThreadLowering) -> None:
-    lw.w.op("bar.sync", 0)
-
-
 def _wait(lw: ThreadLowering, s: ir.Wait) -> None:
     """Copies complete when issued here: a wait on their futures has nothing to wait for."""
     for item in s.items:
@@ -232,12 +229,6 @@ _HANDLERS = {
 
 
 # ---------------------------------------------------------------- module text
-
-def _py_expr(e: ir.Expr) -> str:
-    from .kernel import _py_expr as grid_expr
-
-    return grid_expr(e)
-
 
 def module_text(parts: list[dict], fn_of: dict, arch: str, source_name: str) -> str:
     """The pyptx module of a file's thread kernels: one `kernel(...)` per entry, `KERNELS`

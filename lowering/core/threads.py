@@ -189,3 +189,8 @@ class ThreadExprs(ExprLowering):
     def keep(self, e, key, v) -> None:
         if key[0] != "mem":
             super().keep(e, key, v)
+
+
+def barrier(lw) -> None:
+    """The block's barrier (`bar.sync 0`): every thread of the block meets here."""
+    lw.w.op("bar.sync", 0)
