@@ -143,6 +143,32 @@ class HostBuilder:
             self.scope = outer
         self.emit(flat)
 
+    def flattened_threads(self, s: A.ParallelBy, names: list[str], bounds: list) -> None:
+        """`parallel {x, y} by [4, 32] : thread`: one region of 128 threads, x = t / 32,
+        y = t % 32 (row-major: the last index varies fastest)."""
+        extents = [B.as_int(b) for b in bounds]
+        if any(e is None for e in extents):
+            raise err("the number of threads must be a compile-time integer", s.levels[0])
+        total = 1
+        for e in extents:
+            total *= e
+        flat = ir.Parallel("__".join(names) + "__t", total, "thread", 1, [], loc=s.loc)
+        t = ir.Sym(flat.var, "s32")
+        outer = self.scope
+        self.scope = outer.child()
+        stride = total
+        for name, e, bound in zip(names, extents, bounds):
+            stride //= e
+            index = B.binop("%", B.binop("/", t, B.const(stride)), B.const(e))
+            self.scope.bind(name, Scalar(index, bound=bound, kind="index"))
+        self.in_parallel = flat
+        try:
+            flat.body = self.block(s.body.stmts)
+        finally:
+            self.in_parallel = None
+            self.scope = outer
+        self.emit(flat)
+
     def nested_threads(self, s: A.ParallelBy) -> None:
         """The inner region of flattened groups: its variable is the thread's lane."""
         t, threads = self.group_lanes

@@ -382,6 +382,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             raise Unsupported(f"the parallel level ': {level}' inside a block", lvl.loc)
         names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
         bounds = self._bounds(lvl)
+        if len(names) > 1 and len(names) == len(bounds) and level == "thread":
+            return self.flattened_threads(s, names, bounds)
         if len(names) != 1 or len(bounds) != 1:
             raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
         extent = B.as_int(bounds[0])
