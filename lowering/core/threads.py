@@ -19,6 +19,7 @@ wrap-around). f16 and bf16 are computed in f32 and rounded once per store.
 from __future__ import annotations
 
 from choreo_py import ir
+from choreo_py import ir_build as B
 
 from .exprs import ExprLowering, REG_TYPES
 from .writer import V
@@ -49,10 +50,10 @@ def elem_types(lw, dtype: str, loc) -> tuple[str, str]:
 
 
 def _linear(dims: list[ir.Expr], shape: list[ir.Expr]) -> ir.Expr:
-    """Row-major element index of `dims` in a tensor of `shape`."""
+    """Row-major element index of `dims` in a tensor of `shape` (constants folded)."""
     out: ir.Expr = ir.Const(0, "s32")
     for d, n in zip(dims, shape):
-        out = ir.Bin("+", ir.Bin("*", out, n, "s32"), d, "s32")
+        out = B.binop("+", B.binop("*", out, n, "s32"), d, "s32")
     return out
 
 
@@ -85,7 +86,7 @@ class Places:
         """(state space, address register) of `view.at(index)`."""
         storage, shape, dtype = self.base_shape(view.base, loc)
         it = iter(index)
-        dims = [ir.Bin("+", off, next(it), "s32") if keep else off
+        dims = [B.binop("+", off, next(it), "s32") if keep else off
                 for off, keep in zip(view.offsets, view.keep)]
         lin = _linear(dims, shape)
         size = ir.dtype_bytes(dtype)
@@ -103,16 +104,16 @@ class Places:
             if view.slot is not None:
                 lin = ir.Bin("+", lin, ir.Bin("*", view.slot, ir.Const(b.nbytes // size, "s32"),
                                               "s32"), "s32")
-            byte = ir.Bin("+", ir.Bin("*", lin, ir.Const(size, "s32"), "s32"),
-                          ir.Const(start, "s32"), "s32")
+            byte = B.binop("+", B.binop("*", lin, ir.Const(size, "s32"), "s32"),
+                           ir.Const(start, "s32"), "s32")
             off = x.value(byte, "so")
             addr = self.lw.w.reg("u32", "sa")
             self.lw.w.op("add.u32", addr, self.lw.smem_base, off)
             return "shared", addr
         # local: this thread's slice of the per-thread area
         slice_bytes = self.local_bytes
-        byte = ir.Bin("+", ir.Bin("*", lin, ir.Const(size, "s32"), "s32"),
-                      ir.Const(self.local_base + self.local_offsets[view.base], "s32"), "s32")
+        byte = B.binop("+", B.binop("*", lin, ir.Const(size, "s32"), "s32"),
+                       ir.Const(self.local_base + self.local_offsets[view.base], "s32"), "s32")
         off = x.value(byte, "lo")
         addr = self.lw.w.reg("u32", "la")
         self.lw.w.op("mad.lo.u32", addr, self.lw.tid, slice_bytes, off)
