@@ -391,6 +391,11 @@ class DmaCopy(Stmt):
     swizzle: Optional[int] = None
     loc: Optional[Loc] = None
     leader_only: bool = False  # issued once for the whole role (see RoleSync)
+    # `dma.transp<perm>`: destination dimension k is source dimension perm[k].
+    transpose: Optional[tuple[int, ...]] = None
+    # `dma.pad<{low}, {high}, {0..}, value>`: the source lands at offset `low` of a
+    # destination `low + high` larger per dimension; the rest is `value`.
+    pad: Optional[tuple[tuple[int, ...], tuple[int, ...], "Const"]] = None
 
 
 @dataclass

@@ -570,11 +570,11 @@ class _Parser:
         return ir.Mma(m.group(3), a, self.exprs(b_text).view(), m.group(1), future, sched)
 
     def copy(self, line: str, future: Optional[str]) -> ir.Stmt:
-        m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.[\w]+)*)( \[leader\])? (.*) => (.*)",
-                         line)
+        m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.\w+(?:<[^>]*>)?)*)( \[leader\])? "
+                         r"(.*) => (.*)", line)
         if m is None:
             raise IRParseError(f"not a copy: '{line}'")
-        kind, mods = m.group(1), [x for x in m.group(2).split(".") if x]
+        kind, mods = m.group(1), re.findall(r"\.(\w+(?:<[^>]*>)?)", m.group(2))
         src, dst = self.exprs(m.group(4)).view(), self.exprs(m.group(5)).view()
         leader = m.group(3) is not None
         swz = next((int(x[7:]) for x in mods if x.startswith("swizzle")), None)
@@ -584,7 +584,15 @@ class _Parser:
             return ir.TmaLoad(src, dst, future, evict, swz, leader_only=leader)
         if kind == "tma.store":
             return ir.TmaStore(src, dst, leader_only=leader, future=future)
-        return ir.DmaCopy(src, dst, future, swz, leader_only=leader)
+        op = ir.DmaCopy(src, dst, future, swz, leader_only=leader)
+        for x in mods:
+            if x.startswith("transp<"):
+                op.transpose = tuple(int(v) for v in x[7:-1].split(","))
+            elif x.startswith("pad<"):
+                low, high, value = x[4:-1].split(";")
+                op.pad = (tuple(int(v) for v in low.split(",")),
+                          tuple(int(v) for v in high.split(",")), self.exprs(value).expr())
+        return op
 
     def assignment_like(self, line: str) -> ir.Stmt:
         m = re.fullmatch(r"(\w+) := (.*)", line)

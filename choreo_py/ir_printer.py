@@ -152,6 +152,11 @@ class _Printer:
     def s_DmaCopy(self, s):
         lhs = f"{s.future} = " if s.future else ""
         swz = f".swizzle{s.swizzle}" if s.swizzle else ""
+        if s.transpose:
+            swz += f".transp<{','.join(map(str, s.transpose))}>"
+        if s.pad:
+            low, high, value = s.pad
+            swz += f".pad<{','.join(map(str, low))};{','.join(map(str, high))};{expr(value)}>"
         self.emit(f"{lhs}dma.copy{'.async' if s.future else ''}{swz}{_leader(s)} "
                   f"{view(s.src)} => {view(s.dst)}")
 

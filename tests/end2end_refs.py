@@ -223,6 +223,25 @@ def _region_check(rows, cols, oi, oj, zero_row):
     return check
 
 
+def _transposed(rows, cols):
+    """tiled_dma.co foo20/foo21: output[i][j] == input[j][i] for i < rows, j < cols."""
+    def check(args, res, want):
+        assert torch.equal(res.cpu()[:rows, :cols], args[0].cpu()[:cols, :rows].t()), \
+            "mismatch"
+    return check
+
+
+def _padded(low, high, value):
+    """tiled_dma.co foo22-24: output[i][j] == input[i - low0][j - low1] inside, else value."""
+    def ref(args):
+        x = args[0].cpu()
+        out = torch.full((x.shape[0] + low[0] + high[0], x.shape[1] + low[1] + high[1]), value,
+                         dtype=x.dtype)
+        out[low[0]:low[0] + x.shape[0], low[1]:low[1] + x.shape[1]] = x
+        return out
+    return ref
+
+
 def _copy_input(dtype, shape):
     def make(gen, dev):
         if dtype.is_floating_point:
@@ -263,6 +282,17 @@ def _add_local(gen, dev):
 
 CASES = [
     (os.path.join(END2END, "fp8_ops.co"), fn, make, ref, check) for fn, make, ref, check in FP8
+] + [
+    (os.path.join(END2END, "tiled_dma.co"), "foo20", _copy_input(torch.int32, (64, 128)), None,
+     _transposed(128, 64)),
+    (os.path.join(END2END, "tiled_dma.co"), "foo21", _copy_input(torch.int32, (64, 64)), None,
+     _transposed(32, 16)),
+    (os.path.join(END2END, "tiled_dma.co"), "foo22", _copy_input(torch.int32, (32, 64)),
+     _padded((2, 4), (2, 4), 99), _equal),
+    (os.path.join(END2END, "tiled_dma.co"), "foo23", _copy_input(torch.int32, (32, 64)),
+     _padded((2, 4), (2, 4), 99), _equal),
+    (os.path.join(END2END, "tiled_dma.co"), "foo24", _copy_input(torch.int32, (30, 60)),
+     _padded((2, 1), (3, 2), -1), _equal),
 ] + [
     # end2end/add.co, its second function: per-thread copies into local buffers (exact)
     (os.path.join(END2END, "add.co"), "ele_add_local_dma", _add_local, lambda a: a[0] + a[1],

@@ -118,3 +118,17 @@ def test_refused_by_name(tmp_path, src, message):
 def test_generated_code_is_deterministic(tmp_path):
     path = _write(tmp_path, "several.co", SEVERAL)
     assert compile_file(path, "ptx", "sm_100a") == compile_file(path, "ptx", "sm_100a")
+
+
+def test_transpose_and_pad_round_trip_through_the_ir_text():
+    from choreo_py import frontend, ir_parse, ir_printer, targets
+    from choreo_py.host.specialize import Functions
+
+    from end2end_refs import END2END
+
+    funcs = Functions(frontend.parse_file(f"{END2END}/tiled_dma.co"), targets.get("sm_90a"),
+                      strict=True)
+    for name in ("foo20", "foo22", "foo24"):
+        text = ir_printer.print_module(funcs.module(funcs.get(name)))
+        assert ".transp<" in text or ".pad<" in text
+        assert ir_printer.print_module(ir_parse.parse_module(text)) == text

@@ -35,6 +35,25 @@ from .sync import (Barrier, BarrierWait, Binding, EventState, EventWait, Future,
 IR_MARKS_COLLECTIVES = any(f.name == "leader_only" for f in fields(ir.TmaStore))
 
 
+def _layout(s: ir.DmaCopy, dst: Box):
+    """The data transform of `dma.transp` / `dma.pad`, checked against the destination."""
+    def apply(data, loc):
+        if s.transpose:
+            data = data.permute(*s.transpose)
+        if s.pad:
+            low, high, value = s.pad
+            out = torch.full(tuple(n + a + b for n, a, b in zip(data.shape, low, high)),
+                             value.value, dtype=data.dtype)
+            out[tuple(slice(a, a + n) for a, n in zip(low, data.shape))] = data
+            data = out
+        if tuple(data.shape) != tuple(dst.shape):
+            raise InterpError(f"dma.{'transp' if s.transpose else 'pad'} gives "
+                              f"{list(data.shape)} elements, the destination is {list(dst.shape)}",
+                              loc)
+        return data.contiguous()
+    return apply
+
+
 class _Break(Exception):
     pass
 
@@ -301,8 +320,10 @@ class BlockRun:
     def s_copy(self, s, th):
         src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        layout = _layout(s, dst) if getattr(s, "transpose", None) or getattr(s, "pad", None) \
+            else None
         whole = None
-        if src.shape != dst.shape:
+        if src.shape != dst.shape and layout is None:
             full = dst
             _, src, dst = self._corner(s, src, dst)
             if dst is not full:  # a smaller tile: the rest of the destination is zero-filled
@@ -312,7 +333,7 @@ class BlockRun:
             if not th.leader:
                 return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
-        yield from self._transfer(s, th, src, dst, kind, zfill=whole)
+        yield from self._transfer(s, th, src, dst, kind, zfill=whole, layout=layout)
 
     def _corner(self, s, src: Box, dst: Box) -> Box:
         """A DMA of a smaller box fills the leading corner of its destination; into a
@@ -338,7 +359,8 @@ class BlockRun:
                 sizes[d] = next(it)
         return src, src, Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
 
-    def _transfer(self, s, th, src: Box, dst: Box, kind: str, zfill: Box | None = None):
+    def _transfer(self, s, th, src: Box, dst: Box, kind: str, zfill: Box | None = None,
+                  layout=None):
         """A copy: at once without a future, else when the scheduler completes it.
         `zfill`: the whole destination, zeroed first (cp.async's zero fill of a DMA whose
         tile is smaller than its destination)."""
@@ -347,6 +369,8 @@ class BlockRun:
         def action(agent):
             self.mem.access(src, False, agent, s.loc, what)
             data = self.mem.read(src, as_float=False)
+            if layout is not None:  # dma.transp / dma.pad: the tile as the destination has it
+                data = layout(data, s.loc)
             if zfill is not None:
                 self.mem.access(zfill, True, agent, s.loc, what)
                 self.mem.write(zfill, torch.zeros(tuple(zfill.shape), dtype=data.dtype), s.loc)

@@ -195,7 +195,42 @@ class HostBuilder:
             self.emit(x)
 
     # ------------------------------------------------------------ implicit destinations
-    def _implicit_dst(self, s: A.DmaOp, src: ViewValue) -> ViewValue:
+    def copy_layout(self, s: A.DmaOp, src: ViewValue):
+        """(transpose, pad, destination shape or None) of `dma.transp` / `dma.pad`."""
+        shape = static_shape(src.view)
+        if s.operation == "transp":
+            perm = tuple(x if isinstance(x, int) else self.const_int(x, "a transpose index")
+                         for x in s.transpose or [])
+            if sorted(perm) != list(range(src.view.rank)):
+                raise err(f"dma.transp needs a permutation of the {src.view.rank} dimensions",
+                          s)
+            return perm, None, tuple(shape[k] for k in perm) if shape else None
+        if s.operation == "pad":
+            cfg = s.pad
+            low = tuple(self.const_int(x, "a padding") for x in cfg.low)
+            high = tuple(self.const_int(x, "a padding") for x in cfg.high)
+            mid = tuple(self.const_int(x, "a padding") for x in cfg.mid)
+            if any(mid):
+                raise Unsupported("interior padding (dma.pad with a non-zero middle)", s.loc)
+            if not len(low) == len(high) == src.view.rank:
+                raise err(f"dma.pad needs {src.view.rank} low and high paddings", s)
+            value = self.scalar(cfg.value, src.dtype)
+            if not isinstance(value, ir.Const):
+                raise err("the padding value must be a constant", cfg.value)
+            padded = tuple(n + a + b for n, a, b in zip(shape, low, high)) if shape else None
+            return None, (low, high, value), padded
+        return None, None, shape
+
+    def check_layout_shape(self, s: A.DmaOp, shape, dst: ViewValue) -> None:
+        want = static_shape(dst.view)
+        if shape is None:
+            raise Unsupported(f"dma.{s.operation} of a tile whose shape is only known at run "
+                              "time", s.loc)
+        if want is not None and tuple(want) != tuple(shape):
+            raise err(f"dma.{s.operation} gives a [{', '.join(map(str, shape))}] tile, the "
+                      f"destination is [{', '.join(map(str, want))}]", s.dst)
+
+    def _implicit_dst(self, s: A.DmaOp, src: ViewValue, shape=None) -> ViewValue:
         """`=> shared` / `=> local`: a fresh buffer of the source tile's shape, named after
         the copy's future (its data is `future.data`)."""
         storage = s.dst.storage
@@ -205,7 +240,7 @@ class HostBuilder:
             raise err(f"a copy into an implicit '{storage}' buffer needs a future to name its "
                       "data: 'f = ...'", s)
         self._need_block(s, f"a {storage} buffer")
-        shape = static_shape(src.view)
+        shape = shape if shape is not None else static_shape(src.view)
         if shape is None:
             raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
                               "time", s.dst.loc)

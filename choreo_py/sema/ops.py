@@ -107,15 +107,19 @@ class OpBuilder:
 
     # ------------------------------------------------------------ data movement
     def s_DmaOp(self, s: A.DmaOp) -> None:
-        if s.operation in ("pad", "transp", "any") or s.sparse or s.multicast or s.zfill \
-                or s.promote or s.after:
+        if s.operation == "any" or s.sparse or s.multicast or s.zfill \
+                or s.promote or s.after or (s.operation in ("pad", "transp") and s.engine != "dma"):
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
         if s.dst is None:
             raise Unsupported("a copy without a destination", s.loc)
         src = self.view_of(s.src)
-        dst = self._implicit_dst(s, src) if isinstance(s.dst, A.StorageTarget) \
+        transpose, pad, shape = self.copy_layout(s, src)
+        dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
             else self.view_of(s.dst)
-        self._check_copy_shapes(s, src, dst)
+        if transpose or pad:
+            self.check_layout_shape(s, shape, dst)
+        else:
+            self._check_copy_shapes(s, src, dst)
         swizzle = self._swizzle(s, dst)
         src_store, dst_store = self._storage(src.view), self._storage(dst.view)
         if s.is_async and s.future is None:
@@ -131,7 +135,8 @@ class OpBuilder:
                 raise err(f"TMA copies between global and shared memory, not from {src_store} "
                           f"to {dst_store}", s)
         else:
-            op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc)
+            op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc,
+                            transpose=transpose, pad=pad)
         self._emit_collective(op, s)
         if s.future:
             kind = s.engine if s.engine != "tma" else ("tma" if src_store == "global" else "tma_store")

@@ -12,6 +12,7 @@ that touches a `local` buffer is the issuing thread's own loop.
 from __future__ import annotations
 
 from choreo_py import ir
+from choreo_py import ir_build as B
 
 from .threads import RAW, barrier, elem_types
 from .writer import V
@@ -79,11 +80,14 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     if dtype != src_dtype:
         raise lw.refuse(f"a dma.copy from {src_dtype} to {dtype}", s.loc)
     moved = RAW.get(dtype, dtype)  # a copy moves bits: fp8 as bytes
-    zfill = _zero_filled(s)
-    if zfill:
-        v = _load_or_zero(lw, s, coords, moved, zfill)
+    if s.transpose or s.pad:
+        v = _laid_out(lw, s, coords, moved)
     else:
-        v = lw.places.load(s.src, coords, moved, s.loc)
+        zfill = _zero_filled(s)
+        if zfill:
+            v = _load_or_zero(lw, s, coords, moved, zfill)
+        else:
+            v = lw.places.load(s.src, coords, moved, s.loc)
     lw.places.store(s.dst, coords, moved, v, s.loc)
     lw.depth -= 1
     lw.pop()
@@ -115,19 +119,38 @@ def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
     return tuple(reversed(coords))
 
 
-def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill) -> V:
-    """The source element where the coordinates are inside the source tile, else 0."""
+def _laid_out(lw, s: ir.DmaCopy, coords, dtype: str) -> V:
+    """Destination element `coords` of `dma.transp` (source dimension perm[k] is
+    destination dimension k) or `dma.pad` (the source at offset `low`, else the value)."""
+    if s.transpose:
+        src = [None] * len(coords)
+        for k, m in enumerate(s.transpose):
+            src[m] = coords[k]
+        return lw.places.load(s.src, tuple(src), dtype, s.loc)
+    low, _, value = s.pad
+    shifted = tuple(B.binop("-", c, ir.Const(a, "s32"), "s32") for c, a in zip(coords, low))
+    inside = [(k, e) for k, e in enumerate(s.src.shape)]
+    return _load_or_zero(lw, s, shifted, dtype, inside, low_bound=True, fill=value.value)
+
+
+def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill, low_bound: bool = False,
+                  fill=0) -> V:
+    """The source element where the coordinates are inside the source tile, else `fill`
+    (0: the zero fill; dma.pad's value); `low_bound`: coordinates may also be negative."""
 
 
     w = lw.w
     reg = elem_types(lw, dtype, s.loc)[1]
-    out = w.reg(reg, "zv", init=V.imm(0, reg))
+    out = w.reg(reg, "zv", init=V.imm(fill, reg))
     skip, outside = w.label("zfill"), w.reg("pred", "outside")
     x = lw.exprs(s.loc)
     for k, extent in zfill:
         c = x.value(coords[k], "zc")
         w.op("setp.ge.s32", outside, c, x.value(extent, "zext"))
         w.bra(skip, outside)
+        if low_bound:
+            w.op("setp.lt.s32", outside, c, 0)
+            w.bra(skip, outside)
     v = lw.places.load(s.src, coords, dtype, s.loc)
     w.op(f"mov.{'f32' if reg == 'f32' else 'b' + reg[1:]}", out, v)
     w.put_label(skip)
