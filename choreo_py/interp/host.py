@@ -72,10 +72,25 @@ def allocate(fn: ir.Function, tensors: dict, dims: dict, device=None,
             else:
                 shape.append(int(d.value))
         where = device if device is not None else _device(tensors)
-        tensors[p.name] = torch.zeros(shape, dtype=table[p.dtype], device=where)
-        if p.init is not None:
-            tensors[p.name].fill_(p.init.value)
+        tensors[p.name] = _filled(shape, table[p.dtype], where,
+                                  p.init.value if p.init is not None else 0)
     return bound
+
+
+#: Unsigned dtypes that torch creates and fills only as their signed twin (same bits).
+_SIGNED_TWIN = {getattr(torch, n): t for n, t in (("uint16", torch.int16), ("uint32", torch.int32),
+                                                  ("uint64", torch.int64)) if hasattr(torch, n)}
+
+
+def _filled(shape, dtype, device, value):
+    """A tensor of `value`s; unsigned 16..64-bit ones are filled through their signed twin
+    (CUDA kernels for filling them may be missing) and viewed back."""
+    twin = _SIGNED_TWIN.get(dtype)
+    if twin is None:
+        return torch.full(shape, value, dtype=dtype, device=device)
+    bits = torch.iinfo(twin).bits
+    signed = value - (1 << bits) if value >= 1 << (bits - 1) else value
+    return torch.full(shape, signed, dtype=twin, device=device).view(dtype)
 
 
 def _device(tensors: dict):
