@@ -514,6 +514,9 @@ class BufStore(Stmt):
     index: tuple[Expr, ...]
     value: Expr
     loc: Optional[Loc] = None
+    # "add": `__atomic_add(buf.at(i), value)`, buf[i] += value as one atomic update
+    # (threads of the block may add to the same element); None: a plain store.
+    atomic: Optional[str] = None
 
 
 @dataclass

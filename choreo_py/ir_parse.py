@@ -611,6 +611,18 @@ class _Parser:
             return ir.FragCopy(m.group(1), m.group(2))
         return self.element_store(line)
 
+    def s_atomic(self, line: str, body) -> ir.Stmt:
+        """`atomic_add view[i, j], value`."""
+        op, _, rest = line.partition(" ")
+        e = self.exprs(rest)
+        name = e.take()
+        view = e.view_after(name)
+        index = e.index()
+        e.take(",")
+        s = ir.BufStore(view, index, e.expr(), atomic=op[len("atomic_"):])
+        e.done()
+        return s
+
     def element_store(self, line: str) -> ir.Stmt:
         e = self.exprs(line)
         name = e.take()
@@ -649,7 +661,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),
-    ("all_reduce_", _Parser.s_all_reduce),
+    ("all_reduce_", _Parser.s_all_reduce), ("atomic_", _Parser.s_atomic),
 ]
 
 

@@ -190,7 +190,11 @@ class _Printer:
         self.emit(f"{s.frag}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
 
     def s_BufStore(self, s):
-        self.emit(f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
+        where = f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}]"
+        if s.atomic:
+            self.emit(f"atomic_{s.atomic} {where}, {expr(s.value)}")
+            return
+        self.emit(f"{where} = {expr(s.value)}")
 
     def s_Reduce(self, s): self.emit(f"{s.dst} = reduce_{s.kind}({s.src}, dim={s.dim})")
     def s_AllReduce(self, s): self.emit(f"all_reduce_{s.kind}({s.frag})")

@@ -269,6 +269,15 @@ FP8 = [
     ("fp8_dma_add1", _fp8(torch.float8_e5m2, (6, 17, 32), 2), _sum_ref, _close(0.35)),
 ]
 
+# --- end2end/atomic_add.co: input[i] = i; output[b] == the count of i % 16 == b
+def _histogram(gen, dev):
+    return (torch.arange(256, dtype=torch.int32).to(dev),)
+
+
+def _histogram_ref(args):
+    return torch.bincount(args[0].cpu().long() % 16, minlength=16).int()
+
+
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
 NOT_INTERPRETED = {
     "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
@@ -281,6 +290,9 @@ def _add_local(gen, dev):
 
 
 CASES = [
+    (os.path.join(END2END, "atomic_add.co"), "histogram_shared", _histogram, _histogram_ref,
+     _equal),
+] + [
     (os.path.join(END2END, "fp8_ops.co"), fn, make, ref, check) for fn, make, ref, check in FP8
 ] + [
     (os.path.join(END2END, "tiled_dma.co"), "foo20", _copy_input(torch.int32, (64, 128)), None,

@@ -132,3 +132,15 @@ def test_transpose_and_pad_round_trip_through_the_ir_text():
         text = ir_printer.print_module(funcs.module(funcs.get(name)))
         assert ".transp<" in text or ".pad<" in text
         assert ir_printer.print_module(ir_parse.parse_module(text)) == text
+
+
+def test_atomic_add_round_trips_and_lowers_to_red():
+    from choreo_py import ir_parse, ir_printer
+
+    from end2end_refs import END2END
+
+    path = f"{END2END}/atomic_add.co"
+    text = compile_file(path, "ir", "sm_90a")
+    assert "atomic_add counts" in text
+    assert ir_printer.print_module(ir_parse.parse_module(text)) == text
+    assert "red.shared.add.s32" in compile_file(path, "ptx", "sm_90a")

@@ -432,7 +432,10 @@ class BlockRun:
     def s_buf_store(self, s, th):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
         idx = tuple(self.ev.integer(i, th.env, s.loc) for i in s.index)
-        self.mem.set_element(box, idx, self.ev(s.value, th.env, s.loc), s.loc)
+        value = self.ev(s.value, th.env, s.loc)
+        if getattr(s, "atomic", None):  # one thread runs at a time here: add in place
+            value = self.mem.element(box, idx, s.loc) + value
+        self.mem.set_element(box, idx, value, s.loc)
 
     # ---------------------------------------------------------------- fragments
     def elem(self, e: ir.Elem, env):

@@ -276,3 +276,20 @@ class HostBuilder:
             raise err(f"'{s.name}' is declared with rank {s.rank} but given {len(v.elems)} "
                       "element(s)", s.value)
         self.scope.bind(s.name, ITupleValue(v.elems, loc=s.loc))
+
+    # ------------------------------------------------------------ atomics
+    def atomic_add(self, c: A.CallExpr) -> None:
+        """`__atomic_add(buf.at(i), v)`: buf[i] += v as one atomic update."""
+        if len(c.args) != 2:
+            raise err("'__atomic_add(place, value)' takes 2 arguments", c)
+        place = c.args[0]
+        if not (isinstance(place, A.MethodCall) and place.method == "at"):
+            raise err("'__atomic_add' updates an element: 'buf.at(i)'", place)
+        view = self.view_of(place.base)
+        index = self.element_index(place.args)
+        if len(index) != view.view.rank:
+            raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", place)
+        if view.dtype not in ("s32", "u32", "f32", "u64", "s64"):
+            raise Unsupported(f"'__atomic_add' on {view.dtype} elements", c.loc)
+        value = self.scalar(c.args[1], view.dtype)
+        self.emit(ir.BufStore(view.view, index, value, loc=c.loc, atomic="add"))

@@ -523,6 +523,8 @@ class OpBuilder:
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
+        if fn == "__atomic_add":
+            return self.atomic_add(c)
         if fn in ("reduce_max", "reduce_sum"):
             if len(c.args) != 3:
                 raise err(f"'{fn}(dst, src, dim)' takes 3 arguments", c)

@@ -168,7 +168,21 @@ def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
         lw.places.store(s.view, s.index, RAW[dtype], v, s.loc)
         return
     v = _expr(lw, s.value, s.loc, hint="val")
+    if s.atomic:
+        _atomic(lw, s, dtype, v)
+        return
     lw.places.store(s.view, s.index, dtype, v, s.loc)
+
+
+def _atomic(lw: ThreadLowering, s: ir.BufStore, dtype: str, v: V) -> None:
+    """`__atomic_add`: one `red` (a reduction the memory system applies; no value back)."""
+    if s.atomic != "add" or dtype not in ("s32", "u32", "f32", "u64", "s64"):
+        raise lw.refuse(f"an atomic {s.atomic} on {dtype}", s.loc)
+    space, addr = lw.places.address(s.view, s.index, s.loc)
+    ty = {"s64": "u64"}.get(dtype, dtype)  # red.add has no .s64: two's complement is the same
+    if v.is_const:
+        v = lw.w.reg(v.ty, "c", init=v)
+    lw.w.op(f"red.{space}.add.{ty}", f"ptx.addr({addr.text})", v)
 
 
 def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
