@@ -244,7 +244,7 @@ _HANDLERS = {
 
 # ---------------------------------------------------------------- module text
 
-def module_text(parts: list[dict], fn_of: dict, arch: str, source_name: str) -> str:
+def module_text(parts: list[dict], arch: str, source_name: str) -> str:
     """The pyptx module of a file's thread kernels: one `kernel(...)` per entry, `KERNELS`
     (name -> its launch description) and `KERNEL` (all entries as one PTX module)."""
     types = sorted({"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
@@ -321,11 +321,10 @@ def _entry_text(p: dict) -> str:
 
 
 def lower_thread_module(module: ir.Module, target, source_name: str) -> str:
-    parts, fn_of = [], {}
+    parts = []
     for fn in module.functions:
         for k in fn.kernels:
             parts.append(lower_thread_kernel(k, target, source_name))
-            fn_of[k.name] = fn.name
     if not parts:
         raise ChoreoError("the file has no kernel (no parallel region) to compile")
-    return module_text(parts, fn_of, target.arch, source_name)
+    return module_text(parts, target.arch, source_name)
