@@ -144,3 +144,10 @@ def test_atomic_add_round_trips_and_lowers_to_red():
     assert "atomic_add counts" in text
     assert ir_printer.print_module(ir_parse.parse_module(text)) == text
     assert "red.shared.add.s32" in compile_file(path, "ptx", "sm_90a")
+
+
+def test_interpret_with_a_tensor_dict_allocates_the_result(tmp_path):
+    path = _write(tmp_path, "two_d.co", TWO_D)
+    a = torch.randint(0, 9, (4, 32), dtype=torch.int32)
+    out = choreo_py.interpret(path, {"a": a}, target="sm_90a")
+    assert torch.equal(out["out"], a * 10 + torch.arange(4, dtype=torch.int32).view(4, 1))

@@ -55,7 +55,8 @@ class ThreadProgram:
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
         import torch
 
-        from choreo_py.interp.host import allocate, bind_args
+        from choreo_py.interp.host import bind_args
+        from choreo_py.interp.runner import allocate
 
         tensors, dims = bind_args(fn, args, kwargs)
         device = next(iter(tensors.values())).device if tensors else torch.device("cuda")
