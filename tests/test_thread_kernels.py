@@ -151,3 +151,15 @@ def test_interpret_with_a_tensor_dict_allocates_the_result(tmp_path):
     a = torch.randint(0, 9, (4, 32), dtype=torch.int32)
     out = choreo_py.interpret(path, {"a": a}, target="sm_90a")
     assert torch.equal(out["out"], a * 10 + torch.arange(4, dtype=torch.int32).view(4, 1))
+
+
+def test_load_gives_a_library_of_functions_and_raises_real_errors(tmp_path):
+    from end2end_refs import END2END
+
+    lib = choreo_py.load(f"{END2END}/integral_types.co", target="sm_90a")
+    assert "ele_add_s32" in lib.functions and "ele_add_u6" in lib.functions
+    assert choreo_py.load(f"{END2END}/copy.co", target="sm_90a",
+                          function="dma_add").name == "dma_add"
+    bad = _write(tmp_path, "bad.co", TWO_D.replace("a.at(x, y) * 10", "a.at(x) * 10"))
+    with pytest.raises(ChoreoError, match="takes 2 indices"):
+        choreo_py.load(bad, target="sm_90a")

@@ -86,7 +86,8 @@ def library(path: str, target: str, program, rec, first_error=None) -> Library:
     from choreo_py.host.specialize import Functions
 
     funcs = Functions(program, rec, strict=True)
-    if first_error is not None and not _some_function_may_build(funcs):
+    if first_error is not None and not (_only_shape_limits(first_error)
+                                        and _some_function_may_build(funcs)):
         raise first_error
     programs: dict[int, ThreadProgram] = {}
 
@@ -102,6 +103,16 @@ def library(path: str, target: str, program, rec, first_error=None) -> Library:
         return programs[id(fn)][1].call(fn, args, kwargs)
 
     return Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
+
+
+#: What a whole-file, shape-generic build may report that a function built on its own, or
+#: for a call's shapes, need not: a construct refused by name, a size known only at run time.
+_DEFERRABLE = ("is not supported by the tile IR yet", "must be a compile-time integer")
+
+
+def _only_shape_limits(error) -> bool:
+    msgs = [d.message for d in error.diagnostics] or [str(error)]
+    return all(any(m in msg for m in _DEFERRABLE) for msg in msgs)
 
 
 def _some_function_may_build(funcs) -> bool:
