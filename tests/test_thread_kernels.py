@@ -163,3 +163,26 @@ def test_load_gives_a_library_of_functions_and_raises_real_errors(tmp_path):
     bad = _write(tmp_path, "bad.co", TWO_D.replace("a.at(x, y) * 10", "a.at(x) * 10"))
     with pytest.raises(ChoreoError, match="takes 2 indices"):
         choreo_py.load(bad, target="sm_90a")
+
+
+DIVERGENT_COPY = """
+__co__ s32 [64] f(s32 [64] a) {
+  s32 [64] out;
+  parallel p by 1 : block
+    parallel q by 64 : thread {
+      shared s32 [64] buf;
+      if (q < 32) {
+        dma.copy a => buf;
+      }
+      out.at(q) = buf.at(q);
+    }
+  return out;
+}
+"""
+
+
+def test_a_barrier_under_a_thread_dependent_condition_is_refused(tmp_path):
+    # every thread of the block must reach a cooperative copy's barriers, or the block hangs
+    path = _write(tmp_path, "divergent.co", DIVERGENT_COPY)
+    with pytest.raises(ChoreoError, match="under a condition that may differ between threads"):
+        compile_file(path, "ptx", "sm_90a")

@@ -196,7 +196,9 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
         w.op("mov.u32", inst, lw.tid)
     else:
         w.op("div.u32", inst, lw.tid, s.threads)
-    lw.bind(s.var, inst, nonneg=True, uniform=s.threads >= 32)
+    # Uniform (the same in every thread that computes it) only when one instance spans
+    # the block: conditions on it may then guard block barriers (_branch).
+    lw.bind(s.var, inst, nonneg=True, uniform=width == s.threads and lw.threads == width)
     end = w.label(f"{s.var}_join")
     if width < lw.threads:
         if any(isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel))
@@ -214,6 +216,30 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
     barrier(lw)
 
 
+def _has_barrier(stmts: list) -> bool:
+    """Whether `stmts` meet at a block barrier: a shared copy, a sync, a parallel join."""
+    return any(isinstance(t, (ir.SyncShared, ir.RoleSync, ir.Parallel, ir.DmaCopy))
+               for t in ir.walk(stmts))
+
+
+def _branch(lw: ThreadLowering, s) -> None:
+    """`if` / `while`: a block barrier inside needs every thread of the block to take the
+    same way (else the threads that do wait for those that never come)."""
+    bodies = [s.then, s.orelse] if isinstance(s, ir.If) else [s.body]
+    if any(_has_barrier(b) for b in bodies) and not lw.uniform(s.cond):
+        per_thread = all(isinstance(t, ir.DmaCopy) and "local" in (
+            lw.places.base_shape(t.src.base, t.loc)[0], lw.places.base_shape(t.dst.base, t.loc)[0])
+            for b in bodies for t in ir.walk(b)
+            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel)))
+        if not per_thread:
+            raise lw.refuse("a block barrier (a shared dma.copy, a sync, a parallel region) "
+                            "under a condition that may differ between threads", s.loc)
+    if isinstance(s, ir.If):
+        control.if_(lw, s, lambda b: _block(lw, b))
+    else:
+        control.while_(lw, s, lambda b: _block(lw, b))
+
+
 def _wait(lw: ThreadLowering, s: ir.Wait) -> None:
     """Copies complete when issued here: a wait on their futures has nothing to wait for."""
     for item in s.items:
@@ -229,8 +255,8 @@ _HANDLERS = {
     ir.Assign: _assign,
     ir.ViewDef: lambda lw, s: None,
     ir.For: lambda lw, s: control.for_(lw, s, lambda b: _block(lw, b)),
-    ir.While: lambda lw, s: control.while_(lw, s, lambda b: _block(lw, b)),
-    ir.If: lambda lw, s: control.if_(lw, s, lambda b: _block(lw, b)),
+    ir.While: lambda lw, s: _branch(lw, s),
+    ir.If: lambda lw, s: _branch(lw, s),
     ir.Break: lambda lw, s: control.break_(lw, s),
     ir.Continue: lambda lw, s: control.continue_(lw, s),
     ir.Parallel: _parallel,
