@@ -7,8 +7,11 @@ from .diagnostics import ChoreoError  # noqa: E402 - errors in a program, locate
 __all__ = ["ChoreoError", "__version__", "interpret", "load"]
 
 
-def interpret(path, tensors, *, schedule="round_robin", seed=0, owners=None, **kwargs):
+def interpret(path, tensors=None, *, schedule="round_robin", seed=0, owners=None, **kwargs):
     """Runs the kernels of the `.co` file `path` on CPU `tensors` in place; returns them.
+
+    Without `tensors`: the file's `__co__` functions as callables
+    (`lib = interpret(p); out = lib.ele_add(a, b)`; `function="name"` picks one).
 
     See `choreo_py.interp.api.interpret` (imported on first use, as it needs torch).
     """

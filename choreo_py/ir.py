@@ -182,6 +182,7 @@ class Param:
     shape: tuple[Expr, ...]  # Const or Sym (symbolic dims)
     storage: str = "global"
     loc: Optional[Loc] = None
+    init: Optional[Const] = None  # a host buffer's initial value (`s32[4] out {0};`)
 
 
 @dataclass
@@ -390,6 +391,11 @@ class DmaCopy(Stmt):
     swizzle: Optional[int] = None
     loc: Optional[Loc] = None
     leader_only: bool = False  # issued once for the whole role (see RoleSync)
+    # `dma.transp<perm>`: destination dimension k is source dimension perm[k].
+    transpose: Optional[tuple[int, ...]] = None
+    # `dma.pad<{low}, {high}, {0..}, value>`: the source lands at offset `low` of a
+    # destination `low + high` larger per dimension; the rest is `value`.
+    pad: Optional[tuple[tuple[int, ...], tuple[int, ...], "Const"]] = None
 
 
 @dataclass
@@ -509,6 +515,9 @@ class BufStore(Stmt):
     index: tuple[Expr, ...]
     value: Expr
     loc: Optional[Loc] = None
+    # "add": `__atomic_add(buf.at(i), value)`, buf[i] += value as one atomic update
+    # (threads of the block may add to the same element); None: a plain store.
+    atomic: Optional[str] = None
 
 
 @dataclass
@@ -611,6 +620,14 @@ class Function:
     kernels: list[Kernel]
     body: list[Stmt]  # host-side statements; `Launch` starts a kernel
     loc: Optional[Loc] = None
+    # Global tensors the host allocates (buffers declared outside any parallel region;
+    # every kernel of the function sees them after the parameters), and the one the
+    # function returns (a name of `params` or `locals`; None for a `void` function).
+    locals: list[Param] = field(default_factory=list)
+    result: Optional[str] = None
+    # Every parameter's name in the order written: tensors (`params`) and scalars
+    # (bound as dimensions), so that a caller can pass them positionally.
+    arg_names: list[str] = field(default_factory=list)
 
 
 @dataclass

@@ -332,7 +332,7 @@ class _Parser:
         return ir.Module(functions)
 
     def header(self, line: str, word: str) -> tuple[str, list[ir.Param]]:
-        m = re.fullmatch(rf"{word} (\w+)\((.*)\) \{{", line)
+        m = re.fullmatch(rf"{word} (\w+)\((.*)\)(?: -> \w+)? \{{", line)
         if m is None:
             raise IRParseError(f"not a {word} header: '{line}'")
         params = []
@@ -346,10 +346,26 @@ class _Parser:
         return m.group(1), params
 
     def function(self, kernels: list[ir.Kernel]) -> ir.Function:
-        name, params = self.header(self.lines.take(), "func")
-        self.scope = _Scope(None, params)
+        head = self.lines.take()
+        name, params = self.header(head, "func")
+        result = re.search(r"\) -> (\w+) \{$", head)
+        arg_names = [p.name for p in params]
+        locals_: list[ir.Param] = []
+        while (self.lines.peek() or "").startswith(("host ", "args ")):
+            line = self.lines.take()
+            if line.startswith("args "):
+                arg_names = [a.strip() for a in line[5:].split(",")]
+                continue
+            decl, _, init = line[5:].partition(" = ")
+            _, found = self.header(f"func _({decl}) {{", "func")
+            if init:
+                self.scope = _Scope(None, [])
+                found[0].init = self.exprs(init).expr()
+            locals_ += found
+        self.scope = _Scope(None, params + locals_)
         body = self.block()
-        return ir.Function(name, params, kernels, body)
+        return ir.Function(name, params, kernels, body, locals=locals_,
+                           result=result.group(1) if result else None, arg_names=arg_names)
 
     def kernel(self) -> ir.Kernel:
         name, params = self.header(self.lines.take(), "kernel")
@@ -560,11 +576,11 @@ class _Parser:
                       completion=m.group(6))
 
     def copy(self, line: str, future: Optional[str]) -> ir.Stmt:
-        m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.[\w]+)*)( \[leader\])? (.*) => (.*)",
-                         line)
+        m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.\w+(?:<[^>]*>)?)*)( \[leader\])? "
+                         r"(.*) => (.*)", line)
         if m is None:
             raise IRParseError(f"not a copy: '{line}'")
-        kind, mods = m.group(1), [x for x in m.group(2).split(".") if x]
+        kind, mods = m.group(1), re.findall(r"\.(\w+(?:<[^>]*>)?)", m.group(2))
         src, dst = self.exprs(m.group(4)).view(), self.exprs(m.group(5)).view()
         leader = m.group(3) is not None
         swz = next((int(x[7:]) for x in mods if x.startswith("swizzle")), None)
@@ -574,7 +590,15 @@ class _Parser:
             return ir.TmaLoad(src, dst, future, evict, swz, leader_only=leader)
         if kind == "tma.store":
             return ir.TmaStore(src, dst, leader_only=leader, future=future)
-        return ir.DmaCopy(src, dst, future, swz, leader_only=leader)
+        op = ir.DmaCopy(src, dst, future, swz, leader_only=leader)
+        for x in mods:
+            if x.startswith("transp<"):
+                op.transpose = tuple(int(v) for v in x[7:-1].split(","))
+            elif x.startswith("pad<"):
+                low, high, value = x[4:-1].split(";")
+                op.pad = (tuple(int(v) for v in low.split(",")),
+                          tuple(int(v) for v in high.split(",")), self.exprs(value).expr())
+        return op
 
     def assignment_like(self, line: str) -> ir.Stmt:
         m = re.fullmatch(r"(\w+) := (.*)", line)
@@ -592,6 +616,18 @@ class _Parser:
         if m:
             return ir.FragCopy(m.group(1), m.group(2))
         return self.element_store(line)
+
+    def s_atomic(self, line: str, body) -> ir.Stmt:
+        """`atomic_add view[i, j], value`."""
+        op, _, rest = line.partition(" ")
+        e = self.exprs(rest)
+        name = e.take()
+        view = e.view_after(name)
+        index = e.index()
+        e.take(",")
+        s = ir.BufStore(view, index, e.expr(), atomic=op[len("atomic_"):])
+        e.done()
+        return s
 
     def element_store(self, line: str) -> ir.Stmt:
         e = self.exprs(line)
@@ -632,7 +668,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),
-    ("all_reduce_", _Parser.s_all_reduce),
+    ("all_reduce_", _Parser.s_all_reduce), ("atomic_", _Parser.s_atomic),
 ]
 
 

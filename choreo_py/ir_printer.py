@@ -152,6 +152,11 @@ class _Printer:
     def s_DmaCopy(self, s):
         lhs = f"{s.future} = " if s.future else ""
         swz = f".swizzle{s.swizzle}" if s.swizzle else ""
+        if s.transpose:
+            swz += f".transp<{','.join(map(str, s.transpose))}>"
+        if s.pad:
+            low, high, value = s.pad
+            swz += f".pad<{','.join(map(str, low))};{','.join(map(str, high))};{expr(value)}>"
         self.emit(f"{lhs}dma.copy{'.async' if s.future else ''}{swz}{_leader(s)} "
                   f"{view(s.src)} => {view(s.dst)}")
 
@@ -187,7 +192,11 @@ class _Printer:
         self.emit(f"{s.frag}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
 
     def s_BufStore(self, s):
-        self.emit(f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
+        where = f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}]"
+        if s.atomic:
+            self.emit(f"atomic_{s.atomic} {where}, {expr(s.value)}")
+            return
+        self.emit(f"{where} = {expr(s.value)}")
 
     def s_Reduce(self, s): self.emit(f"{s.dst} = reduce_{s.kind}({s.src}, dim={s.dim})")
     def s_AllReduce(self, s): self.emit(f"all_reduce_{s.kind}({s.frag})")
@@ -264,6 +273,18 @@ def print_module(m: ir.Module) -> str:
             print_kernel(k, p)
             p.emit("")
         params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.params)
-        p.region(f"func {f.name}({params})", f.body)
+        result = f" -> {f.result}" if f.result else ""
+        host = [f"host {q.name}: {q.storage} {q.dtype}{shape(q.shape)}"
+                + (f" = {expr(q.init)}" if q.init is not None else "") for q in f.locals]
+        if f.arg_names and f.arg_names != [q.name for q in f.params]:
+            host.insert(0, "args " + ", ".join(f.arg_names))
+        p.emit(f"func {f.name}({params}){result} {{")
+        p.depth += 1
+        for line in host:  # the call's arguments in order, then the buffers the host allocates
+            p.emit(line)
+        for s in f.body:
+            p.stmt(s)
+        p.depth -= 1
+        p.emit("}")
         p.emit("")
     return "\n".join(p.lines).rstrip("\n") + "\n"

@@ -17,7 +17,7 @@ import pytest
 TESTS = Path(__file__).resolve().parent
 #: helpers that assert (or fail the test) themselves
 ASSERTING_HELPERS = {"check_golden", "golden", "raises", "warns", "fail", "skip", "assemble",
-                     "run_case", "assert_reports", "assert_clean"}  # tests/check_helpers.py
+                     "run_case", "assert_reports", "assert_clean"}  # and end2end_refs.run_case  # tests/check_helpers.py
 
 
 def _test_functions():

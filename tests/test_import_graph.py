@@ -14,7 +14,8 @@ Layers, lowest first; a module may import its own layer and those below:
               parse_checks, frontend, grammar
     sema      sema/                                    AST -> IR (no target)
     passes    passes/                                  IR -> IR facts
-    lowering  lowering/   interp/                      IR -> pyptx | IR run on the CPU
+    lowering  lowering/   interp/   host/              IR -> pyptx | IR run on the CPU |
+                                                       a function as a Python callable
     runtime   runtime/                                 pyptx -> PTX, cubin, launch
     driver    driver                                   the pipeline's order
     emulator  emu/                                     the emitted PTX run on the CPU
@@ -55,7 +56,7 @@ def layer_of(module: str) -> str:
         return top
     if top == "emu":  # the emulator runs what the driver compiled (it never reads lowering/)
         return "emulator"
-    if top in ("lowering", "interp"):
+    if top in ("lowering", "interp", "host"):
         return "lowering"
     if top in ("cli", "compile_command", "__init__", "__main__"):
         return "command"

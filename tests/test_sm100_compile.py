@@ -310,10 +310,16 @@ def test_operand_outside_tmem_is_refused_by_name():
     assert e.value.loc is not None and e.value.loc.line == 79  # its declaration
 
 
-def test_cli_refusal_names_statement_and_place():
-    res = _cli(str(EXAMPLES / "softmax.co"), "-o", "-")
+def test_cli_refusal_names_statement_and_place(tmp_path):
+    # a dma.copy in an MMA kernel (thread kernels such as softmax.co lower it)
+    src = (EXAMPLES / "gemm.co").read_text().replace(
+        "    k_tiles = cdiv(K, BK);\n",
+        "    k_tiles = cdiv(K, BK);\n    dma.copy C.subspan(BM, BN).at(tm, tn) => c_buf;\n")
+    path = tmp_path / "gemm_dma.co"
+    path.write_text(src)
+    res = _cli(str(path), "-o", "-")
     assert res.returncode == 1
-    assert re.search(r"softmax\.co:\d+:\d+: error: dma\.copy is not lowered for sm_100a yet",
+    assert re.search(r"gemm_dma\.co:22:5: error: dma\.copy is not lowered for sm_100a yet",
                      res.stderr)
 
 

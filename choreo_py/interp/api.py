@@ -171,7 +171,37 @@ def check_dims(fn: ir.Function, dims: dict) -> None:
                          f"(its dimensions: {', '.join(fdims) or 'none'})")
 
 
-def interpret(path: str, tensors: dict[str, torch.Tensor], *, schedule: str = "round_robin",
+def program(path: str, *, function: Optional[str] = None, include_dirs: Iterable[str] = (),
+            defines: Optional[dict] = None, target: Optional[str] = None, **run_options):
+    """The file's `__co__` functions as Python callables run by the interpreter: a
+    `host.Library` (`lib.name(a, b)`), or with `function`, that one function. Each
+    function is built on its first call (for the call's shapes where it needs them:
+    host/specialize.py); a function the IR cannot express raises its refusal then."""
+    from .. import frontend
+    from ..host import Library
+    from ..host.specialize import Functions
+    from .host import call_function
+
+    rec = targets.resolve(target)
+    funcs = Functions(frontend.parse_file(path, include_dirs, defines), rec, strict=False)
+    run_options.setdefault("owners", rec.acc_owners)
+
+    def run(name, args, kwargs):
+        before = len(diagnostics.WARNINGS)
+        try:
+            fn = funcs.get(name, args, kwargs)
+        finally:
+            found = diagnostics.WARNINGS[before:]
+            del diagnostics.WARNINGS[before:]
+        for w in found:
+            warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
+        return call_function(funcs.module(fn), fn, args, kwargs, **run_options)
+
+    lib = Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
+    return lib if function is None else lib[function]
+
+
+def interpret(path: str, tensors: Optional[dict[str, torch.Tensor]] = None, *, schedule: str = "round_robin",
               seed: int = 0, owners: Optional[int] = None, function: Optional[str] = None,
               include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
               target: Optional[str] = None, step_limit: int = DEFAULT_STEP_LIMIT,
@@ -188,7 +218,14 @@ def interpret(path: str, tensors: dict[str, torch.Tensor], *, schedule: str = "r
     `ChoreoError`s located in the source; unknown names raise `UsageError`.
     Pipeline-check findings are issued as `ChoreoWarning`s. With `stats`,
     the run's block and statement counts are added to it.
+
+    Without `tensors`, returns the file's functions as callables that take
+    their arguments and return their results (`program` above).
     """
+    if tensors is None:
+        return program(path, function=function, include_dirs=include_dirs, defines=defines,
+                       target=target, schedule=schedule, seed=seed, step_limit=step_limit,
+                       **({"owners": owners} if owners is not None else {}))
     rec = targets.resolve(target)
     owners = rec.acc_owners if owners is None else owners
     module, found = load_module(path, include_dirs, defines, rec.name)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from dataclasses import fields
 
+import torch
+
 from .. import ir
 from .errors import FutureError, InterpError, RaceError
 from . import lanes
@@ -32,6 +34,25 @@ from ..construct_names import describe
 
 #: Whether the IR marks collective copies itself (`leader_only` + `RoleSync`).
 IR_MARKS_COLLECTIVES = any(f.name == "leader_only" for f in fields(ir.TmaStore))
+
+
+def _layout(s: ir.DmaCopy, dst: Box):
+    """The data transform of `dma.transp` / `dma.pad`, checked against the destination."""
+    def apply(data, loc):
+        if s.transpose:
+            data = data.permute(*s.transpose)
+        if s.pad:
+            low, high, value = s.pad
+            out = torch.full(tuple(n + a + b for n, a, b in zip(data.shape, low, high)),
+                             value.value, dtype=data.dtype)
+            out[tuple(slice(a, a + n) for a, n in zip(low, data.shape))] = data
+            data = out
+        if tuple(data.shape) != tuple(dst.shape):
+            raise InterpError(f"dma.{'transp' if s.transpose else 'pad'} gives "
+                              f"{list(data.shape)} elements, the destination is {list(dst.shape)}",
+                              loc)
+        return data.contiguous()
+    return apply
 
 
 class _Break(Exception):
@@ -300,19 +321,35 @@ class BlockRun:
     def s_copy(self, s, th):
         src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
-        if src.shape != dst.shape:
-            dst = self._corner(s, src, dst)
+        layout = _layout(s, dst) if getattr(s, "transpose", None) or getattr(s, "pad", None) \
+            else None
+        whole = None
+        if src.shape != dst.shape and layout is None:
+            full = dst
+            _, src, dst = self._corner(s, src, dst)
+            if dst is not full:  # a smaller tile: the rest of the destination is zero-filled
+                whole = full
         if getattr(s, "leader_only", False):
             self._same_boxes(s, th, (src, dst))
             if not th.leader:
                 return
         kind = "tma.load" if isinstance(s, ir.TmaLoad) else "dma.copy"
-        yield from self._transfer(s, th, src, dst, kind)
+        yield from self._transfer(s, th, src, dst, kind, zfill=whole, layout=layout)
 
     def _corner(self, s, src: Box, dst: Box) -> Box:
-        """A DMA of a smaller box fills the leading corner of its destination."""
+        """A DMA of a smaller box fills the leading corner of its destination; into a
+        destination whose extent is known only at run time and is smaller (a view of `X`
+        rows, X computed), it moves the destination's shape from the source's corner."""
         fits = len(src.shape) == len(dst.shape) and all(
             a <= b for a, b in zip(src.shape, dst.shape))
+        shrinks = len(src.shape) == len(dst.shape) and all(
+            a >= b for a, b in zip(src.shape, dst.shape))
+        if isinstance(s, ir.DmaCopy) and shrinks and not fits:
+            sizes, it = list(src.sizes), iter(dst.shape)
+            for d, k in enumerate(src.keep):
+                if k:
+                    sizes[d] = next(it)
+            return src, Box(src.base, src.slot, src.starts, tuple(sizes), src.keep), dst
         if not isinstance(s, ir.DmaCopy) or not fits:
             what = "dma.copy" if isinstance(s, ir.DmaCopy) else "copy"
             raise InterpError(f"{what} of {list(src.shape)} elements ({src}) into "
@@ -321,16 +358,25 @@ class BlockRun:
         for d, k in enumerate(dst.keep):
             if k:
                 sizes[d] = next(it)
-        return Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
+        return src, src, Box(dst.base, dst.slot, dst.starts, tuple(sizes), dst.keep)
 
-    def _transfer(self, s, th, src: Box, dst: Box, kind: str):
-        """A copy: at once without a future, else when the scheduler completes it."""
+    def _transfer(self, s, th, src: Box, dst: Box, kind: str, zfill: Box | None = None,
+                  layout=None):
+        """A copy: at once without a future, else when the scheduler completes it.
+        `zfill`: the whole destination, zeroed first (cp.async's zero fill of a DMA whose
+        tile is smaller than its destination)."""
         what = f"{kind} '{s.future}'" if s.future else kind
 
         def action(agent):
             self.mem.access(src, False, agent, s.loc, what)
+            data = self.mem.read(src, as_float=False)
+            if layout is not None:  # dma.transp / dma.pad: the tile as the destination has it
+                data = layout(data, s.loc)
+            if zfill is not None:
+                self.mem.access(zfill, True, agent, s.loc, what)
+                self.mem.write(zfill, torch.zeros(tuple(zfill.shape), dtype=data.dtype), s.loc)
             self.mem.access(dst, True, agent, s.loc, what)
-            self.mem.write(dst, self.mem.read(src, as_float=False), s.loc)
+            self.mem.write(dst, data, s.loc)
 
         if s.future is None:
             action(th)
@@ -387,7 +433,10 @@ class BlockRun:
     def s_buf_store(self, s, th):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
         idx = tuple(self.ev.integer(i, th.env, s.loc) for i in s.index)
-        self.mem.set_element(box, idx, self.ev(s.value, th.env, s.loc), s.loc)
+        value = self.ev(s.value, th.env, s.loc)
+        if getattr(s, "atomic", None):  # one thread runs at a time here: add in place
+            value = self.mem.element(box, idx, s.loc) + value
+        self.mem.set_element(box, idx, value, s.loc)
 
     # ---------------------------------------------------------------- fragments
     def elem(self, e: ir.Elem, env):

@@ -126,7 +126,10 @@ class LaneRun:
             elif t is ir.BufStore:
                 box = self.resolve(s.view, loc)
                 idx = [self.ev(i, self.env, loc) for i in s.index]
-                self.store(box, idx, self.ev(s.value, self.env, loc), loc)
+                if getattr(s, "atomic", None):
+                    self.atomic_add(box, idx, self.ev(s.value, self.env, loc), loc)
+                else:
+                    self.store(box, idx, self.ev(s.value, self.env, loc), loc)
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
@@ -362,6 +365,16 @@ class LaneRun:
         lanes = torch.nonzero(self.mask).flatten()
         full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
         t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+
+    def atomic_add(self, box: "_LaneBox", idx, value, loc) -> None:
+        """Every active lane adds its value to its element; lanes adding to the same
+        element all count (atomics do not race with each other)."""
+        pos = self._positions(box, idx, loc)
+        t = self.mem.tensors[box.base]
+        lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
+        full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
+        vals = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+        t.index_put_(full, vals, accumulate=True)
 
     # ---------------------------------------------------------------- races
     def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:

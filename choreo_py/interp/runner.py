@@ -55,6 +55,70 @@ def bind_dims(kernel: ir.Kernel, tensors: dict, dims: Optional[dict]) -> dict[st
     return bound
 
 
+# ---------------------------------------------------------------- host buffers
+
+def allocate(fn: ir.Function, tensors: dict, dims: dict, device=None,
+             dtypes: Optional[dict] = None) -> dict[str, int]:
+    """Binds every dimension from the arguments and adds the zeroed host buffers to `tensors`;
+    returns the dimensions. `dtypes`: the torch dtype of each element type (default: the
+    interpreter's, which widens unsigned types; a GPU needs the exact widths)."""
+    probe = ir.Kernel(fn.name, list(fn.params), [], loc=fn.loc)
+    if dtypes is None:
+        bound = bind_dims(probe, tensors, dims) if fn.params else dict(dims)
+    else:
+        bound = dict(dims)
+        for p in fn.params:
+            t = tensors[p.name]
+            if t.dtype != dtypes.get(p.dtype) or t.dim() != len(p.shape):
+                raise InterpError(f"'{p.name}' must be a {p.dtype} tensor of rank "
+                                  f"{len(p.shape)}", p.loc)
+            for d, n in zip(p.shape, t.shape):
+                if isinstance(d, ir.Sym) and bound.setdefault(d.name, int(n)) != n:
+                    raise InterpError(f"'{p.name}' has {d.name} = {n}, but {d.name} = "
+                                      f"{bound[d.name]} elsewhere", p.loc)
+                if isinstance(d, ir.Const) and d.value != n:
+                    raise InterpError(f"'{p.name}' dimension is {n}, the function needs "
+                                      f"{d.value}", p.loc)
+    table = dtypes or TORCH_DTYPES
+    for p in fn.locals:
+        shape = []
+        for d in p.shape:
+            if isinstance(d, ir.Sym):
+                if d.name not in bound:
+                    raise InterpError(f"the dimension '{d.name}' of '{p.name}' is not bound "
+                                      "by the arguments", p.loc)
+                shape.append(bound[d.name])
+            else:
+                shape.append(int(d.value))
+        if p.name in tensors:  # given by the caller (`interpret(path, tensors)`)
+            continue
+        where = device if device is not None else _device(tensors)
+        tensors[p.name] = _filled(shape, table[p.dtype], where,
+                                  p.init.value if p.init is not None else 0)
+    return bound
+
+
+#: Unsigned dtypes that torch creates and fills only as their signed twin (same bits).
+_SIGNED_TWIN = {getattr(torch, n): t for n, t in (("uint16", torch.int16), ("uint32", torch.int32),
+                                                  ("uint64", torch.int64)) if hasattr(torch, n)}
+
+
+def _filled(shape, dtype, device, value):
+    """A tensor of `value`s; unsigned 16..64-bit ones are filled through their signed twin
+    (CUDA kernels for filling them may be missing) and viewed back."""
+    twin = _SIGNED_TWIN.get(dtype)
+    if twin is None:
+        return torch.full(shape, value, dtype=dtype, device=device)
+    bits = torch.iinfo(twin).bits
+    signed = value - (1 << bits) if value >= 1 << (bits - 1) else value
+    return torch.full(shape, signed, dtype=twin, device=device).view(dtype)
+
+
+def _device(tensors: dict):
+    return next((t.device for t in tensors.values() if isinstance(t, torch.Tensor)), "cpu")
+
+
+
 def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
                dims: Optional[dict[str, int]] = None, schedule: str = "round_robin",
                seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
@@ -87,6 +151,13 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
 
 def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
          progress=None) -> RunStats:
+    local = next((b for b in kernel.buffers if b.storage == "local"), None)
+    if local is not None and any(isinstance(s, ir.Parallel) and s.extent > 1
+                                 for s in ir.walk(kernel.body)):
+        # Buffers are per block here; a local buffer is per thread on the GPU.
+        raise InterpError(f"the local buffer '{local.name}' in a parallel region of several "
+                          "instances is not run by the interpreter yet (its buffers are per "
+                          "block, a local buffer is per thread)", local.loc)
     env0 = bind_dims(kernel, tensors, dims)
     arrivals, instances = static_counts(kernel)
     rng = random.Random(seed)
@@ -122,6 +193,7 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
         next((f for f in module.functions if f.name == function), None)
     if fn is None:
         raise InterpError(f"no function named '{function}'")
+    allocate(fn, tensors, dims)  # the function's host buffers the caller did not give
     total = RunStats()
     for s in ir.walk(fn.body):
         if not isinstance(s, ir.Launch):

@@ -206,16 +206,20 @@ class ChoreoFunction:
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
-         defines: Optional[dict] = None) -> ChoreoFunction:
+         defines: Optional[dict] = None, function: Optional[str] = None):
     """Compiles the kernel of a .co file for `target` (default: the GPU present, else
-    sm_100a); returns a callable over torch tensors.
+    sm_100a); returns a callable over torch tensors. A file of thread kernels
+    (host programs: result buffers, several kernels or functions) gives a
+    `host.Library`: `lib.name(a, b)` returns the function's result; with
+    `function`, that one function.
 
     A kernel compiled before (same source after preprocessing, defines, target
     and compiler) is read from the on-disk cache instead (runtime/cache.py).
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
     """
     from choreo_py import check, frontend, targets
-    from choreo_py.diagnostics import take_warnings
+    from choreo_py.diagnostics import ChoreoError, take_warnings
+    from choreo_py.lowering.core import simt
     from choreo_py.passes import pipeline
 
     from . import cache
@@ -229,14 +233,26 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
                             target)
     text = entry.read("pyptx") if entry is not None else None
     writes = entry.read("writes") if entry is not None and text is not None else None
-    if text is not None and writes is not None:
+    if text is not None and writes is not None and function is None:
         fn = ChoreoFunction(path, target, text, entry, writes.split())
         fn.from_cache = True
     else:
         program = frontend.parse_unit(unit)
         frontend.check_parse_rules(program)
         check.check_program(program, True)  # every language rule, as `compile` applies them
-        module = pipeline.build_module(program, rec)
+        try:
+            module = pipeline.build_module(program, rec)
+        except ChoreoError as e:  # perhaps some functions only (host/specialize.py)
+            from .host_program import library
+
+            lib = library(path, target, program, rec, first_error=e)
+            return lib if function is None else lib[function]
+        kernels = [k for f in module.functions for k in f.kernels]
+        if kernels and all(simt.is_thread_kernel(k) for k in kernels):
+            from .host_program import library
+
+            lib = library(path, target, program, rec)
+            return lib if function is None else lib[function]
         text = build.pyptx_text(module, path, target)
         writes = _written_params(module)
         if entry is not None:

@@ -22,15 +22,18 @@ from .values import ShapeNotYetKnown, Unsupported
 __all__ = ["build_function", "build_module", "check_program", "Unsupported"]
 
 
-def build_function(func: A.FunctionDef, strict: bool = True) -> ir.Function:
-    builder = KernelBuilder(func, lenient=not strict)
+def build_function(func: A.FunctionDef, strict: bool = True,
+                   dims: dict | None = None) -> ir.Function:
+    """`dims`: values of dimension names and scalar parameters to build the function for
+    (they become constants; see host/specialize.py)."""
+    builder = KernelBuilder(func, lenient=not strict, dims=dims)
     try:
         fn = builder.build()
     except ShapeNotYetKnown:
-        builder, fn = _build_with_accumulator_shapes(func, strict)
+        builder, fn = _build_with_accumulator_shapes(func, strict, dims)
     else:
         if any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
-            builder, fn = _build_with_accumulator_shapes(func, strict)
+            builder, fn = _build_with_accumulator_shapes(func, strict, dims)
     if builder.skipped:
         # Analysed for errors, but the IR is incomplete: no passes on it.
         raise builder.skipped[0]
@@ -39,14 +42,14 @@ def build_function(func: A.FunctionDef, strict: bool = True) -> ir.Function:
     return fn
 
 
-def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool):
+def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None):
     """An accumulator's shape is used (an `apply`, a reduction) before the MMA that gives
     it, in program order: a lenient first pass skips those uses and lets the MMAs give the
     shapes, and the second pass starts each accumulator with its shape."""
-    scout = KernelBuilder(func, lenient=True)
+    scout = KernelBuilder(func, lenient=True, dims=dims)
     scout.build()
     shapes = {(k.loc, f.name): f.shape for k in scout.kernels for f in k.frags if f.shape}
-    builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes)
+    builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes, dims=dims)
     return builder, builder.build()
 
 

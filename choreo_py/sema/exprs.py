@@ -22,6 +22,7 @@ from ..construct_names import describe
 BUILTIN_FUNCS = {
     "cdiv": "cdiv", "__exp2f": "exp2", "exp2": "exp2", "__expf": "exp", "__exp": "exp",
     "__log2f": "log2", "__logf": "log", "__sqrtf": "sqrt", "__rsqrtf": "rsqrt",
+    "__sqrt": "sqrt", "__rsqrt": "rsqrt",
     "__fabsf": "abs", "__abs": "abs", "abs": "abs",
     "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
 }
@@ -383,8 +384,19 @@ class ExprBuilder:
             raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)} index(es)", n)
         return Scalar(ir.Elem(f.name, index, f.dtype))
 
+    def element_index(self, args) -> tuple[ir.Expr, ...]:
+        """`.at(...)` indices; a named ituple (a loop over a shape) gives one per dimension."""
+        out: list[ir.Expr] = []
+        for a in args:
+            v = self.scope.lookup(a.id) if isinstance(a, A.Name) else None
+            if isinstance(v, ITupleValue):
+                out += list(v.elems)
+            else:
+                out.append(self.scalar(a))
+        return tuple(out)
+
     def _buf_elem(self, view: ViewValue, n: A.MethodCall):
-        index = tuple(self.scalar(a) for a in n.args)
+        index = self.element_index(n.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
         return Scalar(ir.BufElem(view.view, index, view.dtype))

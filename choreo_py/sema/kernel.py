@@ -14,6 +14,7 @@ from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
 from .exprs import ExprBuilder, err
+from .host import HostBuilder, check_dtype, nested_parallels
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -22,7 +23,7 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 
 
-class KernelBuilder(ExprBuilder, OpBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -34,8 +35,9 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
-                 preset_shapes: dict | None = None) -> None:
+                 preset_shapes: dict | None = None, dims: dict | None = None) -> None:
         self.func = func
+        self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
         self.preset_shapes = preset_shapes or {}
@@ -43,9 +45,12 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None
         self.params: list[ir.Param] = []
+        self.locals: list[ir.Param] = []  # host buffers (sema/host.py)
+        self.result: str | None = None
         self.kernels: list[ir.Kernel] = []
         self.out: list[ir.Stmt] = []  # where statements are emitted
         self.in_parallel: ir.Parallel | None = None
+        self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
 
     # ------------------------------------------------------------ function
@@ -57,9 +62,18 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         for s in self.func.body.stmts:
             if isinstance(s, A.ParallelBy):
                 self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
-            elif not (isinstance(s, A.Return) and s.value is None):
+            elif isinstance(s, A.BufferDecl):
+                self._guarded(self.host_buffer, s, declared_names(s))
+            elif isinstance(s, (A.MdSpanDecl, A.ITupleDecl)):
+                self._guarded(getattr(self, "s_" + type(s).__name__), s, declared_names(s))
+            elif isinstance(s, A.Return):
+                if s.value is not None:
+                    self._guarded(self.host_return, s, [])
+            else:
                 self._guarded(self.host_stmt, s, declared_names(s))
-        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
+        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc,
+                           locals=self.locals, result=self.result,
+                           arg_names=[p.name for p in self.func.params if p.name])
 
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
@@ -77,26 +91,27 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if p.name is None:
             return
         if isinstance(t, A.TypeRef):
-            if p.name in self._shape_dims():
-                self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
-            else:
-                # A kernel receives shape dimensions only; other scalar arguments are
-                # valid Choreo that the IR has no kernel parameter for.
-                self.scope.bind(p.name, Opaque(construct="a scalar parameter that is no shape "
-                                               "dimension", loc=p.loc))
+            if p.name in self.dims:
+                self.scope.bind(p.name, Scalar(ir.Const(self.dims[p.name], t.name), kind="const"))
+                return
+            self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
             return
         if t.dims is None:
             raise Unsupported("a parameter without a written shape", p.loc)
         shape = []
         for d in t.dims:
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
-                self.scope.bind(d.id, Scalar(ir.Sym(d.id, "s32"), kind="dim"))
+                if d.id in self.dims:
+                    self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
+                else:
+                    self.scope.bind(d.id, Scalar(ir.Sym(d.id, "s32"), kind="dim"))
             if isinstance(d, A.DimWildcard):
                 raise Unsupported(f"the open dimension '{d.kind}'", d.loc)
             v = self.value(d)
             if not isinstance(v, Scalar):
                 raise Unsupported("a parameter shape written as a shape value", d.loc)
             shape.append(v.expr)
+        check_dtype(t.elem.name, t.loc)
         param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
         self.params.append(param)
         self.scope.bind(p.name, Tensor(param))
@@ -124,9 +139,16 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
 
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
-        if len(s.levels) != 1 or s.levels[0].level not in ("block", None):
-            raise Unsupported("a kernel whose outer parallel level is not ': block'", s.loc)
-        lvl = s.levels[0]
+        # `parallel.async` launches on the stream like any kernel (launches are in order).
+        if any(lv.device_target for lv in s.levels):
+            raise Unsupported("a parallel region placed on a device (': device(...)')", s.loc)
+        lvl, inner = self.split_levels(s)
+        if lvl is not None and lvl.cooperative:  # its `sync.barrier : block` spans the grid
+            raise Unsupported("a cooperative launch (': block<cooperative>', grid-wide sync)",
+                              lvl.loc)
+        if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
+            lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
+                                  bracketed=False, level="block", loc=s.loc)
         bounds = self._bounds(lvl)
         names = lvl.elements or ([lvl.var] if lvl.var else [])
         if not names:  # `parallel by N`: the variables have no names in the source
@@ -137,14 +159,23 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if len(bounds) > 3:
             raise err("a grid has at most 3 dimensions", lvl)
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
-        self.kernel = ir.Kernel(name, self.params, [], loc=s.loc)
+        self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
         outer = self.scope
         self.scope = outer.child()
         for var, bound in zip(names, bounds):
             self.kernel.grid.append(ir.GridDim(var, bound))
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
-        self.kernel.body = self.block(s.body.stmts, new_scope=False)
+        if inner:  # `parallel p by 6, q by 64`: the later levels nest inside the block
+            body = A.Block(stmts=s.body.stmts, loc=s.body.loc)
+            nested = A.ParallelBy(levels=inner[:1], is_async=False, stream=None, attributes=[],
+                                  body=body, loc=inner[0].loc)
+            for level in reversed(inner[1:]):
+                nested = A.ParallelBy(levels=[level], is_async=False, stream=None, attributes=[],
+                                      body=A.Block(stmts=[nested], loc=s.body.loc), loc=level.loc)
+            self.kernel.body = self.block([nested], new_scope=False)
+        else:
+            self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))
@@ -311,6 +342,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if s.ranges and not s.bindings:
             raise Unsupported("'foreach' over variables bound by an enclosing 'with'", s.loc)
         loops: list[tuple[str, ir.Expr]] = []
+        tuples: dict[str, list[str]] = {}  # `foreach x in t.span` over several dimensions
         for b in s.bindings:
             dom = self.value(b.domain)
             bounds = dom.dims if isinstance(dom, ShapeValue) else (
@@ -318,8 +350,9 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             if bounds is None:
                 raise err("a loop domain must be an integer or a shape", b.domain)
             names = b.elements or ([b.name] if b.name else [])
-            if not b.elements and len(bounds) > 1:
-                raise Unsupported("a loop over a named ituple of several dimensions", b.loc)
+            if not b.elements and b.name and len(bounds) > 1:
+                names = [f"{b.name}__{i}" for i in range(len(bounds))]
+                tuples[b.name] = names
             if len(names) != len(bounds):
                 raise err(f"{len(names)} loop variable(s) for a {len(bounds)}-D domain", b)
             loops += list(zip(names, bounds))
@@ -330,6 +363,8 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         self.scope = outer.child()
         for var, bound in loops:
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        for name, parts in tuples.items():  # `x` is the ituple of its dimensions' indices
+            self.scope.bind(name, ITupleValue(tuple(ir.Sym(p, "s32") for p in parts)))
         body = self.block(s.body.stmts)
         self.scope = outer
         for var, bound in reversed(loops):
@@ -342,7 +377,9 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         if self.kernel is None:
             raise Unsupported("a nested kernel launch", s.loc)
         if self.in_parallel is not None:
-            raise Unsupported("nested 'parallel' levels inside a block", s.loc)
+            if self.group_lanes is None:
+                raise Unsupported("nested 'parallel' levels inside a block", s.loc)
+            return self.nested_threads(s)
         if len(s.levels) != 1:
             raise Unsupported("several parallel levels in one statement inside a block", s.loc)
         lvl = s.levels[0]
@@ -351,12 +388,16 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             raise Unsupported(f"the parallel level ': {level}' inside a block", lvl.loc)
         names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
         bounds = self._bounds(lvl)
+        if len(names) > 1 and len(names) == len(bounds) and level == "thread":
+            return self.flattened_threads(s, names, bounds)
         if len(names) != 1 or len(bounds) != 1:
             raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
         extent = B.as_int(bounds[0])
         if extent is None:
             # Valid Choreo (the count is a kernel argument); the IR sizes its roles statically.
             raise Unsupported("a run-time count of thread groups", lvl.bounds[0].loc)
+        if level in ("group", "group-4") and nested_parallels(s.body.stmts):
+            return self.flattened_groups(s, names[0], bounds[0], extent, LEVEL_THREADS[level])
         par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
         outer = self.scope
         self.scope = outer.child()

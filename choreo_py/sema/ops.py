@@ -58,6 +58,9 @@ class OpBuilder:
         self._need_block(s, f"a {storage} buffer")
         if s.type.dims is None:
             raise err(f"'{s.name}' needs a shape", s.type)
+        from .host import check_dtype
+
+        check_dtype(s.type.elem.name, s.type.loc)
         dims = []
         for d in s.type.dims:
             v = self.value(d)
@@ -104,13 +107,19 @@ class OpBuilder:
 
     # ------------------------------------------------------------ data movement
     def s_DmaOp(self, s: A.DmaOp) -> None:
-        if s.operation in ("pad", "transp", "any") or s.sparse or s.multicast or s.zfill \
-                or s.promote or s.after:
+        if s.operation == "any" or s.sparse or s.multicast or s.zfill \
+                or s.promote or s.after or (s.operation in ("pad", "transp") and s.engine != "dma"):
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
-        if s.dst is None or isinstance(s.dst, A.StorageTarget):
-            raise Unsupported("a copy into an implicit buffer ('=> shared')", s.loc)
-        src, dst = self.view_of(s.src), self.view_of(s.dst)
-        self._check_copy_shapes(s, src, dst)
+        if s.dst is None:
+            raise Unsupported("a copy without a destination", s.loc)
+        src = self.view_of(s.src)
+        transpose, pad, shape = self.copy_layout(s, src)
+        dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
+            else self.view_of(s.dst)
+        if transpose or pad:
+            self.check_layout_shape(s, shape, dst)
+        else:
+            self._check_copy_shapes(s, src, dst)
         swizzle = self._swizzle(s, dst)
         src_store, dst_store = self._storage(src.view), self._storage(dst.view)
         if s.is_async and s.future is None:
@@ -126,7 +135,8 @@ class OpBuilder:
                 raise err(f"TMA copies between global and shared memory, not from {src_store} "
                           f"to {dst_store}", s)
         else:
-            op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc)
+            op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc,
+                            transpose=transpose, pad=pad)
         self._emit_collective(op, s)
         if s.future:
             kind = s.engine if s.engine != "tma" else ("tma" if src_store == "global" else "tma_store")
@@ -147,10 +157,12 @@ class OpBuilder:
         both wrote), they meet first, one issues the copy, and they meet again
         once it is complete.
         """
-        if self._instances() == 1:
+        if self._instances() == 1 or "local" in (self._storage(op.src), self._storage(op.dst)):
+            # One instance, or a copy from or into a thread's own local buffer: each thread
+            # issues its own.
             self.emit(op)
             return
-        if isinstance(op, ir.TmaStore) and op.future:
+        if isinstance(op, (ir.TmaStore, ir.DmaCopy)) and op.future:
             # Issued by one thread for the group: made synchronous, so that its
             # future is complete for every instance (a stronger order, never a weaker one).
             op.future = None
@@ -301,8 +313,10 @@ class OpBuilder:
                 self.emit(p)
 
     def s_Sync(self, s: A.Sync) -> None:
-        if s.kind != "shared":
-            raise Unsupported(f"'sync.{s.kind}'", s.loc)
+        # `sync.barrier : block` is the block's barrier, the same meeting as `sync.shared`.
+        block_barrier = s.kind == "barrier" and s.level in (None, "block")
+        if s.kind != "shared" and not block_barrier:
+            raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))
 
     def device_call(self, c: A.Call) -> None:
@@ -498,7 +512,7 @@ class OpBuilder:
             self.emit(ir.ElemStore(f.name, index, value, loc=s.loc))
             return
         view = self.view_of(t.base)
-        index = tuple(self.scalar(a) for a in t.args)
+        index = self.element_index(t.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", t)
         value = self._stored_value(s, ir.BufElem(view.view, index, view.dtype), view.dtype)
@@ -512,6 +526,8 @@ class OpBuilder:
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
+        if fn == "__atomic_add":
+            return self.atomic_add(c)
         if fn in ("reduce_max", "reduce_sum"):
             if len(c.args) != 3:
                 raise err(f"'{fn}(dst, src, dim)' takes 3 arguments", c)

@@ -13,7 +13,9 @@ from .exprs import ExprLowering, reg_type
 
 
 def expr(lw: Lowering, e: ir.Expr, loc, hint: str = "t", dst=None):
-    return ExprLowering(lw, loc).value(e, hint, dst)
+    # A lowering of per-thread code (simt.py) reads memory in expressions: its own leaves.
+    make = getattr(lw, "exprs", None)
+    return (make(loc) if make is not None else ExprLowering(lw, loc)).value(e, hint, dst)
 
 
 def nonneg(lw: Lowering, e: ir.Expr, loc) -> bool:

@@ -40,7 +40,8 @@ LN2 = 0.6931471805599453
 
 
 def reg_type(dtype: str, lw: Lowering, loc) -> str:
-    t = REG_TYPES.get(dtype)
+    # A lowering that widens narrow element types in registers says so (threads.py).
+    t = REG_TYPES.get(dtype) or getattr(lw, "widened_types", {}).get(dtype)
     if t is None:
         raise lw.refuse(f"a scalar of type {dtype}", loc)
     return t

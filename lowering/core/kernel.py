@@ -12,8 +12,9 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import analysis, control, epilogue, events, fragments, roles
+from . import analysis, control, epilogue, events, fragments, roles, simt
 from .context import Lowering
+from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
 from .writer import Writer
@@ -28,6 +29,8 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
     found = [(f, k) for f in module.functions for k in f.kernels]
     if not found:
         raise ChoreoError("the file has no kernel (no `parallel ... : block`) to compile")
+    if all(simt.is_thread_kernel(k) for _, k in found):
+        return simt.lower_thread_module(module, target, source_name)
     if len(found) > 1:
         raise ChoreoError(f"a file with several kernels is not lowered for {arch} yet",
                           found[1][1].loc)
@@ -224,23 +227,6 @@ _HANDLERS = {
 def _threads(k: ir.Kernel) -> int:
     par = [s for s in k.body if isinstance(s, ir.Parallel)]
     return par[0].extent * (par[0].threads or 1) if par else 1
-
-
-def _py_expr(e: ir.Expr) -> str:
-    """Host-side Python for a grid extent (dims are keyword arguments)."""
-    if isinstance(e, ir.Const):
-        return str(e.value)
-    if isinstance(e, ir.Sym):
-        return e.name
-    if isinstance(e, ir.Bin) and e.op in ("+", "-", "*", "/", "%"):
-        op = "//" if e.op == "/" else e.op
-        return f"({_py_expr(e.lhs)} {op} {_py_expr(e.rhs)})"
-    if isinstance(e, ir.Call) and e.fn == "cdiv":
-        a, b = (_py_expr(x) for x in e.args)
-        return f"(-(-{a} // {b}))"
-    if isinstance(e, ir.Call) and e.fn in ("min", "max"):
-        return f"{e.fn}({', '.join(_py_expr(x) for x in e.args)})"
-    raise ChoreoError("a grid extent that the launcher cannot compute")
 
 
 def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:

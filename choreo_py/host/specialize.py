@@ -1,0 +1,96 @@
+"""Functions built for the shapes of a call.
+
+A function whose parameters have symbolic dimensions (`s32 [M, 17, 32] input`)
+may need them as numbers: a shared buffer of the input's shape (`=> shared`)
+is sized when the kernel is compiled. A call knows them (the tensors'
+shapes), so the function is built for those values: the dimensions become
+constants before sema, and the result is kept per function and shape. A
+function that builds with symbolic dimensions is built once.
+
+The functions of a file are independent here: one that is refused does not
+stop the others (it raises its refusal when called).
+"""
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+from .. import ast as A
+from .. import frontend, ir, sema
+from ..diagnostics import ChoreoError
+from ..passes import pipeline
+
+
+def call_dims(func: A.FunctionDef, args: tuple, kwargs: dict) -> dict[str, int]:
+    """The value of every dimension name and scalar parameter of `func` in this call."""
+    dims: dict[str, int] = {}
+    named = [p for p in func.params if p.name]
+    given = dict(zip([p.name for p in named], args))
+    given.update(kwargs)
+    for p in named:
+        v = given.get(p.name)
+        if v is None:
+            continue
+        if isinstance(p.type, A.TypeRef):
+            if isinstance(v, (int, bool)):
+                dims[p.name] = int(v)
+            continue
+        shape = getattr(v, "shape", None)
+        if shape is None or p.type.dims is None or len(p.type.dims) != len(shape):
+            continue
+        for d, n in zip(p.type.dims, shape):
+            if isinstance(d, A.Name):
+                dims.setdefault(d.id, int(n))
+    return dims
+
+
+class Functions:
+    """The IR of a program's functions, built on demand (see the module docstring)."""
+
+    def __init__(self, program: A.Program, target, strict: bool,
+                 on_warning: Optional[Callable] = None) -> None:
+        frontend.check_parse_rules(program)
+        self.program = program
+        self.target = target
+        self.strict = strict
+        self.ast = {f.name: f for f in program.functions}
+        self._generic: dict[str, object] = {}  # name -> ir.Function or the refusal
+        self._special: dict = {}
+
+    def names(self) -> list[str]:
+        return list(self.ast)
+
+    def arg_names(self, name: str) -> list[str]:
+        return [p.name for p in self.ast[name].params if p.name]
+
+    def _build(self, name: str, dims: Optional[dict]) -> ir.Function:
+        fn = sema.build_function(self.ast[name], strict=self.strict, dims=dims)
+        for k in fn.kernels:
+            pipeline.run_kernel(k, self.target, strict=self.strict)
+        return fn
+
+    def get(self, name: str, args: tuple = (), kwargs: Optional[dict] = None) -> ir.Function:
+        """The function's IR for a call with these arguments (raises its refusal)."""
+        if name not in self._generic:
+            try:
+                self._generic[name] = self._build(name, None)
+            except ChoreoError as e:  # perhaps only while the dimensions are unknown
+                self._generic[name] = e
+        got = self._generic[name]
+        if isinstance(got, ir.Function):
+            return got
+        dims = call_dims(self.ast[name], args, kwargs or {})
+        if not dims:
+            raise got
+        key = (name, tuple(sorted(dims.items())))
+        if key not in self._special:
+            try:
+                self._special[key] = self._build(name, dims)
+            except ChoreoError as e:
+                self._special[key] = e
+        got = self._special[key]
+        if isinstance(got, ChoreoError):
+            raise got
+        return got
+
+    def module(self, fn: ir.Function) -> ir.Module:
+        return ir.Module([fn], self.program.file)

@@ -1,0 +1,49 @@
+"""A `__co__` function as a host program on the CPU: allocate, launch in order, return.
+
+The function's host buffers (`ir.Function.locals`) are allocated (zeroed, or
+filled with their initialiser: runner.allocate) with the shapes their
+declarations give (symbolic dimensions bound from the arguments), its
+kernels run in the order of their `Launch` statements, and
+the buffer it returns is the call's result. Arguments are given in the
+order the parameters are written: tensors for tensor parameters, integers
+for scalar ones (which the IR knows as dimensions).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import ir
+from .runner import RunStats, allocate, interpret_module
+
+
+def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
+    """(tensors by parameter name, dimensions by name) from a call's arguments."""
+    names = fn.arg_names or [p.name for p in fn.params]
+    if len(args) > len(names):
+        raise TypeError(f"{fn.name}() takes {len(names)} arguments ({len(args)} given)")
+    given = dict(zip(names, args))
+    for k, v in kwargs.items():
+        if k in given:
+            raise TypeError(f"{fn.name}() got two values for '{k}'")
+        given[k] = v
+    tensor_names = {p.name for p in fn.params}
+    tensors = {k: v for k, v in given.items() if k in tensor_names}
+    dims = {k: int(v) for k, v in given.items() if k not in tensor_names}
+    missing = [p.name for p in fn.params if p.name not in tensors]
+    if missing:
+        raise TypeError(f"{fn.name}() is missing the tensor(s) {', '.join(missing)}")
+    return tensors, dims
+
+
+def call_function(module: ir.Module, fn: ir.Function, args: tuple, kwargs: dict,
+                  stats: Optional[RunStats] = None, **run_options):
+    """Runs `fn` with the caller's arguments in the interpreter; returns its result tensor
+    (None for a function that returns nothing)."""
+    tensors, dims = bind_args(fn, args, kwargs)
+    bound = allocate(fn, tensors, dims)
+    kernel_dims = {k: v for k, v in bound.items() if k not in {p.name for p in fn.params}}
+    st = interpret_module(module, tensors, function=fn.name, **run_options, **kernel_dims)
+    if stats is not None:
+        stats.blocks += st.blocks
+        stats.statements += st.statements
+    return tensors[fn.result] if fn.result is not None else None

@@ -1,0 +1,356 @@
+"""Kernels of plain threads: element-wise code, `dma.copy`, `parallel ... : thread`.
+
+A kernel with no MMA, fragment, event or TMA statement is lowered here, one
+PTX thread per thread of the program: the block has as many threads as its
+widest parallel region (`parallel q by 64` -> 64; `: group` -> 32 per
+instance), statements outside a parallel region run in every thread (they
+compute the same values), and the end of a parallel region joins its
+threads with `bar.sync 0`.
+
+`dma.copy` between global and shared memory is cooperative: every thread of
+the block moves elements tid, tid + THREADS, ... with plain `ld`/`st` (no
+alignment requirement: rows of any width), after a barrier that lets earlier
+writers finish and before one that publishes the tile. A copy from or to a
+thread's `local` buffer is that thread's own loop. Asynchronous copies
+complete before the statement after them (a stronger order than the program
+asks for), so `wait` on their futures has nothing left to do.
+
+A file of several kernels (several parallel regions, several functions)
+becomes one PTX module with an entry per kernel (`KERNELS`).
+"""
+from __future__ import annotations
+
+from choreo_py import ir, targets
+from choreo_py.diagnostics import ChoreoError
+
+from . import control, dma
+from .context import Lowering
+from .grid import py_expr as _py_expr
+from .memory import SMEM_ALIGN
+from .threads import RAW, WIDENED, Places, ThreadExprs, barrier
+from .writer import V, Writer
+
+_SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
+#: Statements that make a kernel an MMA/TMA kernel (the core's lowering, kernel.py).
+_ASYNC_KINDS = (ir.TmaLoad, ir.TmaStore, ir.Mma, ir.MmaFill, ir.MmaStore, ir.MmaLoad, ir.FragDecl,
+                ir.Apply, ir.Reduce, ir.AllReduce, ir.FragCopy, ir.Trigger, ir.Role,
+                ir.SetMaxRegs, ir.NamedBarrier, ir.ElemStore)
+
+
+def is_thread_kernel(k: ir.Kernel) -> bool:
+    """Whether `k` is lowered here: no MMA, fragment, event or TMA statement."""
+    if k.events or k.frags:
+        return False
+    return not any(isinstance(s, _ASYNC_KINDS) for s in ir.walk(k.body))
+
+
+def block_threads(k: ir.Kernel) -> int:
+    par = [s for s in ir.walk(k.body) if isinstance(s, ir.Parallel)]
+    return max((p.extent * p.threads for p in par), default=1)
+
+
+class ThreadLowering(Lowering):
+    """The lowering state plus where the kernel's data lives."""
+
+    places: Places
+    threads: int
+    widened_types = WIDENED
+
+    def exprs(self, loc) -> ThreadExprs:
+        return ThreadExprs(self, self.places, loc)
+
+
+def _expr(lw: ThreadLowering, e: ir.Expr, loc, hint: str = "t", dst=None) -> V:
+    return lw.exprs(loc).value(e, hint, dst)
+
+
+def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
+    """{name, body, params, threads, smem, grid, dims} of one kernel."""
+    w = Writer()
+    lw = ThreadLowering(k, target, w)
+    lw.threads = block_threads(k)
+    if lw.threads > 1024:
+        raise lw.refuse(f"a block of {lw.threads} threads (at most 1024)", k.loc)
+    if len(k.grid) > 3:
+        raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
+    local_base = ((k.smem_total or 0) + 15) // 16 * 16
+    lw.places = Places(lw, local_base, lw.threads)
+    smem = local_base + lw.places.local_bytes * lw.threads
+    limit = targets.get(target.arch).smem_limit
+    if smem > limit:
+        raise lw.refuse(f"{smem} bytes of shared and per-thread memory (the limit is {limit})",
+                        k.loc)
+    lw.enter_region()
+    _prologue(lw)
+    _body(lw, k.body)
+    lw.leave_region()
+    return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
+            "dims": k.symbolic_dims, "tensors": [p.name for p in k.params],
+            "grid": k.grid, "types": w.types_used}
+
+
+def _prologue(lw: ThreadLowering) -> None:
+    w, k = lw.w, lw.k
+    w.source(k.loc, f"kernel {k.name}")
+    lw.next_statement()
+    for p in k.params:
+        r = w.reg("u64", f"{p.name}_ptr")
+        w.call("ptx.param", "u64", f'"ptr_{p.name}"', f"dst={r.text}")
+        g = w.reg("u64", f"{p.name}_g")
+        w.op("cvta.to.global.u64", g, r)
+        lw.places.pointers[p.name] = g
+    for d in k.symbolic_dims:
+        r = w.reg("s32", d)
+        w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
+        lw.bind(d, r, nonneg=True, uniform=True)
+    for g, special in zip(k.grid, _SPECIAL):
+        r = w.reg("u32", g.var)
+        w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
+        lw.bind(g.var, r, nonneg=True, uniform=True)
+    lw.tid = w.reg("u32", "tid")
+    w.op("mov.u32", lw.tid, 'ptx.sreg("%tid.x")')
+    raw = w.reg("u32", "smem_raw")
+    w.op("mov.u32", raw, '"smem"')
+    lw.smem_base = w.reg("u32", "smem_base")
+    w.op("add.u32", lw.smem_base, raw, SMEM_ALIGN - 1)
+    w.op("and.b32", lw.smem_base, lw.smem_base, -SMEM_ALIGN)
+
+
+def _body(lw: ThreadLowering, stmts: list) -> None:
+    for s in stmts:
+        lw.next_statement()
+        _one(lw, s)
+
+
+def _block(lw: ThreadLowering, stmts: list) -> None:
+    for s in stmts:
+        _one(lw, s)
+
+
+def _one(lw: ThreadLowering, s: ir.Stmt) -> None:
+    lw.stmt_memo = {}
+    if not isinstance(s, (ir.Parallel, ir.ViewDef)):
+        lw.w.source(s.loc)
+    handler = _HANDLERS.get(type(s))
+    if handler is None:
+        raise lw.refuse(_NAMES.get(type(s), f"the statement {type(s).__name__} in a thread "
+                                              "kernel"), getattr(s, "loc", None))
+    handler(lw, s)
+
+
+def _let(lw: ThreadLowering, s: ir.Let) -> None:
+    v = _expr(lw, s.value, s.loc, hint=s.name)
+    if not v.is_const and lw.depth > 0:  # a loop body's value: a register of its own
+        v = lw.w.reg(v.ty, s.name, init=v)
+    lw.bind(s.name, v, nonneg=control.nonneg(lw, s.value, s.loc), uniform=lw.uniform(s.value))
+
+
+def _var(lw: ThreadLowering, s: ir.Var) -> None:
+    from .exprs import reg_type
+
+    r = lw.w.reg(reg_type(s.dtype, lw, s.loc), s.name)
+    _expr(lw, s.init, s.loc, dst=r)
+    lw.bind(s.name, r, mutable=True, nonneg=s.dtype.startswith("u"))
+
+
+def _assign(lw: ThreadLowering, s: ir.Assign) -> None:
+    b = lw.lookup(s.name)
+    if b is None or not b.mutable:
+        raise lw.refuse(f"assigning '{s.name}', which is not a mutable scalar,", s.loc)
+    _expr(lw, s.value, s.loc, dst=b.value)
+
+
+def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
+    dtype = lw.places.base_shape(s.view.base, s.loc)[2]
+    if isinstance(s.value, ir.BufElem) and s.value.dtype == dtype and dtype in RAW:
+        # An element copied as it is (fp8 has no arithmetic here): its bits move.
+        v = lw.places.load(s.value.view, s.value.index, RAW[dtype], s.loc)
+        lw.places.store(s.view, s.index, RAW[dtype], v, s.loc)
+        return
+    v = _expr(lw, s.value, s.loc, hint="val")
+    if s.atomic:
+        _atomic(lw, s, dtype, v)
+        return
+    lw.places.store(s.view, s.index, dtype, v, s.loc)
+
+
+def _atomic(lw: ThreadLowering, s: ir.BufStore, dtype: str, v: V) -> None:
+    """`__atomic_add`: one `red` (a reduction the memory system applies; no value back)."""
+    if s.atomic != "add" or dtype not in ("s32", "u32", "f32", "u64", "s64"):
+        raise lw.refuse(f"an atomic {s.atomic} on {dtype}", s.loc)
+    space, addr = lw.places.address(s.view, s.index, s.loc)
+    ty = {"s64": "u64"}.get(dtype, dtype)  # red.add has no .s64: two's complement is the same
+    if v.is_const:
+        v = lw.w.reg(v.ty, "c", init=v)
+    lw.w.op(f"red.{space}.add.{ty}", f"ptx.addr({addr.text})", v)
+
+
+def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
+    """One instance per `threads` threads; the threads past the region's width skip it,
+    and all meet at its end (the join)."""
+    w = lw.w
+    width = s.extent * s.threads
+    lw.push()
+    inst = w.reg("u32", s.var)
+    if s.threads == 1:
+        w.op("mov.u32", inst, lw.tid)
+    else:
+        w.op("div.u32", inst, lw.tid, s.threads)
+    # Uniform (the same in every thread that computes it) only when one instance spans
+    # the block: conditions on it may then guard block barriers (_branch).
+    lw.bind(s.var, inst, nonneg=True, uniform=width == s.threads and lw.threads == width)
+    end = w.label(f"{s.var}_join")
+    if width < lw.threads:
+        if any(isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel))
+               for t in ir.walk(s.body)):
+            raise lw.refuse("a block barrier inside a parallel region narrower than the block",
+                            s.loc)
+        outside = w.reg("pred", f"{s.var}_out")
+        w.op("setp.ge.u32", outside, lw.tid, width)
+        w.bra(end, outside)
+    lw.enter_region()
+    _body(lw, s.body)
+    lw.leave_region()
+    w.put_label(end)
+    lw.pop()
+    barrier(lw)
+
+
+def _has_barrier(stmts: list) -> bool:
+    """Whether `stmts` meet at a block barrier: a shared copy, a sync, a parallel join."""
+    return any(isinstance(t, (ir.SyncShared, ir.RoleSync, ir.Parallel, ir.DmaCopy))
+               for t in ir.walk(stmts))
+
+
+def _branch(lw: ThreadLowering, s) -> None:
+    """`if` / `while`: a block barrier inside needs every thread of the block to take the
+    same way (else the threads that do wait for those that never come)."""
+    bodies = [s.then, s.orelse] if isinstance(s, ir.If) else [s.body]
+    if any(_has_barrier(b) for b in bodies) and not lw.uniform(s.cond):
+        per_thread = all(isinstance(t, ir.DmaCopy) and "local" in (
+            lw.places.base_shape(t.src.base, t.loc)[0], lw.places.base_shape(t.dst.base, t.loc)[0])
+            for b in bodies for t in ir.walk(b)
+            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel)))
+        if not per_thread:
+            raise lw.refuse("a block barrier (a shared dma.copy, a sync, a parallel region) "
+                            "under a condition that may differ between threads", s.loc)
+    if isinstance(s, ir.If):
+        control.if_(lw, s, lambda b: _block(lw, b))
+    else:
+        control.while_(lw, s, lambda b: _block(lw, b))
+
+
+def _wait(lw: ThreadLowering, s: ir.Wait) -> None:
+    """Copies complete when issued here: a wait on their futures has nothing to wait for."""
+    for item in s.items:
+        if not isinstance(item, ir.FutureRef):
+            raise lw.refuse("waiting on an event in a thread kernel", s.loc)
+
+
+_NAMES = {ir.Launch: "a launch inside a kernel"}
+
+_HANDLERS = {
+    ir.Let: _let,
+    ir.Var: _var,
+    ir.Assign: _assign,
+    ir.ViewDef: lambda lw, s: None,
+    ir.For: lambda lw, s: control.for_(lw, s, lambda b: _block(lw, b)),
+    ir.While: lambda lw, s: _branch(lw, s),
+    ir.If: lambda lw, s: _branch(lw, s),
+    ir.Break: lambda lw, s: control.break_(lw, s),
+    ir.Continue: lambda lw, s: control.continue_(lw, s),
+    ir.Parallel: _parallel,
+    ir.BufStore: _store,
+    ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
+    ir.Wait: _wait,
+    ir.SyncShared: lambda lw, s: barrier(lw),
+    ir.RoleSync: lambda lw, s: barrier(lw),
+}
+
+
+# ---------------------------------------------------------------- module text
+
+def module_text(parts: list[dict], arch: str, source_name: str) -> str:
+    """The pyptx module of a file's thread kernels: one `kernel(...)` per entry, `KERNELS`
+    (name -> its launch description) and `KERNEL` (all entries as one PTX module)."""
+    types = sorted({"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
+                   .union(*(p["types"] for p in parts)))
+    out = [
+        f'"""Kernels of {source_name}, compiled by choreo-py for {arch} (per-thread code).',
+        "",
+        "Each ptx.* call emits one PTX instruction; a comment names the Choreo statement",
+        "each block comes from. The launcher reads KERNELS: per kernel its parameters",
+        "(a pointer per tensor, then the symbolic dimensions), grid(), THREADS and SMEM_BYTES.",
+        '"""',
+        "from pyptx import kernel, ptx, reg",
+        f"from pyptx.types import {', '.join(types)}",
+        "",
+        f'ARCH = "{arch}"',
+        "KERNELS = {}",
+    ]
+    for p in parts:
+        out += _entry_text(p)
+    out += [
+        "",
+        "",
+        "class _Module:",
+        '    """Every entry of the file in one PTX module (one header, entries in order)."""',
+        "",
+        "    def ptx(self):",
+        "        texts = [k['KERNEL'].ptx() for k in KERNELS.values()]",
+        "        head, rest = _split(texts[0])",
+        "        return head + rest + ''.join(_split(t)[1] for t in texts[1:])",
+        "",
+        "",
+        "def _split(text):",
+        "    cut = text.index('.visible .entry')",
+        "    return text[:cut], text[cut:]",
+        "",
+        "",
+        "KERNEL = _Module()",
+        "",
+    ]
+    return "\n".join(out)
+
+
+def _entry_text(p: dict) -> str:
+    name, dims = p["name"], p["dims"]
+    raw = [("u64", f"ptr_{t}") for t in p["tensors"]] + [("u32", f"dim_{d}") for d in dims]
+    grid = [_py_expr(g.extent) for g in p["grid"]] + ["1"] * (3 - len(p["grid"]))
+    return [
+        "",
+        "",
+        f"def {name}():",
+        p["body"],
+        "",
+        "",
+        f"def _grid_{name}({', '.join(dims)}):",
+        f"    return ({', '.join(grid)})",
+        "",
+        "",
+        f"{name}.__name__ = {name!r}",
+        f"KERNELS[{name!r}] = dict(",
+        f"    THREADS={p['threads']},",
+        f"    SMEM_BYTES={p['smem'] + SMEM_ALIGN},",
+        f"    TENSORS={tuple(p['tensors'])!r},",
+        f"    DIMS={tuple(dims)!r},",
+        f"    grid=_grid_{name},",
+        "    KERNEL=kernel(",
+        "        arch=ARCH,",
+        f"        raw_params={raw!r},",
+        '        extern_smem="smem",',
+        f"        block=({p['threads']}, 1, 1),",
+        f"        raw_directives=[('maxntid', ({p['threads']}, 1, 1))],",
+        f"    )({name}),",
+        ")",
+    ]
+
+
+def lower_thread_module(module: ir.Module, target, source_name: str) -> str:
+    parts = []
+    for fn in module.functions:
+        for k in fn.kernels:
+            parts.append(lower_thread_kernel(k, target, source_name))
+    if not parts:
+        raise ChoreoError("the file has no kernel (no parallel region) to compile")
+    return module_text(parts, target.arch, source_name)
