@@ -7,14 +7,15 @@ tensors, target=...)`, `emulate_ptx(ptx, launch, tensors)`, and the
 `choreo emulate` command (command.py). docs/emulator.md says what is
 modelled and what is not.
 
-Layout: ptx_parse (PTX -> Kernel of Inst), isa (opcode tables), isa_alu /
-isa_mem / isa_sync / isa_tma / isa_wgmma (sm_90a forms), tcgen05 / tmem /
-sm100_desc (sm_100a forms), swizzle (shared by TMA and both MMA
-descriptor decoders), warp (lanes, registers, divergence, the execution
-loop), machine (CTA, mbarriers, named barriers, async completion queue,
-reports), races (strict-mode shared-memory rules), scheduler (warp
-orders), memory (global, params, tensor maps), launch (module/JSON ->
-launch), api, command, report.
+Layout: ptx_parse (PTX -> Kernel of Inst), isa_table (opcode tables and their
+decorators), isa (decoding; imports the families), lanes (lane count, PTX
+types, sentinels), operands (operand readers and writers), isa_alu / isa_mem /
+isa_sync / isa_tma / isa_wgmma (sm_90a forms), tcgen05 / tmem / sm100_desc
+(sm_100a forms), swizzle (shared by TMA and both MMA descriptor decoders), warp
+(registers, divergence, the execution loop), barriers (mbarriers, named
+barriers), machine (CTA, async completion queue, reports), races (strict-mode
+shared-memory rules), scheduler (warp orders), memory (global, params, tensor
+maps), launch (module/JSON -> launch), api, command, report.
 
 Handler interface (stable; changes are announced in commits starting
 "emu-interface:")
@@ -31,8 +32,9 @@ registered prefix of an instruction's opcode wins ("tcgen05.mma" serves
 "tcgen05.mma.cta_group::1.kind::f16"). `prepare(inst)`, if given, runs
 once at load and its result is `inst.data`. An opcode without an entry is
 refused at load, by name, with its PTX line. Modules named in
-isa._loaded() are imported when the first kernel is decoded (tcgen05.py
-is imported if present, so its @handler registrations take effect).
+isa._loaded() are imported when the first kernel is decoded (tcgen05_handlers.py
+is imported if present, so its @handler registrations take effect). A family
+imports the tables from isa_table, never from isa: isa imports the families.
 
 A handler runs once per execution by a warp, for the warp's active lanes
 (the lanes of the converged group whose guard predicate is true). It

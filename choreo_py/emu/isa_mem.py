@@ -10,29 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import Unsupported, decoder
-from .isa_alu import operand_reader, ptype_of, symbol_value, writer
+from .isa_table import Unsupported, decoder
+from .lanes import LANES, NP
 from .memory import PARAM_WINDOW
-from .warp import LANES, NP
+from .operands import address_reader, operand_reader, ptype_of, symbol_value, writer
 
 SHARED_WINDOW = 0x7E00_0000_0000
 _SPACES = ("shared", "global", "param", "local", "const")
-
-
-def address_reader(op, machine):
-    """A closure w -> per-lane uint64 addresses of an [address] operand."""
-    if op.kind != "addr":
-        raise Unsupported(f"operand {op.text} is not an address")
-    off = np.uint64(op.offset & 0xFFFF_FFFF_FFFF_FFFF)
-    base = op.base
-    if base is None:
-        c = np.full(LANES, op.offset, dtype=np.uint64)
-        return lambda w: c
-    if base.kind == "sym":
-        c = np.full(LANES, symbol_value(base.value, machine) + op.offset, dtype=np.uint64)
-        return lambda w: c
-    r = base.reg
-    return lambda w: w.R[r].astype(np.uint64) + off
 
 
 def _space(inst) -> str:

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import decoder, handler
-from .isa_alu import operand_reader, writer
-from .isa_mem import address_reader
-from .warp import LANES
+from .barriers import MBarrier
+from .isa_table import Unsupported, decoder, handler
+from .lanes import LANES
+from .operands import address_reader, operand_reader, writer
 
 
 # ---------------------------------------------------------------- named barriers
@@ -42,7 +42,6 @@ def _bar(inst, wait: bool):
 @decoder("bar.sync", "barrier.sync", "bar.cta.sync", "barrier.cta.sync", "bar.red")
 def _dec_bar_sync(inst):
     if inst.parts[1] == "red":
-        from .isa import Unsupported
         raise Unsupported(f"'{inst.opcode}'")
     return _bar(inst, True)
 
@@ -61,7 +60,6 @@ def _lanes_addrs(w, addr):
 @decoder("mbarrier.init")
 def _dec_mbar_init(inst):
     from .isa_support import machine
-    from .machine import MBarrier
     m = machine()
     addr = address_reader(inst.operands[0], m)
     count = operand_reader(inst.operands[1], "u32", m)
@@ -164,7 +162,6 @@ def _dec_mbar_wait(inst):
     m = machine()
     ops = inst.operands
     if "parity" not in inst.parts:
-        from .isa import Unsupported
         raise Unsupported(f"'{inst.opcode}' (only the .parity form is modelled)")
     addr = address_reader(ops[1], m)
     parity = operand_reader(ops[2], "u32", m)

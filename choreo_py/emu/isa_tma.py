@@ -15,9 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import Unsupported, decoder
-from .isa_alu import operand_reader
-from .isa_mem import address_reader
+from .isa_table import Unsupported, decoder
+from .operands import address_reader, operand_reader, symbol_value
 from .swizzle import swizzle
 
 
@@ -51,7 +50,6 @@ def _operands(inst, m):
     tm = next(op for op in inst.operands if op.kind == "tmap")
     base = operand_reader(tm.base, "u64", m) if tm.base.kind == "reg" else None
     if base is None:
-        from .isa_alu import symbol_value
         c = np.full(32, symbol_value(tm.base.value, m), dtype=np.uint64)
         base = lambda w: c  # noqa: E731
     coords = [operand_reader(c, "s32", m) for c in tm.items]

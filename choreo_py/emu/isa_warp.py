@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import decoder
-from .isa_alu import operand_reader, writer
-from .warp import LANES
+from .isa_table import decoder
+from .lanes import LANES
+from .operands import operand_reader, writer
 
 
 @decoder("shfl")

@@ -40,10 +40,11 @@ import re
 
 import numpy as np
 
-from .isa import Unsupported, decoder
-from .isa_alu import bf16_bits_to_f32, operand_reader
+from .isa_alu import bf16_bits_to_f32
+from .isa_table import Unsupported, decoder
+from .lanes import LANES
+from .operands import operand_reader
 from .swizzle import swizzle
-from .warp import LANES
 
 _G = np.arange(LANES) // 4
 _C = np.arange(LANES) % 4

@@ -18,61 +18,17 @@ from typing import Callable, Optional
 import numpy as np
 
 from . import isa, report, scheduler
+from .barriers import MBarrier, NamedBarrier
+from .isa_alu import resolve_labels
+from .isa_support import decoding
+from .isa_wgmma import check_async_registers
+from .lanes import LANES
+from .memory import SMEM_BASE
+from .races import SmemTracker
 from .report import DeadlockError, EmuError, MisuseError, RaceError, StepLimitError
-from .warp import LANES, Warp
+from .warp import Warp
 
-SMEM_BASE = 1024
 DEFAULT_STEP_LIMIT = 20_000_000
-
-
-class MBarrier:
-    """An mbarrier object: expected arrivals, pending arrivals and tx-count, phase.
-
-    `phase` counts completed phases; a phase completes when both the
-    pending arrival count and the transaction count are zero, and then the
-    arrival count is re-armed. try_wait.parity P succeeds when the phase
-    with parity P has completed, i.e. (phase & 1) != P."""
-
-    __slots__ = ("addr", "count", "pending", "tx", "phase", "init_inst", "cta", "seen")
-
-    def __init__(self, cta, addr: int, count: int, inst) -> None:
-        self.cta, self.addr, self.count = cta, addr, count
-        self.pending, self.tx, self.phase = count, 0, 0
-        self.init_inst = inst
-        self.seen: dict = {}  # warp id -> last phase index it waited for
-
-    def arrive(self, n: int = 1) -> None:
-        self.pending -= n
-        if self.pending < 0:
-            raise self.cta.machine.misuse(
-                f"mbarrier at shared {self.addr:#x}: more arrivals than its count "
-                f"{self.count} in phase {self.phase}", self.cta.current_inst())
-        self._maybe_complete()
-
-    def expect_tx(self, nbytes: int) -> None:
-        self.tx += nbytes
-
-    def complete_tx(self, nbytes: int) -> None:
-        self.tx -= nbytes
-        self._maybe_complete()
-
-    def _maybe_complete(self) -> None:
-        if self.pending == 0 and self.tx == 0:
-            self.phase += 1
-            self.pending = self.count
-            self.cta.notify()
-
-    def describe(self) -> str:
-        return (f"mbarrier at shared {self.addr:#x} (phase {self.phase}, parity {self.phase & 1}; "
-                f"{self.count - self.pending}/{self.count} arrivals, tx {self.tx} bytes pending)")
-
-
-class NamedBarrier:
-    __slots__ = ("bid", "arrived", "expected", "generation", "warps")
-
-    def __init__(self, bid: int) -> None:
-        self.bid, self.arrived, self.expected, self.generation = bid, 0, None, 0
-        self.warps: list = []
 
 
 class CTA:
@@ -96,7 +52,6 @@ class CTA:
         self._seq = 0
         self.running: Optional[Warp] = None
         # strict-mode bookkeeping (see races.py)
-        from .races import SmemTracker
         self.races = SmemTracker(self)
         self.state: dict = {}  # per-family CTA state (e.g. "tmem")
 
@@ -241,8 +196,6 @@ class Machine:
         self.instructions = 0
 
     def _decode(self, kernel) -> list:
-        from .isa_alu import resolve_labels
-        from .isa_support import decoding
         resolve_labels(kernel)
         decoding(self)
         for inst in kernel.insts:
@@ -275,7 +228,6 @@ class Machine:
         raise RaceError(message, self.where(inst), details)
 
     def check_inflight_regs(self, warp, inst) -> None:
-        from .isa_wgmma import check_async_registers
         check_async_registers(self, warp, inst)
 
     # ------------------------------------------------------------ running

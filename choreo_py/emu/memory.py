@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+SMEM_BASE = 1024  # shared address of the dynamic window (the first 1 KiB is reserved, as on sm_90)
 GLOBAL_BASE = 0x1_0000_0000
 PARAM_WINDOW = 0x7F00_0000_0000
 ESIZE = {"bf16": 2, "f16": 2, "f32": 4, "s32": 4, "u32": 4, "u8": 1, "f64": 8, "s64": 8}

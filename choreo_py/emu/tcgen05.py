@@ -3,7 +3,8 @@
 ``Tcgen05State`` lives in the CTA's ``tmem`` slot: the tensor memory (tmem.py), the
 asynchronous tensor pipe and the per-warp outstanding tcgen05.ld/st. The opcode
 handlers (tcgen05_handlers.py) decode operands and call into it; this module never
-sees PTX text, so it can be unit-tested against numpy directly.
+sees PTX text, so it can be unit-tested against numpy directly. It does not import
+the handlers (they import it; isa._loaded() imports them).
 
 Asynchrony, strict model (the ISA's completion mechanisms, and only those):
 
@@ -304,10 +305,3 @@ class Tcgen05State:
 
 __all__ = ["Report", "Tcgen05State", "TmemError", "DescriptorError", "read_smem_operand",
            "bf16_to_f32", "f16_to_f32", "tf32_to_f32"]
-
-
-try:  # register the opcode handlers when the emulator core (isa.py, warp.py) is present
-    from . import tcgen05_handlers  # noqa: E402,F401
-except ImportError as _err:  # pragma: no cover - only without the core
-    if _err.name not in (f"{__package__}.isa", f"{__package__}.warp"):
-        raise

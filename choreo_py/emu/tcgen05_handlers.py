@@ -26,7 +26,7 @@ import numpy as np
 
 
 from . import warp_converge  # noqa: F401  (bar.warp.sync reconverges the warp)
-from .isa import Unsupported, handler
+from .isa_table import Unsupported, handler
 from .sm100_desc import DescriptorError
 from .tcgen05 import Tcgen05State
 from .tmem import POISON, TmemError

@@ -18,30 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .lanes import ALL, BLOCKED, CONTROL, LANE_IDS, LANES, NONE, NP  # noqa: F401  (re-exported)
+from .operands import address_reader, operand_reader
 from .ptx_parse import REG_STORAGE
-
-LANES = 32
-ALL = np.ones(LANES, dtype=bool)
-NONE = np.zeros(LANES, dtype=bool)
-LANE_IDS = np.arange(LANES, dtype=np.int32)
-
-NP = {"pred": np.bool_, "b8": np.uint8, "u8": np.uint8, "s8": np.int8,
-      "b16": np.uint16, "u16": np.uint16, "s16": np.int16, "f16": np.float16,
-      "bf16": np.uint16, "b32": np.uint32, "u32": np.uint32, "s32": np.int32,
-      "f32": np.float32, "b64": np.uint64, "u64": np.uint64, "s64": np.int64,
-      "f64": np.float64, "f16x2": np.uint32, "bf16x2": np.uint32}
-
-
-class _Sentinel:
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-BLOCKED = _Sentinel("BLOCKED")   # the instruction cannot complete yet (see Warp.block)
-CONTROL = _Sentinel("CONTROL")   # the executor changed pc / the lane groups itself
 
 
 class Wait:
@@ -91,7 +70,6 @@ class Warp:
     # ------------------------------------------------------------ handler interface
     def read(self, op, ptype: str) -> np.ndarray:
         """Operand `op` as 32 lanes of PTX type `ptype` (registers, immediates, special registers)."""
-        from .isa_alu import operand_reader
         return operand_reader(op, ptype, self.machine)(self)
 
     def write(self, op, ptype: str, values) -> None:
@@ -111,7 +89,6 @@ class Warp:
 
     def addr(self, op) -> np.ndarray:
         """Per-lane address of an [address] operand (uint64)."""
-        from .isa_mem import address_reader
         return address_reader(op, self.machine)(self)
 
     def active_lanes(self) -> np.ndarray:

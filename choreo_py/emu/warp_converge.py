@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .isa import decoder
-from .isa_alu import operand_reader
-from .warp import CONTROL, LANES, NONE
+from .isa_table import decoder
+from .lanes import CONTROL, LANES, NONE
+from .operands import operand_reader, writer
 
 
 @decoder("bar.warp.sync")
@@ -53,7 +53,6 @@ def _dec_vote_ballot(inst):
     """`vote.sync.ballot.b32 d, p, membermask`: bit i of d is lane i's p, for the lanes
     executing it (the mask's other live lanes must execute it too: reported otherwise,
     as for shfl.sync)."""
-    from .isa_alu import writer
     from .isa_support import machine
     m = machine()
     ops = inst.operands

@@ -1,0 +1,56 @@
+"""The CTA's synchronisation objects: mbarriers (by shared address) and the named barriers 0-15.
+
+A leaf module: machine.py keeps them per CTA, isa_sync.py creates mbarriers
+(mbarrier.init); neither of those is imported here.
+"""
+from __future__ import annotations
+
+
+class MBarrier:
+    """An mbarrier object: expected arrivals, pending arrivals and tx-count, phase.
+
+    `phase` counts completed phases; a phase completes when both the
+    pending arrival count and the transaction count are zero, and then the
+    arrival count is re-armed. try_wait.parity P succeeds when the phase
+    with parity P has completed, i.e. (phase & 1) != P."""
+
+    __slots__ = ("addr", "count", "pending", "tx", "phase", "init_inst", "cta", "seen")
+
+    def __init__(self, cta, addr: int, count: int, inst) -> None:
+        self.cta, self.addr, self.count = cta, addr, count
+        self.pending, self.tx, self.phase = count, 0, 0
+        self.init_inst = inst
+        self.seen: dict = {}  # warp id -> last phase index it waited for
+
+    def arrive(self, n: int = 1) -> None:
+        self.pending -= n
+        if self.pending < 0:
+            raise self.cta.machine.misuse(
+                f"mbarrier at shared {self.addr:#x}: more arrivals than its count "
+                f"{self.count} in phase {self.phase}", self.cta.current_inst())
+        self._maybe_complete()
+
+    def expect_tx(self, nbytes: int) -> None:
+        self.tx += nbytes
+
+    def complete_tx(self, nbytes: int) -> None:
+        self.tx -= nbytes
+        self._maybe_complete()
+
+    def _maybe_complete(self) -> None:
+        if self.pending == 0 and self.tx == 0:
+            self.phase += 1
+            self.pending = self.count
+            self.cta.notify()
+
+    def describe(self) -> str:
+        return (f"mbarrier at shared {self.addr:#x} (phase {self.phase}, parity {self.phase & 1}; "
+                f"{self.count - self.pending}/{self.count} arrivals, tx {self.tx} bytes pending)")
+
+
+class NamedBarrier:
+    __slots__ = ("bid", "arrived", "expected", "generation", "warps")
+
+    def __init__(self, bid: int) -> None:
+        self.bid, self.arrived, self.expected, self.generation = bid, 0, None, 0
+        self.warps: list = []
