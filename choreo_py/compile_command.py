@@ -23,7 +23,9 @@ def _cubin(args, include, defines) -> tuple[bytes, str]:
     text = driver.compile_file(args.file, "pyptx", args.target, include, defines)
     loaded = build.run_module(text, "<choreo pyptx>")
     cubin, log = build.ptxas(loaded.ptx(), args.target, verbose=True)
-    return cubin, "ptxas: " + parse_ptxas_log(log, loaded.SMEM_BYTES).line()
+    # a module of thread kernels has several entries and no dynamic shared memory;
+    # the line reports the first entry's resources (ptxas -v lists each)
+    return cubin, "ptxas: " + parse_ptxas_log(log, getattr(loaded, "SMEM_BYTES", 0)).line()
 
 
 def _destination(args) -> str:

@@ -40,7 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^```(\w+)?[ \t]*(\{[^}\n]*\})?[ \t]*\n(.*?)^```[ \t]*$", re.S | re.M)
 ATTR = re.compile(r"""([\w-]+)=(?:"([^"]*)"|'([^']*)'|(\S+))""")
-LANGS = {"choreo", "text", "sh", "python", "diagram"}  # diagram: a drawing, not code
+LANGS = {"choreo", "text", "sh", "python", "diagram"}  # diagram: a drawing, a synopsis or
+# a sample report, not code
 TARGETS = ("sm_90a", "sm_100a")
 
 

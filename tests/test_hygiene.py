@@ -1,6 +1,7 @@
 """The tests themselves: each can fail, and each needs-something test says what it needs.
 
-- Every test function asserts something: an `assert`, `pytest.raises` / `warns` /
+- Every test function asserts something: an `assert`, an `assert_*` call (numpy's and
+  torch's testing helpers, the suite's own), `pytest.raises` / `warns` /
   `fail` / `skip`, or a call to a helper that asserts (ASSERTING_HELPERS).
 - No test passes silently where a tool is missing: the `if report is not None:`
   form of a check that only runs with ptxas is not used (the test skips instead).
@@ -35,7 +36,7 @@ def _asserts(fn: ast.FunctionDef) -> bool:
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in ASSERTING_HELPERS:
+            if name in ASSERTING_HELPERS or name.startswith("assert_"):  # numpy/torch.testing too
                 return True
     return False
 

@@ -236,9 +236,9 @@ class HostBuilder:
         storage = s.dst.storage
         if storage not in ("shared", "local"):
             raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
-        if s.future is None:
-            raise err(f"a copy into an implicit '{storage}' buffer needs a future to name its "
-                      "data: 'f = ...'", s)
+        if s.future is None:  # valid, but nothing can read the data: nothing to compile
+            raise Unsupported(f"a copy into an implicit '{storage}' buffer without a future "
+                              "naming its data", s.loc)
         self._need_block(s, f"a {storage} buffer")
         shape = shape if shape is not None else static_shape(src.view)
         if shape is None:

@@ -94,7 +94,13 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             if p.name in self.dims:
                 self.scope.bind(p.name, Scalar(ir.Const(self.dims[p.name], t.name), kind="const"))
                 return
-            self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            if p.name in self._shape_dims():
+                self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            else:
+                # A kernel receives shape dimensions only (host programs specialise other
+                # scalars per call); unspecialised, this is valid Choreo the IR cannot hold.
+                self.scope.bind(p.name, Opaque(construct="a scalar parameter that is no shape "
+                                               "dimension", loc=p.loc))
             return
         if t.dims is None:
             raise Unsupported("a parameter without a written shape", p.loc)
