@@ -13,7 +13,7 @@ from .. import ast as A
 from .. import ir
 from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
-from ..passes import layouts, pipeline_check, smem_plan
+from ..passes import budget, layouts, pipeline_check, smem_plan
 from .kernel import KernelBuilder
 from .values import ShapeNotYetKnown, Unsupported
 
@@ -34,6 +34,14 @@ def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Functi
         raise builder.skipped[0]
     for k in fn.kernels:
         verify_kernel(k)
+        try:
+            budget.check_kernel(k)
+        except ChoreoError as e:
+            # Beyond what the hardware runs: `compile` refuses it; `check` judges the
+            # language's rules and warns.
+            if strict:
+                raise
+            warn(e.message, e.loc)
         layouts.run(k)
         smem_plan.plan(k, target)
         verify_kernel(k)

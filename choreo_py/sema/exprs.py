@@ -99,13 +99,17 @@ class ExprBuilder:
         x = self.scalar(n.operand, hint)
         if n.op == "+":
             return Scalar(x)
+        if n.op in ("-", "~") and x.dtype == "bool":  # C: a condition negated is an int
+            x = B.convert(x, B.INT)
         if n.op == "-":
             if isinstance(x, ir.Const) and not isinstance(x.value, bool):
                 return Scalar(ir.Const(-x.value, x.dtype), kind="const")
             return Scalar(ir.Un("-", x, x.dtype))
         if n.op == "!":
-            return Scalar(ir.Un("!", x, "bool"))
+            return Scalar(ir.Un("!", B.convert(x, "bool"), "bool"))
         if n.op == "~":
+            if ir.is_float(x.dtype):
+                raise err("'~' needs an integer operand, not a float", n)
             return Scalar(ir.Un("~", x, x.dtype))
         raise Unsupported(f"the unary operator '{n.op}'", n.loc)
 
@@ -147,7 +151,9 @@ class ExprBuilder:
         t, f = self.scalar(n.then, hint), self.scalar(n.otherwise, hint)
         if isinstance(c, ir.Const):
             return Scalar(t if c.value else f)
-        return Scalar(ir.Select(c, t, f, B.result_type(t, f)))
+        t, f = B.promote("?:", t, f)
+        rt = B.result_type(t, f)
+        return Scalar(ir.Select(B.convert(c, "bool"), B.convert(t, rt), B.convert(f, rt), rt))
 
     # ------------------------------------------------------------ calls
     def e_CallExpr(self, n: A.CallExpr, hint):
@@ -164,10 +170,15 @@ class ExprBuilder:
             return Scalar(B.cdiv(*args))
         if fn in ("min", "max") and all(B.as_int(a) is not None for a in args):
             return Scalar(B.const((min if fn == "min" else max)(B.as_int(a) for a in args)))
+        if len(args) == 2:
+            args = B.promote(fn, *args)
         dtype = B.result_type(*args) if len(args) == 2 else args[0].dtype
+        if dtype == "bool":
+            dtype = B.INT
         if fn not in ("min", "max", "abs") and not ir.is_float(dtype):
             dtype = "f32"
-        return Scalar(ir.Call(fn, args, dtype))
+        # The operands take the call's type (`exp2(k)` of an int k converts k to f32).
+        return Scalar(ir.Call(fn, tuple(B.convert(a, dtype) for a in args), dtype))
 
     def e_Cast(self, n: A.Cast, hint):
         if n.foreign is not None:

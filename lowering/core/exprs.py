@@ -321,7 +321,12 @@ class ExprLowering:
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)
         out = self.out(dst, t, hint)
-        if t == "f32" and a.ty in ("s32", "u32", "s64", "u64"):
+        if a.ty == "pred" and t in ("s32", "u32", "s64", "u64", "f32"):
+            # C: a condition used as a number is 1 or 0
+            one, zero = (1.0, 0.0) if t == "f32" else (1, 0)
+            self.w.op(f"selp.{'f32' if t == 'f32' else 'b' + str(_bits(t))}", out,
+                      V.imm(one, t), V.imm(zero, t), a)
+        elif t == "f32" and a.ty in ("s32", "u32", "s64", "u64"):
             self.w.op(f"cvt.rn.f32.{a.ty}", out, a)
         elif a.ty == "f32" and t in ("s32", "u32", "s64", "u64"):
             self.w.op(f"cvt.rzi.{t}.f32", out, a)
