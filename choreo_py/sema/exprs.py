@@ -32,6 +32,20 @@ def err(message: str, node) -> ChoreoError:
     return ChoreoError(message, getattr(node, "loc", None))
 
 
+#: The largest finite value of each float type (C's FLT_MAX for f32).
+FLOAT_MAX = {"f32": 3.4028234663852886e38, "f16": 65504.0, "bf16": 3.3895313892515355e38,
+             "f64": 1.7976931348623157e308}
+
+
+def check_float_range(value: float, dtype: str, node, what: str) -> None:
+    """A finite constant beyond its type's range has no value of that type (C makes the
+    conversion undefined): a located error rather than an inf that nobody wrote."""
+    top = FLOAT_MAX.get(dtype)
+    if top is not None and (math.isinf(value) or abs(value) > top) and not math.isnan(value):
+        raise err(f"{what} is beyond the range of {dtype} (largest finite value {top:.8g})",
+                  node)
+
+
 class ExprBuilder:
     """Mixin of the statement builder: needs `self.scope`, `self.kernel`."""
 
@@ -70,6 +84,8 @@ class ExprBuilder:
     def e_FloatLit(self, n: A.FloatLit, hint):
         # Choreo's float arithmetic is single precision unless asked otherwise.
         dtype = "f64" if hint == "f64" else "f32"
+        if any(c.isdigit() for c in n.text):  # not `inf`, which is meant
+            check_float_range(float(n.value), dtype, n, f"the literal '{n.text}'")
         return Scalar(B.const(float(n.value), dtype), kind="const")
 
     def e_BoolLit(self, n: A.BoolLit, hint):

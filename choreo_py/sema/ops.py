@@ -13,7 +13,7 @@ from __future__ import annotations
 from .. import ast as A
 from .. import ir
 from .. import ir_build as B
-from .exprs import err
+from .exprs import check_float_range, err
 from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeNotYetKnown,
                      ShapeValue, Unsupported, ViewValue)
 from .views import static_shape
@@ -361,6 +361,9 @@ class OpBuilder:
         value = self.scalar(s.value, frag.dtype)
         if not isinstance(value, ir.Const):
             raise err("'mma.fill' takes a constant", s.value)
+        if ir.is_float(frag.dtype):
+            check_float_range(float(value.value), frag.dtype, s.value,
+                              f"the fill value {value.value:g}")
         value = ir.Const(float(value.value) if ir.is_float(frag.dtype) else int(value.value),
                          frag.dtype)
         self.emit(ir.MmaFill(frag.name, value, loc=s.loc))

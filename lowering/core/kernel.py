@@ -16,7 +16,7 @@ from . import analysis, control, epilogue, events, fragments, roles
 from .context import Lowering
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
-from .writer import Writer
+from .writer import Writer, module_safe, ptx_entry_name
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 
@@ -253,6 +253,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
                                        for x in p.shape)) for p in fn.params]
     grid = [_py_expr(g.extent) for g in k.grid] + ["1"] * (3 - len(k.grid))
     types = sorted({"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used)
+    py_name = module_safe(k.name)  # `def grid():` would replace the launcher's grid()
     lb = k.launch_bounds
     directives = [("maxntid", (threads, 1, 1))]
     if lw.target.arch.startswith("sm_9") or (lb and lb[1]):
@@ -268,7 +269,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"from pyptx.types import {', '.join(types)}",
         "",
         f'ARCH = "{lw.target.arch}"',
-        f'ENTRY = "{k.name}"',
+        f'ENTRY = "{ptx_entry_name(k.name)}"',
         f"THREADS = {threads}",
         f"SMEM_BYTES = {smem}  # shared-memory plan ({k.smem_total or 0} B) + {SMEM_ALIGN} B "
         "to align the base",
@@ -282,11 +283,11 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"    return ({', '.join(grid)})",
         "",
         "",
-        f"def {k.name}():",
+        f"def {py_name}():",
         body,
         "",
         "",
-        f"{k.name}.__name__ = ENTRY",
+        f"{py_name}.__name__ = ENTRY",
         "KERNEL = kernel(",
         "    arch=ARCH,",
         f"    raw_params={raw!r},",
@@ -294,7 +295,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         "    block=(THREADS, 1, 1),",
         "    # a register cap at entry (launch_bounds(_, 1)) is what lets setmaxnreg take effect",
         f"    raw_directives={directives!r},",
-        f")({k.name})",
+        f")({py_name})",
         "",
     ]
     return "\n".join(out)
