@@ -13,7 +13,7 @@ from .. import ast as A
 from .. import ir
 from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
-from ..passes import budget, layouts, pipeline_check, smem_plan
+from ..passes import budget, layouts, pipeline_check, smem_plan, static_faults
 from .kernel import KernelBuilder
 from .values import ShapeNotYetKnown, Unsupported
 
@@ -34,14 +34,19 @@ def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Functi
         raise builder.skipped[0]
     for k in fn.kernels:
         verify_kernel(k)
+        # Faults every run reaching them would report: errors for `check` too.
+        static_faults.check_kernel(k)
+        # Beyond what the hardware runs, or waits that never return: `compile` refuses
+        # them; `check` judges the language's rules and warns.
+        late = list(static_faults.hangs(k))
         try:
             budget.check_kernel(k)
         except ChoreoError as e:
-            # Beyond what the hardware runs: `compile` refuses it; `check` judges the
-            # language's rules and warns.
-            if strict:
-                raise
-            warn(e.message, e.loc)
+            late = e.diagnostics + late
+        if late and strict:
+            raise ChoreoError(diagnostics=late)
+        for d in late:
+            warn(d.message, d.loc)
         layouts.run(k)
         smem_plan.plan(k, target)
         verify_kernel(k)
