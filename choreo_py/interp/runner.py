@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 
 from .. import ir
+from ..ir_eval import EvalError, evaluate
 from .errors import InterpError
 from .executor import BlockRun
 from .memory import Memory
@@ -127,6 +128,17 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay) -
     return stats
 
 
+def check_assert(s: ir.Assert, dims: dict) -> None:
+    """An entry assertion on the sizes: false stops the run before any kernel starts."""
+    try:
+        ok = evaluate(s.cond, dims)
+    except EvalError as e:
+        raise InterpError(f"assertion '{s.message}' cannot be evaluated: {e}", s.loc) from None
+    if not ok:
+        used = ", ".join(f"{n}={dims[n]}" for n in sorted(ir.sym_names(s.cond)) if n in dims)
+        raise InterpError(f"assertion failed: {s.message} ({used})", s.loc)
+
+
 def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                      function: Optional[str] = None, schedule: str = "round_robin",
                      seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
@@ -140,6 +152,8 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
         raise InterpError(f"no function named '{function}'")
     total = RunStats()
     for s in ir.walk(fn.body):
+        if isinstance(s, ir.Assert):
+            check_assert(s, dims)
         if not isinstance(s, ir.Launch):
             continue
         kernel = module.kernel(s.kernel)

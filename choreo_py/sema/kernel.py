@@ -47,6 +47,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         self.out: list[ir.Stmt] = []  # where statements are emitted
         self.in_parallel: ir.Parallel | None = None
         self.role: ir.Role | None = None
+        self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -59,7 +60,26 @@ class KernelBuilder(ExprBuilder, OpBuilder):
                 self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
             elif not (isinstance(s, A.Return) and s.value is None):
                 self._guarded(self.host_stmt, s, declared_names(s))
-        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc)
+        return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host,
+                           loc=self.func.loc)
+
+    def assert_stmt(self, c: A.CallExpr) -> None:
+        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
+        hoisted to its entry and checked when it is called; anything else is refused."""
+        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
+            raise err('assert takes a condition and a message: assert(cond, "message")', c)
+        message = c.args[1].value
+        cond = B.convert(self.scalar(c.args[0]), "bool")
+        if isinstance(cond, ir.Const):
+            if not cond.value:
+                raise err(f"assertion failed: {message}", c)
+            return
+        inner = sorted(n for n in ir.sym_names(cond)
+                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
+        if inner:
+            raise Unsupported(f"an assert on '{inner[0]}' (only the function's sizes are "
+                              "checked, at entry)", c.loc)
+        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
 
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
@@ -105,6 +125,9 @@ class KernelBuilder(ExprBuilder, OpBuilder):
                 raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
             self.scope.bind(s.name, Scalar(v, kind="const"))
             return
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
+                s.expr.func == "assert":
+            return self.assert_stmt(s.expr)
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
             v = self.value(s.value)
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):

@@ -546,6 +546,9 @@ class OpBuilder:
         if fn in ("__bar_sync", "__bar_arrive"):
             self.named_barrier(c, fn[6:])
             return
+        if fn == "assert":
+            self.assert_stmt(c)
+            return
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
 
     def named_barrier(self, c: A.CallExpr, op: str) -> None:

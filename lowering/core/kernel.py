@@ -32,7 +32,7 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
                           found[1][1].loc)
     fn, kernel = found[0]
     for s in fn.body:
-        if not isinstance(s, ir.Launch):
+        if not isinstance(s, (ir.Launch, ir.Assert)):
             raise ChoreoError(f"host code other than launching the kernel is not lowered for "
                               f"{arch} yet", getattr(s, "loc", fn.loc))
     return lower_kernel(kernel, fn, target, source_name)
@@ -223,15 +223,43 @@ def _threads(k: ir.Kernel) -> int:
     return par[0].extent * (par[0].threads or 1) if par else 1
 
 
+#: C operators on sizes (non-negative: `/` and `%` agree with Python's) -> Python.
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "==": "==", "!=": "!=",
+           "<": "<", "<=": "<=", ">": ">", ">=": ">=", "&&": "and", "||": "or"}
+
+
+def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]:
+    """`failed_assertions(dims)`, only for a function with entry assertions: the launcher
+    refuses sizes the program says it cannot handle, instead of computing garbage."""
+    asserts = [s for s in fn.body if isinstance(s, ir.Assert)]
+    if not asserts:
+        return []
+    out = [f"def failed_assertions({', '.join(dims)}):",
+           '    """The assert(...)s of the source these sizes break: (message, where)."""',
+           "    out = []"]
+    for s in asserts:
+        try:
+            cond = _py_expr(s.cond)
+        except ChoreoError:
+            raise ChoreoError("an assert whose condition the launcher cannot compute", s.loc)
+        out += [f"    if not {cond}:",
+                f"        out.append(({s.message!r}, "
+                f"'{source_name}:{s.loc.line}:{s.loc.col}'))"]
+    return out + ["    return out", "", ""]
+
+
 def _py_expr(e: ir.Expr) -> str:
     """Host-side Python for a grid extent (dims are keyword arguments)."""
     if isinstance(e, ir.Const):
         return str(e.value)
     if isinstance(e, ir.Sym):
         return e.name
-    if isinstance(e, ir.Bin) and e.op in ("+", "-", "*", "/", "%"):
-        op = "//" if e.op == "/" else e.op
-        return f"({_py_expr(e.lhs)} {op} {_py_expr(e.rhs)})"
+    if isinstance(e, ir.Bin) and e.op in _PY_OPS:
+        return f"({_py_expr(e.lhs)} {_PY_OPS[e.op]} {_py_expr(e.rhs)})"
+    if isinstance(e, ir.Un) and e.op in ("!", "-"):
+        return f"({'not ' if e.op == '!' else '-'}{_py_expr(e.operand)})"
+    if isinstance(e, ir.Call) and e.fn == "to" and not ir.is_float(e.dtype):
+        return f"int({_py_expr(e.args[0])})"
     if isinstance(e, ir.Call) and e.fn == "cdiv":
         a, b = (_py_expr(x) for x in e.args)
         return f"(-(-{a} // {b}))"
@@ -283,6 +311,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"    return ({', '.join(grid)})",
         "",
         "",
+        *_assertions(fn, dims, source_name),
         f"def {py_name}():",
         body,
         "",
