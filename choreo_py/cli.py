@@ -84,12 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _same_file(output: str | None, source: str) -> bool:
+    if not output or output == "-":
+        return False
+    if os.path.exists(output):
+        return os.path.samefile(output, source)
+    return os.path.realpath(output) == os.path.realpath(source)
+
+
 def _run(args: argparse.Namespace) -> int:
     from . import frontend
 
     include, defines = args.include, _defines(args.define)
+    if os.path.isdir(args.file):
+        print(f"choreo: error: cannot read '{args.file}': it is a directory, not a .co file",
+              file=sys.stderr)
+        return EXIT_USAGE
     if not os.path.isfile(args.file):
         print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
+        return EXIT_USAGE
+    if _same_file(getattr(args, "output", None), args.file):
+        print(f"choreo: error: -o {args.output} is the input file; writing it would overwrite "
+              "the source", file=sys.stderr)
         return EXIT_USAGE
     if args.cmd == "preprocess":
         unit = frontend.preprocess(args.file, include, defines)
@@ -101,7 +117,10 @@ def _run(args: argparse.Namespace) -> int:
             sys.stdout.write(frontend.dump_ast(program))
         return EXIT_OK
     if args.cmd == "check":
-        frontend.check_file(args.file, include, defines)
+        program = frontend.check_file(args.file, include, defines)
+        if not program.functions:
+            print(f"{args.file}: note: no __co__ function in the file: nothing to check",
+                  file=sys.stderr)
         return EXIT_OK
     if args.cmd == "compile":
         from . import driver
@@ -152,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _run(args)
     except ChoreoError as err:
-        print(err.render(), file=sys.stderr)
+        # An error about the whole file (no kernel, no function) is located at the file.
+        text = err.render()
+        print(text if err.loc is not None else f"{args.file}: {text}", file=sys.stderr)
         return EXIT_PROGRAM
     except OSError as err:
         print(f"choreo: error: {err.filename or args.file}: {err.strerror}", file=sys.stderr)

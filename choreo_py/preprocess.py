@@ -9,8 +9,12 @@ maps to the first character of its outermost invocation (clang's "expansion
 location").
 
 Choices that differ from, or add to, a plain C preprocessor:
-* `#include <...>`, and `#include "..."` of a file that cannot be found, are
-  kept verbatim: they belong to host code that a C++ compiler sees later.
+* `#include <...>`, and `#include "..."` of a host header that cannot be found
+  (Choreo's runtime headers such as "choreo.h", CUDA's and its libraries'), are
+  kept verbatim: they belong to host code that a C++ compiler sees later. Any
+  other `#include "..."` that cannot be found is an error at its line: it
+  would declare Choreo code, and without it the first error would be a
+  confusing "'BN' is not declared" further down.
 * `#pragma` lines are kept verbatim (the parser reads `#pragma croq ...`),
   except `once`, `push_macro("X")` and `pop_macro("X")`, which act here
   (tests/gpu/end2end/ampere_mma.co relies on push/pop).
@@ -38,6 +42,17 @@ from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _
 from .source import SOURCES, Loc
 
 MAX_INCLUDE_DEPTH = 64
+#: Quoted includes that name host-side headers (kept verbatim when absent).
+HOST_HEADERS = frozenset({"choreo.h", "choreo_cc.h", "choreo_cute.h", "choreo_types.h",
+                          "choreo_types_cute.h", "choreo_device_api.h", "testing.h"})
+HOST_HEADER_PREFIXES = ("cuda", "cublas", "cudnn", "curand", "cufft", "cusparse", "nvtx",
+                        "cutlass/", "cute/", "thrust/", "cub/", "torch/", "ATen/", "c10/")
+
+
+def is_host_header(name: str) -> bool:
+    base = name.replace("\\", "/")
+    return (os.path.basename(base) in HOST_HEADERS or base.startswith(HOST_HEADER_PREFIXES)
+            or base.endswith((".hpp", ".cuh", ".hh", ".hxx")))
 
 # ----------------------------------------------------------------- output --
 @dataclass
@@ -253,8 +268,12 @@ class _Preprocessor:
         if m is None:
             raise ChoreoError('#include expects "FILENAME" or <FILENAME>', dloc)
         path = None if m.group(2) is not None else self._find(f.name, m.group(1))
+        if path is None and m.group(1) is not None and not is_host_header(m.group(1)):
+            searched = [os.path.dirname(f.name) or "."] + self.include_dirs
+            raise ChoreoError(f'#include "{m.group(1)}": no such file (searched '
+                              f'{", ".join(searched)}; add a directory with -I)', dloc)
         if path is None:
-            return 'verbatim'  # a system or absent header: for the host compiler
+            return 'verbatim'  # a system or host header: for the host compiler
         if os.path.realpath(path) in self.once:
             return None
         if self.depth >= MAX_INCLUDE_DEPTH:

@@ -26,7 +26,8 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
     arch = target.arch
     found = [(f, k) for f in module.functions for k in f.kernels]
     if not found:
-        raise ChoreoError("the file has no kernel (no `parallel ... : block`) to compile")
+        raise ChoreoError("no kernel to compile (no `parallel ... : block` in a __co__ "
+                          "function)")
     if len(found) > 1:
         raise ChoreoError(f"a file with several kernels is not lowered for {arch} yet",
                           found[1][1].loc)
