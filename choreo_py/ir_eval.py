@@ -7,11 +7,15 @@ follow the IR dtypes: C truncating division, unsigned wrap-around.
 from __future__ import annotations
 
 import math
+import operator
 
 from . import ir
 from .ir_build import _c_div
 
 _MASK = {"u8": 0xFF, "u16": 0xFFFF, "u32": 0xFFFFFFFF, "u64": 0xFFFFFFFFFFFFFFFF}
+#: Signed types wrap as the hardware's two's complement does (and Python integers stay
+#: small: a loop that squares a counter would otherwise grow it without end).
+_SIGNED = {"s8": 8, "s16": 16, "s32": 32, "s64": 64}
 
 
 class EvalError(Exception):
@@ -19,37 +23,59 @@ class EvalError(Exception):
 
 
 def wrap(value, dtype: str):
-    if dtype in _MASK and isinstance(value, int):
-        return value & _MASK[dtype]
+    if type(value) is not int:
+        return value
+    mask = _MASK.get(dtype)
+    if mask is not None:
+        return value & mask
+    bits = _SIGNED.get(dtype)
+    if bits is not None and not -(1 << (bits - 1)) <= value < (1 << (bits - 1)):
+        return ((value + (1 << (bits - 1))) & ((1 << bits) - 1)) - (1 << (bits - 1))
     return value
 
 
+def _shift(f):
+    def shift(a, b):
+        if not 0 <= b < 64:
+            raise EvalError(f"shift by {b} is outside [0, 64)")
+        return f(a, b)
+    return shift
+
+
+#: One table, built once: evaluation is the inner loop of the static passes.
+_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+        "<<": _shift(operator.lshift), ">>": _shift(operator.rshift), "&": operator.and_,
+        "|": operator.or_, "^": operator.xor, "==": operator.eq, "!=": operator.ne,
+        "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def _arith(op: str, a, b, dtype: str):
-    if op in ("/", "%") and not ir.is_float(dtype):
-        if b == 0:
-            raise EvalError("integer division by zero")
-        q = _c_div(int(a), int(b))
-        return q if op == "/" else int(a) - q * int(b)
-    if op == "/":
-        return a / b if b else math.copysign(math.inf, a) if a else math.nan
-    table = {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-        "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b,
-        "|": lambda: a | b, "^": lambda: a ^ b, "==": lambda: a == b,
-        "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-        ">": lambda: a > b, ">=": lambda: a >= b,
-    }
-    return table[op]()
+    if op in ("/", "%"):
+        if not ir.is_float(dtype):
+            if b == 0:
+                raise EvalError("integer division by zero")
+            q = _c_div(int(a), int(b))
+            return q if op == "/" else int(a) - q * int(b)
+        if op == "/":
+            return a / b if b else math.copysign(math.inf, a) if a else math.nan
+    try:
+        return _OPS[op](a, b)
+    except KeyError:
+        raise EvalError(f"the operator '{op}' on {dtype}") from None
+    except (TypeError, OverflowError) as e:
+        raise EvalError(str(e)) from None
 
 
 def evaluate(e: ir.Expr, env: dict):
-    if isinstance(e, ir.Const):
+    t = type(e)
+    if t is ir.Const:
         return e.value
-    if isinstance(e, ir.Sym):
-        if e.name not in env:
-            raise EvalError(f"'{e.name}' has no value here")
-        return env[e.name]
-    if isinstance(e, ir.Bin):
+    if t is ir.Sym:
+        try:
+            return env[e.name]
+        except KeyError:
+            raise EvalError(f"'{e.name}' has no value here") from None
+    if t is ir.Bin:
         if e.op == "&&":
             return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
         if e.op == "||":

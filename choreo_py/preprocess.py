@@ -10,8 +10,8 @@ location").
 
 Choices that differ from, or add to, a plain C preprocessor:
 * `#include <...>`, and `#include "..."` of a host header that cannot be found
-  (Choreo's runtime headers such as "choreo.h", CUDA's and its libraries'), are
-  kept verbatim: they belong to host code that a C++ compiler sees later. Any
+  (Choreo's runtime headers such as "choreo.h", CUDA's and its libraries', and
+  files not named .h/.co/.coh, such as .hpp or .inc), are kept verbatim: they belong to host code that a C++ compiler sees later. Any
   other `#include "..."` that cannot be found is an error at its line: it
   would declare Choreo code, and without it the first error would be a
   confusing "'BN' is not declared" further down.
@@ -49,10 +49,15 @@ HOST_HEADER_PREFIXES = ("cuda", "cublas", "cudnn", "curand", "cufft", "cusparse"
                         "cutlass/", "cute/", "thrust/", "cub/", "torch/", "ATen/", "c10/")
 
 
+#: Extensions of headers that may hold Choreo code; others (.hpp, .cuh, .inc, ...) are
+#: included by host code, which a C++ compiler reads later.
+CHOREO_HEADER_EXTENSIONS = (".h", ".co", ".coh")
+
+
 def is_host_header(name: str) -> bool:
     base = name.replace("\\", "/")
     return (os.path.basename(base) in HOST_HEADERS or base.startswith(HOST_HEADER_PREFIXES)
-            or base.endswith((".hpp", ".cuh", ".hh", ".hxx")))
+            or os.path.splitext(base)[1] not in CHOREO_HEADER_EXTENSIONS)
 
 # ----------------------------------------------------------------- output --
 @dataclass

@@ -128,6 +128,18 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay) -
     return stats
 
 
+def _function_dims(fn: ir.Function, tensors: dict, dims: dict) -> dict:
+    """The sizes the function is called with: given ones, and those its tensors give."""
+    out = dict(dims)
+    for p in fn.params:
+        t = tensors.get(p.name)
+        if isinstance(t, torch.Tensor) and t.dim() == len(p.shape):
+            for d, n in zip(p.shape, t.shape):
+                if isinstance(d, ir.Sym):
+                    out.setdefault(d.name, int(n))
+    return out
+
+
 def check_assert(s: ir.Assert, dims: dict) -> None:
     """An entry assertion on the sizes: false stops the run before any kernel starts."""
     try:
@@ -153,7 +165,7 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
     total = RunStats()
     for s in ir.walk(fn.body):
         if isinstance(s, ir.Assert):
-            check_assert(s, dims)
+            check_assert(s, _function_dims(fn, tensors, dims))
         if not isinstance(s, ir.Launch):
             continue
         kernel = module.kernel(s.kernel)
