@@ -42,6 +42,11 @@ from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _
 from .source import SOURCES, Loc
 
 MAX_INCLUDE_DEPTH = 64
+#: One macro invocation (with everything it expands to) may produce this many tokens and
+#: take this many expansion steps; past them it is an error at the invocation, as a C
+#: preprocessor's resource limits are: `#define M1 M0 M0`, ... `M40` is 2^40 tokens.
+MAX_EXPANSION_TOKENS = 100_000
+MAX_EXPANSION_STEPS = 200_000
 #: Quoted includes that name host-side headers (kept verbatim when absent).
 HOST_HEADERS = frozenset({"choreo.h", "choreo_cc.h", "choreo_cute.h", "choreo_types.h",
                           "choreo_types_cute.h", "choreo_device_api.h", "testing.h"})
@@ -127,6 +132,7 @@ class _Preprocessor:
         self.warnings: list[Diagnostic] = []
         self.out, self.depth = _Out(), 0
         self.inv: Loc | None = None    # the invocation or directive being expanded
+        self.expanding, self.expansion_steps = 0, 0  # nesting of _expand; its work
         if defines:  # -D options act as #define lines of a file of their own
             text = ''.join(f"#define {k} {'1' if v is None else v}".replace('\n', ' ') + '\n'
                            for k, v in defines.items())
@@ -392,9 +398,27 @@ class _Preprocessor:
 
     def _expand(self, toks, cur: _Cursor | None = None) -> list[_Tok]:
         """Macro-expand `toks` by Prosser's hide-set algorithm; a function-like
-        macro at the end may take its arguments from `cur`."""
+        macro at the end may take its arguments from `cur`. Bounded: see
+        MAX_EXPANSION_TOKENS (argument pre-expansions count towards their caller's)."""
+        outermost = not self.expanding
+        if outermost:
+            self.expansion_steps = 0
+        self.expanding += 1
+        try:
+            return self._expand_bounded(toks, cur)
+        finally:
+            self.expanding -= 1
+
+    def _expand_bounded(self, toks, cur) -> list[_Tok]:
         stack, out = toks[::-1], []
         while stack:
+            self.expansion_steps += 1
+            if self.expansion_steps > MAX_EXPANSION_STEPS or \
+                    len(stack) + len(out) > MAX_EXPANSION_TOKENS:
+                raise ChoreoError(f"macro expansion too large: more than "
+                                  f"{MAX_EXPANSION_TOKENS} tokens or {MAX_EXPANSION_STEPS} steps "
+                                  "from this line (a runaway or exponential expansion)",
+                                  self.inv)
             t = stack.pop()
             m = self._macro_for(t)
             if m is not None and m.params is None:
