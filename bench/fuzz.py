@@ -153,8 +153,8 @@ def mutant(seed: int, index: int, files: list[Path], n_own: int) -> tuple[Path, 
 
 # ---------------------------------------------------------------- running one
 
-class _Timeout(Exception):
-    pass
+class _Timeout(BaseException):
+    """Not an Exception: the command line's last-resort handler must not catch it."""
 
 
 def _alarm(signum, frame):

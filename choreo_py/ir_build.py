@@ -101,6 +101,18 @@ def promote(op: str, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
     return a, b
 
 
+def assigned(value: ir.Expr, dtype: str) -> ir.Expr:
+    """`value` stored into a `dtype` destination: C's assignment promotions (an integer or
+    a condition into a float, a condition into an integer) made explicit. Narrowing
+    (float to int, f32 to bf16) stays as written: it needs `__to`."""
+    vt = getattr(value, "dtype", dtype)
+    if vt == dtype:
+        return value
+    if ir.is_float(dtype) and not ir.is_float(vt) or (vt == "bool" and dtype != "bool"):
+        return convert(value, dtype)
+    return value
+
+
 def binop(op: str, a: ir.Expr, b: ir.Expr, dtype: str | None = None) -> ir.Expr:
     a, b = promote(op, a, b)
     if dtype is None:

@@ -81,12 +81,30 @@ def check_kernel(k: ir.Kernel) -> None:
         _check_registers(k, par, threads, blocks)
 
 
+def _check_direction(par: ir.Parallel, entry: int) -> None:
+    """With the entry allocation fixed by launch_bounds, `setmaxnreg.inc` must ask for at
+    least what a thread has and `.dec` for at most (PTX leaves the other way undefined;
+    ptxas has been seen to crash on such code)."""
+    for s in ir.walk(par.body):
+        if not isinstance(s, ir.SetMaxRegs):
+            continue
+        if s.increase and s.count < entry:
+            raise ChoreoError(f"setreg_inc({s.count}) asks for fewer registers than the {entry} "
+                              "each thread has at launch; use setreg_dec to give some back",
+                              s.loc)
+        if not s.increase and s.count > entry:
+            raise ChoreoError(f"setreg_dec({s.count}) asks for more registers than the {entry} "
+                              "each thread has at launch; use setreg_inc to get more", s.loc)
+
+
 def _check_registers(k: ir.Kernel, par: ir.Parallel, threads: int, blocks: int) -> None:
     """setmaxnreg moves registers between the warpgroups of one block: their sum must fit
     in the block's share of the register file, or `setmaxnreg.inc` never returns."""
     if par.threads != WARPGROUP:
         return
     entry = _entry_regs(threads, blocks)
+    if k.launch_bounds and len(k.launch_bounds) > 1 and k.launch_bounds[1]:
+        _check_direction(par, entry)
     regs = [entry] * par.extent
     setters = []
     for role in _roles(par):

@@ -280,8 +280,29 @@ def _never_triggered(k: ir.Kernel) -> list[Diagnostic]:
     return out
 
 
+def _shapeless(k: ir.Kernel) -> list[Diagnostic]:
+    """Accumulators used but never shaped: only an MMA (or a declared shape) gives an
+    accumulator its shape; `mma.fill` alone does not, and no code exists for a tile of
+    unknown size."""
+    unshaped = {f.name: f for f in k.frags if not f.shape}
+    out, seen = [], set()
+    for s in ir.walk(k.body):
+        if isinstance(s, (ir.FragDecl, ir.MmaFill)) or not unshaped:
+            continue
+        used = {getattr(s, a, None) for a in ("acc", "src", "dst", "frag", "domain", "a")}
+        for name in sorted(n for n in used if isinstance(n, str) and n in unshaped):
+            if name not in seen:
+                seen.add(name)
+                out.append(Diagnostic("error", f"accumulator '{name}' has no shape: no MMA "
+                                      "writes it ('mma.fill' alone does not give one)", s.loc))
+    return out
+
+
 def faults(k: ir.Kernel) -> list[Diagnostic]:
     """The view and fragment faults of kernel `k` (errors)."""
+    shapeless = _shapeless(k)
+    if shapeless:
+        return shapeless
     f = _Faults(k)
     env = {}
     for g in k.grid:

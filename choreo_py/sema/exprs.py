@@ -64,6 +64,14 @@ class ExprBuilder:
             raise Unsupported(f"{_kind(v)} used as a value", node.loc)
         raise err(f"{self.describe(node)} is {_kind(v)}, not a scalar value", node)
 
+    def index(self, node: A.Expr, e: ir.Expr | None = None) -> ir.Expr:
+        """An index, offset or slot: an integer (a condition counts as 0 or 1, as in C;
+        a float is an error: addresses are integer arithmetic)."""
+        e = self.scalar(node) if e is None else e
+        if ir.is_float(e.dtype):
+            raise err(f"an index must be an integer, not {e.dtype}", node)
+        return B.convert(e, B.INT) if e.dtype == "bool" else e
+
     def const_int(self, node: A.Expr, what: str) -> int:
         e = self.scalar(node)
         n = B.as_int(e)
@@ -278,7 +286,7 @@ class ExprBuilder:
         if isinstance(base, BufferValue) and base.buffer.count:
             if len(n.indices) != 1:
                 raise err(f"'{base.buffer.name}' is a 1-D array of buffers; index it with one value", n)
-            slot = self.scalar(n.indices[0])
+            slot = self.index(n.indices[0])
             k = B.as_int(slot)
             if k is not None and not 0 <= k < base.buffer.count:
                 raise err(f"slot {k} is out of range for '{base.buffer.name}[{base.buffer.count}]'", n)
@@ -320,7 +328,7 @@ class ExprBuilder:
             elif isinstance(v, ShapeValue):
                 out += list(v.dims)
             elif isinstance(v, Scalar):
-                out.append(v.expr)
+                out.append(self.index(a, v.expr))
             else:
                 raise err(f"a view argument cannot be {_kind(v)}", a)
         return out
@@ -404,13 +412,13 @@ class ExprBuilder:
 
     def _elem(self, frag: FragValue, n: A.MethodCall, hint):
         f = frag.frag
-        index = tuple(self.scalar(a) for a in n.args)
+        index = tuple(self.index(a) for a in n.args)
         if f.shape and len(index) != len(f.shape):
             raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)} index(es)", n)
         return Scalar(ir.Elem(f.name, index, f.dtype))
 
     def _buf_elem(self, view: ViewValue, n: A.MethodCall):
-        index = tuple(self.scalar(a) for a in n.args)
+        index = tuple(self.index(a) for a in n.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
         return Scalar(ir.BufElem(view.view, index, view.dtype))

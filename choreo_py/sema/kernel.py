@@ -14,6 +14,8 @@ from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
 from ..passes import budget
+
+MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
@@ -236,6 +238,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             dtype = v.dtype
         if dtype != v.dtype and isinstance(v, ir.Const):
             v = ir.Const(float(v.value) if ir.is_float(dtype) else int(v.value), dtype)
+        v = B.assigned(v, dtype)
         if s.mutable:
             self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
@@ -284,7 +287,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)
         if s.op == "=":
-            return rhs
+            return B.assigned(rhs, current.dtype)
         return B.binop(s.op[:-1], current, rhs, current.dtype)
 
     def s_ExprStmt(self, s: A.ExprStmt) -> None:
@@ -369,6 +372,11 @@ class KernelBuilder(ExprBuilder, OpBuilder):
         extent = B.as_int(bounds[0])
         if extent is None:
             raise err("the number of thread groups must be a compile-time integer", lvl.bounds[0])
+        if extent > MAX_GROUP_INSTANCES:
+            # Each instance is analysed one by one (roles, events); past this no block of
+            # any target runs them (a CUDA block has 1,024 threads).
+            raise err(f"'parallel {names[0]} by {extent}': more than {MAX_GROUP_INSTANCES} "
+                      "instances in one block", lvl.bounds[0])
         par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
         outer = self.scope
         self.scope = outer.child()

@@ -230,7 +230,7 @@ class OpBuilder:
         if isinstance(node, A.Index):
             v = self.value(node.base)
             if isinstance(v, EventValue) and len(node.indices) == 1:
-                idx = self.scalar(node.indices[0])
+                idx = self.index(node.indices[0])
                 self._slot_range(v.event, idx, node)
                 return ir.EventRef(v.event.name, index=idx), post
         if isinstance(node, A.MethodCall) and node.method == "at":
@@ -252,7 +252,7 @@ class OpBuilder:
                 post.append(ir.Assign(arg.operand.id, B.binop(op, var.expr, B.const(1), var.dtype),
                                       loc=arg.loc))
                 return ir.EventRef(v.event.name, order=var.expr), post
-            return ir.EventRef(v.event.name, order=self.scalar(arg)), post
+            return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
 
     def _slot_range(self, ev: ir.Event, idx: ir.Expr, node) -> None:
@@ -491,14 +491,14 @@ class OpBuilder:
         base = self.value(t.base)
         if isinstance(base, FragValue):
             f = base.frag
-            index = tuple(self.scalar(a) for a in t.args)
+            index = tuple(self.index(a) for a in t.args)
             if len(index) != len(f.shape):
                 raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)}", t)
             value = self._stored_value(s, ir.Elem(f.name, index, f.dtype), f.dtype)
             self.emit(ir.ElemStore(f.name, index, value, loc=s.loc))
             return
         view = self.view_of(t.base)
-        index = tuple(self.scalar(a) for a in t.args)
+        index = tuple(self.index(a) for a in t.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", t)
         value = self._stored_value(s, ir.BufElem(view.view, index, view.dtype), view.dtype)
@@ -508,7 +508,7 @@ class OpBuilder:
         rhs = self.scalar(s.value, dtype)
         if s.op != "=":
             rhs = B.binop(s.op[:-1], current, rhs, dtype)
-        return rhs
+        return B.assigned(rhs, dtype)
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
