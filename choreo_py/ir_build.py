@@ -93,7 +93,7 @@ def promote(op: str, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
         a, ta = convert(a, INT), INT
     if tb == "bool" and ta != "bool":
         b, tb = convert(b, INT), INT
-    if ta == tb == "bool" and op not in ("==", "!="):
+    if ta == tb == "bool" and op not in ("==", "!=", "?:"):
         a, b = convert(a, INT), convert(b, INT)
     rt = result_type(a, b)
     if ir.is_float(rt):

@@ -103,3 +103,34 @@ def test_evaluation_follows_c():
 def test_logical_operators_take_conditions():
     e = B.binop("&&", ir.Sym("n", "s32"), ir.Sym("m", "s32"))
     assert e.lhs.dtype == e.rhs.dtype == "bool"
+
+
+CONDITIONS = """__co__ void f(global f32[M, K] a) {
+  parallel q by 1 : block {
+    shared f32[16, 16] s;
+    parallel p by 2 : group-4 {
+      inthreads.async (p == 0) {
+        mutable s32 n = K;
+        if (n) { n = n - 1; }
+        while (n) { n = n - 1; }
+        b = (n > 1) ? (n > 2) : (n > 3);
+        if (b) { n = 2; }
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_numbers_as_conditions_and_selected_conditions(tmp_path, target):
+    """`if (n)` compares n with zero; a `?:` of two conditions is a condition (no selp of
+    predicates, which PTX does not have)."""
+    path = tmp_path / "c.co"
+    path.write_text(CONDITIONS)
+    text = driver.compile_file(str(path), "ir")
+    assert "if n != 0" in text and "while n != 0" in text
+    ptx = driver.compile_file(str(path), "ptx", target)
+    assert "or.pred" in ptx
+    if assemble(ptx, target) is None:
+        pytest.skip("ptxas is not installed")

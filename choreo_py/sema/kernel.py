@@ -312,13 +312,14 @@ class KernelBuilder(ExprBuilder, OpBuilder):
 
     # ------------------------------------------------------------ control flow
     def s_If(self, s: A.If) -> None:
-        cond = self.scalar(s.cond)
+        cond = B.convert(self.scalar(s.cond), "bool")  # C: a number is compared with zero
         then = self.block(s.then.stmts)
         orelse = self.block(s.orelse.stmts) if s.orelse else []
         self.emit(ir.If(cond, then, orelse, loc=s.loc))
 
     def s_While(self, s: A.While) -> None:
-        self.emit(ir.While(self.scalar(s.cond), self.block(s.body.stmts), loc=s.loc))
+        cond = B.convert(self.scalar(s.cond), "bool")
+        self.emit(ir.While(cond, self.block(s.body.stmts), loc=s.loc))
 
     def s_Break(self, s): self.emit(ir.Break(loc=s.loc))
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))

@@ -178,11 +178,28 @@ class ExprLowering:
                 return self.value(e.if_true if c.const else e.if_false, hint, dst)
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
-            self.w.op(f"selp.{'b32' if t == 'pred' else t}", out, a, b, c)
+            if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
+                if a.is_const or b.is_const:
+                    a, b = (self._pred(x) for x in (a, b))
+                taken, other = self.w.reg("pred", "sel_t"), self.w.reg("pred", "sel_f")
+                self.w.op("and.pred", taken, c, a)
+                self.w.op("not.pred", other, c)
+                self.w.op("and.pred", other, other, b)
+                self.w.op("or.pred", out, taken, other)
+                return out
+            self.w.op(f"selp.{t}", out, a, b, c)
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
         raise self.lw.refuse(f"the expression {type(e).__name__}", self.loc)
+
+    def _pred(self, v: V) -> V:
+        """A predicate register holding `v` (a constant condition is set into one)."""
+        if not v.is_const:
+            return v
+        r = self.w.reg("pred", "cond")
+        self.w.op("setp.ne.u32", r, V.imm(1 if v.const else 0, "u32"), V.imm(0, "u32"))
+        return r
 
     def binary(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
         if e.dtype == "f32" and e.op in ("+", "-"):
