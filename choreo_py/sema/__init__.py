@@ -36,29 +36,29 @@ def _build_function(func: A.FunctionDef, target: str, strict: bool) -> ir.Functi
         verify_kernel(k)
         # Faults every run reaching them would report: errors for `check` too.
         static_faults.check_kernel(k)
-        # Beyond what the hardware runs, or waits that never return: `compile` refuses
-        # them; `check` judges the language's rules and warns.
-        late = list(static_faults.hangs(k))
         try:
             budget.check_kernel(k)
         except ChoreoError as e:
-            late = e.diagnostics + late
-        if late and strict:
-            raise ChoreoError(diagnostics=late)
-        for d in late:
-            warn(d.message, d.loc)
+            _beyond_the_language(e.diagnostics, strict)
         layouts.run(k)
         smem_plan.plan(k, target)
         verify_kernel(k)
         try:
             pipeline_check.check_kernel(k)
         except pipeline_check.PipelineError as e:
-            # A kernel that would hang is refused by `compile`; `check` judges the
-            # language's rules, which such a program does not break, and warns.
-            if strict:
-                raise
-            warn(e.message, e.loc)
+            _beyond_the_language(e.diagnostics, strict)
+        else:  # the simple fallback, for kernels the pipeline check gave up on
+            _beyond_the_language(static_faults.hangs(k), strict)
     return fn
+
+
+def _beyond_the_language(found: list, strict: bool) -> None:
+    """Kernels past what the hardware runs (threads, registers) or that would hang: `compile`
+    refuses them; `check` judges the language's rules, which they do not break, and warns."""
+    if found and strict:
+        raise ChoreoError(diagnostics=list(found))
+    for d in found:
+        warn(d.message, d.loc)
 
 
 def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool):
