@@ -78,3 +78,10 @@ def test_absurd_instance_count_is_refused_quickly(capsys, tmp_path):
     assert time.perf_counter() - start < 5
     assert "'parallel p by 67108865': more than 262144 instances in one block" in \
         capsys.readouterr().err
+
+
+def test_float_loop_bound_is_an_error(capsys, tmp_path):
+    path = _variant(tmp_path, "examples/flash_atten_causal.co", "kv_bound = bm + 1;",
+                    "kv_bound = bm + 0.5f;")
+    rc, err = _err(capsys, path, "--target", "sm_100a")
+    assert rc == 1 and "f.co:49:28: error: a loop bound must be an integer, not f32" in err

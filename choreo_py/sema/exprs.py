@@ -64,12 +64,12 @@ class ExprBuilder:
             raise Unsupported(f"{_kind(v)} used as a value", node.loc)
         raise err(f"{self.describe(node)} is {_kind(v)}, not a scalar value", node)
 
-    def index(self, node: A.Expr, e: ir.Expr | None = None) -> ir.Expr:
+    def index(self, node: A.Expr, e: ir.Expr | None = None, what: str = "an index") -> ir.Expr:
         """An index, offset or slot: an integer (a condition counts as 0 or 1, as in C;
         a float is an error: addresses are integer arithmetic)."""
         e = self.scalar(node) if e is None else e
         if ir.is_float(e.dtype):
-            raise err(f"an index must be an integer, not {e.dtype}", node)
+            raise err(f"{what} must be an integer, not {e.dtype}", node)
         return B.convert(e, B.INT) if e.dtype == "bool" else e
 
     def const_int(self, node: A.Expr, what: str) -> int:

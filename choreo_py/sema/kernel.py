@@ -170,7 +170,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
             if isinstance(v, ShapeValue):
                 out += v.dims
             elif isinstance(v, Scalar):
-                out.append(v.expr)
+                out.append(self.index(b, v.expr, "a parallel bound"))
             else:
                 raise err("a parallel bound must be an integer or a shape", b)
         for b, node in zip(out, lvl.bounds * len(out)):
@@ -339,6 +339,7 @@ class KernelBuilder(ExprBuilder, OpBuilder):
                 raise Unsupported("a loop over a named ituple of several dimensions", b.loc)
             if len(names) != len(bounds):
                 raise err(f"{len(names)} loop variable(s) for a {len(bounds)}-D domain", b)
+            bounds = [self.index(b.domain, x, "a loop bound") for x in bounds]
             loops += list(zip(names, bounds))
         for r in s.ranges:
             if r.sliced:
