@@ -12,7 +12,7 @@ import gc
 import os
 import sys
 
-from .diagnostics import ChoreoError, InternalError, take_warnings
+from .diagnostics import ChoreoError, InternalError, take_causes, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -167,10 +167,13 @@ _FREEZE_REGISTERED = False
 
 def main(argv: list[str] | None = None) -> int:
     _freeze_at_exit()
+    take_causes()  # from an earlier call in this process
     args = build_parser().parse_args(argv)
     try:
         return _run(args)
     except ChoreoError as err:
+        for cause in take_causes():  # a missing include, before what it probably caused
+            print(cause.render(), file=sys.stderr)
         # An error about the whole file (no kernel, no function) is located at the file.
         text = err.render()
         print(text if err.loc is not None else f"{args.file}: {text}", file=sys.stderr)

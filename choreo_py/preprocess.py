@@ -9,12 +9,13 @@ maps to the first character of its outermost invocation (clang's "expansion
 location").
 
 Choices that differ from, or add to, a plain C preprocessor:
-* `#include <...>`, and `#include "..."` of a host header that cannot be found
-  (Choreo's runtime headers such as "choreo.h", CUDA's and its libraries', and
-  files not named .h/.co/.coh, such as .hpp or .inc), are kept verbatim: they belong to host code that a C++ compiler sees later. Any
-  other `#include "..."` that cannot be found is an error at its line: it
-  would declare Choreo code, and without it the first error would be a
-  confusing "'BN' is not declared" further down.
+* `#include <...>`, and `#include "..."` of a file that cannot be found, are
+  kept verbatim: they belong to host code that a C++ compiler sees later.
+  A missing quoted include that may hold Choreo code (not a host header:
+  "choreo.h", CUDA's, or a name not ending in .h/.co/.coh such as .hpp or
+  .inc) is also noted as a possible cause (diagnostics.possible_cause): when
+  the program has errors, the command line reports it first, at its line,
+  as the likely cause of an "'BN' is not declared" further down.
 * `#pragma` lines are kept verbatim (the parser reads `#pragma croq ...`),
   except `once`, `push_macro("X")` and `pop_macro("X")`, which act here
   (tests/gpu/end2end/ampere_mma.co relies on push/pop).
@@ -35,7 +36,7 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .diagnostics import ChoreoError, Diagnostic
+from .diagnostics import ChoreoError, Diagnostic, possible_cause
 from .pp_ifexpr import _IfExpr
 from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _FileMap, _Tok,
                         _directive_at, _pastes, _render, _stringize)
@@ -281,8 +282,8 @@ class _Preprocessor:
         path = None if m.group(2) is not None else self._find(f.name, m.group(1))
         if path is None and m.group(1) is not None and not is_host_header(m.group(1)):
             searched = [os.path.dirname(f.name) or "."] + self.include_dirs
-            raise ChoreoError(f'#include "{m.group(1)}": no such file (searched '
-                              f'{", ".join(searched)}; add a directory with -I)', dloc)
+            possible_cause(f'#include "{m.group(1)}": no such file (searched '
+                           f'{", ".join(searched)}; add a directory with -I)', dloc)
         if path is None:
             return 'verbatim'  # a system or host header: for the host compiler
         if os.path.realpath(path) in self.once:

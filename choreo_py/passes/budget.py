@@ -103,7 +103,10 @@ def _check_registers(k: ir.Kernel, par: ir.Parallel, threads: int, blocks: int) 
     if par.threads != WARPGROUP:
         return
     entry = _entry_regs(threads, blocks)
-    if k.launch_bounds and len(k.launch_bounds) > 1 and k.launch_bounds[1]:
+    if k.launch_bounds and len(k.launch_bounds) > 1 and k.launch_bounds[1] \
+            and entry < MAX_THREAD_REGS:
+        # Only a binding cap fixes the entry allocation (below 255 ptxas allocates what
+        # the bounds allow); at the architectural cap it allocates what the code needs.
         _check_direction(par, entry)
     regs = [entry] * par.extent
     setters = []
