@@ -143,6 +143,7 @@ def mul(a, b): return binop("*", a, b)
 
 
 def cdiv(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    a, b = (convert(e, INT) if getattr(e, "dtype", INT) == "bool" else e for e in (a, b))
     x, y = as_int(a), as_int(b)
     if x is not None and y:
         return ir.Const(-(-x // y), result_type(a, b))

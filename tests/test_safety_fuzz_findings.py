@@ -85,3 +85,12 @@ def test_float_loop_bound_is_an_error(capsys, tmp_path):
                     "kv_bound = bm + 0.5f;")
     rc, err = _err(capsys, path, "--target", "sm_100a")
     assert rc == 1 and "f.co:49:28: error: a loop bound must be an integer, not f32" in err
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_condition_in_cdiv_assembles(tmp_path, target):
+    path = _variant(tmp_path, "examples/flash_atten_persistent.co", "items = pairs * H * B;",
+                    "items = pairs * H != B;")
+    ptx = driver.compile_file(str(path), "ptx", target)
+    if assemble(ptx, target) is None:
+        pytest.skip("ptxas is not installed")
