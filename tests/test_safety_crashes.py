@@ -74,3 +74,19 @@ def test_kernel_named_like_a_generated_symbol(tmp_path, target, name):
 def test_unclashing_names_are_unchanged():
     text = driver.compile_file(str(EX / "gemm.co"), "pyptx", "sm_90a")
     assert 'ENTRY = "gemm"' in text and "\ndef gemm():" in text
+
+
+@pytest.mark.parametrize("dim", ["global", "max", "grid", "lambda"])
+def test_sizes_named_like_python_words(tmp_path, dim):
+    """`def grid(M, K, N, global)` would not even parse: such sizes come as **dims."""
+    path = _variant(tmp_path, "gemm.co", "global bf16[N, K] B,", f"global bf16[N, {dim}] B,")
+    mod = build.run_module(driver.compile_file(str(path), "pyptx", "sm_90a"))
+    assert mod.grid(**{"M": 256, "K": 64, "N": 384, dim: 64}) == (3, 2, 1)
+    ptx = mod.ptx()
+    if assemble(ptx, "sm_90a") is None:
+        pytest.skip("ptxas is not installed")
+
+
+def test_sizes_keep_their_names_when_nothing_clashes():
+    text = driver.compile_file(str(EX / "gemm.co"), "pyptx", "sm_90a")
+    assert "\ndef grid(M, K, N):" in text

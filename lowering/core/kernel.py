@@ -229,18 +229,28 @@ _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "==": "==", "!=": 
            "<": "<", "<=": "<=", ">": ">", ">=": ">=", "&&": "and", "||": "or"}
 
 
+def _dim_params(dims: list[str]):
+    """(parameter list, how a size is spelt) of the launcher's functions of the sizes:
+    the sizes by name, unless one would clash with Python (a size named `global` or
+    `max`); then they come as `**dims`."""
+    if all(module_safe(d) == d for d in dims):
+        return ", ".join(dims), str
+    return "**dims", lambda name: f"dims[{name!r}]"
+
+
 def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]:
     """`failed_assertions(dims)`, only for a function with entry assertions: the launcher
     refuses sizes the program says it cannot handle, instead of computing garbage."""
     asserts = [s for s in fn.body if isinstance(s, ir.Assert)]
     if not asserts:
         return []
-    out = [f"def failed_assertions({', '.join(dims)}):",
+    params, sym = _dim_params(dims)
+    out = [f"def failed_assertions({params}):",
            '    """The assert(...)s of the source these sizes break: (message, where)."""',
            "    out = []"]
     for s in asserts:
         try:
-            cond = _py_expr(s.cond)
+            cond = _py_expr(s.cond, sym)
         except ChoreoError:
             raise ChoreoError("an assert whose condition the launcher cannot compute", s.loc)
         out += [f"    if not {cond}:",
@@ -249,23 +259,23 @@ def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]
     return out + ["    return out", "", ""]
 
 
-def _py_expr(e: ir.Expr) -> str:
+def _py_expr(e: ir.Expr, sym=str) -> str:
     """Host-side Python for a grid extent (dims are keyword arguments)."""
     if isinstance(e, ir.Const):
         return str(e.value)
     if isinstance(e, ir.Sym):
-        return e.name
+        return sym(e.name)
     if isinstance(e, ir.Bin) and e.op in _PY_OPS:
-        return f"({_py_expr(e.lhs)} {_PY_OPS[e.op]} {_py_expr(e.rhs)})"
+        return f"({_py_expr(e.lhs, sym)} {_PY_OPS[e.op]} {_py_expr(e.rhs, sym)})"
     if isinstance(e, ir.Un) and e.op in ("!", "-"):
-        return f"({'not ' if e.op == '!' else '-'}{_py_expr(e.operand)})"
+        return f"({'not ' if e.op == '!' else '-'}{_py_expr(e.operand, sym)})"
     if isinstance(e, ir.Call) and e.fn == "to" and not ir.is_float(e.dtype):
-        return f"int({_py_expr(e.args[0])})"
+        return f"int({_py_expr(e.args[0], sym)})"
     if isinstance(e, ir.Call) and e.fn == "cdiv":
-        a, b = (_py_expr(x) for x in e.args)
+        a, b = (_py_expr(x, sym) for x in e.args)
         return f"(-(-{a} // {b}))"
     if isinstance(e, ir.Call) and e.fn in ("min", "max"):
-        return f"{e.fn}({', '.join(_py_expr(x) for x in e.args)})"
+        return f"{e.fn}({', '.join(_py_expr(x, sym) for x in e.args)})"
     raise ChoreoError("a grid extent that the launcher cannot compute")
 
 
@@ -280,7 +290,8 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         [("u32", f"dim_{d}") for d in dims]
     tensors = [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
                                        for x in p.shape)) for p in fn.params]
-    grid = [_py_expr(g.extent) for g in k.grid] + ["1"] * (3 - len(k.grid))
+    grid_params, sym = _dim_params(dims)
+    grid = [_py_expr(g.extent, sym) for g in k.grid] + ["1"] * (3 - len(k.grid))
     types = sorted({"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used)
     py_name = module_safe(k.name)  # `def grid():` would replace the launcher's grid()
     lb = k.launch_bounds
@@ -308,7 +319,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"TENSORS = {tuple(tensors)!r}",
         "",
         "",
-        f"def grid({', '.join(dims)}):",
+        f"def grid({grid_params}):",
         f"    return ({', '.join(grid)})",
         "",
         "",
