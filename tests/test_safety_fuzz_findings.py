@@ -94,3 +94,14 @@ def test_condition_in_cdiv_assembles(tmp_path, target):
     ptx = driver.compile_file(str(path), "ptx", target)
     if assemble(ptx, target) is None:
         pytest.skip("ptxas is not installed")
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_fill_only_accumulator_is_refused_by_name(capsys, tmp_path, target):
+    path = tmp_path / "f.co"
+    path.write_text("__co__ void f() {\n  parallel b by 1 : block {\n"
+                    "    shared bf16[64, 128] lhs;\n    parallel g by 1 : group-4 {\n"
+                    "      acc = mma.fill.f32 0.0f;\n    }\n  }\n}\n")
+    rc, err = _err(capsys, path, "--target", target)
+    assert rc == 1
+    assert "f.co:5:7: error: the accumulator 'acc' that no MMA gives a shape" in err
