@@ -13,7 +13,7 @@ import os
 import sys
 
 from . import targets
-from .diagnostics import ChoreoError, InternalError, take_warnings
+from .diagnostics import ChoreoError, InternalError, take_causes, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -152,12 +152,28 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _same_file(output: str | None, source: str) -> bool:
+    if not output or output == "-":
+        return False
+    if os.path.exists(output):
+        return os.path.samefile(output, source)
+    return os.path.realpath(output) == os.path.realpath(source)
+
+
 def _run(args: argparse.Namespace) -> int:
     from . import frontend
 
     include, defines = args.include, frontend.parse_defines(args.define)
+    if os.path.isdir(args.file):
+        print(f"choreo: error: cannot read '{args.file}': it is a directory, not a .co file",
+              file=sys.stderr)
+        return EXIT_USAGE
     if not os.path.isfile(args.file):
         print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
+        return EXIT_USAGE
+    if _same_file(getattr(args, "output", None), args.file):
+        print(f"choreo: error: -o {args.output} is the input file; writing it would overwrite "
+              "the source", file=sys.stderr)
         return EXIT_USAGE
     if args.cmd == "preprocess":
         unit = frontend.preprocess(args.file, include, defines)
@@ -193,6 +209,9 @@ def _check(args: argparse.Namespace, include, defines) -> int:
         frontend.check_parse_rules(program)
         check.check_program(program, strict=True)
     frontend.check_program(program)
+    if not program.functions:
+        print(f"{args.file}: note: no __co__ function in the file: nothing to check",
+              file=sys.stderr)
     found = take_warnings()
     for w in found:  # before the summary, which counts them
         print(w.render(), file=sys.stderr)
@@ -230,12 +249,17 @@ _FREEZE_REGISTERED = False
 
 def main(argv: list[str] | None = None) -> int:
     _freeze_at_exit()
+    take_causes()  # from an earlier call in this process
     args = build_parser().parse_args(argv)
     take_warnings()  # this command reports its own warnings only (not an earlier call's)
     try:
         return _run(args)
     except ChoreoError as err:
-        print(err.render(), file=sys.stderr)
+        for cause in take_causes():  # a missing include, before what it probably caused
+            print(cause.render(), file=sys.stderr)
+        # An error about the whole file (no kernel, no function) is located at the file.
+        text = err.render()
+        print(text if err.loc is not None else f"{args.file}: {text}", file=sys.stderr)
         return EXIT_PROGRAM
     except OSError as err:
         print(f"choreo: error: {err.filename or args.file}: {err.strerror}", file=sys.stderr)

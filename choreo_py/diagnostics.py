@@ -119,6 +119,22 @@ def warn(message: str, loc: Loc | None = None) -> None:
     WARNINGS.append(Diagnostic("warning", message, loc))
 
 
+#: Errors that may explain later ones, reported only with them: a quoted `#include` that
+#: was not found is harmless in host code but the cause of "'BN' is not declared" when
+#: it held Choreo code, so the command line prints it first when the program has errors.
+CAUSES: list[Diagnostic] = []
+
+
+def possible_cause(message: str, loc: Loc | None = None) -> None:
+    CAUSES.append(Diagnostic("error", message, loc))
+
+
+def take_causes() -> list[Diagnostic]:
+    out = list(CAUSES)
+    CAUSES.clear()
+    return out
+
+
 def take_warnings() -> list[Diagnostic]:
     out = list(WARNINGS)
     WARNINGS.clear()

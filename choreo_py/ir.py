@@ -564,6 +564,16 @@ class Launch(Stmt):
     loc: Optional[Loc] = None
 
 
+@dataclass
+class Assert(Stmt):
+    """`assert(cond, "message")` on the function's sizes, checked at entry (host side):
+    what the kernel assumes of its symbolic dimensions, such as equal sequence lengths."""
+
+    cond: Expr
+    message: str
+    loc: Optional[Loc] = None
+
+
 # ---------------------------------------------------------------- containers
 
 

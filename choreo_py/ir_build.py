@@ -33,9 +33,61 @@ def result_type(a: ir.Expr, b: ir.Expr) -> str:
 
 
 COMPARISONS = c_scalars.COMPARISONS
+LOGICAL = ("&&", "||")
+
+
+def convert(e: ir.Expr, dtype: str) -> ir.Expr:
+    """`e` as a value of `dtype`: a constant is converted here, anything else gets an
+    explicit `to<dtype>` node, so that every operator's operands have the type the
+    IR says (the PTX instructions are typed: `mul.f32` takes no integer operand)."""
+    if getattr(e, "dtype", dtype) == dtype:
+        return e
+    if isinstance(e, ir.Const):
+        if dtype == "bool":
+            return ir.Const(bool(e.value), "bool")
+        if ir.is_float(dtype):
+            return ir.Const(float(e.value), dtype)
+        if not ir.is_float(e.dtype):
+            return ir.Const(int(e.value), dtype)
+    if dtype == "bool":  # C: a number used as a condition is compared with zero
+        return ir.Bin("!=", e, ir.Const(0.0 if ir.is_float(e.dtype) else 0, e.dtype), "bool")
+    return ir.Call("to", (e,), dtype)
+
+
+def promote(op: str, a: ir.Expr, b: ir.Expr) -> tuple[ir.Expr, ir.Expr]:
+    """C's usual arithmetic conversions made explicit: a condition used as a number is
+    an int (0 or 1); an integer meeting a float becomes that float; `&&`/`||` take
+    conditions. Integer/integer mixes keep the IR's existing convention (a literal
+    adopts the other side's integer type)."""
+    if op in LOGICAL:
+        return convert(a, "bool"), convert(b, "bool")
+    ta, tb = getattr(a, "dtype", INT), getattr(b, "dtype", INT)
+    if ta == "bool" and tb != "bool":
+        a, ta = convert(a, INT), INT
+    if tb == "bool" and ta != "bool":
+        b, tb = convert(b, INT), INT
+    if ta == tb == "bool" and op not in ("==", "!=", "?:"):
+        a, b = convert(a, INT), convert(b, INT)
+    rt = result_type(a, b)
+    if ir.is_float(rt):
+        a, b = convert(a, rt) if not ir.is_float(ta) else a, convert(b, rt) if not ir.is_float(tb) else b
+    return a, b
+
+
+def assigned(value: ir.Expr, dtype: str) -> ir.Expr:
+    """`value` stored into a `dtype` destination: C's assignment promotions (an integer or
+    a condition into a float, a condition into an integer) made explicit. Narrowing
+    (float to int, f32 to bf16) stays as written: it needs `__to`."""
+    vt = getattr(value, "dtype", dtype)
+    if vt == dtype:
+        return value
+    if ir.is_float(dtype) and not ir.is_float(vt) or (vt == "bool" and dtype != "bool"):
+        return convert(value, dtype)
+    return value
 
 
 def binop(op: str, a: ir.Expr, b: ir.Expr, dtype: str | None = None) -> ir.Expr:
+    a, b = promote(op, a, b)
     if dtype is None:
         dtype = "bool" if op in COMPARISONS else result_type(a, b)
     x, y = as_int(a), as_int(b)
@@ -64,6 +116,7 @@ def mul(a, b): return binop("*", a, b)
 
 
 def cdiv(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    a, b = (convert(e, INT) if getattr(e, "dtype", INT) == "bool" else e for e in (a, b))
     x, y = as_int(a), as_int(b)
     if x is not None and y is not None and y > 0:
         return ir.Const(c_scalars.cdiv(x, y), result_type(a, b))

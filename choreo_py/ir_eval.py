@@ -8,6 +8,7 @@ division, two's-complement wrap-around).
 from __future__ import annotations
 
 import math
+import operator
 
 from . import c_scalars, ir
 from .construct_names import describe
@@ -20,6 +21,21 @@ class EvalError(Exception):
 wrap = c_scalars.wrap
 
 
+def _shift(f):
+    def shift(a, b):
+        if not 0 <= b < 64:
+            raise EvalError(f"shift by {b} is outside [0, 64)")
+        return f(a, b)
+    return shift
+
+
+#: One table, built once: evaluation is the inner loop of the static passes.
+_OPS = {"+": operator.add, "-": operator.sub, "*": operator.mul,
+        "<<": _shift(operator.lshift), ">>": _shift(operator.rshift), "&": operator.and_,
+        "|": operator.or_, "^": operator.xor, "==": operator.eq, "!=": operator.ne,
+        "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge}
+
+
 def _arith(op: str, a, b, dtype: str):
     if dtype in c_scalars.INT_BITS:
         try:
@@ -28,24 +44,24 @@ def _arith(op: str, a, b, dtype: str):
             raise EvalError(str(e)) from None
     if op == "/":
         return a / b if b else math.copysign(math.inf, a) if a else math.nan
-    table = {
-        "+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b,
-        "<<": lambda: a << b, ">>": lambda: a >> b, "&": lambda: a & b,
-        "|": lambda: a | b, "^": lambda: a ^ b, "==": lambda: a == b,
-        "!=": lambda: a != b, "<": lambda: a < b, "<=": lambda: a <= b,
-        ">": lambda: a > b, ">=": lambda: a >= b,
-    }
-    return table[op]()
+    try:
+        return _OPS[op](a, b)
+    except KeyError:
+        raise EvalError(f"the operator '{op}' on {dtype}") from None
+    except (TypeError, OverflowError) as e:
+        raise EvalError(str(e)) from None
 
 
 def evaluate(e: ir.Expr, env: dict):
-    if isinstance(e, ir.Const):
+    t = type(e)
+    if t is ir.Const:
         return e.value
-    if isinstance(e, ir.Sym):
-        if e.name not in env:
-            raise EvalError(f"'{e.name}' has no value here")
-        return env[e.name]
-    if isinstance(e, ir.Bin):
+    if t is ir.Sym:
+        try:
+            return env[e.name]
+        except KeyError:
+            raise EvalError(f"'{e.name}' has no value here") from None
+    if t is ir.Bin:
         if e.op == "&&":
             return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
         if e.op == "||":

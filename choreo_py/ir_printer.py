@@ -113,6 +113,7 @@ class _Printer:
     def s_RoleSync(self, s): self.emit("role.sync")
     def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
+    def s_Assert(self, s): self.emit(f"assert {expr(s.cond)}, {s.message!r}")
 
     def s_For(self, s):
         step = "" if s.step == ir.Const(1, "s32") else f" step {expr(s.step)}"

@@ -11,6 +11,11 @@ location").
 Choices that differ from, or add to, a plain C preprocessor:
 * `#include <...>`, and `#include "..."` of a file that cannot be found, are
   kept verbatim: they belong to host code that a C++ compiler sees later.
+  A missing quoted include that may hold Choreo code (not a host header:
+  "choreo.h", CUDA's, or a name not ending in .h/.co/.coh such as .hpp or
+  .inc) is also noted as a possible cause (diagnostics.possible_cause): when
+  the program has errors, the command line reports it first, at its line,
+  as the likely cause of an "'BN' is not declared" further down.
 * `#pragma` lines are kept verbatim (the parser reads `#pragma croq ...`),
   except `once`, `push_macro("X")` and `pop_macro("X")`, which act here
   (tests/gpu/end2end/ampere_mma.co relies on push/pop).
@@ -31,13 +36,34 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .diagnostics import ChoreoError, Diagnostic, warn
+from .diagnostics import ChoreoError, Diagnostic, possible_cause, warn
 from .pp_ifexpr import _IfExpr
 from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _FileMap, _Tok,
                         _directive_at, _pastes, _render, _stringize)
 from .source import SOURCES, Loc
 
 MAX_INCLUDE_DEPTH = 64
+#: One macro invocation (with everything it expands to) may produce this many tokens and
+#: take this many expansion steps; past them it is an error at the invocation, as a C
+#: preprocessor's resource limits are: `#define M1 M0 M0`, ... `M40` is 2^40 tokens.
+MAX_EXPANSION_TOKENS = 100_000
+MAX_EXPANSION_STEPS = 200_000
+#: Quoted includes that name host-side headers (kept verbatim when absent).
+HOST_HEADERS = frozenset({"choreo.h", "choreo_cc.h", "choreo_cute.h", "choreo_types.h",
+                          "choreo_types_cute.h", "choreo_device_api.h", "testing.h"})
+HOST_HEADER_PREFIXES = ("cuda", "cublas", "cudnn", "curand", "cufft", "cusparse", "nvtx",
+                        "cutlass/", "cute/", "thrust/", "cub/", "torch/", "ATen/", "c10/")
+
+
+#: Extensions of headers that may hold Choreo code; others (.hpp, .cuh, .inc, ...) are
+#: included by host code, which a C++ compiler reads later.
+CHOREO_HEADER_EXTENSIONS = (".h", ".co", ".coh")
+
+
+def is_host_header(name: str) -> bool:
+    base = name.replace("\\", "/")
+    return (os.path.basename(base) in HOST_HEADERS or base.startswith(HOST_HEADER_PREFIXES)
+            or os.path.splitext(base)[1] not in CHOREO_HEADER_EXTENSIONS)
 
 # ----------------------------------------------------------------- output --
 @dataclass
@@ -108,6 +134,7 @@ class _Preprocessor:
         self.warnings: list[Diagnostic] = []
         self.out, self.depth = _Out(), 0
         self.inv: Loc | None = None    # the invocation or directive being expanded
+        self.expanding, self.expansion_steps = 0, 0  # nesting of _expand; its work
         if defines:  # -D options act as #define lines of a file of their own
             text = ''.join(f"#define {k} {'1' if v is None else v}".replace('\n', ' ') + '\n'
                            for k, v in defines.items())
@@ -263,8 +290,12 @@ class _Preprocessor:
         if m is None:
             raise ChoreoError('#include expects "FILENAME" or <FILENAME>', dloc)
         path = None if m.group(2) is not None else self._find(f.name, m.group(1))
+        if path is None and m.group(1) is not None and not is_host_header(m.group(1)):
+            searched = [os.path.dirname(f.name) or "."] + self.include_dirs
+            possible_cause(f'#include "{m.group(1)}": no such file (searched '
+                           f'{", ".join(searched)}; add a directory with -I)', dloc)
         if path is None:
-            return 'verbatim'  # a system or absent header: for the host compiler
+            return 'verbatim'  # a system or host header: for the host compiler
         if os.path.realpath(path) in self.once:
             return None
         if self.depth >= MAX_INCLUDE_DEPTH:
@@ -378,9 +409,27 @@ class _Preprocessor:
 
     def _expand(self, toks, cur: _Cursor | None = None) -> list[_Tok]:
         """Macro-expand `toks` by Prosser's hide-set algorithm; a function-like
-        macro at the end may take its arguments from `cur`."""
+        macro at the end may take its arguments from `cur`. Bounded: see
+        MAX_EXPANSION_TOKENS (argument pre-expansions count towards their caller's)."""
+        outermost = not self.expanding
+        if outermost:
+            self.expansion_steps = 0
+        self.expanding += 1
+        try:
+            return self._expand_bounded(toks, cur)
+        finally:
+            self.expanding -= 1
+
+    def _expand_bounded(self, toks, cur) -> list[_Tok]:
         stack, out = toks[::-1], []
         while stack:
+            self.expansion_steps += 1
+            if self.expansion_steps > MAX_EXPANSION_STEPS or \
+                    len(stack) + len(out) > MAX_EXPANSION_TOKENS:
+                raise ChoreoError(f"macro expansion too large: more than "
+                                  f"{MAX_EXPANSION_TOKENS} tokens or {MAX_EXPANSION_STEPS} steps "
+                                  "from this line (a runaway or exponential expansion)",
+                                  self.inv)
             t = stack.pop()
             m = self._macro_for(t)
             if m is not None and m.params is None:

@@ -6,13 +6,41 @@ use `check_golden(path, actual, request)` (or the `golden` fixture) in tests.
 Markers (registered in pyproject.toml): a test marked `gpu` is skipped, with
 the reason shown, where no CUDA GPU is present; one marked `ptxas` where
 ptxas is not installed. `slow` marks the tests `-m "not slow"` leaves out.
+
+Files outside the repository (the reference compiler's corpus, the seeds) are found
+one way: `shared_path("corpus")` looks in $CHOREO_SHARED, else in `shared/` beside
+the checkout, and `need_shared("corpus")` skips the calling test, with the place
+it looked, when they are absent (a fresh clone has none).
 """
 from __future__ import annotations
 
 import difflib
+import os
 from pathlib import Path
 
 import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shared_dir() -> Path:
+    """Where the shared files are expected: $CHOREO_SHARED or ../shared."""
+    return Path(os.environ.get("CHOREO_SHARED") or ROOT.parent / "shared")
+
+
+def shared_path(*parts: str) -> Path | None:
+    """`shared_dir()/parts...` if it exists, else None."""
+    path = shared_dir().joinpath(*parts)
+    return path if path.exists() else None
+
+
+def need_shared(*parts: str) -> Path:
+    """`shared_path(*parts)`, or skip the test saying what is missing and where."""
+    path = shared_path(*parts)
+    if path is None:
+        pytest.skip(f"{shared_dir().joinpath(*parts)} is not available (set CHOREO_SHARED "
+                    "to the folder holding corpus/ and seeds/)")
+    return path
 
 
 def pytest_addoption(parser):

@@ -9,11 +9,12 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import shared_dir, shared_path
 
 from choreo_py import frontend, parse_checks
 from choreo_py.diagnostics import ChoreoError
 
-CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus"
+CORPUS = shared_path("corpus") or Path("/nonexistent")
 NEEDS_DEFINES = {"tests/parse/error_mutables.co", "tests/parse/intrinsic_scope_invalid.co"}
 
 
@@ -25,7 +26,7 @@ def _records():
 
 
 RECORDS = _records()
-pytestmark = pytest.mark.skipif(not RECORDS, reason="corpus not available")
+pytestmark = pytest.mark.skipif(not RECORDS, reason=f"{shared_dir() / 'corpus'} is not available")
 
 
 def _front_end(path: Path):

@@ -1,6 +1,8 @@
 """The static pipeline check over event rings, on the examples and on broken seeds."""
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import pytest
@@ -118,5 +120,6 @@ def test_scenarios_over_the_step_budget_are_skipped_but_never_ending_code_is_not
                   "        mutable u32 spin = 0;\n        while (spin < 1) { spin = 0; }\n"
                   "        foreach")
     e = compile_error(text)
-    assert e.message.startswith("pipeline check: no end after 4000 steps in role (p == 0)")
+    # (the step budget grows with the kernel's size: 4,000 plus 4 per statement and instance)
+    assert re.match(r"pipeline check: no end after \d+ steps in role \(p == 0\)", e.message)
     assert "nor in any other scenario" in e.message

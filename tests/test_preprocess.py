@@ -1,9 +1,9 @@
 """Tests of the `.co` preprocessor: expansion, conditionals, includes, the
 source map and error reporting."""
 import glob
-import os
 
 import pytest
+from conftest import need_shared
 
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.preprocess import preprocess_file, preprocess_text
@@ -241,9 +241,8 @@ def test_line_directive_renames_lines():
 
 
 def test_every_corpus_character_maps_back():
-    files = sorted(glob.glob("/work/shared/corpus/tests/**/*.co", recursive=True))[:60]
-    if not files:
-        pytest.skip("corpus not available")
+    corpus = need_shared("corpus", "tests")
+    files = sorted(glob.glob(f"{corpus}/**/*.co", recursive=True))[:60]
     for path in files:
         unit = preprocess_file(path)
         for i, ch in enumerate(unit.text):
@@ -305,10 +304,8 @@ def test_deterministic():
 
 
 def test_corpus_and_seed_preprocess_without_error():
-    files = glob.glob("/work/shared/corpus/tests/**/*.co", recursive=True)
-    seed = "/work/shared/seeds/flash_atten_causal.co"
-    if not files or not os.path.exists(seed):
-        pytest.skip("corpus not available")
+    files = glob.glob(f"{need_shared('corpus', 'tests')}/**/*.co", recursive=True)
+    seed = str(need_shared("seeds", "flash_atten_causal.co"))
     for path in files + [seed]:
         preprocess_file(path)
     text = preprocess_file(seed).text

@@ -13,18 +13,19 @@ import pytest
 from lark import Lark
 from lark.exceptions import UnexpectedInput
 
+from conftest import need_shared
+
 from choreo_py import frontend, parser, segments
 from choreo_py.diagnostics import ChoreoError
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = ROOT.parent / "shared" / "corpus"
 
 
-def _sources() -> list[Path]:
-    files = sorted((ROOT / "examples").rglob("*.co")) + sorted((ROOT / "tests").rglob("*.co"))
-    if CORPUS.is_dir():
-        files += sorted(CORPUS.rglob("*.co"))
-    return files
+def _sources(corpus: bool) -> list[Path]:
+    """The repository's programs, or (corpus=True) the reference compiler's corpus."""
+    if corpus:
+        return sorted(need_shared("corpus").rglob("*.co"))
+    return sorted((ROOT / "examples").rglob("*.co")) + sorted((ROOT / "tests").rglob("*.co"))
 
 
 def _functions(path: Path) -> list[tuple[str, int, object]]:
@@ -83,10 +84,11 @@ def test_parser_is_built_with_the_fast_lexer():
 
 
 @pytest.mark.slow
-def test_same_tokens_and_results_as_lark(plain_lark, monkeypatch):
+@pytest.mark.parametrize("corpus,least", [(False, 20), (True, 100)], ids=["repo", "corpus"])
+def test_same_tokens_and_results_as_lark(plain_lark, monkeypatch, corpus, least):
     fast = parser.lark_parser()
     cases = 0
-    functions = [(path, fn) for path in _sources() for fn in _functions(path)]
+    functions = [(path, fn) for path in _sources(corpus) for fn in _functions(path)]
     for i, (path, (text, base, loc_of)) in enumerate(functions):
         # every function as written; broken variants of one in eight (time)
         for variant in [text] + (_mutants(text) if i % 8 == 0 else []):
@@ -98,7 +100,7 @@ def test_same_tokens_and_results_as_lark(plain_lark, monkeypatch):
                 monkeypatch.setattr(parser, "_LARK", fast)
                 assert got == want, f"{path} (variant of {len(variant)} characters)"
                 cases += 1
-    assert cases > 100
+    assert cases > least
 
 
 def _fresh_parser(monkeypatch, cache_home: Path) -> Lark:

@@ -23,6 +23,11 @@ from ..progress import Progress
 from .runner import RunStats, interpret_module
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE = 0, 1, 2
+#: The kernels' sizes are 32-bit signed integers (`.param .u32 dim_M`, s32 index math).
+MAX_SIZE = 2**31 - 1
+#: What `run` allocates for its tensors at most: the interpreter is for checking programs
+#: on small shapes, and the allocation of a larger run would fail inside torch.
+MAX_RUN_BYTES = 8 << 30
 _ENTRY = re.compile(r"\s*([A-Za-z_]\w*)\s*=\s*([0-9]+)\s*")
 
 
@@ -40,6 +45,10 @@ def parse_shape(items: list[str]) -> dict[str, int]:
             name, size = m.group(1), int(m.group(2))
             if size < 1:
                 raise UsageError(f"--shape: {name} must be at least 1, not {size}")
+            if size > MAX_SIZE:
+                shown = m.group(2) if len(m.group(2)) <= 24 else m.group(2)[:21] + "..."
+                raise UsageError(f"--shape: {name}={shown} is larger than {MAX_SIZE}, the "
+                                 "largest size (the kernels' sizes are 32-bit signed integers)")
             if name in dims and dims[name] != size:
                 raise UsageError(f"--shape: {name} is given twice ({dims[name]} and {size})")
             dims[name] = size
@@ -54,6 +63,22 @@ def _bind_dims(fn, dims: dict[str, int]) -> None:
         given = ",".join(f"{d}=..." for d in fdims)
         raise UsageError(f"missing --shape entr{'y' if len(missing) == 1 else 'ies'} for "
                          f"{', '.join(missing)} ({fn.name} needs --shape {given})")
+
+
+def _check_memory(fn, dims: dict[str, int]) -> None:
+    """Refuses shapes whose tensors the interpreter cannot hold, naming the limit."""
+    from ..ir import dtype_bytes
+
+    total = 0
+    for p in fn.params:
+        n = 1
+        for d in param_shape(p, dims):
+            n *= d
+        total += n * dtype_bytes(p.dtype)
+    if total > MAX_RUN_BYTES:
+        raise UsageError(f"--shape: the tensors would take {total / 2**30:.1f} GiB, more than "
+                         f"the {MAX_RUN_BYTES >> 30} GiB that 'choreo run' allocates at most; "
+                         "interpret smaller sizes")
 
 
 def run_command(args) -> int:
@@ -112,6 +137,7 @@ def _run(args) -> int:
     _bind_dims(fn, dims)
     check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)
+    _check_memory(fn, dims)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     expected = _expected(check, args, fn, tensors, reads, writes)
     owners = args.owners if args.owners is not None else target.acc_owners

@@ -10,6 +10,7 @@ import torch
 
 from .. import ir
 from ..passes import event_arrivals
+from ..ir_eval import EvalError, evaluate
 from .errors import InterpError
 from .executor import BlockRun
 from .memory import Memory
@@ -181,6 +182,29 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
     return stats
 
 
+def _function_dims(fn: ir.Function, tensors: dict, dims: dict) -> dict:
+    """The sizes the function is called with: given ones, and those its tensors give."""
+    out = dict(dims)
+    for p in fn.params:
+        t = tensors.get(p.name)
+        if isinstance(t, torch.Tensor) and t.dim() == len(p.shape):
+            for d, n in zip(p.shape, t.shape):
+                if isinstance(d, ir.Sym):
+                    out.setdefault(d.name, int(n))
+    return out
+
+
+def check_assert(s: ir.Assert, dims: dict) -> None:
+    """An entry assertion on the sizes: false stops the run before any kernel starts."""
+    try:
+        ok = evaluate(s.cond, dims)
+    except EvalError as e:
+        raise InterpError(f"assertion '{s.message}' cannot be evaluated: {e}", s.loc) from None
+    if not ok:
+        used = ", ".join(f"{n}={dims[n]}" for n in sorted(ir.sym_names(s.cond)) if n in dims)
+        raise InterpError(f"assertion failed: {s.message} ({used})", s.loc)
+
+
 def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                      function: Optional[str] = None, schedule: str = "round_robin",
                      seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
@@ -196,6 +220,8 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
     allocate(fn, tensors, dims)  # the function's host buffers the caller did not give
     total = RunStats()
     for s in ir.walk(fn.body):
+        if isinstance(s, ir.Assert):
+            check_assert(s, _function_dims(fn, tensors, dims))
         if not isinstance(s, ir.Launch):
             continue
         kernel = module.kernel(s.kernel)

@@ -16,12 +16,38 @@ from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
 from ..targets import Target
-from . import (copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle, mma_barriers,
-               pipeline_check, smem_limit, smem_plan)
+from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
+               mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
+
+class BeyondTheLanguage(ChoreoError):
+    """A kernel past what the hardware runs (threads, registers) or one that would hang:
+    `compile` refuses it; `check` and the interpreter judge the language's rules, which
+    it does not break, and warn."""
+
+
+def _budget(kernel: ir.Kernel, target: Target) -> None:
+    try:
+        budget.check_kernel(kernel)
+    except ChoreoError as e:
+        raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
+
+
+def _static_hangs(kernel: ir.Kernel, target: Target) -> None:
+    """The simple fallback for kernels the pipeline check gave up on (an event waited on
+    and never triggered)."""
+    found = static_faults.hangs(kernel)
+    if found:
+        raise BeyondTheLanguage(diagnostics=found)
+
+
 PASSES: tuple[tuple[str, Pass], ...] = (
+    # faults every run reaching them would report (a view out of bounds for every index,
+    # an accumulator read before its MMA is waited): errors for `check` too
+    ("static-faults", lambda k, t: static_faults.check_kernel(k)),
+    ("budget", _budget),                         # threads and registers the block may have
     ("copy-swizzle", copy_swizzle.run),          # a buffer's swizzle from the copies that fill it
     ("fragment-layout", fragment_layout.run),    # acc / operand / row / row_partial
     ("event-arrivals", event_arrivals.run),      # arrivals that complete an event generation
@@ -31,6 +57,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
     ("verify", lambda k, t: verify_kernel(k)),
     ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings
+    ("static-hangs", _static_hangs),             # where the pipeline check gave up
 )
 NAMES = tuple(name for name, _ in PASSES)
 
@@ -41,13 +68,18 @@ def run_kernel(kernel: ir.Kernel, target: Target, *, strict: bool = True,
 
     Not strict (`choreo check`, the interpreter): a pipeline-check finding is a
     warning, so that the program can still be judged or run to show the hang."""
+    pipeline_failed = False
     for name, fn in PASSES:
+        if name == "static-hangs" and pipeline_failed:
+            continue  # already reported, in the pipeline check's own terms
         try:
             fn(kernel, target)
-        except pipeline_check.PipelineError as e:
+        except (pipeline_check.PipelineError, BeyondTheLanguage) as e:
             if strict:
                 raise
-            warn(e.message, e.loc)
+            pipeline_failed |= isinstance(e, pipeline_check.PipelineError)
+            for d in e.diagnostics:
+                warn(d.message, d.loc)
         if name == stop_after:
             return
 

@@ -24,9 +24,14 @@ block that walks many work items also meets several multi-tile items.
 Within a family the values grow; a scenario that needs more than
 `SCENARIO_STEPS` steps is left unchecked and ends its family (the larger
 values would only cost more), and the check fails only when no scenario
-finishes at all (a loop that never ends). Arrival counts are the IR's
-(`Event.arrivals`, passes/event_arrivals: two consumer warpgroups releasing
-one K slot arrive twice).
+finishes at all (a loop that never ends). The check is bounded: the step
+budget of a scenario grows with the kernel's size (a long straight-line kernel
+is not taken for an endless loop), the scenarios together stop at
+`TOTAL_STEPS`, and a block of more than `MAX_INSTANCES` role instances is not
+simulated; each way of giving up is reported as a located warning saying what
+was left unchecked. Arrival counts are the IR's (`Event.arrivals`,
+passes/event_arrivals: two consumer warpgroups releasing one K slot arrive
+twice).
 """
 from __future__ import annotations
 
@@ -34,7 +39,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from .. import ir
-from ..diagnostics import ChoreoError
+from ..diagnostics import ChoreoError, warn
 from . import event_arrivals
 from ..ir_eval import EvalError, evaluate, wrap
 from ..ir_printer import event_ref, expr
@@ -42,6 +47,9 @@ from ..ir_printer import event_ref, expr
 DIM_VALUES = (1, 64, 128, 129, 256, 384, 640, 1024)
 SMALL_VALUES = (1, 8)  # the other dimensions, in the one-dimension families
 SCENARIO_STEPS = 4_000
+STEPS_PER_STATEMENT = 4  # per statement and role instance, added to SCENARIO_STEPS
+TOTAL_STEPS = 400_000  # all scenarios of one kernel together
+MAX_INSTANCES = 1024  # role instances of one block (a CUDA block has 1,024 threads)
 
 
 @dataclass
@@ -81,7 +89,8 @@ class _OverBudget(Exception):
 
 
 class _Sim:
-    def __init__(self, kernel: ir.Kernel, env: dict, scenario: str) -> None:
+    def __init__(self, kernel: ir.Kernel, env: dict, scenario: str,
+                 budget: int = SCENARIO_STEPS) -> None:
         self.k = kernel
         self.env0 = env
         self.scenario = scenario
@@ -89,6 +98,7 @@ class _Sim:
         self.arrivals: dict[tuple[str, int], int] = {}
         self.expected: dict[str, int] = {}
         self.steps = 0
+        self.budget = budget
         self.last_loc = None
 
     # -- event state
@@ -118,7 +128,7 @@ class _Sim:
     def block(self, stmts, env, run, path_gen):
         for s in stmts:
             self.steps += 1
-            if self.steps > SCENARIO_STEPS:
+            if self.steps > self.budget:
                 self.last_loc = getattr(s, "loc", None)
                 raise _OverBudget(run.label)
             yield from self.stmt(s, env, run, path_gen)
@@ -205,7 +215,8 @@ class _Sim:
         trace = ""
         if run is not None and run.trace:
             trace = "; last steps of that role: " + ", ".join(run.trace[-4:])
-        raise PipelineError(f"pipeline check: {message} when {self.scenario}{trace}", loc)
+        scenario = self.scenario or _describe(self.k, self.env0)  # in words only when failing
+        raise PipelineError(f"pipeline check: {message} when {scenario}{trace}", loc)
 
     # -- the block
     def instances(self):
@@ -214,6 +225,7 @@ class _Sim:
         out = []
         for s in self.k.body:
             if isinstance(s, (ir.Let, ir.Var)):
+                self.steps += 1
                 value = s.value if isinstance(s, ir.Let) else s.init
                 env[s.name] = evaluate(value, env)
             elif isinstance(s, ir.Parallel):
@@ -227,7 +239,7 @@ class _Sim:
         env = dict(env)
         for s in body:
             if isinstance(s, ir.Role):
-                if p in s.members:
+                if p in _member_set(s):
                     roles.append((f"({s.name}) [{var}={p}]", s.body, dict(env)))
             else:
                 if isinstance(s, (ir.Let, ir.Var)) and not plain:
@@ -340,28 +352,69 @@ _names = ir.sym_names
 
 
 def _describe(kernel: ir.Kernel, env: dict) -> str:
-    lets = {}
+    """The scenario in words: dimensions, grid coordinates and the block's first lets."""
+    scope, lets = dict(env), {}
     for s in kernel.body:
         if isinstance(s, ir.Let):
             try:
-                lets[s.name] = evaluate(s.value, {**env, **lets})
+                scope[s.name] = lets[s.name] = evaluate(s.value, scope)
             except EvalError:
                 pass
-    parts = [f"{k}={v}" for k, v in env.items()] + [f"{k}={v}" for k, v in lets.items()]
+    parts = [f"{k}={v}" for k, v in env.items()]
+    parts += [f"{k}={v}" for k, v in list(lets.items())[:DESCRIBED_LETS]]
+    if len(lets) > DESCRIBED_LETS:
+        parts.append(f"... ({len(lets) - DESCRIBED_LETS} more lets)")
     return ", ".join(parts)
+
+
+DESCRIBED_LETS = 12
+_MEMBER_SETS: dict[int, tuple] = {}
+
+
+def _member_set(role: ir.Role) -> frozenset:
+    """`role.members` as a set, made once per role (a role may have thousands)."""
+    got = _MEMBER_SETS.get(id(role))
+    if got is None or got[0] is not role.members:
+        got = (role.members, frozenset(role.members))
+        _MEMBER_SETS[id(role)] = got
+    return got[1]
+
+
+def _instances(kernel: ir.Kernel) -> tuple[int, ir.Parallel | None]:
+    """Role instances of the block (the parallel regions' extents) and the widest region."""
+    pars = [s for s in kernel.body if isinstance(s, ir.Parallel)]
+    widest = max(pars, key=lambda s: s.extent, default=None)
+    return sum(s.extent for s in pars), widest
+
+
+def _size(kernel: ir.Kernel) -> int:
+    return sum(1 for _ in ir.walk(kernel.body))
 
 
 def check_kernel(kernel: ir.Kernel) -> int:
     """Runs the scenarios; returns how many distinct ones finished. Raises PipelineError."""
     if not kernel.events:
         return 0
+    instances, widest = _instances(kernel)
+    if instances > MAX_INSTANCES:
+        warn(f"pipeline check: not run: the block has {instances} role instances, more than "
+             f"the {MAX_INSTANCES} it simulates", widest.loc if widest else kernel.loc)
+        return 0
+    budget = SCENARIO_STEPS + STEPS_PER_STATEMENT * _size(kernel) * max(instances, 1)
     direct = _grid_vars_in_roles(kernel)
-    seen, finished, over = set(), 0, None
+    seen, finished, over, spent = set(), 0, None, 0
     for family in _families(kernel):
         for dims in family:
             too_big = False
             for env in _blocks(kernel, dims, direct):
-                sim = _Sim(kernel, env, "")
+                if spent > TOTAL_STEPS:
+                    if finished:
+                        warn(f"pipeline check: stopped after {finished} scenarios, at its "
+                             f"budget of {TOTAL_STEPS} steps; larger sizes are not checked",
+                             kernel.loc)
+                        return finished
+                    break
+                sim = _Sim(kernel, env, "", budget)
                 try:
                     block_env, _ = sim.instances()
                 except EvalError:
@@ -369,23 +422,29 @@ def check_kernel(kernel: ir.Kernel) -> int:
                 key = tuple(sorted((k, v) for k, v in block_env.items()
                                    if k not in env or k in direct))
                 if key in seen:
+                    spent += sim.steps
                     continue
                 seen.add(key)
-                sim.scenario = _describe(kernel, env)
                 try:
                     sim.run()
                 except EvalError as e:
+                    sim.scenario = _describe(kernel, env)
                     raise PipelineError(f"pipeline check: {e} when {sim.scenario}", kernel.loc)
                 except _OverBudget as ob:
+                    sim.scenario = _describe(kernel, env)
                     over = over or (sim, str(ob))
                     too_big = True
                     break
+                except PipelineError:
+                    raise
+                finally:
+                    spent += sim.steps
                 finished += 1
             if too_big:
                 break
     if not finished and over is not None:
         sim, label = over
-        raise PipelineError(f"pipeline check: no end after {SCENARIO_STEPS} steps in role "
+        raise PipelineError(f"pipeline check: no end after {sim.budget} steps in role "
                             f"{label} ({sim.scenario}), nor in any other scenario",
                             sim.last_loc)
     return finished

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
 
 from choreo_py import ir, targets
-from choreo_py.diagnostics import ChoreoError
+from choreo_py.diagnostics import ChoreoError, InternalError, warn
 
 
 # The backend package of each targets.Target.backend: plain import statements (an
@@ -87,10 +88,62 @@ def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
         cmd = [exe, f"-arch={targets.get(arch).ptxas_arch if arch in targets.TARGETS else arch}",
                src, "-o", out] + (["-v"] if verbose else [])
         res = subprocess.run(cmd, capture_output=True, text=True)
+        report = (res.stderr + res.stdout).replace(src, "kernel.ptx")
         if res.returncode != 0:
-            raise ChoreoError(f"ptxas rejected the generated PTX:\n{res.stderr.strip()}")
+            raise PtxasRejection(ptx, report)
         with open(out, "rb") as fh:
-            return fh.read(), (res.stderr + res.stdout).replace(src, "kernel.ptx")
+            return fh.read(), report
+
+
+_PTX_LINE = re.compile(r"kernel\.ptx, line (\d+);")
+_SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+
+
+class PtxasRejection(InternalError):
+    """ptxas refused PTX that the compiler generated: a bug in the compiler (exit 3), not
+    in the program, so the message quotes the PTX line ptxas names."""
+
+    def __init__(self, ptx: str, report: str) -> None:
+        lines = ptx.splitlines()
+        quoted = []
+        for n in sorted({int(m) for m in _PTX_LINE.findall(report)})[:3]:
+            if 1 <= n <= len(lines):
+                quoted.append(f"  PTX line {n}: {lines[n - 1].strip()}")
+        super().__init__("ptxas rejected the generated PTX:\n" + report.strip()
+                         + ("\n" + "\n".join(quoted) if quoted else ""))
+        self.report = report
+
+
+def ptxas_findings(report: str) -> list[str]:
+    """What of ptxas -v's report the user should see: its warnings and any spills (each
+    spilled register is a local-memory round trip in the hot loop)."""
+    out = [line.split("warning", 1)[1].lstrip(" :") for line in report.splitlines()
+           if "warning" in line]
+    for stores, loads in _SPILLS.findall(report):
+        if int(stores) or int(loads):
+            out.append(f"{stores} bytes spill stores, {loads} bytes spill loads")
+    return out
+
+
+def _kernel_loc(module: ir.Module):
+    for fn in module.functions:
+        for k in fn.kernels:
+            return k.loc
+    return None
+
+
+def cubin(module: ir.Module, ptx: str, target: str) -> bytes:
+    """ptxas -v on our PTX: its warnings and spills become located warnings; a rejection
+    is an internal error located at the kernel."""
+    loc = _kernel_loc(module)
+    try:
+        binary, report = ptxas(ptx, target, verbose=True)
+    except PtxasRejection as e:
+        e.where = loc
+        raise
+    for finding in ptxas_findings(report):
+        warn(f"ptxas: {finding}", loc)
+    return binary
 
 
 @functools.lru_cache(maxsize=32)
@@ -107,5 +160,5 @@ def emit(module: ir.Module, source_path: str, emit: str, target: str):
     if emit == "ptx":
         return ptx
     if emit == "cubin":
-        return ptxas(ptx, target)[0]
+        return cubin(module, ptx, target)
     raise ChoreoError(f"unknown --emit {emit}")

@@ -158,6 +158,15 @@ class ChoreoFunction:
                 raise ChoreoRuntimeError(f"dimension {d} = {v} does not fit in 32 bits")
         return dims
 
+    def check_assertions(self, dims: dict) -> None:
+        """The program's `assert(...)`s on its sizes, before anything is launched."""
+        check = self.meta.namespace.get("failed_assertions")
+        failed = check(**dims) if check is not None else []
+        if failed:
+            message, where = failed[0]
+            sizes = ", ".join(f"{k}={v}" for k, v in dims.items())
+            raise ChoreoRuntimeError(f"{where}: assertion failed: {message} ({sizes})")
+
     def __call__(self, *tensors) -> None:
         import torch
 
@@ -179,6 +188,7 @@ class ChoreoFunction:
 
     def _prepare(self, tensors):
         dims = self.bind(tensors)
+        self.check_assertions(dims)
         grid = tuple(int(g) for g in self.meta.grid(**dims))
         if any(g == 0 for g in grid) or any(t.numel() == 0 for t in tensors):
             return _NOTHING

@@ -34,6 +34,20 @@ def err(message: str, node) -> ChoreoError:
     return ChoreoError(message, getattr(node, "loc", None))
 
 
+#: The largest finite value of each float type (C's FLT_MAX for f32).
+FLOAT_MAX = {"f32": 3.4028234663852886e38, "f16": 65504.0, "bf16": 3.3895313892515355e38,
+             "f64": 1.7976931348623157e308}
+
+
+def check_float_range(value: float, dtype: str, node, what: str) -> None:
+    """A finite constant beyond its type's range has no value of that type (C makes the
+    conversion undefined): a located error rather than an inf that nobody wrote."""
+    top = FLOAT_MAX.get(dtype)
+    if top is not None and (math.isinf(value) or abs(value) > top) and not math.isnan(value):
+        raise err(f"{what} is beyond the range of {dtype} (largest finite value {top:.8g})",
+                  node)
+
+
 class ExprBuilder:
     """Mixin of the statement builder: needs `self.scope`, `self.kernel`."""
 
@@ -51,6 +65,14 @@ class ExprBuilder:
         if isinstance(v, (EventValue, FutureValue)):
             raise Unsupported(f"{_kind(v)} used as a value", node.loc)
         raise err(f"{self.describe(node)} is {_kind(v)}, not a scalar value", node)
+
+    def index(self, node: A.Expr, e: ir.Expr | None = None, what: str = "an index") -> ir.Expr:
+        """An index, offset or slot: an integer (a condition counts as 0 or 1, as in C;
+        a float is an error: addresses are integer arithmetic)."""
+        e = self.scalar(node) if e is None else e
+        if ir.is_float(e.dtype):
+            raise err(f"{what} must be an integer, not {e.dtype}", node)
+        return B.convert(e, B.INT) if e.dtype == "bool" else e
 
     def const_int(self, node: A.Expr, what: str) -> int:
         e = self.scalar(node)
@@ -72,6 +94,8 @@ class ExprBuilder:
     def e_FloatLit(self, n: A.FloatLit, hint):
         # Choreo's float arithmetic is single precision unless asked otherwise.
         dtype = "f64" if hint == "f64" else "f32"
+        if any(c.isdigit() for c in n.text):  # not `inf`, which is meant
+            check_float_range(float(n.value), dtype, n, f"the literal '{n.text}'")
         return Scalar(B.const(float(n.value), dtype), kind="const")
 
     def e_BoolLit(self, n: A.BoolLit, hint):
@@ -101,13 +125,17 @@ class ExprBuilder:
         x = self.scalar(n.operand, hint)
         if n.op == "+":
             return Scalar(x)
+        if n.op in ("-", "~") and x.dtype == "bool":  # C: a condition negated is an int
+            x = B.convert(x, B.INT)
         if n.op == "-":
             if isinstance(x, ir.Const) and not isinstance(x.value, bool):
                 return Scalar(ir.Const(-x.value, x.dtype), kind="const")
             return Scalar(ir.Un("-", x, x.dtype))
         if n.op == "!":
-            return Scalar(ir.Un("!", x, "bool"))
+            return Scalar(ir.Un("!", B.convert(x, "bool"), "bool"))
         if n.op == "~":
+            if ir.is_float(x.dtype):
+                raise err("'~' needs an integer operand, not a float", n)
             return Scalar(ir.Un("~", x, x.dtype))
         raise Unsupported(f"the unary operator '{n.op}'", n.loc)
 
@@ -149,7 +177,9 @@ class ExprBuilder:
         t, f = self.scalar(n.then, hint), self.scalar(n.otherwise, hint)
         if isinstance(c, ir.Const):
             return Scalar(t if c.value else f)
-        return Scalar(ir.Select(c, t, f, B.result_type(t, f)))
+        t, f = B.promote("?:", t, f)
+        rt = B.result_type(t, f)
+        return Scalar(ir.Select(B.convert(c, "bool"), B.convert(t, rt), B.convert(f, rt), rt))
 
     # ------------------------------------------------------------ calls
     def e_CallExpr(self, n: A.CallExpr, hint):
@@ -166,10 +196,15 @@ class ExprBuilder:
             return Scalar(B.cdiv(*args))
         if fn in ("min", "max") and all(B.as_int(a) is not None for a in args):
             return Scalar(B.const((min if fn == "min" else max)(B.as_int(a) for a in args)))
+        if len(args) == 2:
+            args = B.promote(fn, *args)
         dtype = B.result_type(*args) if len(args) == 2 else args[0].dtype
+        if dtype == "bool":
+            dtype = B.INT
         if fn not in ("min", "max", "abs") and not ir.is_float(dtype):
             dtype = "f32"
-        return Scalar(ir.Call(fn, args, dtype))
+        # The operands take the call's type (`exp2(k)` of an int k converts k to f32).
+        return Scalar(ir.Call(fn, tuple(B.convert(a, dtype) for a in args), dtype))
 
     def e_Cast(self, n: A.Cast, hint):
         if n.foreign is not None:
@@ -253,7 +288,7 @@ class ExprBuilder:
         if isinstance(base, BufferValue) and base.buffer.count:
             if len(n.indices) != 1:
                 raise err(f"'{base.buffer.name}' is a 1-D array of buffers; index it with one value", n)
-            slot = self.scalar(n.indices[0])
+            slot = self.index(n.indices[0])
             k = B.as_int(slot)
             if k is not None and not 0 <= k < base.buffer.count:
                 raise err(f"slot {k} is out of range for '{base.buffer.name}[{base.buffer.count}]'", n)
@@ -295,7 +330,7 @@ class ExprBuilder:
             elif isinstance(v, ShapeValue):
                 out += list(v.dims)
             elif isinstance(v, Scalar):
-                out.append(v.expr)
+                out.append(self.index(a, v.expr))
             else:
                 raise err(f"a view argument cannot be {_kind(v)}", a)
         return out
@@ -379,7 +414,7 @@ class ExprBuilder:
 
     def _elem(self, frag: FragValue, n: A.MethodCall, hint):
         f = frag.frag
-        index = tuple(self.scalar(a) for a in n.args)
+        index = tuple(self.index(a) for a in n.args)
         if f.shape and len(index) != len(f.shape):
             raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)} index(es)", n)
         return Scalar(ir.Elem(f.name, index, f.dtype))
@@ -392,7 +427,7 @@ class ExprBuilder:
             if isinstance(v, ITupleValue):
                 out += list(v.elems)
             else:
-                out.append(self.scalar(a))
+                out.append(self.index(a))
         return tuple(out)
 
     def _buf_elem(self, view: ViewValue, n: A.MethodCall):

@@ -13,6 +13,9 @@ from .. import ir
 from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
+from ..passes import budget
+
+MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
 from .ops import OpBuilder
@@ -52,6 +55,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         self.in_parallel: ir.Parallel | None = None
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
+        self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -71,9 +75,27 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                     self._guarded(self.host_return, s, [])
             else:
                 self._guarded(self.host_stmt, s, declared_names(s))
-        return ir.Function(self.func.name, self.params, self.kernels, host, loc=self.func.loc,
+        return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
                            locals=self.locals, result=self.result,
                            arg_names=[p.name for p in self.func.params if p.name])
+
+    def assert_stmt(self, c: A.CallExpr) -> None:
+        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
+        hoisted to its entry and checked when it is called; anything else is refused."""
+        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
+            raise err('assert takes a condition and a message: assert(cond, "message")', c)
+        message = c.args[1].value
+        cond = B.convert(self.scalar(c.args[0]), "bool")
+        if isinstance(cond, ir.Const):
+            if not cond.value:
+                raise err(f"assertion failed: {message}", c)
+            return
+        inner = sorted(n for n in ir.sym_names(cond)
+                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
+        if inner:
+            raise Unsupported(f"an assert on '{inner[0]}' (only the function's sizes are "
+                              "checked, at entry)", c.loc)
+        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
 
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
@@ -137,6 +159,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
             self.scope.bind(s.name, Scalar(v, kind="const"))
             return
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
+                s.expr.func == "assert":
+            return self.assert_stmt(s.expr)
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
             v = self.value(s.value)
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
@@ -193,7 +218,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             if isinstance(v, ShapeValue):
                 out += v.dims
             elif isinstance(v, Scalar):
-                out.append(v.expr)
+                out.append(self.index(b, v.expr, "a parallel bound"))
             else:
                 raise err("a parallel bound must be an integer or a shape", b)
         for b, node in zip(out, lvl.bounds * len(out)):
@@ -209,6 +234,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 for x in a.args:
                     vals.append(None if isinstance(x, A.Name) and x.id == "_"
                                 else self.const_int(x, "a launch bound"))
+                budget.check_launch_bounds(tuple(vals), tuple(x.loc for x in a.args))
                 return tuple(vals)
         return None
 
@@ -260,6 +286,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             dtype = v.dtype
         if dtype != v.dtype and isinstance(v, ir.Const):
             v = ir.Const(float(v.value) if ir.is_float(dtype) else int(v.value), dtype)
+        v = B.assigned(v, dtype)
         if s.mutable:
             self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
@@ -308,7 +335,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)
         if s.op == "=":
-            return rhs
+            return B.assigned(rhs, current.dtype)
         return B.binop(s.op[:-1], current, rhs, current.dtype)
 
     def s_ExprStmt(self, s: A.ExprStmt) -> None:
@@ -333,13 +360,14 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
 
     # ------------------------------------------------------------ control flow
     def s_If(self, s: A.If) -> None:
-        cond = self.scalar(s.cond)
+        cond = B.convert(self.scalar(s.cond), "bool")  # C: a number is compared with zero
         then = self.block(s.then.stmts)
         orelse = self.block(s.orelse.stmts) if s.orelse else []
         self.emit(ir.If(cond, then, orelse, loc=s.loc))
 
     def s_While(self, s: A.While) -> None:
-        self.emit(ir.While(self.scalar(s.cond), self.block(s.body.stmts), loc=s.loc))
+        cond = B.convert(self.scalar(s.cond), "bool")
+        self.emit(ir.While(cond, self.block(s.body.stmts), loc=s.loc))
 
     def s_Break(self, s): self.emit(ir.Break(loc=s.loc))
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
@@ -361,6 +389,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 tuples[b.name] = names
             if len(names) != len(bounds):
                 raise err(f"{len(names)} loop variable(s) for a {len(bounds)}-D domain", b)
+            bounds = [self.index(b.domain, x, "a loop bound") for x in bounds]
             loops += list(zip(names, bounds))
         for r in s.ranges:
             if r.sliced:
@@ -404,6 +433,11 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             raise Unsupported("a run-time count of thread groups", lvl.bounds[0].loc)
         if level in ("group", "group-4") and nested_parallels(s.body.stmts):
             return self.flattened_groups(s, names[0], bounds[0], extent, LEVEL_THREADS[level])
+        if extent > MAX_GROUP_INSTANCES:
+            # Each instance is analysed one by one (roles, events); past this no block of
+            # any target runs them (a CUDA block has 1,024 threads).
+            raise err(f"'parallel {names[0]} by {extent}': more than {MAX_GROUP_INSTANCES} "
+                      "instances in one block", lvl.bounds[0])
         par = ir.Parallel(names[0], extent, level, LEVEL_THREADS[level], [], loc=s.loc)
         outer = self.scope
         self.scope = outer.child()

@@ -13,7 +13,7 @@ from __future__ import annotations
 from .. import ast as A
 from .. import ir
 from .. import ir_build as B
-from .exprs import err
+from .exprs import check_float_range, err
 from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeNotYetKnown,
                      ShapeValue, Unsupported, ViewValue)
 from .views import static_shape
@@ -245,7 +245,7 @@ class OpBuilder:
         if isinstance(node, A.Index):
             v = self.value(node.base)
             if isinstance(v, EventValue) and len(node.indices) == 1:
-                idx = self.scalar(node.indices[0])
+                idx = self.index(node.indices[0])
                 self._slot_range(v.event, idx, node)
                 return ir.EventRef(v.event.name, index=idx), post
         if isinstance(node, A.MethodCall) and node.method == "at":
@@ -267,7 +267,7 @@ class OpBuilder:
                 post.append(ir.Assign(arg.operand.id, B.binop(op, var.expr, B.const(1), var.dtype),
                                       loc=arg.loc))
                 return ir.EventRef(v.event.name, order=var.expr), post
-            return ir.EventRef(v.event.name, order=self.scalar(arg)), post
+            return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
 
     def _slot_range(self, ev: ir.Event, idx: ir.Expr, node) -> None:
@@ -378,6 +378,9 @@ class OpBuilder:
         value = self.scalar(s.value, frag.dtype)
         if not isinstance(value, ir.Const):
             raise err("'mma.fill' takes a constant", s.value)
+        if ir.is_float(frag.dtype):
+            check_float_range(float(value.value), frag.dtype, s.value,
+                              f"the fill value {value.value:g}")
         value = ir.Const(float(value.value) if ir.is_float(frag.dtype) else int(value.value),
                          frag.dtype)
         self.emit(ir.MmaFill(frag.name, value, loc=s.loc))
@@ -505,7 +508,7 @@ class OpBuilder:
         base = self.value(t.base)
         if isinstance(base, FragValue):
             f = base.frag
-            index = tuple(self.scalar(a) for a in t.args)
+            index = tuple(self.index(a) for a in t.args)
             if len(index) != len(f.shape):
                 raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)}", t)
             value = self._stored_value(s, ir.Elem(f.name, index, f.dtype), f.dtype)
@@ -522,7 +525,7 @@ class OpBuilder:
         rhs = self.scalar(s.value, dtype)
         if s.op != "=":
             rhs = B.binop(s.op[:-1], current, rhs, dtype)
-        return rhs
+        return B.assigned(rhs, dtype)
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
@@ -561,6 +564,9 @@ class OpBuilder:
             return
         if fn in ("__bar_sync", "__bar_arrive"):
             self.named_barrier(c, fn[6:])
+            return
+        if fn == "assert":
+            self.assert_stmt(c)
             return
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
 

@@ -180,11 +180,28 @@ class ExprLowering:
                 return self.value(e.if_true if c.const else e.if_false, hint, dst)
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
-            self.w.op(f"selp.{'b32' if t == 'pred' else t}", out, a, b, c)
+            if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
+                if a.is_const or b.is_const:
+                    a, b = (self._pred(x) for x in (a, b))
+                taken, other = self.w.reg("pred", "sel_t"), self.w.reg("pred", "sel_f")
+                self.w.op("and.pred", taken, c, a)
+                self.w.op("not.pred", other, c)
+                self.w.op("and.pred", other, other, b)
+                self.w.op("or.pred", out, taken, other)
+                return out
+            self.w.op(f"selp.{t}", out, a, b, c)
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
         raise self.lw.refuse(f"the expression {describe(e)}", self.loc)
+
+    def _pred(self, v: V) -> V:
+        """A predicate register holding `v` (a constant condition is set into one)."""
+        if not v.is_const:
+            return v
+        r = self.w.reg("pred", "cond")
+        self.w.op("setp.ne.u32", r, V.imm(1 if v.const else 0, "u32"), V.imm(0, "u32"))
+        return r
 
     def binary(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
         if e.dtype == "f32" and e.op in ("+", "-"):
@@ -323,7 +340,12 @@ class ExprLowering:
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)
         out = self.out(dst, t, hint)
-        if t == "f32" and a.ty in ("s32", "u32", "s64", "u64"):
+        if a.ty == "pred" and t in ("s32", "u32", "s64", "u64", "f32"):
+            # C: a condition used as a number is 1 or 0
+            one, zero = (1.0, 0.0) if t == "f32" else (1, 0)
+            self.w.op(f"selp.{'f32' if t == 'f32' else 'b' + str(_bits(t))}", out,
+                      V.imm(one, t), V.imm(zero, t), a)
+        elif t == "f32" and a.ty in ("s32", "u32", "s64", "u64"):
             self.w.op(f"cvt.rn.f32.{a.ty}", out, a)
         elif a.ty == "f32" and t in ("s32", "u32", "s64", "u64"):
             self.w.op(f"cvt.rzi.{t}.f32", out, a)

@@ -63,6 +63,8 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         raise lw.refuse(f"a register operand of {f.dtype}", s.loc)
     if f.layout != "operand" and f.dtype != "f32":
         raise lw.refuse(f"the {f.dtype} fragment '{f.name}'", s.loc)
+    if not f.shape:  # only filled: no MMA gives it a size, so no registers can hold it
+        raise lw.refuse(f"the accumulator '{f.name}' that no MMA gives a shape", s.loc)
     rows = f.shape[0]
     cols = f.shape[1] if len(f.shape) > 1 else 8
     lay = lw.target.acc_layout(ir.Frag(f.name, "f32", (rows, cols), "acc"), s.loc)

@@ -17,7 +17,7 @@ from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
-from .writer import Writer
+from .writer import Writer, module_safe, ptx_entry_name
 from choreo_py.construct_names import describe
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
@@ -28,7 +28,8 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
     arch = target.arch
     found = [(f, k) for f in module.functions for k in f.kernels]
     if not found:
-        raise ChoreoError("the file has no kernel (no `parallel ... : block`) to compile")
+        raise ChoreoError("no kernel to compile (no `parallel ... : block` in a __co__ "
+                          "function)")
     if all(simt.is_thread_kernel(k) for _, k in found):
         return simt.lower_thread_module(module, target, source_name)
     if len(found) > 1:
@@ -36,7 +37,7 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
                           found[1][1].loc)
     fn, kernel = found[0]
     for s in fn.body:
-        if not isinstance(s, ir.Launch):
+        if not isinstance(s, (ir.Launch, ir.Assert)):
             raise ChoreoError(f"host code other than launching the kernel is not lowered for "
                               f"{arch} yet", getattr(s, "loc", fn.loc))
     return lower_kernel(kernel, fn, target, source_name)
@@ -229,6 +230,61 @@ def _threads(k: ir.Kernel) -> int:
     return par[0].extent * (par[0].threads or 1) if par else 1
 
 
+#: C operators on sizes (non-negative: `/` and `%` agree with Python's) -> Python.
+_PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "==": "==", "!=": "!=",
+           "<": "<", "<=": "<=", ">": ">", ">=": ">=", "&&": "and", "||": "or"}
+
+
+def _dim_params(dims: list[str]):
+    """(parameter list, how a size is spelt) of the launcher's functions of the sizes:
+    the sizes by name, unless one would clash with Python (a size named `global` or
+    `max`); then they come as `**dims`."""
+    if all(module_safe(d) == d for d in dims):
+        return ", ".join(dims), str
+    return "**dims", lambda name: f"dims[{name!r}]"
+
+
+def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]:
+    """`failed_assertions(dims)`, only for a function with entry assertions: the launcher
+    refuses sizes the program says it cannot handle, instead of computing garbage."""
+    asserts = [s for s in fn.body if isinstance(s, ir.Assert)]
+    if not asserts:
+        return []
+    params, sym = _dim_params(dims)
+    out = [f"def failed_assertions({params}):",
+           '    """The assert(...)s of the source these sizes break: (message, where)."""',
+           "    out = []"]
+    for s in asserts:
+        try:
+            cond = _py_expr(s.cond, sym)
+        except ChoreoError:
+            raise ChoreoError("an assert whose condition the launcher cannot compute", s.loc)
+        out += [f"    if not {cond}:",
+                f"        out.append(({s.message!r}, "
+                f"'{source_name}:{s.loc.line}:{s.loc.col}'))"]
+    return out + ["    return out", "", ""]
+
+
+def _py_expr(e: ir.Expr, sym=str) -> str:
+    """Host-side Python for a grid extent (dims are keyword arguments)."""
+    if isinstance(e, ir.Const):
+        return str(e.value)
+    if isinstance(e, ir.Sym):
+        return sym(e.name)
+    if isinstance(e, ir.Bin) and e.op in _PY_OPS:
+        return f"({_py_expr(e.lhs, sym)} {_PY_OPS[e.op]} {_py_expr(e.rhs, sym)})"
+    if isinstance(e, ir.Un) and e.op in ("!", "-"):
+        return f"({'not ' if e.op == '!' else '-'}{_py_expr(e.operand, sym)})"
+    if isinstance(e, ir.Call) and e.fn == "to" and not ir.is_float(e.dtype):
+        return f"int({_py_expr(e.args[0], sym)})"
+    if isinstance(e, ir.Call) and e.fn == "cdiv":
+        a, b = (_py_expr(x, sym) for x in e.args)
+        return f"(-(-{a} // {b}))"
+    if isinstance(e, ir.Call) and e.fn in ("min", "max"):
+        return f"{e.fn}({', '.join(_py_expr(x, sym) for x in e.args)})"
+    raise ChoreoError("a grid extent that the launcher cannot compute")
+
+
 def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
     k = lw.k
     threads = _threads(k)
@@ -240,8 +296,10 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         [("u32", f"dim_{d}") for d in dims]
     tensors = [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
                                        for x in p.shape)) for p in fn.params]
-    grid = [_py_expr(g.extent) for g in k.grid] + ["1"] * (3 - len(k.grid))
+    grid_params, sym = _dim_params(dims)
+    grid = [_py_expr(g.extent, sym) for g in k.grid] + ["1"] * (3 - len(k.grid))
     types = sorted({"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used)
+    py_name = module_safe(k.name)  # `def grid():` would replace the launcher's grid()
     lb = k.launch_bounds
     directives = [("maxntid", (threads, 1, 1))]
     if lw.target.arch.startswith("sm_9") or (lb and lb[1]):
@@ -257,7 +315,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"from pyptx.types import {', '.join(types)}",
         "",
         f'ARCH = "{lw.target.arch}"',
-        f'ENTRY = "{k.name}"',
+        f'ENTRY = "{ptx_entry_name(k.name)}"',
         f"THREADS = {threads}",
         f"SMEM_BYTES = {smem}  # shared-memory plan ({k.smem_total or 0} B) + {SMEM_ALIGN} B "
         "to align the base",
@@ -267,15 +325,16 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"TENSORS = {tuple(tensors)!r}",
         "",
         "",
-        f"def grid({', '.join(dims)}):",
+        f"def grid({grid_params}):",
         f"    return ({', '.join(grid)})",
         "",
         "",
-        f"def {k.name}():",
+        *_assertions(fn, dims, source_name),
+        f"def {py_name}():",
         body,
         "",
         "",
-        f"{k.name}.__name__ = ENTRY",
+        f"{py_name}.__name__ = ENTRY",
         "KERNEL = kernel(",
         "    arch=ARCH,",
         f"    raw_params={raw!r},",
@@ -283,7 +342,7 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         "    block=(THREADS, 1, 1),",
         "    # a register cap at entry (launch_bounds(_, 1)) is what lets setmaxnreg take effect",
         f"    raw_directives={directives!r},",
-        f")({k.name})",
+        f")({py_name})",
         "",
     ]
     return "\n".join(out)

@@ -16,7 +16,9 @@ into (loop-invariant values placed before the loop that needs them).
 """
 from __future__ import annotations
 
+import builtins
 import keyword
+import math
 import os
 import re
 import struct
@@ -45,9 +47,32 @@ _PY_RESERVED = {
 }
 
 
+#: Symbols at the PTX module's scope besides the entry (the dynamic shared memory).
+_PTX_GLOBALS = {"smem"}
+
+
+def module_safe(name: str) -> str:
+    """A user's name as a name of the generated module's scope: unchanged unless it
+    would collide with a name the module itself defines or calls (`u32`, `grid`,
+    `kernel`, `ENTRY`, Python keywords and builtins); then with a trailing `_`, the
+    mangling the register names use, so no unclashing name ever changes."""
+    if (name in _PY_RESERVED or name in _PTX_GLOBALS or keyword.iskeyword(name)
+            or name in dir(builtins)):
+        return name + "_"
+    return name
+
+
+def ptx_entry_name(name: str) -> str:
+    """The PTX entry for a kernel: its own name unless that is a module-scope PTX symbol."""
+    return name + "_" if name in _PTX_GLOBALS else name
+
+
 def f32_hex(x: float) -> str:
     """PTX f32 immediate with the exact bit pattern (`0f3F800000` for 1.0)."""
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(x)))[0]
+    x = float(x)
+    if abs(x) > 3.4028235677973366e38 and not math.isinf(x):  # past FLT_MAX + ulp/2
+        x = math.copysign(math.inf, x)  # what round-to-nearest gives, as a folded f32 would
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", x))[0]
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,73 @@
+"""Every analysis is bounded: a block of 65,538 warpgroups, a 10,000-statement kernel and
+an exponential macro are checked (or refused) quickly, with located notes when an
+analysis gives up. Times are CPU seconds, generous multiples of what they take here
+(0.2 s, 2-4 s, 1 s), so that only a return to super-linear behaviour fails them."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from choreo_py import cli
+from choreo_py.passes import pipeline_check
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "bench"))
+import bounds  # noqa: E402  (bench/bounds.py: the program generators)
+
+
+def _check(capsys, tmp_path, text: str):
+    path = tmp_path / "b.co"
+    path.write_text(text)
+    start = time.process_time()  # CPU seconds: other work on the machine does not count
+    rc = cli.main(["check", str(path)])
+    return rc, time.process_time() - start, capsys.readouterr().err
+
+
+def test_65538_warpgroups_check_in_under_two_seconds(capsys, tmp_path):
+    rc, secs, err = _check(capsys, tmp_path, bounds.wide(65536))
+    assert rc == 0 and secs < 2.0
+    assert "b.co:23:5: warning: the block has 8388864 threads" in err
+    assert "b.co:23:5: warning: pipeline check: not run: the block has 65538 role instances" in err
+    assert "no end after" not in err
+
+
+def test_ten_thousand_statements(capsys, tmp_path):
+    rc, secs, err = _check(capsys, tmp_path, bounds.straight(10_000))
+    assert rc == 0 and secs < 15.0, (secs, err)
+    assert "no end after" not in err  # a long kernel is not an endless loop
+
+
+def test_pipeline_check_stops_at_its_budget_with_a_note(capsys, tmp_path, monkeypatch):
+    """The K loop holds 1,000 statements: each scenario costs thousands of steps, and a
+    small total budget makes the check stop early, saying so where the kernel starts."""
+    spent = []
+    real = pipeline_check._Sim.run
+
+    def run(self):
+        try:
+            return real(self)
+        finally:
+            spent.append(self.steps)
+
+    monkeypatch.setattr(pipeline_check, "TOTAL_STEPS", 30_000)
+    monkeypatch.setattr(pipeline_check._Sim, "run", run)
+    rc, _, err = _check(capsys, tmp_path, bounds.loop(1000))
+    assert rc == 0
+    assert "b.co:16:3: warning: pipeline check: stopped after" in err
+    assert sum(spent) < 30_000 + max(spent)
+
+
+@pytest.mark.parametrize("depth", [20, 40])
+def test_exponential_macro_is_refused_at_the_invocation(capsys, tmp_path, depth):
+    rc, secs, err = _check(capsys, tmp_path, bounds.macro(depth))
+    assert rc == 1 and secs < 10.0
+    assert f"b.co:{depth + 2}:9: error: macro expansion too large" in err
+
+
+def test_large_but_finite_expansion_passes(tmp_path):
+    from choreo_py import frontend
+    path = tmp_path / "m.co"
+    path.write_text(bounds.macro(12))  # 4,096 tokens
+    assert frontend.preprocess(str(path)).text.count("x") == 4096
