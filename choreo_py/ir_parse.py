@@ -17,6 +17,8 @@ split, the halves would drift apart from each other and from ir_printer.
 """
 from __future__ import annotations
 
+import ast
+
 import re
 from typing import Callable, Optional
 
@@ -513,6 +515,10 @@ class _Parser:
     def s_launch(self, line: str, body) -> ir.Stmt:
         return ir.Launch(line.split()[1])
 
+    def s_assert(self, line: str, body) -> ir.Stmt:
+        m = re.fullmatch(r"assert (.*), ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", line)
+        return ir.Assert(self.exprs(m.group(1)).expr(), ast.literal_eval(m.group(2)))
+
     def s_setmaxnreg(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"setmaxnreg\.(inc|dec) (\d+)", line)
         return ir.SetMaxRegs(int(m.group(2)), m.group(1) == "inc")
@@ -665,6 +671,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("assert", _Parser.s_assert),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),

@@ -210,6 +210,7 @@ STATEMENTS = {
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
     ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
+    ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,
     ir.Parallel: _Printer.s_Parallel, ir.Role: _Printer.s_Role,
     ir.SetMaxRegs: _Printer.s_SetMaxRegs, ir.TmaLoad: _Printer.s_TmaLoad,

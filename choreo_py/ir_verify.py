@@ -359,7 +359,8 @@ STATEMENTS = {
     ir.FragCopy: _Verifier.s_FragCopy,
 }
 #: Statement kinds that never belong in a kernel body.
-REFUSED = {ir.Launch: "a launch; kernels are launched by the host function"}
+REFUSED = {ir.Launch: "a launch; kernels are launched by the host function",
+           ir.Assert: "an assert; asserts are checked at the function's entry, on the host"}
 
 
 def verify_kernel(kernel: ir.Kernel) -> None:

@@ -112,7 +112,7 @@ CONDITIONS = """__co__ void f(global f32[M, K] a) {
       inthreads.async (p == 0) {
         mutable s32 n = K;
         if (n) { n = n - 1; }
-        while (n) { n = n - 1; }
+        while (n > 0) { n = n - 1; }  // a while takes a bool or an event (check's rule)
         b = (n > 1) ? (n > 2) : (n > 3);
         if (b) { n = 2; }
       }
@@ -129,7 +129,7 @@ def test_numbers_as_conditions_and_selected_conditions(tmp_path, target):
     path = tmp_path / "c.co"
     path.write_text(CONDITIONS)
     text = driver.compile_file(str(path), "ir")
-    assert "if n != 0" in text and "while n != 0" in text
+    assert "if n != 0" in text and "while n > 0" in text
     ptx = driver.compile_file(str(path), "ptx", target)
     assert "or.pred" in ptx
     if assemble(ptx, target) is None:

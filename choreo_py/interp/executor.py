@@ -592,4 +592,4 @@ PLAIN = {
     ir.BufStore: BlockRun.s_buf_store,
 }
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
-REFUSED = {ir.Launch: "a launch"}
+REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel"}

@@ -191,7 +191,8 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
 # Statements with no handler at this level (targets.Target.refuses lists what a
 # target refuses everywhere; a role is lowered by the parallel region holding it).
 _NAMES = {ir.Role: "inthreads.async outside a parallel region",
-          ir.ElemStore: "a fragment element store outside an apply"}
+          ir.ElemStore: "a fragment element store outside an apply",
+          ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),
@@ -261,7 +262,7 @@ def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]
             raise ChoreoError("an assert whose condition the launcher cannot compute", s.loc)
         out += [f"    if not {cond}:",
                 f"        out.append(({s.message!r}, "
-                f"'{source_name}:{s.loc.line}:{s.loc.col}'))"]
+                f"'{source_name}" + (f":{s.loc.line}:{s.loc.col}" if s.loc else "") + "'))"]
     return out + ["    return out", "", ""]
 
 
