@@ -16,16 +16,16 @@ EXIT_OK = 0
 
 
 def _cubin(args, include, defines) -> tuple[bytes, str]:
-    """(the cubin, its resource line): ptxas -v over the traced PTX."""
-    from .runtime import build
+    """(the cubin, its resource line): ptxas -v over the traced PTX (its warnings and
+    spills are reported as located warnings by the runtime)."""
     from .runtime.resources import parse_ptxas_log
 
-    text = driver.compile_file(args.file, "pyptx", args.target, include, defines)
-    loaded = build.run_module(text, "<choreo pyptx>")
-    cubin, log = build.ptxas(loaded.ptx(), args.target, verbose=True)
+    binary = driver.compile_file(args.file, "cubin", args.target, include, defines)
     # a module of thread kernels has several entries and no dynamic shared memory;
     # the line reports the first entry's resources (ptxas -v lists each)
-    return cubin, "ptxas: " + parse_ptxas_log(log, getattr(loaded, "SMEM_BYTES", 0)).line()
+    log = getattr(binary, "ptxas_log", "")
+    smem = getattr(binary, "dynamic_smem", 0)
+    return bytes(binary), ("ptxas: " + parse_ptxas_log(log, smem).line()) if log else ""
 
 
 def _destination(args) -> str:

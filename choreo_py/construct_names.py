@@ -65,7 +65,7 @@ IR_WORDS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "Apply": "an apply", "Reduce": "a reduction (reduce_max / reduce_sum)",
     "AllReduce": "an all-reduce across threads", "FragCopy": "a fragment copy",
-    "Launch": "a launch", "GridDim": "a grid dimension", "Kernel": "a kernel",
+    "Launch": "a launch", "Assert": "an assert", "GridDim": "a grid dimension", "Kernel": "a kernel",
     "Function": "a __co__ function", "Module": "a module",
 }
 

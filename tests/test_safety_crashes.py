@@ -46,7 +46,7 @@ def test_large_fill_of_an_integer_is_located(capsys, tmp_path):
 
 
 def test_folded_overflow_is_infinity():
-    from lowering.core.writer import f32_hex
+    from choreo_py.lowering.core.writer import f32_hex
     assert f32_hex(1e39) == "0f7F800000" and f32_hex(-1e39) == "0fFF800000"
     assert f32_hex(3.4028234663852886e38) == "0f7F7FFFFF"
 

@@ -12,24 +12,8 @@ from __future__ import annotations
 from .. import ir
 from ..diagnostics import ChoreoError
 
-MAX_BLOCK_THREADS = 1024
-MAX_SM_THREADS = 2048
-MAX_SM_BLOCKS = 32
-SM_REGISTERS = 65536
-MAX_THREAD_REGS = 255
-WARPGROUP = 128
-
-
-def check_launch_bounds(values: tuple, locs: tuple) -> None:
-    """`[[launch_bounds(max_threads, min_blocks_per_sm)]]`: each given value in range."""
-    limits = (("the threads of a block", MAX_BLOCK_THREADS),
-              ("the blocks per SM", MAX_SM_BLOCKS))
-    if len(values) > len(limits):
-        raise ChoreoError(f"launch_bounds takes at most {len(limits)} values (threads of a "
-                          f"block, blocks per SM), not {len(values)}", locs[len(limits)])
-    for v, loc, (what, hi) in zip(values, locs, limits):
-        if v is not None and not 1 <= v <= hi:
-            raise ChoreoError(f"launch_bounds: {what} must be in [1, {hi}], not {v}", loc)
+from ..sema.limits import (MAX_BLOCK_THREADS, MAX_SM_BLOCKS, MAX_SM_THREADS,  # noqa: F401
+                           MAX_THREAD_REGS, SM_REGISTERS, WARPGROUP, check_launch_bounds)
 
 
 def _parallels(stmts: list[ir.Stmt]):

@@ -132,7 +132,15 @@ def _kernel_loc(module: ir.Module):
     return None
 
 
-def cubin(module: ir.Module, ptx: str, target: str) -> bytes:
+class Cubin(bytes):
+    """An assembled module, with what `ptxas -v` said of it (`choreo compile` prints its
+    resource line)."""
+
+    ptxas_log: str = ""
+    dynamic_smem: int = 0
+
+
+def cubin(module: ir.Module, ptx: str, target: str) -> Cubin:
     """ptxas -v on our PTX: its warnings and spills become located warnings; a rejection
     is an internal error located at the kernel."""
     loc = _kernel_loc(module)
@@ -143,7 +151,9 @@ def cubin(module: ir.Module, ptx: str, target: str) -> bytes:
         raise
     for finding in ptxas_findings(report):
         warn(f"ptxas: {finding}", loc)
-    return binary
+    out = Cubin(binary)
+    out.ptxas_log = report
+    return out
 
 
 @functools.lru_cache(maxsize=32)
@@ -160,5 +170,7 @@ def emit(module: ir.Module, source_path: str, emit: str, target: str):
     if emit == "ptx":
         return ptx
     if emit == "cubin":
-        return cubin(module, ptx, target)
+        out = cubin(module, ptx, target)
+        out.dynamic_smem = int(getattr(run_module(text), "SMEM_BYTES", 0))
+        return out
     raise ChoreoError(f"unknown --emit {emit}")

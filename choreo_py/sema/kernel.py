@@ -13,7 +13,7 @@ from .. import ir
 from .. import ir_build as B
 from ..ir_eval import EvalError, evaluate
 from ..ir_printer import expr as print_expr
-from ..passes import budget
+from . import limits
 
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
@@ -234,7 +234,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 for x in a.args:
                     vals.append(None if isinstance(x, A.Name) and x.id == "_"
                                 else self.const_int(x, "a launch bound"))
-                budget.check_launch_bounds(tuple(vals), tuple(x.loc for x in a.args))
+                limits.check_launch_bounds(tuple(vals), tuple(x.loc for x in a.args))
                 return tuple(vals)
         return None
 
