@@ -35,13 +35,6 @@ def _budget(kernel: ir.Kernel, target: Target) -> None:
         raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
 
 
-def _smem_limit(kernel: ir.Kernel, target: Target) -> None:
-    try:
-        smem_limit.run(kernel, target)
-    except ChoreoError as e:
-        raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
-
-
 def _static_hangs(kernel: ir.Kernel, target: Target) -> None:
     """The simple fallback for kernels the pipeline check gave up on (an event waited on
     and never triggered)."""
@@ -61,7 +54,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("smem-plan", smem_plan.run),                # byte offsets of buffers and events
     ("free-tile-swizzle", free_tile_swizzle.run),  # swizzles of tiles no statement observes
     ("mma-barriers", mma_barriers.run),          # sm_100a: MMA completion mbarriers, TMEM slot
-    ("smem-limit", _smem_limit),               # the plan fits the target's shared memory
+    ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
     ("verify", lambda k, t: verify_kernel(k)),
     ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings
     ("static-hangs", _static_hangs),             # where the pipeline check gave up
