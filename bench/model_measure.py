@@ -48,7 +48,9 @@ GEMM_SHAPES = [(8192, 8192, 4096)]
 KERNELS = {"seed": "flash_atten_causal", "persistent": "flash_atten_persistent",
            "noncausal": "flash_atten", "gemm": "gemm"}
 TOL = 1e-2
-METHODS = ("graph_r1", "graph_r2", "burst")
+DEVICE = "cuda"  # a smoke test on the CPU replaces it (tests/test_model.py)
+METHODS = ("graph_r1", "graph_r2", "sustained", "burst")
+SUSTAINED_S = 1.0  # "sustained": graph replays for about this long, so the clock samples (10 Hz) settle
 
 
 def log(msg: str = "") -> None:
@@ -68,12 +70,14 @@ def cases() -> list[dict]:
                     "diagnostic": False})
     for m, n, k in GEMM_SHAPES:
         out.append({"kernel": "gemm", "shape": {"M": m, "N": n, "K": k}, "diagnostic": False})
+        # the machine's own GEMM on the same tensors: what the tensor pipe gives at this clock
+        out.append({"kernel": "cublas", "shape": {"M": m, "N": n, "K": k}, "diagnostic": True})
     return out
 
 
 def flops(case: dict) -> float:
     sh = case["shape"]
-    if case["kernel"] == "gemm":
+    if case["kernel"] in ("gemm", "cublas"):
         return 2.0 * sh["M"] * sh["N"] * sh["K"]
     return 4.0 * sh["B"] * sh["H"] * sh["S"] ** 2 * sh["D"] / (2 if sh["causal"] else 1)
 
@@ -81,15 +85,15 @@ def flops(case: dict) -> float:
 def dims_of(case: dict) -> dict:
     """The program's symbolic dimensions for this case (names of the .co parameters)."""
     sh = case["shape"]
-    if case["kernel"] == "gemm":
+    if case["kernel"] in ("gemm", "cublas"):
         return {"M": sh["M"], "N": sh["N"], "K": sh["K"]}
     return {"B": sh["B"], "H": sh["H"], "Q_SEQ": sh["S"], "KV_SEQ": sh["S"]}
 
 
 def label(case: dict) -> str:
     sh = case["shape"]
-    if case["kernel"] == "gemm":
-        return f"gemm M={sh['M']} N={sh['N']} K={sh['K']}"
+    if case["kernel"] in ("gemm", "cublas"):
+        return f"{case['kernel']} M={sh['M']} N={sh['N']} K={sh['K']}"
     c = "causal" if sh["causal"] else "non-causal"
     return f"{case['kernel']} B={sh['B']} H={sh['H']} S={sh['S']} {c}"
 
@@ -119,6 +123,8 @@ def dry_run() -> int:
         log(f"[compile] {name}: {fn.name}, {len(fn.ptx)} chars of PTX, {res} "
             f"({time.time() - t0:.1f} s)")
     for case in cases():
+        if case["kernel"] not in KERNELS:
+            continue
         fn = kernel(case["kernel"])
         dims = dims_of(case)
         try:
@@ -223,11 +229,11 @@ def make_inputs(case: dict):
     import torch
 
     sh = case["shape"]
-    g = torch.Generator(device="cuda").manual_seed(1234)
-    if case["kernel"] == "gemm":
-        a = torch.randn(sh["M"], sh["K"], device="cuda", dtype=torch.bfloat16, generator=g)
-        bt = torch.randn(sh["N"], sh["K"], device="cuda", dtype=torch.bfloat16, generator=g)
-        c = torch.empty(sh["M"], sh["N"], device="cuda", dtype=torch.bfloat16)
+    g = torch.Generator(device=DEVICE).manual_seed(1234)
+    if case["kernel"] in ("gemm", "cublas"):
+        a = torch.randn(sh["M"], sh["K"], device=DEVICE, dtype=torch.bfloat16, generator=g)
+        bt = torch.randn(sh["N"], sh["K"], device=DEVICE, dtype=torch.bfloat16, generator=g)
+        c = torch.empty(sh["M"], sh["N"], device=DEVICE, dtype=torch.bfloat16)
 
         def check_gemm(fn):
             c.fill_(float("nan"))
@@ -237,7 +243,7 @@ def make_inputs(case: dict):
             return rel_err(c, a.float() @ bt.float().T)
         return (a, bt, c), check_gemm
     b, h, s = sh["B"], sh["H"], sh["S"]
-    q, k, v = (torch.randn(b, s, h, D, device="cuda", dtype=torch.bfloat16, generator=g)
+    q, k, v = (torch.randn(b, s, h, D, device=DEVICE, dtype=torch.bfloat16, generator=g)
                for _ in range(3))
     o = torch.empty_like(q)
     heads = sorted({0, h // 2, h - 1})
@@ -257,7 +263,7 @@ def make_inputs(case: dict):
 def warm_up(seconds: float = 2.0) -> None:
     import torch
 
-    w = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    w = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
     t0 = time.time()
     while time.time() - t0 < seconds:
         for _ in range(20):
@@ -265,14 +271,18 @@ def warm_up(seconds: float = 2.0) -> None:
         torch.cuda.synchronize()
 
 
-def time_method(method: str, fn, case: dict) -> list[float]:
+def time_method(method: str, fn, case: dict, row: dict) -> list[float]:
     import torch
 
     from timing import event_times, graph_times
 
-    big = case["kernel"] == "gemm" or case["shape"].get("S", 0) >= 4096
+    big = case["kernel"] in ("gemm", "cublas") or case["shape"].get("S", 0) >= 4096
+    calls = 10 if big else 40
     if method.startswith("graph"):
-        return graph_times(fn, 10 if big else 40, 10)
+        return graph_times(fn, calls, 10)
+    if method == "sustained":
+        est = row["times"]["graph_r1"]["ms"] * calls / 1e3  # seconds per replay
+        return graph_times(fn, calls, max(10, min(2000, int(SUSTAINED_S / est))))
     torch.cuda.synchronize()
     time.sleep(1.5)
     return event_times(fn, 10, 50)
@@ -288,19 +298,26 @@ def measure(args) -> dict:
               "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
               "clocks_max": smi("clocks.max.sm,clocks.max.mem,power.limit"),
               "command": "python3 bench/model_measure.py " + " ".join(sys.argv[1:]),
-              "methods": "graph_r1/graph_r2: CUDA-graph replay median (bench/timing.py); "
-                         "burst: 1.5 s idle, 10 + 50 calls, CUDA events, median",
+              "methods": "graph_r1/graph_r2: CUDA-graph replay median (bench/timing.py), 10 "
+                         "replays; sustained: the same graph replayed for about 1 s (the clock "
+                         "the model is calibrated at); burst: 1.5 s idle, 10 + 50 calls, CUDA "
+                         "events, median",
               "rows": []}
     todo = [c for c in cases() if not args.only or any(x in label(c) for x in args.only.split(","))]
     ready = []
     for case in todo:
         t0 = time.time()
-        fn_k = kernel(case["kernel"])
         tensors, check = make_inputs(case)
-        fn = (lambda f=fn_k, t=tensors: f(*t))
+        if case["kernel"] == "cublas":
+            a, bt, c = tensors
+            fn = (lambda a=a, bt=bt, c=c: torch.matmul(a, bt.t(), out=c))
+        else:
+            fn = (lambda f=kernel(case["kernel"]), t=tensors: f(*t))
         err = check(fn)
         ok = err == err and err < TOL
-        row = {"kernel": KERNELS[case["kernel"]] + ".co", "source": f"examples/{KERNELS[case['kernel']]}.co",
+        name = KERNELS.get(case["kernel"])
+        row = {"kernel": f"{name}.co" if name else "torch.matmul",
+               "source": f"examples/{name}.co" if name else "cuBLAS (torch.matmul)",
                "role": case["kernel"], "label": label(case), "shape": case["shape"],
                "diagnostic": case["diagnostic"], "flops": flops(case),
                "check": {"rel_err": err, "ok": ok, "tol": TOL}, "times": {}}
@@ -315,11 +332,13 @@ def measure(args) -> dict:
     for method in METHODS:
         for case, fn, row, _ in ready:
             t0 = time.time()
-            ts = time_method(method, fn, case)
+            ts = time_method(method, fn, case, row)
             t1 = time.time()
             ms = ts[len(ts) // 2]
             row["times"][method] = {"ms": ms, "tflops": row["flops"] / ms / 1e9,
-                                    "samples_ms": ts, "clocks": sampler.window(t0, t1)}
+                                    "samples_ms": ts if len(ts) <= 60 else None,
+                                    "n": len(ts), "min_ms": ts[0], "max_ms": ts[-1],
+                                    "clocks": sampler.window(t0, t1)}
             log(f"[{method}] {row['label']}: {ms:.4f} ms {row['flops'] / ms / 1e9:.1f} TFLOP/s "
                 f"clocks {row['times'][method]['clocks'].get('sm_mhz')} MHz")
     for row in report["rows"]:
