@@ -140,44 +140,70 @@ def dry_run() -> int:
 # ------------------------------------------------------------------ clocks
 
 class ClockSampler:
-    """`nvidia-smi -lms 100` in the background: (time, sm MHz, mem MHz, W, reasons)."""
+    """`nvidia-smi -lms 100` in the background: (time, SM MHz, memory MHz, W, deg C, reasons).
+    A field this driver does not know drops out of the query; an [N/A] reads as None."""
 
-    QUERY = "clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active"
+    FIELDS = ["clocks.sm", "clocks.mem", "power.draw", "temperature.gpu",
+              "clocks_throttle_reasons.active"]
 
     def __init__(self) -> None:
         self.samples: list = []
         self.proc = None
-        try:
-            self.proc = subprocess.Popen(
-                ["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits",
-                 "-lms", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        except OSError:
+        fields = self._fields_that_work()
+        if not fields:
             return
+        self.fields = fields
+        self.proc = subprocess.Popen(
+            ["nvidia-smi", f"--query-gpu={','.join(fields)}", "--format=csv,noheader,nounits",
+             "-lms", "100"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         threading.Thread(target=self._read, daemon=True).start()
+
+    def _fields_that_work(self) -> list:
+        for fields in (self.FIELDS, self.FIELDS[:4], self.FIELDS[:1]):
+            try:
+                res = subprocess.run(["nvidia-smi", f"--query-gpu={','.join(fields)}",
+                                      "--format=csv,noheader,nounits"],
+                                     capture_output=True, text=True, timeout=20)
+            except (OSError, subprocess.SubprocessError):
+                return []
+            if res.returncode == 0 and res.stdout.strip():
+                return fields
+        return []
+
+    @staticmethod
+    def _num(text: str):
+        try:
+            return float(text)
+        except ValueError:
+            return None
 
     def _read(self) -> None:
         for line in self.proc.stdout:
-            parts = [p.strip() for p in line.split(",")]
-            if len(parts) < 5:
+            parts = [p.strip() for p in line.strip().split(",")]
+            if len(parts) != len(self.fields):
                 continue
-            try:
-                self.samples.append((time.time(), float(parts[0]), float(parts[1]),
-                                     float(parts[2]), float(parts[3]), parts[4]))
-            except ValueError:
-                continue
+            rec = dict(zip(self.fields, parts))
+            self.samples.append((time.time(), self._num(rec["clocks.sm"]),
+                                 self._num(rec.get("clocks.mem", "")),
+                                 self._num(rec.get("power.draw", "")),
+                                 self._num(rec.get("temperature.gpu", "")),
+                                 rec.get("clocks_throttle_reasons.active", "")))
 
     def window(self, t0: float, t1: float) -> dict:
-        inside = [s for s in list(self.samples) if t0 <= s[0] <= t1]
+        """The samples taken between t0 and t1 (or the nearest one), summarised."""
+        samples = [s for s in list(self.samples) if s[1] is not None]
+        inside = [s for s in samples if t0 <= s[0] <= t1]
         if not inside:  # a window shorter than the sampling period: the nearest sample
-            near = sorted(self.samples, key=lambda s: abs(s[0] - (t0 + t1) / 2))[:1]
-            inside = near
+            inside = sorted(samples, key=lambda s: abs(s[0] - (t0 + t1) / 2))[:1]
         if not inside:
             return {}
-        med = lambda xs: sorted(xs)[len(xs) // 2]  # noqa: E731
-        return {"n": len(inside), "sm_mhz": med([s[1] for s in inside]),
-                "sm_mhz_min": min(s[1] for s in inside), "sm_mhz_max": max(s[1] for s in inside),
-                "mem_mhz": med([s[2] for s in inside]), "power_w": med([s[3] for s in inside]),
-                "temp_c": med([s[4] for s in inside]),
+
+        def med(i):
+            xs = sorted(s[i] for s in inside if s[i] is not None)
+            return xs[len(xs) // 2] if xs else None
+        sm = [s[1] for s in inside]
+        return {"n": len(inside), "sm_mhz": med(1), "sm_mhz_min": min(sm), "sm_mhz_max": max(sm),
+                "mem_mhz": med(2), "power_w": med(3), "temp_c": med(4),
                 "throttle": sorted({s[5] for s in inside})}
 
     def stop(self) -> None:

@@ -97,3 +97,24 @@ def test_fit_recovers_the_parameters_it_was_given():
     assert max(abs(r[3] - 1) for r in M.compare(rows, got)) < 0.01
     assert got.tensor_eff == pytest.approx(0.8, abs=0.02)
     assert got.latency_us == pytest.approx(1.5, abs=0.1)
+
+
+def test_rows_from_a_measure_run(tmp_path):
+    """The calibration reads bench/model_measure.py's JSON: checked rows of the examples
+    only, each with the SM clock sampled during its timing."""
+    import json
+
+    def row(role, shape, ok, tflops, mhz):
+        t = {"ms": 1.0, "tflops": tflops, "clocks": {"sm_mhz": mhz}}
+        return {"role": role, "shape": shape, "check": {"ok": ok},
+                "times": {"graph_r1": t, "sustained": t}}
+    data = {"rows": [row("seed", {"B": 8, "H": 16, "S": 1024, "causal": True}, True, 400.0, 1500),
+                     row("persistent", {"B": 8, "H": 16, "S": 1024, "causal": True}, False, 9.0, 1500),
+                     row("cublas", {"M": 64, "N": 64, "K": 64}, True, 700.0, 1500),
+                     row("gemm", {"M": 8192, "N": 8192, "K": 4096}, True, 500.0, 1400)]}
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(data))
+    rows = M.rows_from_measure(str(path))
+    assert [(r[0], r[2], r[3]) for r in rows] == [("seed", 400.0, 1500.0), ("gemm", 500.0, 1400.0)]
+    cmp = M.compare(rows, M.Params())
+    assert all(c[2] > 0 for c in cmp)

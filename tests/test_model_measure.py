@@ -81,3 +81,20 @@ def test_measure_flow_on_the_cpu(monkeypatch, tmp_path):
         assert set(r["times"]) == set(mm.METHODS)
         assert r["ms"] == 2.0 and r["times"]["burst"]["clocks"]["sm_mhz"] == 1500.0
         assert r["tflops"] == pytest.approx(r["flops"] / 2.0 / 1e9)
+
+
+def test_clock_samples_are_parsed_and_windowed():
+    import io
+
+    s = mm.ClockSampler.__new__(mm.ClockSampler)
+    s.samples, s.fields = [], mm.ClockSampler.FIELDS
+
+    class Proc:
+        stdout = io.StringIO("1410, 2619, 688.10, 61, 0x0000000000000004\n"
+                             "1395, 2619, [N/A], 62, 0x0000000000000004\nnot, a, line\n")
+    s.proc = Proc()
+    s._read()
+    assert [x[1] for x in s.samples] == [1410.0, 1395.0] and s.samples[1][3] is None
+    w = s.window(0, 1e12)
+    assert w["n"] == 2 and w["sm_mhz_min"] == 1395.0 and w["power_w"] == 688.1
+    assert w["throttle"] == ["0x0000000000000004"]
