@@ -356,7 +356,8 @@ def rows_from_measure(path: str, method: str = "sustained") -> list:
     data = json.load(open(path, encoding="utf-8"))
     out = []
     for r in data["rows"]:
-        t = r["times"].get(method) or r["times"].get("graph_r1")
+        t = next((x for x in (r["times"].get(method), r["times"].get("graph_r1"))
+                  if x and "tflops" in x), None)
         if r["role"] not in EXAMPLES or not r["check"]["ok"] or not t:
             continue
         mhz = (t.get("clocks") or {}).get("sm_mhz") or H200.clock_mhz

@@ -250,8 +250,8 @@ def rel_err(out, ref) -> float:
 
 
 def make_inputs(case: dict):
-    """(tensors, output, check()) for a case; check() runs the kernel once on a
-    NaN-filled output and returns the relative error against float32 torch."""
+    """(tensors, check) for a case; check(fn) runs the kernel once on a NaN-filled
+    output and returns the relative error against float32 torch (NaN: unwritten)."""
     import torch
 
     sh = case["shape"]
@@ -339,26 +339,35 @@ def measure(args) -> dict:
             fn = (lambda a=a, bt=bt, c=c: torch.matmul(a, bt.t(), out=c))
         else:
             fn = (lambda f=kernel(case["kernel"]), t=tensors: f(*t))
-        err = check(fn)
+        try:
+            err, error = check(fn), None
+        except Exception as exc:  # noqa: BLE001 - a failing kernel is reported, the run goes on
+            err, error = float("nan"), repr(exc)[:300]
         ok = err == err and err < TOL
         name = KERNELS.get(case["kernel"])
         row = {"kernel": f"{name}.co" if name else "torch.matmul",
                "source": f"examples/{name}.co" if name else "cuBLAS (torch.matmul)",
                "role": case["kernel"], "label": label(case), "shape": case["shape"],
                "diagnostic": case["diagnostic"], "flops": flops(case),
-               "check": {"rel_err": err, "ok": ok, "tol": TOL}, "times": {}}
+               "check": {"rel_err": err, "ok": ok, "tol": TOL, "error": error}, "times": {}}
         log(f"[check] {label(case)}: rel. error {err:.3e} {'PASS' if ok else 'FAIL'} "
-            f"({time.time() - t0:.1f} s)")
+            f"({time.time() - t0:.1f} s){' ' + error if error else ''}")
         report["rows"].append(row)
         if ok:
             ready.append((case, fn, row, tensors))
         else:
             del tensors
+    save(report, args.out)
     warm_up()
     for method in METHODS:
         for case, fn, row, _ in ready:
             t0 = time.time()
-            ts = time_method(method, fn, case, row)
+            try:
+                ts = time_method(method, fn, case, row)
+            except Exception as exc:  # noqa: BLE001 - keep the other timings
+                row["times"][method] = {"error": repr(exc)[:300]}
+                log(f"[{method}] {row['label']}: ERROR {exc!r}"[:300])
+                continue
             t1 = time.time()
             ms = ts[len(ts) // 2]
             row["times"][method] = {"ms": ms, "tflops": row["flops"] / ms / 1e9,
@@ -367,12 +376,18 @@ def measure(args) -> dict:
                                     "clocks": sampler.window(t0, t1)}
             log(f"[{method}] {row['label']}: {ms:.4f} ms {row['flops'] / ms / 1e9:.1f} TFLOP/s "
                 f"clocks {row['times'][method]['clocks'].get('sm_mhz')} MHz")
+        save(report, args.out)  # a run cut short keeps what it measured
     for row in report["rows"]:
-        r1 = row["times"].get("graph_r1")
-        row["ms"] = r1["ms"] if r1 else None
-        row["tflops"] = r1["tflops"] if r1 else None
+        r1 = row["times"].get("graph_r1") or {}
+        row["ms"], row["tflops"] = r1.get("ms"), r1.get("tflops")
     sampler.stop()
     return report
+
+
+def save(report: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(report, fh, indent=1)
 
 
 def main() -> int:
@@ -394,9 +409,7 @@ def main() -> int:
     t0 = time.time()
     report = measure(args)
     report["wall_s"] = time.time() - t0
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as fh:
-        json.dump(report, fh, indent=1)
+    save(report, args.out)
     log(f"[done] {len(report['rows'])} rows in {report['wall_s']:.0f} s -> {args.out}")
     failed = [r["label"] for r in report["rows"] if not r["check"]["ok"]]
     if failed:

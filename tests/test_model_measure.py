@@ -58,7 +58,11 @@ def test_measure_flow_on_the_cpu(monkeypatch, tmp_path):
     monkeypatch.setattr(mm, "kernel", _fake_kernel)
     monkeypatch.setattr(mm, "ClockSampler", _Sampler)
     monkeypatch.setattr(mm, "warm_up", lambda: None)
-    monkeypatch.setattr(mm, "time_method", lambda method, fn, case, row: [1.0, 2.0, 3.0])
+    def fake_time(method, fn, case, row):
+        if method == "burst" and case["kernel"] == "cublas":
+            raise RuntimeError("a timing that fails")
+        return [1.0, 2.0, 3.0]
+    monkeypatch.setattr(mm, "time_method", fake_time)
     monkeypatch.setattr(mm, "smi", lambda q: "")
 
     class Props:
@@ -79,8 +83,10 @@ def test_measure_flow_on_the_cpu(monkeypatch, tmp_path):
         r = rows[label]
         assert r["check"]["ok"] and r["check"]["rel_err"] < 1e-2, label
         assert set(r["times"]) == set(mm.METHODS)
-        assert r["ms"] == 2.0 and r["times"]["burst"]["clocks"]["sm_mhz"] == 1500.0
+        assert r["ms"] == 2.0 and r["times"]["sustained"]["clocks"]["sm_mhz"] == 1500.0
         assert r["tflops"] == pytest.approx(r["flops"] / 2.0 / 1e9)
+    assert "a timing that fails" in rows["cublas M=128 N=256 K=64"]["times"]["burst"]["error"]
+    assert rows["gemm M=128 N=256 K=64"]["times"]["burst"]["ms"] == 2.0
 
 
 def test_clock_samples_are_parsed_and_windowed():
