@@ -264,6 +264,20 @@ def census_of(name: str, target: str):
     return _CENSUS[key]
 
 
+def census_of_file(path: str, target: str, defines: dict | None = None):
+    """The census of any .co file's PTX (a kernel the examples table does not name)."""
+    import choreo_py
+
+    fn = choreo_py.load(path, target=target, defines=defines)
+    if not hasattr(type(fn), "ptx"):
+        raise ValueError(f"{path}: a host program (several kernels or functions); the model "
+                         "takes one warp-specialised kernel")
+    census = model_ptx.census(fn.ptx)
+    if _mma_role(census) is None:
+        raise ValueError(f"{path}: no role with a step loop of MMAs in its {target} PTX")
+    return census
+
+
 def work_of(name: str, shape: dict, mach: Machine) -> Work:
     if name == "gemm":
         return gemm_work(shape["M"], shape["N"], shape["K"], mach.sms)
@@ -452,6 +466,24 @@ def steps_table(p: Params) -> str:
     return "\n".join(lines)
 
 
+def predict_cli(args, p: Params) -> int:
+    """One kernel file at one shape on one machine: the prediction and its bounds."""
+    shape = {k: int(v) for k, v in (kv.split("=") for kv in args.shape.split(","))}
+    if "causal" in shape:
+        shape["causal"] = bool(shape["causal"])
+    mach = MACHINES[args.machine]
+    name = {"grid": "gemm" if "M" in shape else "seed", "pairs": "persistent",
+            "stride": "design"}[args.schedule]
+    if name == "seed" and not shape["causal"]:
+        name = "noncausal"
+    census = census_of_file(args.kernel, args.target)
+    work = work_of(name, shape, mach)
+    if name == "persistent":
+        work = replace(work, blocks=132)
+    print(json.dumps(predict(census, work, mach, p), indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--calibrate", metavar="MEASURE_JSON",
@@ -461,10 +493,21 @@ def main() -> int:
     ap.add_argument("--params", help="a JSON of Params to use (as --save-params writes)")
     ap.add_argument("--save-params", help="write the fitted parameters here")
     ap.add_argument("--blackwell", action="store_true", help="print the sm_100a predictions")
+    ap.add_argument("--kernel", metavar="FILE.co",
+                    help="predict this kernel (with --target, --machine, --shape, --schedule)")
+    ap.add_argument("--target", default="sm_100a")
+    ap.add_argument("--machine", default="B200", choices=sorted(MACHINES))
+    ap.add_argument("--shape", default="B=2,H=16,S=8192,causal=1",
+                    help="attention B,H,S,causal or GEMM M,N,K")
+    ap.add_argument("--schedule", default="grid", choices=["grid", "pairs", "stride"],
+                    help="grid: one CTA per 128-row tile; pairs: the persistent example's "
+                         "items; stride: the design kernel's 256-row items over the SMs")
     ap.add_argument("--fit-first-check", action="store_true",
                     help="also fit the parameters on bench/RESULTS.md's numbers (a first look only)")
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
+    if args.kernel:
+        return predict_cli(args, p)
     print(f"parameters: {asdict(p)}\n\nper-step bounds, clocks per CTA:\n{steps_table(p)}\n")
     if args.calibrate:
         rows = rows_from_measure(args.calibrate, args.method)
