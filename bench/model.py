@@ -507,7 +507,11 @@ def main() -> int:
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
     if args.kernel:
-        return predict_cli(args, p)
+        try:
+            return predict_cli(args, p)
+        except (ValueError, OSError) as err:
+            print(f"model.py: error: {err}", file=sys.stderr)
+            return 2
     print(f"parameters: {asdict(p)}\n\nper-step bounds, clocks per CTA:\n{steps_table(p)}\n")
     if args.calibrate:
         rows = rows_from_measure(args.calibrate, args.method)
