@@ -89,6 +89,29 @@ def test_tma_load_swizzles_128b_and_zero_fills_out_of_bounds(row0):
     np.testing.assert_array_equal(got, want)
 
 
+def test_tma_through_a_tensor_map_pointer_parameter():
+    # pyptx passes a tensor map as `.param .u64 X_tma_desc` (its address), loaded with
+    # ld.param: the same box lands as through the 128-byte map parameter
+    g = torch.Generator().manual_seed(8)
+    x = torch.randn(16, 64, generator=g).to(torch.bfloat16)
+    outs = []
+    for pointer in (False, True):
+        ptx = tma_ptx(16)
+        if pointer:
+            ptx = ptx.replace("\t.param .align 64 .b8 tmap_X[128],", "\t.param .u64 tmap_X,")
+            ptx = ptx.replace("\tmov.b64 %tm, tmap_X;\n\tcvta.param.u64 %tm, %tm;",
+                              "\tld.param.u64 %tm, [tmap_X];")
+        y = torch.zeros(16 * 32, dtype=torch.int32)
+        launch = {"grid": [1, 1, 1], "block": [32, 1, 1], "shared_bytes": 8192 + 1024 + 64,
+                  "params": [{"name": "tmap_X", "tmap": "X", "box": [64, 16], "swizzle": 128},
+                             {"name": "p_y", "ptr": "Y"}, {"name": "row0", "u32": 0}],
+                  "tensors": {"X": {"dtype": "bf16", "shape": [16, 64]},
+                              "Y": {"dtype": "s32", "shape": [512]}}}
+        emulate_ptx(ptx, launch, {"X": x, "Y": y})
+        outs.append(y)
+    assert torch.equal(outs[0], outs[1]) and outs[1].abs().sum() > 0
+
+
 # ---------------------------------------------------------------- wgmma
 def wgmma_ptx(n: int, b_mn_major: bool) -> str:
     acc = ", ".join(f"%d{i}" for i in range(n // 2))
