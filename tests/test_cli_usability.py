@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import __version__, ast, cli, construct_names, ir
+from choreo_py import __version__, cli, construct_names, ir
+from choreo_py.frontend import ast
 from choreo_py.progress import Progress
 from choreo_py.sema import values
 

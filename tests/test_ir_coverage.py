@@ -1,6 +1,6 @@
 """Every IR statement kind has a handler in every stage, or a refusal that names it.
 
-A new node kind added to choreo_py/ir.py without a printer, a parser rule, a
+A new node kind added to choreo_py/ir/__init__.py without a printer, a parser rule, a
 verifier check, an interpreter handler and a lowering (or a named refusal) in
 each backend would otherwise be missed silently: each stage dispatches by a
 table keyed by node type, and this test reads the tables.
@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import pytest
 
-from choreo_py import ir, ir_parse, ir_printer, ir_verify, targets
+from choreo_py import ir, targets
+from choreo_py.ir import parse as ir_parse, printer as ir_printer, verify as ir_verify
 from choreo_py.interp import executor
 from choreo_py.lowering.core import kernel as core
 from choreo_py.lowering.sm90.wgmma import Sm90Target

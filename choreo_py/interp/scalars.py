@@ -5,7 +5,7 @@ offsets, conditions) and `apply` bodies (torch tensors covering a whole
 index space at once). A value is therefore either a Python number or a
 tensor, and every operator picks the matching implementation.
 
-Integers follow C, as defined once in choreo_py/c_scalars.py: `/` and `%`
+Integers follow C, as defined once in choreo_py/ir/c_scalars.py: `/` and `%`
 truncate toward zero, results wrap to their type's width.
 Floats follow IEEE: division by zero gives inf/nan, `max`/`min` are
 fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
@@ -17,7 +17,8 @@ import struct
 
 import torch
 
-from .. import c_scalars, ir
+from ..ir import c_scalars
+from .. import ir
 from .errors import InterpError
 from ..construct_names import describe
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 
-from .diagnostics import ChoreoError
-from .source import Loc
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.source import Loc
 
 # ----------------------------------------------------------------- lexing --
 _PREFIX = r'(?:u8|[uUL])?'

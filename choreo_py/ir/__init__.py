@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional, Union
 
-from .source import Loc
+from choreo_py.source import Loc
 
 # ---------------------------------------------------------------- types
 

@@ -22,8 +22,8 @@ import ast
 import re
 from typing import Callable, Optional
 
-from . import ir
-from .ir_build import COMPARISONS, result_type
+from choreo_py import ir
+from .build import COMPARISONS, result_type
 
 _PREC = {
     "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ir
-from .diagnostics import ChoreoError, Diagnostics
-from .construct_names import describe
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError, Diagnostics
+from choreo_py.construct_names import describe
 
 
 @dataclass

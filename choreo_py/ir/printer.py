@@ -5,7 +5,7 @@ must change only when the IR changes.
 """
 from __future__ import annotations
 
-from . import ir
+from choreo_py import ir
 
 _PREC = {
     "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,

@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import operator
 
-from . import c_scalars, ir
-from .construct_names import describe
+from . import c_scalars
+from choreo_py import ir
+from choreo_py.construct_names import describe
 
 
 class EvalError(Exception):
