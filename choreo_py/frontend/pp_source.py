@@ -3,7 +3,7 @@
 A `_File` is a file's text with backslash-newlines spliced out and comments
 blanked to spaces of the same length (so offsets survive), with the map from
 its offsets back to the original file's lines and columns; `_Cursor` walks its
-tokens (`_LEX`). preprocess.py runs the directives and expands macros over them.
+tokens (`_LEX`). preprocessor.py runs the directives and expands macros over them.
 """
 from __future__ import annotations
 
