@@ -222,3 +222,28 @@ def test_backend_expression(kind, target):
         assert describe(kind) in str(e), f"{target} refuses {kind.__name__} without naming it: {e}"
         return
     assert ".entry" in ptx
+
+
+# ---------------------------------------------------------------- walking
+
+def test_every_expression_or_statement_field_is_walked():
+    """The walkers (ir.expr_children, ir.child_blocks) read each kind's field annotations:
+    a field holding expressions or statements under another spelling would be missed."""
+    from dataclasses import fields
+
+    walked = ir.EXPR_FIELD + ir.EXPRS_FIELD + ir.BLOCK_FIELD
+    odd = [f"{kind.__name__}.{f.name}: {f.type}" for kind in STATEMENT_KINDS + EXPRESSION_KINDS
+           for f in fields(kind) if ("Expr" in str(f.type) or "Stmt" in str(f.type))
+           and f.type not in walked]
+    assert not odd, "fields the walkers do not see:\n" + "\n".join(odd)
+
+
+@pytest.mark.parametrize("kind", EXPRESSION_KINDS, ids=lambda c: c.__name__)
+def test_expr_children_are_every_sub_expression(kind):
+    module = ir_parse.parse_module(KERNEL % f"let y = {EXPRESSION_SAMPLES[kind]}")
+    e = module.functions[0].kernels[0].body[-1].value
+    subs = []
+    for value in vars(e).values():
+        subs += [x for x in (value if isinstance(value, tuple) else (value,)) if isinstance(x, ir.Expr)]
+    assert ir.expr_children(e) == subs
+
