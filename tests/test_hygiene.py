@@ -71,11 +71,13 @@ def _probes(test: ast.expr) -> bool:
 
 
 def _guarded_asserts(fn: ast.FunctionDef) -> list[int]:
-    """Lines of `if <probe>:` blocks (no else) that hold asserts: skipped checks that pass."""
+    """Lines of `if <probe>:` blocks (no else) that hold asserts or return: checks that
+    pass, unrun, when the tool is missing (or present)."""
     out = []
     for node in ast.walk(fn):
         if isinstance(node, ast.If) and not node.orelse and _probes(node.test) \
-                and any(isinstance(x, ast.Assert) for b in node.body for x in ast.walk(b)):
+                and any(isinstance(x, (ast.Assert, ast.Return))
+                        for b in node.body for x in ast.walk(b)):
             out.append(node.lineno)
     return out
 
@@ -131,6 +133,7 @@ def test_the_detector_itself(source, silent):
     ("def test_a():\n    if build.find_ptxas() is not None:\n        assert f()\n", [2]),
     ("def test_a():\n    if find_ptxas() is None:\n        pytest.skip('x')\n    assert f()\n", []),
     ("def test_a():\n    if col is not None:\n        assert f(col)\n", []),
+    ("def test_a():\n    if shutil.which('nvcc') is None:\n        return\n    assert f()\n", [2]),
 ])
 def test_the_probe_detector(source, lines):
     assert _guarded_asserts(ast.parse(source).body[0]) == lines
