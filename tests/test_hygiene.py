@@ -34,20 +34,39 @@ def _test_functions():
                 yield path, node
 
 
-def _asserts(fn: ast.FunctionDef) -> bool:
+def _asserts(fn: ast.FunctionDef, helpers=frozenset()) -> bool:
     for node in ast.walk(fn):
         if isinstance(node, ast.Assert):
             return True
         if isinstance(node, ast.Call):
             f = node.func
             name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", "")
-            if name in ASSERTING_HELPERS or name.startswith("assert_"):  # numpy/torch.testing too
-                return True
+            if name in ASSERTING_HELPERS or name in helpers or name.startswith("assert_"):
+                return True  # (assert_*: numpy/torch.testing too)
     return False
 
 
+def _local_helpers(tree: ast.Module) -> frozenset:
+    """The file's own helper functions that assert (directly or through each other)."""
+    defs = [n for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("test")]
+    found: set[str] = set()
+    while True:
+        more = {d.name for d in defs if d.name not in found and _asserts(d, frozenset(found))}
+        if not more:
+            return frozenset(found)
+        found |= more
+
+
+def _silent_tests(path: Path) -> list[str]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    helpers = _local_helpers(tree)
+    return [f"{path.name}:{fn.lineno} {fn.name}" for fn in ast.walk(tree)
+            if isinstance(fn, ast.FunctionDef) and fn.name.startswith("test")
+            and not _asserts(fn, helpers)]
+
+
 def test_every_test_asserts():
-    silent = [f"{p.name}:{fn.lineno} {fn.name}" for p, fn in _test_functions() if not _asserts(fn)]
+    silent = [t for path in sorted(TESTS.glob("test_*.py")) for t in _silent_tests(path)]
     assert not silent, "tests that cannot fail:\n" + "\n".join(silent)
 
 
@@ -126,6 +145,16 @@ def test_markers_are_registered(pytestconfig):
 def test_the_detector_itself(source, silent):
     fn = ast.parse(source).body[0]
     assert _asserts(fn) is not silent
+
+
+def test_a_local_helper_that_asserts_counts(tmp_path):
+    path = tmp_path / "test_x.py"
+    path.write_text("def _close(a, b):\n    assert a == b\n\n"
+                    "def _twice(a):\n    _close(a, a)\n\n"
+                    "def _quiet(a):\n    print(a)\n\n"
+                    "def test_a():\n    _twice(1)\n\n"
+                    "def test_b():\n    _quiet(1)\n")
+    assert _silent_tests(path) == ["test_x.py:13 test_b"]
 
 
 @pytest.mark.parametrize("source, lines", [
