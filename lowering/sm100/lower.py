@@ -29,7 +29,8 @@ from __future__ import annotations
 from choreo_py import ir
 
 from ..core.context import Lowering
-from ..core.kernel import lower_module as _lower_module
+from ..core.program import lower_module as _lower_module
+from ..core.program import lower_program_module
 from .lower_flow import writes
 from .lower_store import mma_store
 from .lower_wait import wait as issuer_wait
@@ -98,3 +99,8 @@ class Sm100Lowering(Sm100Target):
 
 def lower_module(module: ir.Module, source_name: str) -> str:
     return _lower_module(module, Sm100Lowering(), source_name)
+
+
+def lower_program(module: ir.Module, source_name: str) -> str:
+    """Every kernel as an entry of `KERNELS` (a host program's module: core/program.py)."""
+    return lower_program_module(module, Sm100Lowering(), source_name)

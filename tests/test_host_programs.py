@@ -1,0 +1,111 @@
+"""Host programs whose files hold MMA kernels beside thread kernels.
+
+tests/co/gemm_then_relu.co: one function launches an MMA kernel (TMA ring,
+wgmma / tcgen05) into a buffer the call allocates and then a thread kernel
+over it; another function of the file is a thread kernel alone. Checked in the
+interpreter against torch, assembled by ptxas for both targets, and (sm_90a)
+its PTX entries run in the emulator in launch order as the GPU runtime launches
+them (runtime/host_program.py's parameters: tensor maps for the MMA entry,
+pointers for the thread entry). test_end2end_gpu.py-style GPU check at the end.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import choreo_py
+from choreo_py import frontend, ir, targets
+from choreo_py.driver import compile_file
+from choreo_py.runtime import build
+from choreo_py.runtime.build import find_ptxas, ptxas
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEMM_RELU = os.path.join(HERE, "co", "gemm_then_relu.co")
+
+
+def _inputs(m=128, n=128, k=128):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    return a, b
+
+
+def _want(a, b):
+    return torch.relu(a.float() @ b.float().t())
+
+
+def test_interpreter_runs_both_kernels_in_order():
+    lib = choreo_py.interpret(GEMM_RELU, target="sm_90a")
+    assert set(lib.functions) == {"gemm_relu", "relu"}
+    a, b = _inputs()
+    c = lib.gemm_relu(a, b)
+    assert c.shape == (128, 128)
+    assert (c.float() - _want(a, b)).abs().max().item() < 0.05 * _want(a, b).abs().max().item()
+    assert (c.float() >= 0).all()  # the second kernel ran after the first
+    x = torch.randn(5, 64)
+    assert torch.equal(lib.relu(x), torch.relu(x))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_one_module_with_an_entry_per_kernel(target):
+    text = compile_file(GEMM_RELU, "pyptx", target)
+    ns = build.run_module(text).namespace
+    kernels = ns["KERNELS"]
+    assert len(kernels) == 3
+    mma = [n for n, i in kernels.items() if "PARAMS" in i]
+    assert len(mma) == 1 and kernels[mma[0]]["THREADS"] == 384
+    assert [p[0] for p in kernels[mma[0]]["PARAMS"]] == ["tmap", "tmap", "tmap", "dim", "dim",
+                                                          "dim"]
+    ptx = compile_file(GEMM_RELU, "ptx", target)
+    assert ptx.count(".visible .entry") == 3 and ptx.count(".version") == 1
+    assert compile_file(GEMM_RELU, "ptx", target) == ptx  # deterministic
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    ptxas(ptx, target)
+
+
+def _program(target: str):
+    funcs_ = __import__("choreo_py.host.specialize", fromlist=["Functions"])
+    funcs = funcs_.Functions(frontend.parse_file(GEMM_RELU), targets.get(target), strict=True)
+    fn = funcs.get("gemm_relu")
+    ns = build.run_module(build.program_text(funcs.module(fn), GEMM_RELU, target)).namespace
+    return fn, ns["KERNELS"]
+
+
+@pytest.mark.emu
+def test_emulated_launches_match_torch():
+    """The sm_90a entries executed by the PTX emulator, launched as the runtime does."""
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import LaunchSpec
+
+    fn, kernels = _program("sm_90a")
+    a, b = _inputs(128, 128, 128)
+    tensors = {"A": a, "B": b, "C": torch.full((128, 128), float("nan")).to(torch.bfloat16)}
+    shapes = tuple((p.name, p.dtype, tuple(x.name if isinstance(x, ir.Sym) else x.value
+                                           for x in p.shape)) for p in fn.params + fn.locals)
+    launches = [s.kernel for s in fn.body if isinstance(s, ir.Launch)]
+    assert len(launches) == 2
+    for name in launches:
+        info = kernels[name]
+        params = list(info.get("PARAMS") or
+                      [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
+                      + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
+                          info["SMEM_BYTES"], params, shapes)
+        run_spec(spec, tensors)
+    want = _want(a, b)
+    assert (tensors["C"].float() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    assert (tensors["C"].float() >= 0).all()
+
+
+@pytest.mark.gpu
+def test_gpu_runs_the_host_program():
+    lib = choreo_py.load(GEMM_RELU)
+    a, b = (t.cuda() for t in _inputs(256, 256, 192))
+    c = lib.gemm_relu(a, b)
+    want = _want(a.cpu(), b.cpu())
+    assert (c.float().cpu() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    x = torch.randn(7, 64, device="cuda")
+    assert torch.equal(lib.relu(x), torch.relu(x))
