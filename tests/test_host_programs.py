@@ -109,3 +109,45 @@ def test_gpu_runs_the_host_program():
     assert (c.float().cpu() - want).abs().max().item() < 0.02 * want.abs().max().item()
     x = torch.randn(7, 64, device="cuda")
     assert torch.equal(lib.relu(x), torch.relu(x))
+
+
+SIZES = """
+__co__ s32 [N] offsets(s32 [N] a) {
+  s32 [a.span] out;
+  int tiles = cdiv(N, 32);
+  mid = N / 2;
+  parallel t by tiles : block
+    parallel q by 32 : thread {
+      i = t * 32 + q;
+      if (i < N)
+        out.at(i) = a.at(i) + tiles * 1000 + (i < mid ? 1 : 0);
+    }
+  return out;
+}
+"""
+
+
+def test_host_values_of_the_sizes(tmp_path):
+    """Immutable host scalars computed from the function's sizes: each kernel that reads
+    them computes them from its dimensions (checked against Python's own arithmetic)."""
+    path = tmp_path / "sizes.co"
+    path.write_text(SIZES)
+    for n in (64, 70):
+        a = torch.randint(0, 9, (n,), dtype=torch.int32)
+        out = choreo_py.interpret(str(path), target="sm_90a").offsets(a)
+        want = a + (-(-n // 32)) * 1000 + (torch.arange(n) < n // 2).int()
+        assert torch.equal(out, want)
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    for target in ("sm_90a", "sm_100a"):
+        ptx = compile_file(str(path), "ptx", target)
+        assert "dim_N" in ptx
+        ptxas(ptx, target)
+
+
+def test_a_host_value_of_a_mutable_is_refused_by_name(tmp_path):
+    path = tmp_path / "mut.co"
+    path.write_text(SIZES.replace("int tiles = cdiv(N, 32);", "mutable int tiles = 1;\n"
+                                  "  tiles = cdiv(N, 32);"))
+    with pytest.raises(choreo_py.ChoreoError, match="host-side code .* not supported"):
+        compile_file(str(path), "ptx", "sm_90a")
