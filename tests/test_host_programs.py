@@ -66,38 +66,46 @@ def test_one_module_with_an_entry_per_kernel(target):
     ptxas(ptx, target)
 
 
-def _program(target: str):
-    funcs_ = __import__("choreo_py.host.specialize", fromlist=["Functions"])
-    funcs = funcs_.Functions(frontend.parse_file(GEMM_RELU), targets.get(target), strict=True)
-    fn = funcs.get("gemm_relu")
-    ns = build.run_module(build.program_text(funcs.module(fn), GEMM_RELU, target)).namespace
-    return fn, ns["KERNELS"]
-
-
-@pytest.mark.emu
-def test_emulated_launches_match_torch():
-    """The sm_90a entries executed by the PTX emulator, launched as the runtime does."""
+def emulate_function(path: str, name: str, args: tuple, target: str):
+    """Runs a function's kernels in the PTX emulator as runtime/host_program.py launches
+    them: its host buffers allocated, its entries in launch order, an MMA entry's PARAMS
+    (tensor maps, dimensions), a thread entry's pointers and dimensions."""
     from choreo_py.emu.api import run_spec
     from choreo_py.emu.launch import LaunchSpec
+    from choreo_py.host.specialize import Functions
+    from choreo_py.interp.runner import allocate
 
-    fn, kernels = _program("sm_90a")
-    a, b = _inputs(128, 128, 128)
-    tensors = {"A": a, "B": b, "C": torch.full((128, 128), float("nan")).to(torch.bfloat16)}
+    funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
+    fn = funcs.get(name, args, {})
+    ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
+    tensors = {p.name: a for p, a in zip(fn.params, args)}
+    allocate(fn, tensors, {})
+    for loc in fn.locals:  # what a kernel fails to write must not pass for a result
+        if tensors[loc.name].is_floating_point():
+            tensors[loc.name].fill_(float("nan"))
     shapes = tuple((p.name, p.dtype, tuple(x.name if isinstance(x, ir.Sym) else x.value
                                            for x in p.shape)) for p in fn.params + fn.locals)
     launches = [s.kernel for s in fn.body if isinstance(s, ir.Launch)]
-    assert len(launches) == 2
-    for name in launches:
-        info = kernels[name]
+    for kernel in launches:
+        info = ns["KERNELS"][kernel]
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
                       + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
         spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
                           info["SMEM_BYTES"], params, shapes)
         run_spec(spec, tensors)
+    return tensors[fn.result], launches
+
+
+@pytest.mark.emu
+def test_emulated_launches_match_torch():
+    """The sm_90a entries executed by the PTX emulator, launched as the runtime does."""
+    a, b = _inputs(128, 128, 128)
+    c, launches = emulate_function(GEMM_RELU, "gemm_relu", (a, b), "sm_90a")
+    assert len(launches) == 2
     want = _want(a, b)
-    assert (tensors["C"].float() - want).abs().max().item() < 0.02 * want.abs().max().item()
-    assert (tensors["C"].float() >= 0).all()
+    assert (c.float() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    assert (c.float() >= 0).all()
 
 
 @pytest.mark.gpu

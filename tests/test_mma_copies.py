@@ -1,0 +1,127 @@
+"""Synchronous copies and global stores in MMA kernels (passes/sync_copies.py,
+passes/global_mma_stores.py).
+
+A block-level `dma.copy global => shared` in a kernel of MMAs becomes TMA loads
+published on an event of its own; `mma.store acc, <global tile>` goes through a
+shared staging tile and a TMA store. Checked: the IR after the passes, the
+interpreter and the emulated PTX of both targets against torch, ptxas, the
+forms left alone (and refused by name), and (marked gpu) the H200.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import choreo_py
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.driver import compile_file, ir_of_file
+from choreo_py.runtime.build import find_ptxas, ptxas
+
+from test_host_programs import emulate_function
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEMM_SYNC = os.path.join(HERE, "co", "gemm_sync_copies.co")
+SHARED = os.environ.get("CHOREO_SHARED", os.path.join(HERE, "..", "..", "shared"))
+AUTO_K = os.path.join(SHARED, "corpus", "tests", "gpu", "codegen", "cute", "wgmma",
+                      "wgmma_auto_k_split.co")
+needs_corpus = pytest.mark.skipif(not os.path.exists(AUTO_K), reason="no ../shared corpus")
+
+
+def _ab(m, n, k=64, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(m, k, generator=g).to(torch.float16),
+            torch.randn(n, k, generator=g).to(torch.float16))
+
+
+def _close(c, want):
+    # f16 output of an f32 accumulation: within f16 rounding of the largest value
+    assert (c.float() - want).abs().max().item() <= 2 ** -9 * want.abs().max().item()
+
+
+def test_the_ir_after_the_passes():
+    k = ir_of_file(GEMM_SYNC, target="sm_90a").functions[0].kernels[0]
+    stmts = list(ir.walk(k.body))
+    assert not any(isinstance(s, ir.DmaCopy) for s in stmts)
+    loads = [s for s in stmts if isinstance(s, ir.TmaLoad)]
+    assert [s.swizzle for s in loads] == [128, 128]
+    trig = [s for s in stmts if isinstance(s, ir.Trigger)]
+    assert len(trig) == 1 and trig[0].after == [s.future for s in loads]  # one group
+    assert [e.name for e in k.events] == ["__copied"]
+    stores = [s for s in stmts if isinstance(s, ir.TmaStore)]
+    assert len(stores) == 1 and stores[0].dst.base == "C"
+    assert k.buffer(stores[0].src.base).shape == (64, 128)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_interpreter_matches_torch(target):
+    a, b = _ab(128, 256)
+    c = choreo_py.interpret(GEMM_SYNC, target=target).gemm_sync(a, b)
+    _close(c, a.float() @ b.float().t())
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_emulated_ptx_matches_torch(target):
+    a, b = _ab(128, 256, seed=1)
+    c, _ = emulate_function(GEMM_SYNC, "gemm_sync", (a, b), target)
+    _close(c, a.float() @ b.float().t())
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_ptxas_accepts(target):
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    ptxas(compile_file(GEMM_SYNC, "ptx", target), target)
+
+
+@needs_corpus
+def test_a_corpus_file_of_two_mma_functions():
+    """wgmma_auto_k_split.co: two functions, implicit `=> shared` copies, a group-4 region
+    of two warpgroups each storing its own rows of the global result."""
+    lib = choreo_py.interpret(AUTO_K, target="sm_90a")
+    a, b = _ab(128, 128)
+    want = a.float() @ b.float().t()
+    _close(lib.direct_row_row_auto_split(a, b), want)
+    c, _ = emulate_function(AUTO_K, "direct_row_row_auto_split", (a, b), "sm_90a")
+    _close(c, want)
+    a, bt = _ab(64, 128)
+    b = bt.t().contiguous()  # [K, N]: the row.col form's B
+    want = a.float() @ b.float()
+    _close(lib.direct_row_col_auto_split(a, b), want)
+    c, _ = emulate_function(AUTO_K, "direct_row_col_auto_split", (a, b), "sm_90a")
+    _close(c, want)
+    if find_ptxas() is not None:
+        ptxas(compile_file(AUTO_K, "ptx", "sm_90a"), "sm_90a")
+
+
+SRC = open(GEMM_SYNC).read() if os.path.exists(GEMM_SYNC) else ""
+
+
+def test_a_copy_inside_a_role_is_left_and_refused_by_name(tmp_path):
+    path = tmp_path / "in_role.co"
+    path.write_text(SRC.replace(
+        "        acc = mma.fill.f32 0.0f;\n",
+        "        acc = mma.fill.f32 0.0f;\n"
+        "        dma.copy.swiz<128> A.subspan(BM, BK).at(tm, 0) => a_s.data;\n"))
+    with pytest.raises(ChoreoError, match="dma.copy is not lowered for sm_90a yet"):
+        compile_file(str(path), "ptx", "sm_90a")
+
+
+def test_an_asynchronous_copy_is_left(tmp_path):
+    path = tmp_path / "async.co"
+    path.write_text(SRC.replace("    b_s = dma.copy.swiz<128>", "    b_s = dma.copy.async.swiz<128>")
+                    .replace("b_s.data;", "b_s.data;\n        wait b_s;"))
+    with pytest.raises(ChoreoError) as e:
+        compile_file(str(path), "ptx", "sm_90a")
+    assert "dma.copy is not lowered for sm_90a yet" in e.value.message
+    assert (e.value.loc.line, e.value.loc.col) == (13, 5)
+
+
+@pytest.mark.gpu
+def test_gpu_matches_torch():
+    a, b = (t.cuda() for t in _ab(256, 384, seed=2))
+    c = choreo_py.load(GEMM_SYNC).gemm_sync(a, b)
+    _close(c.cpu(), a.cpu().float() @ b.cpu().float().t())
