@@ -125,3 +125,31 @@ def test_gpu_matches_torch():
     a, b = (t.cuda() for t in _ab(256, 384, seed=2))
     c = choreo_py.load(GEMM_SYNC).gemm_sync(a, b)
     _close(c.cpu(), a.cpu().float() @ b.cpu().float().t())
+
+
+def _no_swizzle_named(tmp_path, extra: str = "") -> str:
+    src = SRC.replace("dma.copy.swiz<128>", "dma.copy")
+    src = src.replace("        acc = mma.fill.f32 0.0f;\n", "        acc = mma.fill.f32 0.0f;\n" + extra)
+    path = tmp_path / "no_swizzle.co"
+    path.write_text(src)
+    return str(path)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_tile_only_mmas_read_gets_a_swizzle(tmp_path, target):
+    path = _no_swizzle_named(tmp_path)
+    k = ir_of_file(path, target=target).functions[0].kernels[0]
+    assert {b.name: b.swizzle for b in k.buffers}["a_s__shared"] == 128
+    a, b = _ab(64, 128, seed=3)
+    c, _ = emulate_function(path, "gemm_sync", (a, b), target)
+    _close(c, a.float() @ b.float().t())
+
+
+def test_a_tile_an_element_access_reads_stays_row_major(tmp_path):
+    path = _no_swizzle_named(tmp_path, "        f16 first = a_s.data.at(0, 0);\n")
+    k = ir_of_file(path, target="sm_90a").functions[0].kernels[0]
+    swz = {b.name: b.swizzle for b in k.buffers}
+    assert swz["a_s__shared"] is None and swz["b_s__shared"] == 128
+    with pytest.raises(ChoreoError, match="is not lowered for sm_90a yet"):
+        compile_file(path, "ptx", "sm_90a")  # (the element access, by name)

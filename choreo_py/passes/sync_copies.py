@@ -20,6 +20,11 @@ padding, at block level (outside parallel regions and roles, where one issuing
 thread stands for the block). The others stay as they are (and are refused by
 name by a backend that cannot lower them). Thread kernels (no MMA, no event, no
 TMA) keep their copies: they are lowered as cooperative loads there.
+
+A copy that names no swizzle into a tile that only MMAs read (no element access,
+no other copy observes its layout) gets the widest swizzle that divides its
+rows: the MMA units read shared tiles through swizzled descriptors here, and no
+statement of the program can tell the layout apart.
 """
 from __future__ import annotations
 
@@ -37,7 +42,8 @@ def run(kernel: ir.Kernel, target=None) -> None:
     if any(ev.name == EVENT for ev in kernel.events) or COUNTER in _names(kernel):
         return  # (a program's own names: leave its copies alone)
     names = iter(f"__copy{i}" for i in range(1 << 30))
-    body, changed = _rewrite(kernel, kernel.body, names)
+    free = _mma_only(kernel)
+    body, changed = _rewrite(kernel, kernel.body, names, free)
     if not changed:
         return
     kernel.events.append(ir.Event(EVENT, None, loc=kernel.loc))
@@ -60,7 +66,41 @@ def _tma_copy(kernel: ir.Kernel, s: ir.Stmt) -> bool:
     return None not in shapes[0] and shapes[0] == shapes[1]
 
 
-def _rewrite(kernel: ir.Kernel, stmts: list, names) -> tuple[list, bool]:
+def _mma_only(kernel: ir.Kernel) -> set[str]:
+    """Buffers read by MMAs only and written by copies that name no swizzle."""
+    operands, observed = set(), set()
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.Mma):
+            operands |= {v.base for v in (s.a, s.b) if isinstance(v, ir.View)}
+        elif isinstance(s, ir.DmaCopy) and s.swizzle is None and s.future is None \
+                and not (s.transpose or s.pad):
+            observed.add(s.src.base)
+        else:
+            observed |= _views_of(s)
+    return operands - observed
+
+
+def _views_of(s) -> set[str]:
+    """The bases of every view and element access a statement (not its body) names."""
+    out = set()
+    for value in vars(s).values():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, ir.View):
+                out.add(v.base)
+            elif isinstance(v, ir.Expr):
+                out |= {x.view.base for x in ir.expr_walk(v) if isinstance(x, ir.BufElem)}
+    return out
+
+
+def _swizzle(kernel: ir.Kernel, c: ir.DmaCopy, free: set[str]):
+    if c.swizzle is not None or c.dst.base not in free:
+        return c.swizzle
+    b = kernel.buffer(c.dst.base)
+    row_bytes = b.shape[-1] * ir.dtype_bytes(b.dtype) if len(b.shape) == 2 else 0
+    return next((w for w in (128, 64, 32) if row_bytes and row_bytes % w == 0), None)
+
+
+def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
     out, changed, i = [], False, 0
     while i < len(stmts):
         s = stmts[i]
@@ -69,13 +109,13 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names) -> tuple[list, bool]:
             while i < len(stmts) and _tma_copy(kernel, stmts[i]):
                 run.append(stmts[i])
                 i += 1
-            out += _group(run, names)
+            out += _group(run, names, [_swizzle(kernel, c, free) for c in run])
             changed = True
             continue
         for attr in ("body", "then", "orelse"):
             sub = getattr(s, attr, None)
             if isinstance(sub, list) and not isinstance(s, (ir.Parallel, ir.Role)):
-                new, ch = _rewrite(kernel, sub, names)
+                new, ch = _rewrite(kernel, sub, names, free)
                 if ch:
                     setattr(s, attr, new)
                     changed = True
@@ -84,10 +124,11 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names) -> tuple[list, bool]:
     return out, changed
 
 
-def _group(copies: list, names) -> list:
+def _group(copies: list, names, swizzles: list) -> list:
     loc = copies[0].loc
     order = ir.Sym(COUNTER, "u32")
-    loads = [ir.TmaLoad(c.src, c.dst, next(names), swizzle=c.swizzle, loc=c.loc) for c in copies]
+    loads = [ir.TmaLoad(c.src, c.dst, next(names), swizzle=swz, loc=c.loc)
+             for c, swz in zip(copies, swizzles)]
     ev = ir.EventRef(EVENT, order=order)
     return [ir.RoleSync(loc=loc), *loads,
             ir.Trigger(ev, [x.future for x in loads], loc=loc),
