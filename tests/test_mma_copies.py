@@ -153,3 +153,42 @@ def test_a_tile_an_element_access_reads_stays_row_major(tmp_path):
     assert swz["a_s__shared"] is None and swz["b_s__shared"] == 128
     with pytest.raises(ChoreoError, match="is not lowered for sm_90a yet"):
         compile_file(path, "ptx", "sm_90a")  # (the element access, by name)
+
+
+def _without_role(tmp_path) -> str:
+    src = SRC.replace("      inthreads.async (p == 0) {\n", "").replace(
+        "        mma.store acc, C.subspan(BM, BN).at(tm, tn);\n      }\n",
+        "        mma.store acc, C.subspan(BM, BN).at(tm, tn);\n")
+    assert "inthreads" not in src
+    path = tmp_path / "no_role.co"
+    path.write_text(src)
+    return str(path)
+
+
+def test_one_instance_without_roles_is_one_role_on_sm100a_only(tmp_path):
+    """passes/mma_roles.py: the tcgen05 lowering issues from its MMA role."""
+    path = _without_role(tmp_path)
+    roles = {t: [s for s in ir.walk(ir_of_file(path, target=t).functions[0].kernels[0].body)
+                 if isinstance(s, ir.Role)] for t in ("sm_90a", "sm_100a")}
+    assert roles["sm_90a"] == []
+    assert [(r.name, r.members) for r in roles["sm_100a"]] == [("p == 0", (0,))]
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_one_instance_without_roles_emulated(tmp_path, target):
+    path = _without_role(tmp_path)
+    a, b = _ab(128, 128, seed=4)
+    c, _ = emulate_function(path, "gemm_sync", (a, b), target)
+    _close(c, a.float() @ b.float().t())
+    if find_ptxas() is not None:
+        ptxas(compile_file(path, "ptx", target), target)
+
+
+def test_two_instances_without_roles_stay_refused_on_sm100a(tmp_path):
+    path = tmp_path / "two.co"
+    path.write_text(open(AUTO_K).read() if os.path.exists(AUTO_K) else "")
+    if not os.path.exists(AUTO_K):
+        pytest.skip("no ../shared corpus")
+    with pytest.raises(ChoreoError, match="MMAs in a parallel region without inthreads roles"):
+        compile_file(str(path), "ptx", "sm_100a")
