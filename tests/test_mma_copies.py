@@ -192,3 +192,74 @@ def test_two_instances_without_roles_stay_refused_on_sm100a(tmp_path):
         pytest.skip("no ../shared corpus")
     with pytest.raises(ChoreoError, match="MMAs in a parallel region without inthreads roles"):
         compile_file(str(path), "ptx", "sm_100a")
+
+
+# ---------------------------------------------------------------- register A operands
+RS = """
+__co__ auto rs(f16 [64, K] lhs, f16 [64, K] rhs) {
+  f32 [64, 64] output{0.0f};
+  parallel {bm, bn} by [1, 1] : block {
+    lhs_s = tma.copy.swiz<SWZ> lhs => shared;
+    rhs_s = tma.copy.swiz<SWZ> rhs => shared;
+    parallel by 1 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      ma = mma.load.frag lhs_s;
+      mma.row.row mc, ma, rhs_s;
+      mma.store mc, output;
+    }
+  }
+  return output;
+}
+"""
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("swizzle,k", [(32, 16), (64, 32), (128, 64)])
+def test_mma_load_from_each_swizzle(tmp_path, swizzle, k):
+    """mma.load reads a thread's 16-byte chunks where the S-byte swizzle put them (the
+    chunk index XORs with row % 8, (row / 2) % 4 or (row / 4) % 2)."""
+    path = tmp_path / f"rs{swizzle}.co"
+    path.write_text(RS.replace("SWZ", str(swizzle)).replace("K]", f"{k}]"))
+    a, b = _ab(64, 64, k, seed=5)
+    c, _ = emulate_function(str(path), "rs", (a, b), "sm_90a")
+    assert (c - a.float() @ b.float().t()).abs().max().item() < 1e-3
+
+
+WGMMA_RS = os.path.join(SHARED, "corpus", "tests", "gpu", "end2end", "wgmma_rs.co")
+
+
+@pytest.mark.emu
+@needs_corpus
+def test_wgmma_rs_emulated():
+    """end2end/wgmma_rs.co: a constant register operand (`frag f16[64, 16] a {1.0f}`: the
+    value's f16 bits in both halves of each register; on sm_100a stored to its tensor-memory
+    columns) and mma.load, with the accumulator filled and stored around the region
+    (passes/region_tail.py)."""
+    g = torch.Generator().manual_seed(6)
+    lhs = (torch.rand(64, 16, generator=g) * 2 - 1).to(torch.float16)
+    rhs = (torch.rand(64, 16, generator=g) * 2 - 1).to(torch.float16)
+    ones = torch.ones(64, 16) @ rhs.float().t()
+    for target in ("sm_90a", "sm_100a"):
+        c, _ = emulate_function(WGMMA_RS, "wgmma_rs1", (rhs,), target)
+        assert (c - ones).abs().max().item() < 1e-3, target
+    c, _ = emulate_function(WGMMA_RS, "wgmma_rs2", (lhs, rhs), "sm_90a")
+    assert (c - lhs.float() @ rhs.float().t()).abs().max().item() < 1e-3
+
+
+@needs_corpus
+def test_region_tail_moves_the_statements_around_the_only_region():
+    k = ir_of_file(WGMMA_RS, target="sm_90a").functions[0].kernels[0]
+    top = [type(s).__name__ for s in k.body]
+    assert top[-1] == "Parallel" and "MmaFill" not in top and "FragDecl" not in top
+    region = k.body[-1]
+    inside = [type(s).__name__ for s in region.body]
+    assert set(inside[:2]) == {"MmaFill", "FragDecl"} and inside[-2:] == ["MmaStore", "TmaStore"]
+
+
+def test_region_tail_leaves_kernels_of_several_regions(tmp_path):
+    src = (SRC.replace("    parallel p by 1 : group-4 {\n",
+                       "    parallel q by 1 : group-4 { }\n    parallel p by 1 : group-4 {\n", 1))
+    path = tmp_path / "two_regions.co"
+    path.write_text(src)
+    k = ir_of_file(str(path), target="sm_90a").functions[0].kernels[0]
+    assert sum(isinstance(s, ir.Parallel) for s in k.body) == 2

@@ -1,5 +1,7 @@
 """Synchronous copies into shared memory in an MMA kernel become TMA loads on an event.
 
+(`dma.copy` and the synchronous `tma.copy` alike.)
+
 `lhs_s = dma.copy.swiz<128> lhs.chunkat(m, k) => shared;` at block level, in a
 kernel whose tiles feed MMAs, means: the tile is in shared memory, in the named
 swizzle, for every thread, at the next statement. The MMA lowering moves tiles
@@ -55,7 +57,10 @@ def _names(kernel: ir.Kernel) -> set:
 
 
 def _tma_copy(kernel: ir.Kernel, s: ir.Stmt) -> bool:
-    if not isinstance(s, ir.DmaCopy) or s.future is not None or s.transpose or s.pad:
+    if isinstance(s, ir.TmaLoad):  # `tma.copy src => dst;`: synchronous as well
+        if s.future is not None or s.leader_only:
+            return False
+    elif not isinstance(s, ir.DmaCopy) or s.future is not None or s.transpose or s.pad:
         return False
     if kernel.buffer(s.src.base) is not None or kernel.buffer(s.dst.base) is None:
         return False
@@ -127,8 +132,8 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
 def _group(copies: list, names, swizzles: list) -> list:
     loc = copies[0].loc
     order = ir.Sym(COUNTER, "u32")
-    loads = [ir.TmaLoad(c.src, c.dst, next(names), swizzle=swz, loc=c.loc)
-             for c, swz in zip(copies, swizzles)]
+    loads = [ir.TmaLoad(c.src, c.dst, next(names), swizzle=swz, loc=c.loc,
+                        evict=getattr(c, "evict", None)) for c, swz in zip(copies, swizzles)]
     ev = ir.EventRef(EVENT, order=order)
     return [ir.RoleSync(loc=loc), *loads,
             ir.Trigger(ev, [x.future for x in loads], loc=loc),

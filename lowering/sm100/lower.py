@@ -17,8 +17,9 @@ accumulator work. The tcgen05 target also uses the core's optional hooks
   the MMA role ends;
 - `wait` on an event whose tile only MMAs read is the issuing thread's alone
   (lower_wait.py: a thread left behind could miss a phase of the ring);
-- after an `apply` (or copy) that writes a bf16 A operand, its registers go
-  to the operand's TMEM columns, where the next MMA reads it; `mma.store`
+- after an `apply` (or copy, or an initialised declaration) that writes a bf16
+  A operand, its registers go to the operand's TMEM columns, where the next MMA
+  reads it; `mma.store`
   uses lower_store.py (a thread's columns are a run of one row here).
 
 The MMA futures' mbarriers and the TMEM address slot are appended to the
@@ -89,7 +90,8 @@ class Sm100Lowering(Sm100Target):
         if not self.in_mma_role(lw):
             return
         written = writes(s) if isinstance(s, ir.Apply) else \
-            {s.dst} if isinstance(s, ir.FragCopy) else set()
+            {s.dst} if isinstance(s, ir.FragCopy) else \
+            {s.frag.name} if isinstance(s, ir.FragDecl) and s.init is not None else set()
         for name in sorted(written):
             fi = lw.frags.get(name)
             if fi is not None and fi.kind == "operand":
