@@ -263,3 +263,14 @@ def test_region_tail_leaves_kernels_of_several_regions(tmp_path):
     path.write_text(src)
     k = ir_of_file(str(path), target="sm_90a").functions[0].kernels[0]
     assert sum(isinstance(s, ir.Parallel) for s in k.body) == 2
+
+
+def test_constant_operand_bits_against_torch():
+    from choreo_py.lowering.core.fragments import _half_bits
+
+    for v in (1.0, -2.5, 0.1, 1.00390625, 1.01171875, 65504.0, 3.0e38):
+        for dtype, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
+            if dtype == "f16" and abs(v) > 65504:
+                continue
+            want = torch.tensor([v], dtype=torch.float32).to(tdt).view(torch.int16).item()
+            assert _half_bits(v, dtype) == want & 0xFFFF, (v, dtype)
