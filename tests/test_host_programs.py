@@ -69,7 +69,8 @@ def test_one_module_with_an_entry_per_kernel(target):
 def emulate_function(path: str, name: str, args: tuple, target: str):
     """Runs a function's kernels in the PTX emulator as runtime/host_program.py launches
     them: its host buffers allocated, its entries in launch order, an MMA entry's PARAMS
-    (tensor maps, dimensions), a thread entry's pointers and dimensions."""
+    (tensor maps, dimensions), a thread entry's pointers and dimensions. Returns (the
+    result, or for a function that returns nothing every tensor by name; the launches)."""
     from choreo_py.emu.api import run_spec
     from choreo_py.emu.launch import LaunchSpec
     from choreo_py.host.specialize import Functions
@@ -94,7 +95,7 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
                           info["SMEM_BYTES"], params, shapes)
         run_spec(spec, tensors)
-    return tensors[fn.result], launches
+    return (tensors[fn.result] if fn.result is not None else tensors), launches
 
 
 @pytest.mark.emu

@@ -274,3 +274,16 @@ def test_constant_operand_bits_against_torch():
                 continue
             want = torch.tensor([v], dtype=torch.float32).to(tdt).view(torch.int16).item()
             assert _half_bits(v, dtype) == want & 0xFFFF, (v, dtype)
+
+
+def test_a_parallel_region_inside_a_loop_is_refused_by_name(tmp_path):
+    """Its roles end their threads (`ret`), so the loop could not go on: refused by name
+    rather than compiled into a kernel whose warps leave after the first iteration."""
+    src = SRC.replace("    parallel p by 1 : group-4 {\n", "    foreach {it} in [2] {\n"
+                      "    parallel p by 1 : group-4 {\n").replace("  return C;", "  }\n  return C;")
+    src = src.replace("    }\n  }\n  }\n  return C;", "    }\n    }\n  }\n  return C;")
+    path = tmp_path / "in_loop.co"
+    path.write_text(src)
+    for target in ("sm_90a", "sm_100a"):
+        with pytest.raises(ChoreoError, match="a parallel region inside a loop or branch"):
+            compile_file(str(path), "ptx", target)
