@@ -235,7 +235,7 @@ def test_wgmma_rs_emulated():
     """end2end/wgmma_rs.co: a constant register operand (`frag f16[64, 16] a {1.0f}`: the
     value's f16 bits in both halves of each register; on sm_100a stored to its tensor-memory
     columns) and mma.load, with the accumulator filled and stored around the region
-    (passes/region_tail.py)."""
+    (passes/one_region.py)."""
     g = torch.Generator().manual_seed(6)
     lhs = (torch.rand(64, 16, generator=g) * 2 - 1).to(torch.float16)
     rhs = (torch.rand(64, 16, generator=g) * 2 - 1).to(torch.float16)
@@ -248,22 +248,49 @@ def test_wgmma_rs_emulated():
 
 
 @needs_corpus
-def test_region_tail_moves_the_statements_around_the_only_region():
+def test_one_region_holds_the_whole_block():
+    """passes/one_region.py: the block's statements around its only one-instance region
+    (the fills before, the store after) are the region's."""
     k = ir_of_file(WGMMA_RS, target="sm_90a").functions[0].kernels[0]
-    top = [type(s).__name__ for s in k.body]
-    assert top[-1] == "Parallel" and "MmaFill" not in top and "FragDecl" not in top
-    region = k.body[-1]
-    inside = [type(s).__name__ for s in region.body]
-    assert set(inside[:2]) == {"MmaFill", "FragDecl"} and inside[-2:] == ["MmaStore", "TmaStore"]
+    assert len(k.body) == 1 and isinstance(k.body[0], ir.Parallel)
+    inside = [type(s).__name__ for s in k.body[0].body]
+    assert {"MmaFill", "FragDecl"} <= set(inside) and inside[-2:] == ["MmaStore", "TmaStore"]
 
 
-def test_region_tail_leaves_kernels_of_several_regions(tmp_path):
+def test_one_region_leaves_kernels_of_several_regions(tmp_path):
     src = (SRC.replace("    parallel p by 1 : group-4 {\n",
                        "    parallel q by 1 : group-4 { }\n    parallel p by 1 : group-4 {\n", 1))
     path = tmp_path / "two_regions.co"
     path.write_text(src)
     k = ir_of_file(str(path), target="sm_90a").functions[0].kernels[0]
     assert sum(isinstance(s, ir.Parallel) for s in k.body) == 2
+
+
+GEMM_K_LOOP = os.path.join(HERE, "co", "gemm_k_loop.co")
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_region_in_a_loop_over_k_tiles(target):
+    """Synchronous copies and a one-instance MMA region in a loop over K tiles, the
+    accumulator filled before the loop and stored after it: the interpreter and the
+    emulated PTX (which reports a copy that overwrites a tile an MMA still reads) against
+    torch, and ptxas."""
+    a, b = _ab(128, 256, 192, seed=7)
+    want = a.float() @ b.float().t()
+    assert _rel(choreo_py.interpret(GEMM_K_LOOP, target=target).gemm_k_loop(a, b), want) \
+        <= 2 ** -9
+    c, _ = emulate_function(GEMM_K_LOOP, "gemm_k_loop", (a, b), target)
+    assert _rel(c, want) <= 2 ** -9
+    if find_ptxas() is not None:
+        ptxas(compile_file(GEMM_K_LOOP, "ptx", target), target)
+
+
+@pytest.mark.gpu
+def test_gpu_a_region_in_a_loop_over_k_tiles():
+    a, b = (t.cuda() for t in _ab(256, 384, 512, seed=8))
+    c = choreo_py.load(GEMM_K_LOOP).gemm_k_loop(a, b)
+    assert _rel(c.cpu(), a.cpu().float() @ b.cpu().float().t()) <= 2 ** -9
 
 
 def test_constant_operand_bits_against_torch():
@@ -279,7 +306,8 @@ def test_constant_operand_bits_against_torch():
 
 def test_a_parallel_region_inside_a_loop_is_refused_by_name(tmp_path):
     """Its roles end their threads (`ret`), so the loop could not go on: refused by name
-    rather than compiled into a kernel whose warps leave after the first iteration."""
+    rather than compiled into a kernel whose warps leave after the first iteration (a
+    region with roles: passes/one_region.py does not apply)."""
     src = SRC.replace("    parallel p by 1 : group-4 {\n", "    foreach {it} in [2] {\n"
                       "    parallel p by 1 : group-4 {\n").replace("  return C;", "  }\n  return C;")
     src = src.replace("    }\n  }\n  }\n  return C;", "    }\n    }\n  }\n  return C;")

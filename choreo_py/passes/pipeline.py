@@ -17,7 +17,7 @@ from ..diagnostics import ChoreoError, warn
 from ..ir_verify import verify_kernel
 from ..targets import Target
 from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
-               global_mma_stores, mma_roles, region_tail,
+               global_mma_stores, mma_roles, one_region,
                mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies)
 
 Pass = Callable[[ir.Kernel, Target], None]
@@ -51,7 +51,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("budget", _budget),                         # threads and registers the block may have
     ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event
     ("global-mma-stores", global_mma_stores.run),  # mma.store into global -> staging + TMA
-    ("region-tail", region_tail.run),            # MMA kernels: the statements after the block's region
+    ("one-region", one_region.run),              # MMA kernels: a block of one 1-instance region is it
     ("mma-roles", mma_roles.run),                # sm_100a: one instance's MMAs -> its role
     ("copy-swizzle", copy_swizzle.run),          # a buffer's swizzle from the copies that fill it
     ("fragment-layout", fragment_layout.run),    # acc / operand / row / row_partial

@@ -90,8 +90,10 @@ class Sm100Lowering(Sm100Target):
         if not self.in_mma_role(lw):
             return
         written = writes(s) if isinstance(s, ir.Apply) else \
-            {s.dst} if isinstance(s, ir.FragCopy) else \
-            {s.frag.name} if isinstance(s, ir.FragDecl) and s.init is not None else set()
+            {s.dst} if isinstance(s, ir.FragCopy) else set()
+        if isinstance(s, ir.FragDecl) and s.init is not None and \
+                any(r.frag == s.frag.name for r in self.plan.regions):
+            written = {s.frag.name}  # (one mma.load fills instead is refused by name there)
         for name in sorted(written):
             fi = lw.frags.get(name)
             if fi is not None and fi.kind == "operand":
