@@ -278,6 +278,31 @@ def _histogram_ref(args):
     return torch.bincount(args[0].cpu().long() % 16, minlength=16).int()
 
 
+# --- end2end/wgmma_rs.co: A from registers (a constant fragment, or mma.load of a shared
+# tile) times B in shared memory; its main's data and its 0.1 tolerance
+def _rs_lhs(dev):
+    m, k = torch.meshgrid(torch.arange(64), torch.arange(16), indexing="ij")
+    return (((m + 2 * k) % 3).float() * 0.5).to(torch.float16).to(dev)
+
+
+def _rs_rhs(dev):
+    n, k = torch.meshgrid(torch.arange(64), torch.arange(16), indexing="ij")
+    return (((2 * n + k) % 3).float() * 0.5).to(torch.float16).to(dev)
+
+
+def _rs1_ref(args):
+    return args[0].cpu().float().sum(1).expand(64, 64)  # [m][n]: the sum of row n of B
+
+
+def _rs2_ref(args):
+    return args[0].cpu().float() @ args[1].cpu().float().t()
+
+
+#: Cases a target refuses by name: (target, words of the refusal).
+REFUSED_ON = {
+    "wgmma_rs.co::wgmma_rs2": ("sm_100a", "mma.load (a register A operand"),
+}
+
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
 NOT_INTERPRETED = {
     "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
@@ -352,6 +377,10 @@ CASES = [
      _copy_ref, _bits_equal),
     (os.path.join(END2END, "float_types.co"), "copy_f8_e5m2", _fcopy(torch.float8_e5m2),
      _copy_ref, _bits_equal),
+    (os.path.join(END2END, "wgmma_rs.co"), "wgmma_rs1", lambda g, d: (_rs_rhs(d),), _rs1_ref,
+     _close(0.1)),
+    (os.path.join(END2END, "wgmma_rs.co"), "wgmma_rs2", lambda g, d: (_rs_lhs(d), _rs_rhs(d)),
+     _rs2_ref, _close(0.1)),
     (os.path.join(EXAMPLES, "vector_add.co"), "vector_add", _vector_add,
      lambda a: a[0] + a[1], _close(0.0)),
     (os.path.join(EXAMPLES, "transpose.co"), "transpose", _transpose,

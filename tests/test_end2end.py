@@ -12,12 +12,13 @@ from __future__ import annotations
 import pytest
 
 import choreo_py
+from choreo_py.diagnostics import ChoreoError
 from choreo_py.driver import compile_file
 from choreo_py.runtime.build import find_ptxas, ptxas
 
 from choreo_py.interp.scalars import TORCH_DTYPES
 
-from end2end_refs import CASES, NOT_INTERPRETED, case_id, case_ptx, run_case
+from end2end_refs import CASES, NOT_INTERPRETED, REFUSED_ON, case_id, case_ptx, run_case
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
@@ -32,6 +33,12 @@ def test_interpreter_matches_the_programs_check(case):
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_ptxas_accepts(case, target):
     """What the GPU would run for the case (its function, built for the case's shapes)."""
+    refused = REFUSED_ON.get(case_id(case))
+    if refused is not None and refused[0] == target:
+        with pytest.raises(ChoreoError) as e:  # by name, with its place
+            case_ptx(case, target)
+        assert refused[1] in e.value.message and e.value.loc is not None
+        return
     if find_ptxas() is None:
         pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
     _, log = ptxas(case_ptx(case, target), target, verbose=True)

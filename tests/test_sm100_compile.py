@@ -311,15 +311,17 @@ def test_operand_outside_tmem_is_refused_by_name():
 
 
 def test_cli_refusal_names_statement_and_place(tmp_path):
-    # a dma.copy in an MMA kernel (thread kernels such as softmax.co lower it)
+    # a dma.copy inside a role of an MMA kernel (thread kernels such as softmax.co lower it;
+    # at block level, passes/sync_copies.py makes it a TMA load)
     src = (EXAMPLES / "gemm.co").read_text().replace(
-        "    k_tiles = cdiv(K, BK);\n",
-        "    k_tiles = cdiv(K, BK);\n    dma.copy C.subspan(BM, BN).at(tm, tn) => c_buf;\n")
+        "        call croq::cuda::setreg_dec(40);\n",
+        "        call croq::cuda::setreg_dec(40);\n"
+        "        dma.copy C.subspan(BM, BN).at(tm, tn) => c_buf;\n")
     path = tmp_path / "gemm_dma.co"
     path.write_text(src)
     res = _cli(str(path), "-o", "-")
     assert res.returncode == 1
-    assert re.search(r"gemm_dma\.co:22:5: error: dma\.copy is not lowered for sm_100a yet",
+    assert re.search(r"gemm_dma\.co:26:9: error: dma\.copy is not lowered for sm_100a yet",
                      res.stderr)
 
 

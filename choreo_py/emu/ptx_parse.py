@@ -272,6 +272,9 @@ class _Parser:
                     insts.append(self.instruction(stmt, lineno, len(insts), co))
         if name is None:
             raise PtxSyntaxError("no .entry function in the PTX")
+        # The closing brace of an entry is an implicit exit (a thread kernel ends with its
+        # last join's bar.sync; a branch may target a label just before the brace).
+        insts.append(self.instruction("ret", len(lines), len(insts), co))
         return Kernel(name, params, self.reg_names, self.reg_types, insts, labels, target,
                       maxntid, self.reg_index, tuple(windows) or ("smem",))
 

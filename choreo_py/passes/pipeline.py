@@ -17,7 +17,8 @@ from ..diagnostics import ChoreoError, warn
 from ..ir.verify import verify_kernel
 from ..targets import Target
 from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
-               mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults)
+               global_mma_stores, mma_roles, one_region,
+               mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
@@ -48,6 +49,10 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     # an accumulator read before its MMA is waited): errors for `check` too
     ("static-faults", lambda k, t: static_faults.check_kernel(k)),
     ("budget", _budget),                         # threads and registers the block may have
+    ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event
+    ("global-mma-stores", global_mma_stores.run),  # mma.store into global -> staging + TMA
+    ("one-region", one_region.run),              # MMA kernels: a block of one 1-instance region is it
+    ("mma-roles", mma_roles.run),                # sm_100a: one instance's MMAs -> its role
     ("copy-swizzle", copy_swizzle.run),          # a buffer's swizzle from the copies that fill it
     ("fragment-layout", fragment_layout.run),    # acc / operand / row / row_partial
     ("event-arrivals", event_arrivals.run),      # arrivals that complete an event generation

@@ -134,11 +134,15 @@ class _Sim:
             yield from self.stmt(s, env, run, path_gen)
 
     def stmt(self, s, env, run, path_gen):
-        if isinstance(s, (ir.Let, ir.Var)):
-            value = s.value if isinstance(s, ir.Let) else s.init
-            env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None) or value.dtype)
-        elif isinstance(s, ir.Assign):
-            env[s.name] = wrap(evaluate(s.value, env), s.value.dtype)
+        if isinstance(s, (ir.Let, ir.Var, ir.Assign)):
+            value = s.init if isinstance(s, ir.Var) else s.value
+            try:
+                env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None)
+                                   or value.dtype)
+            except EvalError:
+                # A value of data (a buffer element): unknown here. The name stays unbound,
+                # so a branch, loop or event order that depends on it still stops the check.
+                env.pop(s.name, None)
         elif isinstance(s, ir.For):
             yield from self.loop(s, env, run, path_gen)
         elif isinstance(s, ir.While):

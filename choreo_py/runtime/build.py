@@ -46,6 +46,12 @@ def pyptx_text(module: ir.Module, source_path: str, target: str) -> str:
     return lowering(target).lower_module(module, os.path.basename(source_path))
 
 
+def program_text(module: ir.Module, source_path: str, target: str) -> str:
+    """The module as a host program's kernels (`KERNELS`, an entry per kernel), also when it
+    holds one MMA kernel (lowering/core/program.py)."""
+    return lowering(target).lower_program(module, os.path.basename(source_path))
+
+
 @dataclass
 class Loaded:
     """The generated module, executed: its kernel and launch description."""

@@ -1,8 +1,9 @@
-"""Host programs on the GPU: a file of thread kernels as Python callables.
+"""Host programs on the GPU: a file of several kernels as Python callables.
 
-The generated module of a file whose kernels are all thread kernels
-(lowering/core/simt.py) holds `KERNELS`: per kernel its tensors, its
-dimensions, grid() and block size. A call of a `__co__` function binds its
+The generated module of a file of thread kernels (lowering/core/simt.py), or
+of several kernels some of which are MMA kernels (lowering/core/program.py),
+holds `KERNELS`: per kernel its tensors (pointers) or, for an MMA kernel, its
+PARAMS (tensor maps), its dimensions, grid() and block size. A call of a `__co__` function binds its
 arguments, allocates its host buffers on the arguments' device, launches
 its kernels in order on torch's current stream and returns its result.
 The module is assembled once per device (one cubin, an entry per kernel).
@@ -49,7 +50,8 @@ class ThreadProgram:
             if "cubin" not in self.__dict__:
                 self.cubin = build.ptxas(self.ptx(), self.target)[0]
             info = self.kernels[name]
-            self._cuda[key] = CudaKernel(self.cubin, name, info["SMEM_BYTES"], device)
+            self._cuda[key] = CudaKernel(self.cubin, info.get("ENTRY", name),
+                                         info["SMEM_BYTES"], device)
         return self._cuda[key]
 
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
@@ -72,8 +74,13 @@ class ThreadProgram:
 
     def _launch(self, name: str, tensors: dict, dims: dict, device, stream: int) -> None:
         info = self.kernels[name]
-        params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
-        params += [ctypes.c_uint32(int(dims[d])) for d in info["DIMS"]]
+        if "PARAMS" in info:  # an MMA kernel: tensor maps and dimensions (program.py)
+            from .launch import kernel_param
+
+            params = [kernel_param(p, tensors, dims) for p in info["PARAMS"]]
+        else:
+            params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
+            params += [ctypes.c_uint32(int(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
         k.launch(grid, info["THREADS"], k.pack(params), stream)
@@ -96,9 +103,8 @@ def library(path: str, target: str, program, rec, first_error=None) -> Library:
         if id(fn) not in programs:
             module = funcs.module(fn)
             text = build.pyptx_text(module, path, target)
-            if "\nKERNELS = {}" not in text:
-                raise ValueError(f"{name} holds MMA kernels: load it alone, as a kernel "
-                                 "(its file must compile as a whole)")
+            if "\nKERNELS = {}" not in text:  # one MMA kernel: as an entry of a program
+                text = build.program_text(module, path, target)
             programs[id(fn)] = (fn, ThreadProgram(path, target, module, text))
         return programs[id(fn)][1].call(fn, args, kwargs)
 

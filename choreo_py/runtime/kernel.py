@@ -6,16 +6,13 @@ import os
 from typing import Iterable, Optional
 
 from . import build
+from .launch import ChoreoRuntimeError, kernel_param
 
 _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
                  "u8": "uint8", "f64": "float64", "s64": "int64"}
 
 
 _NOTHING = object()  # a launch with an empty grid
-
-
-class ChoreoRuntimeError(ValueError):
-    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
 
 
 class ChoreoFunction:
@@ -199,20 +196,7 @@ class ChoreoFunction:
 
     @staticmethod
     def _param(p, tensors: dict, dims: dict):
-        from .launch import tensor_map
-
-        if p[0] == "dim":
-            return ctypes.c_uint32(dims[p[2]])
-        _, _, name, dtype, box, swizzle = p
-        t = tensors[name]
-        esize = t.element_size()
-        sizes = tuple(reversed(t.shape))
-        strides = tuple(s * esize for s in reversed(t.stride()))[1:]
-        for axis, s in enumerate(strides):
-            if s % 16:
-                raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
-                                         f"multiples of 16 bytes")
-        return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
+        return kernel_param(p, tensors, dims)
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
@@ -258,7 +242,10 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
             lib = library(path, target, program, rec, first_error=e)
             return lib if function is None else lib[function]
         kernels = [k for f in module.functions for k in f.kernels]
-        if kernels and all(simt.is_thread_kernel(k) for k in kernels):
+        one_kernel = len(kernels) == 1 and not module.functions[0].locals
+        if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel):
+            # a host program: thread kernels, or several kernels (MMA ones among them), or
+            # result buffers the call allocates (runtime/host_program.py)
             from .host_program import library
 
             lib = library(path, target, program, rec)

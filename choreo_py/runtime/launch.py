@@ -17,6 +17,27 @@ _DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "u8": "UINT8"
 _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 
 
+class ChoreoRuntimeError(ValueError):
+    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+def kernel_param(p, tensors: dict, dims: dict):
+    """One kernel parameter of a module's PARAMS: ("dim", param, name) -> its value,
+    ("tmap", param, tensor, dtype, box, swizzle) -> the tensor's TMA descriptor."""
+    if p[0] == "dim":
+        return ctypes.c_uint32(dims[p[2]])
+    _, _, name, dtype, box, swizzle = p
+    t = tensors[name]
+    esize = t.element_size()
+    sizes = tuple(reversed(t.shape))
+    strides = tuple(s * esize for s in reversed(t.stride()))[1:]
+    for axis, s in enumerate(strides):
+        if s % 16:
+            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
+                                     f"multiples of 16 bytes")
+    return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
+
+
 class LaunchError(RuntimeError):
     pass
 

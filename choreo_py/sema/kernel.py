@@ -155,10 +155,15 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             self._check_decl(s)
         if isinstance(s, A.ScalarDecl) and not s.mutable and s.init is not None:
             v = self.scalar(s.init, s.type.name if s.type else None)
-            if not isinstance(v, ir.Const):
-                raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
-            self.scope.bind(s.name, Scalar(v, kind="const"))
-            return
+            if isinstance(v, ir.Const):
+                self.scope.bind(s.name, Scalar(v, kind="const"))
+                return
+            if self._of_sizes(v):
+                # `int tiles = cdiv(M, 64) * cdiv(N, 128);`: a value of the function's sizes,
+                # immutable; each kernel that reads it computes it from its dimensions.
+                self.scope.bind(s.name, Scalar(v, kind="let"))
+                return
+            raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
                 s.expr.func == "assert":
             return self.assert_stmt(s.expr)
@@ -167,7 +172,15 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
                 self.scope.bind(s.target.id, Scalar(v.expr, kind="const"))
                 return
+            if isinstance(v, Scalar) and self.scope.local(s.target.id) is None \
+                    and self._of_sizes(v.expr):  # `n = cdiv(SEQ, 64);` declares a value
+                self.scope.bind(s.target.id, Scalar(v.expr, kind="let"))
+                return
         raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
+
+    def _of_sizes(self, e: ir.Expr) -> bool:
+        """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
+        return all(getattr(self.scope.lookup(n), "kind", None) == "dim" for n in ir.sym_names(e))
 
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
         # `parallel.async` launches on the stream like any kernel (launches are in order).

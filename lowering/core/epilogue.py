@@ -10,7 +10,8 @@ other way: each packed register (two neighbouring bf16 columns) is one
 the registers land where the MMA reads its A operand.
 
 In a swizzled tile the 16-byte chunk of a column moves with the row
-(chunk c of row r at c ^ (r % 8)). With row offsets that are multiples of
+(128-byte swizzle: chunk c of row r at c ^ (r % 8); 64 B: c ^ ((r / 2) % 4);
+32 B: c ^ ((r / 4) % 2)). With row offsets that are multiples of
 8 (checked) r % 8 is the same for all of a thread's registers, so the
 thread computes one address per chunk of a stripe once, and every access
 is `[chunk address + immediate]`. In the 128-byte swizzle a warp's 32
@@ -106,8 +107,16 @@ def _chunk_addresses(lw: Lowering, buf, rb: V, base: V, lay, loc, tag: str) -> l
         raise lw.refuse("a swizzled tile accessed from columns that straddle 16-byte chunks",
                         loc)
     w = lw.w
+    # The S-byte swizzle XORs the 16-byte chunk index (S / 16 of them in a row of a
+    # stripe) with bits 7.. of the row's byte offset (row * S): row % 8 for 128 B,
+    # (row / 2) % 4 for 64 B, (row / 4) % 2 for 32 B.
+    shift = {128: 0, 64: 1, 32: 2}[buf.swizzle]
     rsw = w.reg("u32", "row_swz")
-    w.op("and.b32", rsw, rb, 7)
+    if shift:
+        w.op("shr.u32", rsw, rb, shift)
+        w.op("and.b32", rsw, rsw, buf.swizzle // 16 - 1)
+    else:
+        w.op("and.b32", rsw, rb, 7)
     w.op("shl.b32", rsw, rsw, 4)
     out = []
     for c in range(buf.row_bytes // 16):

@@ -79,9 +79,23 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         init = V.imm(s.init.value, "f32")
         if fi.kind == "acc":
             lw.target.fill(lw, f, init)
+        elif fi.kind == "operand":  # packed pairs of 16-bit elements: the value's bits twice
+            bits = _half_bits(s.init.value, f.dtype)
+            for k in range(lay.regs // 2):
+                w.op("mov.b32", fi.reg(k), V.imm(bits << 16 | bits, "b32"))
         else:
             for k in range(len(lay.row_slots)):
                 w.op("mov.f32", fi.reg(k), init)
+
+
+def _half_bits(value: float, dtype: str) -> int:
+    """The bits of a constant as f16 or bf16 (round to nearest even, as cvt.rn does)."""
+    import struct
+
+    if dtype == "f16":
+        return struct.unpack("<H", struct.pack("<e", value))[0]
+    f32 = struct.unpack("<I", struct.pack("<f", value))[0]
+    return ((f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def fill(lw: Lowering, s: ir.MmaFill) -> None:

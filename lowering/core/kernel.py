@@ -32,7 +32,7 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
                           "function)")
     if all(simt.is_thread_kernel(k) for _, k in found):
         return simt.lower_thread_module(module, target, source_name)
-    if len(found) > 1:
+    if len(found) > 1:  # (program.py lowers these: several kernels, MMA ones among them)
         raise ChoreoError(f"a file with several kernels is not lowered for {arch} yet",
                           found[1][1].loc)
     fn, kernel = found[0]
@@ -51,6 +51,12 @@ def _hook(lw: Lowering, name: str, *args) -> None:
 
 
 def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: str) -> str:
+    lw, body = lower_kernel_body(k, target)
+    return _module(lw, fn, body, source_name)
+
+
+def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
+    """(the lowering state, the kernel function's body text) of one MMA kernel."""
     prepare = getattr(target, "prepare", None)
     if prepare is not None:
         k = prepare(k)
@@ -71,7 +77,7 @@ def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: 
     lw.leave_region()
     with w.into(prefetch):
         _prefetch_tensor_maps(lw)
-    return _module(lw, fn, w.text(), source_name)
+    return lw, w.text()
 
 
 def _prefetch_tensor_maps(lw: Lowering) -> None:
@@ -286,25 +292,44 @@ def _py_expr(e: ir.Expr, sym=str) -> str:
     raise ChoreoError("a grid extent that the launcher cannot compute")
 
 
-def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
+def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
+    """What a launcher needs of a lowered MMA kernel (its module, or its entry in a module of
+    several kernels: program.py)."""
     k = lw.k
-    threads = _threads(k)
-    smem = (k.smem_total or 0) + SMEM_ALIGN
     dims = k.symbolic_dims
     params = [("tmap", m.name, m.tensor, m.dtype, m.box, m.swizzle) for m in lw.memory.maps]
     params += [("dim", f"dim_{d}", d) for d in dims]
-    raw = [("b8.align64.array128", m.name) for m in lw.memory.maps] + \
-        [("u32", f"dim_{d}") for d in dims]
-    tensors = [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
-                                       for x in p.shape)) for p in fn.params]
     grid_params, sym = _dim_params(dims)
-    grid = [_py_expr(g.extent, sym) for g in k.grid] + ["1"] * (3 - len(k.grid))
-    types = sorted({"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used)
-    py_name = module_safe(k.name)  # `def grid():` would replace the launcher's grid()
     lb = k.launch_bounds
+    threads = _threads(k)
     directives = [("maxntid", (threads, 1, 1))]
     if lw.target.arch.startswith("sm_9") or (lb and lb[1]):
         directives.append(("minnctapersm", (lb[1] if lb and lb[1] else 1,)))
+    return {
+        "threads": threads,
+        "smem": (k.smem_total or 0) + SMEM_ALIGN,
+        "dims": dims,
+        "params": params,
+        "raw": [("b8.align64.array128", m.name) for m in lw.memory.maps]
+        + [("u32", f"dim_{d}") for d in dims],
+        "tensors": [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
+                                            for x in p.shape)) for p in fn.params],
+        "grid_params": grid_params,
+        "grid": [_py_expr(g.extent, sym) for g in k.grid] + ["1"] * (3 - len(k.grid)),
+        "types": {"u32", "s32", "u64", "pred", "b32", "b64", "f32"} | lw.w.types_used,
+        "py_name": module_safe(k.name),  # `def grid():` would replace the launcher's grid()
+        "directives": directives,
+    }
+
+
+def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
+    k = lw.k
+    f = launch_facts(lw, fn)
+    threads, smem, dims, params, raw, tensors = (f["threads"], f["smem"], f["dims"],
+                                                 f["params"], f["raw"], f["tensors"])
+    grid_params, grid, py_name, directives = (f["grid_params"], f["grid"], f["py_name"],
+                                              f["directives"])
+    types = sorted(f["types"])
     out = [
         f'"""Kernel `{k.name}` of {source_name}, compiled by choreo-py for {lw.target.arch}.',
         "",

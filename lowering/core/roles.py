@@ -38,6 +38,8 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
         raise lw.refuse("a parallel region inside another one", s.loc)
     if not last:
         raise lw.refuse("a statement after a parallel region (joining its instances)", s.loc)
+    if lw.depth or lw.loops:  # its roles end their threads (`ret`): the loop would not go on
+        raise lw.refuse("a parallel region inside a loop or branch", s.loc)
     threads = s.threads or _LEVEL_THREADS.get(s.level, 0)
     if threads <= 0 or threads & (threads - 1):
         raise lw.refuse(f"parallel instances of {threads} threads", s.loc)

@@ -4,6 +4,6 @@
 file's kernel (lower.py); descriptors.py and tmem_plan.py hold the hardware
 math; the reference kernel it was shaped after is in bench/reference/.
 """
-from .lower import ARCH, lower_module
+from .lower import ARCH, lower_module, lower_program
 
-__all__ = ["ARCH", "lower_module"]
+__all__ = ["ARCH", "lower_module", "lower_program"]

@@ -17,8 +17,9 @@ accumulator work. The tcgen05 target also uses the core's optional hooks
   the MMA role ends;
 - `wait` on an event whose tile only MMAs read is the issuing thread's alone
   (lower_wait.py: a thread left behind could miss a phase of the ring);
-- after an `apply` (or copy) that writes a bf16 A operand, its registers go
-  to the operand's TMEM columns, where the next MMA reads it; `mma.store`
+- after an `apply` (or copy, or an initialised declaration) that writes a bf16
+  A operand, its registers go to the operand's TMEM columns, where the next MMA
+  reads it; `mma.store`
   uses lower_store.py (a thread's columns are a run of one row here).
 
 The MMA futures' mbarriers and the TMEM address slot are appended to the
@@ -29,7 +30,8 @@ from __future__ import annotations
 from choreo_py import ir
 
 from ..core.context import Lowering
-from ..core.kernel import lower_module as _lower_module
+from ..core.program import lower_module as _lower_module
+from ..core.program import lower_program_module
 from .lower_flow import writes
 from .lower_store import mma_store
 from .lower_wait import wait as issuer_wait
@@ -89,6 +91,9 @@ class Sm100Lowering(Sm100Target):
             return
         written = writes(s) if isinstance(s, ir.Apply) else \
             {s.dst} if isinstance(s, ir.FragCopy) else set()
+        if isinstance(s, ir.FragDecl) and s.init is not None and \
+                any(r.frag == s.frag.name for r in self.plan.regions):
+            written = {s.frag.name}  # (one mma.load fills instead is refused by name there)
         for name in sorted(written):
             fi = lw.frags.get(name)
             if fi is not None and fi.kind == "operand":
@@ -98,3 +103,8 @@ class Sm100Lowering(Sm100Target):
 
 def lower_module(module: ir.Module, source_name: str) -> str:
     return _lower_module(module, Sm100Lowering(), source_name)
+
+
+def lower_program(module: ir.Module, source_name: str) -> str:
+    """Every kernel as an entry of `KERNELS` (a host program's module: core/program.py)."""
+    return lower_program_module(module, Sm100Lowering(), source_name)

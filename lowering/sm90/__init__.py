@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.kernel import lower_module as _lower_module
+from ..core.program import lower_module as _lower_module
+from ..core.program import lower_program_module
 from .wgmma import Sm90Target
 
 ARCH = "sm_90a"
@@ -16,3 +17,8 @@ ARCH = "sm_90a"
 
 def lower_module(module: ir.Module, source_name: str) -> str:
     return _lower_module(module, Sm90Target(), source_name)
+
+
+def lower_program(module: ir.Module, source_name: str) -> str:
+    """Every kernel as an entry of `KERNELS` (a host program's module: core/program.py)."""
+    return lower_program_module(module, Sm90Target(), source_name)

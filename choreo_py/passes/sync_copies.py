@@ -1,0 +1,141 @@
+"""Synchronous copies into shared memory in an MMA kernel become TMA loads on an event.
+
+(`dma.copy` and the synchronous `tma.copy` alike.)
+
+`lhs_s = dma.copy.swiz<128> lhs.chunkat(m, k) => shared;` at block level, in a
+kernel whose tiles feed MMAs, means: the tile is in shared memory, in the named
+swizzle, for every thread, at the next statement. The MMA lowering moves tiles
+into shared memory with TMA and publishes them on mbarriers, so the copy is
+rewritten into that form, which the lowering, the interpreter and the pipeline
+check already know:
+
+    role.sync                                  (the block's earlier reads of the tiles are done)
+    __copy0 = tma.load src => dst;  ...        (each run of adjacent copies: one group)
+    trigger __copied.at(__copies) after __copy0, ...;
+    wait __copied.at(__copies);
+    __copies = __copies + 1;
+
+with one event `__copied` and one counter `__copies` (its generation) per
+kernel. Only copies the TMA can make are rewritten: from a global tensor into a
+whole shared buffer view of the same static shape, without transpose or
+padding, at block level (outside parallel regions and roles, where one issuing
+thread stands for the block). The others stay as they are (and are refused by
+name by a backend that cannot lower them). Thread kernels (no MMA, no event, no
+TMA) keep their copies: they are lowered as cooperative loads there.
+
+A copy that names no swizzle into a tile that only MMAs read (no element access,
+no other copy observes its layout) gets the widest swizzle that divides its
+rows: the MMA units read shared tiles through swizzled descriptors here, and no
+statement of the program can tell the layout apart.
+"""
+from __future__ import annotations
+
+from .. import ir
+
+EVENT = "__copied"
+COUNTER = "__copies"
+_MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaStore)
+
+
+def run(kernel: ir.Kernel, target=None) -> None:
+    if not (kernel.events or kernel.frags
+            or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
+        return
+    if any(ev.name == EVENT for ev in kernel.events) or COUNTER in _names(kernel):
+        return  # (a program's own names: leave its copies alone)
+    names = iter(f"__copy{i}" for i in range(1 << 30))
+    free = _mma_only(kernel)
+    body, changed = _rewrite(kernel, kernel.body, names, free)
+    if not changed:
+        return
+    kernel.events.append(ir.Event(EVENT, None, loc=kernel.loc))
+    kernel.body = [ir.Var(COUNTER, "u32", ir.Const(0, "u32"), loc=kernel.loc)] + body
+
+
+def _names(kernel: ir.Kernel) -> set:
+    return {getattr(s, "name", None) for s in ir.walk(kernel.body)}
+
+
+def _tma_copy(kernel: ir.Kernel, s: ir.Stmt) -> bool:
+    if isinstance(s, ir.TmaLoad):  # `tma.copy src => dst;`: synchronous as well
+        if s.future is not None or s.leader_only:
+            return False
+    elif not isinstance(s, ir.DmaCopy) or s.future is not None or s.transpose or s.pad:
+        return False
+    if kernel.buffer(s.src.base) is not None or kernel.buffer(s.dst.base) is None:
+        return False
+    if kernel.buffer(s.dst.base).storage != "shared":
+        return False
+    shapes = [tuple(e.value if isinstance(e, ir.Const) else None for e in v.shape)
+              for v in (s.src, s.dst)]
+    return None not in shapes[0] and shapes[0] == shapes[1]
+
+
+def _mma_only(kernel: ir.Kernel) -> set[str]:
+    """Buffers read by MMAs only and written by copies that name no swizzle."""
+    operands, observed = set(), set()
+    for s in ir.walk(kernel.body):
+        if isinstance(s, ir.Mma):
+            operands |= {v.base for v in (s.a, s.b) if isinstance(v, ir.View)}
+        elif isinstance(s, ir.DmaCopy) and s.swizzle is None and s.future is None \
+                and not (s.transpose or s.pad):
+            observed.add(s.src.base)
+        else:
+            observed |= _views_of(s)
+    return operands - observed
+
+
+def _views_of(s) -> set[str]:
+    """The bases of every view and element access a statement (not its body) names."""
+    out = set()
+    for value in vars(s).values():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, ir.View):
+                out.add(v.base)
+            elif isinstance(v, ir.Expr):
+                out |= {x.view.base for x in ir.expr_walk(v) if isinstance(x, ir.BufElem)}
+    return out
+
+
+def _swizzle(kernel: ir.Kernel, c: ir.DmaCopy, free: set[str]):
+    if c.swizzle is not None or c.dst.base not in free:
+        return c.swizzle
+    b = kernel.buffer(c.dst.base)
+    row_bytes = b.shape[-1] * ir.dtype_bytes(b.dtype) if len(b.shape) == 2 else 0
+    return next((w for w in (128, 64, 32) if row_bytes and row_bytes % w == 0), None)
+
+
+def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
+    out, changed, i = [], False, 0
+    while i < len(stmts):
+        s = stmts[i]
+        if _tma_copy(kernel, s):
+            run = []
+            while i < len(stmts) and _tma_copy(kernel, stmts[i]):
+                run.append(stmts[i])
+                i += 1
+            out += _group(run, names, [_swizzle(kernel, c, free) for c in run])
+            changed = True
+            continue
+        for attr in ("body", "then", "orelse"):
+            sub = getattr(s, attr, None)
+            if isinstance(sub, list) and not isinstance(s, (ir.Parallel, ir.Role)):
+                new, ch = _rewrite(kernel, sub, names, free)
+                if ch:
+                    setattr(s, attr, new)
+                    changed = True
+        out.append(s)
+        i += 1
+    return out, changed
+
+
+def _group(copies: list, names, swizzles: list) -> list:
+    loc = copies[0].loc
+    order = ir.Sym(COUNTER, "u32")
+    loads = [ir.TmaLoad(c.src, c.dst, next(names), swizzle=swz, loc=c.loc,
+                        evict=getattr(c, "evict", None)) for c, swz in zip(copies, swizzles)]
+    ev = ir.EventRef(EVENT, order=order)
+    return [ir.RoleSync(loc=loc), *loads,
+            ir.Trigger(ev, [x.future for x in loads], loc=loc),
+            ir.Wait([ir.EventRef(EVENT, order=order)], loc=loc),
+            ir.Assign(COUNTER, ir.Bin("+", order, ir.Const(1, "u32"), "u32"), loc=loc)]

@@ -1,0 +1,118 @@
+"""A file of several kernels, some of them MMA/TMA kernels: one PTX module, an entry each.
+
+A file whose kernels are all thread kernels is simt.py's (`KERNELS`, a pointer
+per tensor). When one of its kernels is an MMA kernel (wgmma / tcgen05, TMA,
+events), each kernel is still lowered on its own, by the lowering that fits it:
+MMA kernels by kernel.py (a fresh target per kernel: the targets keep per-kernel
+state, such as the tensor-memory plan), thread kernels by simt.py. The module
+then holds `KERNELS` as simt.py writes it; an MMA kernel's entry adds `PARAMS`
+(its tensor maps and dimensions, as the single-kernel module has them) and
+`ENTRY` (its PTX name). `KERNEL.ptx()` is every entry in one PTX module.
+
+Host code around the kernels is what host programs allow (runtime/host_program.py
+launches the entries in order; the interpreter runs the same IR).
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+
+from . import simt
+from .kernel import launch_facts, lower_kernel_body
+from .kernel import lower_module as lower_one_kernel_module
+from .writer import ptx_entry_name
+
+
+def lower_module(module: ir.Module, target, source_name: str) -> str:
+    """The backends' entry: a file of one MMA kernel, or of thread kernels only, as
+    kernel.py lowers it (its module format unchanged); several kernels with an MMA kernel
+    among them as one module of entries (below)."""
+    found = [k for f in module.functions for k in f.kernels]
+    if len(found) > 1 and not all(simt.is_thread_kernel(k) for k in found):
+        return lower_program_module(module, target, source_name)
+    return lower_one_kernel_module(module, target, source_name)
+
+
+def lower_program_module(module: ir.Module, target, source_name: str) -> str:
+    entries, types = [], {"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
+    for fn in module.functions:
+        for k in fn.kernels:
+            if simt.is_thread_kernel(k):
+                part = simt.lower_thread_kernel(k, target, source_name)
+                types |= part["types"]
+                entries += simt._entry_text(part)
+            else:
+                lw, body = lower_kernel_body(k, type(target)())
+                facts = launch_facts(lw, fn)
+                types |= facts["types"]
+                entries += _mma_entry(lw.k, facts, body)
+    return _text(entries, sorted(types), target.arch, source_name)
+
+
+def _mma_entry(k: ir.Kernel, f: dict, body: str) -> list[str]:
+    name = f["py_name"]
+    return [
+        "",
+        "",
+        f"def {name}():",
+        body,
+        "",
+        "",
+        f"def _grid_{name}({f['grid_params']}):",
+        f"    return ({', '.join(f['grid'])})",
+        "",
+        "",
+        f"{name}.__name__ = {ptx_entry_name(k.name)!r}",
+        f"KERNELS[{k.name!r}] = dict(",
+        f"    THREADS={f['threads']},",
+        f"    SMEM_BYTES={f['smem']},",
+        f"    TENSORS={tuple(p.name for p in k.params)!r},",
+        f"    DIMS={tuple(f['dims'])!r},",
+        f"    PARAMS={tuple(f['params'])!r},",
+        f"    ENTRY={ptx_entry_name(k.name)!r},",
+        f"    grid=_grid_{name},",
+        "    KERNEL=kernel(",
+        "        arch=ARCH,",
+        f"        raw_params={f['raw']!r},",
+        '        extern_smem="smem",',
+        f"        block=({f['threads']}, 1, 1),",
+        f"        raw_directives={f['directives']!r},",
+        f"    )({name}),",
+        ")",
+    ]
+
+
+def _text(entries: list[str], types: list[str], arch: str, source_name: str) -> str:
+    out = [
+        f'"""Kernels of {source_name}, compiled by choreo-py for {arch}.',
+        "",
+        "Each ptx.* call emits one PTX instruction; a comment names the Choreo statement",
+        "each block comes from. The launcher reads KERNELS: per kernel its parameters",
+        "(thread kernels: a pointer per tensor, then the symbolic dimensions; MMA kernels:",
+        "PARAMS, tensor maps and dimensions), grid(), THREADS and SMEM_BYTES.",
+        '"""',
+        "from pyptx import kernel, ptx, reg",
+        f"from pyptx.types import {', '.join(types)}",
+        "",
+        f'ARCH = "{arch}"',
+        "KERNELS = {}",
+        *entries,
+        "",
+        "",
+        "class _Module:",
+        '    """Every entry of the file in one PTX module (one header, entries in order)."""',
+        "",
+        "    def ptx(self):",
+        "        texts = [k['KERNEL'].ptx() for k in KERNELS.values()]",
+        "        head, rest = _split(texts[0])",
+        "        return head + rest + ''.join(_split(t)[1] for t in texts[1:])",
+        "",
+        "",
+        "def _split(text):",
+        "    cut = text.index('.visible .entry')",
+        "    return text[:cut], text[cut:]",
+        "",
+        "",
+        "KERNEL = _Module()",
+        "",
+    ]
+    return "\n".join(out)

@@ -1,0 +1,162 @@
+"""Host programs whose files hold MMA kernels beside thread kernels.
+
+tests/co/gemm_then_relu.co: one function launches an MMA kernel (TMA ring,
+wgmma / tcgen05) into a buffer the call allocates and then a thread kernel
+over it; another function of the file is a thread kernel alone. Checked in the
+interpreter against torch, assembled by ptxas for both targets, and (sm_90a)
+its PTX entries run in the emulator in launch order as the GPU runtime launches
+them (runtime/host_program.py's parameters: tensor maps for the MMA entry,
+pointers for the thread entry). test_end2end_gpu.py-style GPU check at the end.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import choreo_py
+from choreo_py import frontend, ir, targets
+from choreo_py.driver import compile_file
+from choreo_py.runtime import build
+from choreo_py.runtime.build import find_ptxas, ptxas
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+GEMM_RELU = os.path.join(HERE, "co", "gemm_then_relu.co")
+
+
+def _inputs(m=128, n=128, k=128):
+    g = torch.Generator().manual_seed(0)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    return a, b
+
+
+def _want(a, b):
+    return torch.relu(a.float() @ b.float().t())
+
+
+def test_interpreter_runs_both_kernels_in_order():
+    lib = choreo_py.interpret(GEMM_RELU, target="sm_90a")
+    assert set(lib.functions) == {"gemm_relu", "relu"}
+    a, b = _inputs()
+    c = lib.gemm_relu(a, b)
+    assert c.shape == (128, 128)
+    assert (c.float() - _want(a, b)).abs().max().item() < 0.05 * _want(a, b).abs().max().item()
+    assert (c.float() >= 0).all()  # the second kernel ran after the first
+    x = torch.randn(5, 64)
+    assert torch.equal(lib.relu(x), torch.relu(x))
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_one_module_with_an_entry_per_kernel(target):
+    text = compile_file(GEMM_RELU, "pyptx", target)
+    ns = build.run_module(text).namespace
+    kernels = ns["KERNELS"]
+    assert len(kernels) == 3
+    mma = [n for n, i in kernels.items() if "PARAMS" in i]
+    assert len(mma) == 1 and kernels[mma[0]]["THREADS"] == 384
+    assert [p[0] for p in kernels[mma[0]]["PARAMS"]] == ["tmap", "tmap", "tmap", "dim", "dim",
+                                                          "dim"]
+    ptx = compile_file(GEMM_RELU, "ptx", target)
+    assert ptx.count(".visible .entry") == 3 and ptx.count(".version") == 1
+    assert compile_file(GEMM_RELU, "ptx", target) == ptx  # deterministic
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    ptxas(ptx, target)
+
+
+def emulate_function(path: str, name: str, args: tuple, target: str):
+    """Runs a function's kernels in the PTX emulator as runtime/host_program.py launches
+    them: its host buffers allocated, its entries in launch order, an MMA entry's PARAMS
+    (tensor maps, dimensions), a thread entry's pointers and dimensions. Returns (the
+    result, or for a function that returns nothing every tensor by name; the launches)."""
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import LaunchSpec
+    from choreo_py.host.specialize import Functions
+    from choreo_py.interp.runner import allocate
+
+    funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
+    fn = funcs.get(name, args, {})
+    ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
+    tensors = {p.name: a for p, a in zip(fn.params, args)}
+    allocate(fn, tensors, {})
+    for loc in fn.locals:  # what a kernel fails to write must not pass for a result
+        if tensors[loc.name].is_floating_point():
+            tensors[loc.name].fill_(float("nan"))
+    shapes = tuple((p.name, p.dtype, tuple(x.name if isinstance(x, ir.Sym) else x.value
+                                           for x in p.shape)) for p in fn.params + fn.locals)
+    launches = [s.kernel for s in fn.body if isinstance(s, ir.Launch)]
+    for kernel in launches:
+        info = ns["KERNELS"][kernel]
+        params = list(info.get("PARAMS") or
+                      [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
+                      + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
+                          info["SMEM_BYTES"], params, shapes)
+        run_spec(spec, tensors)
+    return (tensors[fn.result] if fn.result is not None else tensors), launches
+
+
+@pytest.mark.emu
+def test_emulated_launches_match_torch():
+    """The sm_90a entries executed by the PTX emulator, launched as the runtime does."""
+    a, b = _inputs(128, 128, 128)
+    c, launches = emulate_function(GEMM_RELU, "gemm_relu", (a, b), "sm_90a")
+    assert len(launches) == 2
+    want = _want(a, b)
+    assert (c.float() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    assert (c.float() >= 0).all()
+
+
+@pytest.mark.gpu
+def test_gpu_runs_the_host_program():
+    lib = choreo_py.load(GEMM_RELU)
+    a, b = (t.cuda() for t in _inputs(256, 256, 192))
+    c = lib.gemm_relu(a, b)
+    want = _want(a.cpu(), b.cpu())
+    assert (c.float().cpu() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    x = torch.randn(7, 64, device="cuda")
+    assert torch.equal(lib.relu(x), torch.relu(x))
+
+
+SIZES = """
+__co__ s32 [N] offsets(s32 [N] a) {
+  s32 [a.span] out;
+  int tiles = cdiv(N, 32);
+  mid = N / 2;
+  parallel t by tiles : block
+    parallel q by 32 : thread {
+      i = t * 32 + q;
+      if (i < N)
+        out.at(i) = a.at(i) + tiles * 1000 + (i < mid ? 1 : 0);
+    }
+  return out;
+}
+"""
+
+
+def test_host_values_of_the_sizes(tmp_path):
+    """Immutable host scalars computed from the function's sizes: each kernel that reads
+    them computes them from its dimensions (checked against Python's own arithmetic)."""
+    path = tmp_path / "sizes.co"
+    path.write_text(SIZES)
+    for n in (64, 70):
+        a = torch.randint(0, 9, (n,), dtype=torch.int32)
+        out = choreo_py.interpret(str(path), target="sm_90a").offsets(a)
+        want = a + (-(-n // 32)) * 1000 + (torch.arange(n) < n // 2).int()
+        assert torch.equal(out, want)
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    for target in ("sm_90a", "sm_100a"):
+        ptx = compile_file(str(path), "ptx", target)
+        assert "dim_N" in ptx
+        ptxas(ptx, target)
+
+
+def test_a_host_value_of_a_mutable_is_refused_by_name(tmp_path):
+    path = tmp_path / "mut.co"
+    path.write_text(SIZES.replace("int tiles = cdiv(N, 32);", "mutable int tiles = 1;\n"
+                                  "  tiles = cdiv(N, 32);"))
+    with pytest.raises(choreo_py.ChoreoError, match="host-side code .* not supported"):
+        compile_file(str(path), "ptx", "sm_90a")
