@@ -596,6 +596,9 @@ class Kernel:
     loc: Optional[Loc] = None
     smem_total: Optional[int] = None  # bytes of shared memory the plan uses
     tmem_slot: Optional[int] = None  # smem offset of the tensor-memory base address (mma_barriers)
+    # Scalar parameters of the function that the kernel reads and that are no shape
+    # dimension (`int x`): passed like dimensions, after them, but of any sign.
+    scalars: list[Sym] = field(default_factory=list)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)
@@ -616,7 +619,12 @@ class Kernel:
             for d in p.shape:
                 if isinstance(d, Sym) and d.name not in seen:
                     seen.append(d.name)
-        return seen
+        return seen + [x.name for x in self.scalars if x.name not in seen]
+
+    def is_scalar_arg(self, name: str) -> bool:
+        """Whether dimension `name` of `symbolic_dims` is a scalar argument (may be negative)."""
+        return any(x.name == name for x in self.scalars) and name not in [
+            d.name for p in self.params for d in p.shape if isinstance(d, Sym)]
 
     @property
     def smem_bytes(self) -> int:

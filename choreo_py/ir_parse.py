@@ -389,6 +389,12 @@ class _Parser:
             k.grid.append(ir.GridDim(var, self.exprs(extent).expr()))
             self.scope.syms[var] = "s32"
 
+    def decl_scalars(self, k: ir.Kernel, line: str) -> None:
+        for item in line[len("scalars "):].split(", "):
+            name, _, dtype = item.partition(": ")
+            k.scalars.append(ir.Sym(name, dtype))
+            self.scope.syms[name] = dtype
+
     def decl_bounds(self, k: ir.Kernel, line: str) -> None:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
                                 for x in line[len("launch_bounds "):].split(","))
@@ -658,7 +664,8 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 
 
 _DECLS: dict[str, Callable] = {
-    "grid": _Parser.decl_grid, "launch_bounds": _Parser.decl_bounds,
+    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars,
+    "launch_bounds": _Parser.decl_bounds,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "shared": _Parser.decl_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,

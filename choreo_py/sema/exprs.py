@@ -109,6 +109,9 @@ class ExprBuilder:
             raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
+        if isinstance(v, Scalar) and v.kind == "arg" and self.kernel is not None and \
+                v.expr not in self.kernel.scalars:  # a scalar parameter the kernel reads
+            self.kernel.scalars.append(v.expr)
         return v
 
     def e_UBound(self, n: A.UBound, hint):

@@ -24,6 +24,8 @@ from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+#: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
+SCALAR_ARG_TYPES = ("s32", "u32")
 
 
 class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
@@ -118,11 +120,12 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 return
             if p.name in self._shape_dims():
                 self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            elif t.name in SCALAR_ARG_TYPES:
+                # A kernel that reads it receives it as an argument (ir.Kernel.scalars).
+                self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="arg", loc=p.loc))
             else:
-                # A kernel receives shape dimensions only (host programs specialise other
-                # scalars per call); unspecialised, this is valid Choreo the IR cannot hold.
-                self.scope.bind(p.name, Opaque(construct="a scalar parameter that is no shape "
-                                               "dimension", loc=p.loc))
+                self.scope.bind(p.name, Opaque(construct=f"a scalar parameter of type {t.name} "
+                                               "that is no shape dimension", loc=p.loc))
             return
         if t.dims is None:
             raise Unsupported("a parameter without a written shape", p.loc)

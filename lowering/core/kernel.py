@@ -93,6 +93,9 @@ def _prologue(lw: Lowering) -> None:
     w, k = lw.w, lw.k
     w.source(k.loc, f"kernel {k.name}")
     lw.next_statement()
+    if k.scalars:  # the launcher of an MMA kernel binds dimensions from tensor shapes only
+        raise lw.refuse(f"the scalar parameter '{k.scalars[0].name}' in an MMA kernel",
+                        k.loc)
     for d in k.symbolic_dims:
         r = w.reg("s32", d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")

@@ -99,10 +99,10 @@ def _prologue(lw: ThreadLowering) -> None:
         g = w.reg("u64", f"{p.name}_g")
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
-    for d in k.symbolic_dims:
-        r = w.reg("s32", d)
+    for d in k.symbolic_dims:  # dimensions, then scalar arguments (their bits: 32-bit words)
+        r = w.reg(next((x.dtype for x in k.scalars if x.name == d), "s32"), d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=True, uniform=True)
+        lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
