@@ -72,13 +72,13 @@ def test_a_scalar_argument_round_trips_through_the_ir_text(tmp_path):
     assert print_module(parse_module(text)) == text
 
 
-def _gpu_agrees(path: str, function: str, args: tuple, want: torch.Tensor) -> None:
-    """On a CUDA GPU, `function` called with `args` (moved to the GPU) gives `want`."""
+def _on_gpu(path: str, function: str, args: tuple) -> torch.Tensor:
+    """`function` of `path` on a CUDA GPU, called with `args` (moved there); its result."""
     lib = choreo_py.load(path)
     gpu_args = tuple(a.cuda() if isinstance(a, torch.Tensor) else a for a in args)
     got = getattr(lib, function)(*gpu_args)
     torch.cuda.synchronize()
-    assert torch.equal(got.cpu(), want)
+    return got.cpu()
 
 
 @pytest.mark.gpu
@@ -87,4 +87,46 @@ def test_a_scalar_argument_on_the_gpu(tmp_path, x):
     path = _write(tmp_path, "scalar_arg.co", SCALAR_ARG)
     a = torch.randint(-50, 50, (64,), dtype=torch.int32)
     want = choreo_py.interpret(path, target="sm_90a").scale(a, x)
-    _gpu_agrees(path, "scale", (a, x), want)
+    assert torch.equal(_on_gpu(path, "scale", (a, x)), want)
+
+
+WITH_FOREACH = """
+__co__ s32 [4, 8] w(s32 [4, 8] a) {
+  s32 [4, 8] out;
+  parallel p by 1 : block
+    parallel q by 4 : thread {
+      with index = {x, y} in [4, 8], k in 3 {
+        out.at(q, 0) = 100 + #k + x;
+        foreach index {
+          if (x == q) { out.at(x, y) = a.at(x, y) + x * 10 + k; }
+        }
+        foreach c = y(1:-2:2) {
+          out.at(q, c) = out.at(q, c) + 1000 + y;
+        }
+        foreach k, y(6:) {
+          out.at(q, y) = out.at(q, y) + k;
+        }
+      }
+    }
+  return out;
+}
+"""
+
+
+def test_with_and_foreach_in_a_kernel(tmp_path):
+    """Bounded variables are 0 outside their foreach; ranges are offsets from 0 and the bound."""
+    path = _write(tmp_path, "with_foreach.co", WITH_FOREACH)
+    a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    out = choreo_py.interpret(path, target="sm_90a").w(a)
+    want = a + 10 * torch.arange(4, dtype=torch.int32).view(4, 1)
+    want[:, [1, 3, 5]] += 1000
+    want[:, 6:] += 0 + 1 + 2
+    assert torch.equal(out, want)
+    _assembles(path)
+
+
+@pytest.mark.gpu
+def test_with_and_foreach_on_the_gpu(tmp_path):
+    path = _write(tmp_path, "with_foreach.co", WITH_FOREACH)
+    a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    assert torch.equal(_on_gpu(path, "w", (a,)), choreo_py.interpret(path, target="sm_90a").w(a))

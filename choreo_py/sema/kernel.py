@@ -18,6 +18,7 @@ from . import limits
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
+from .iterate import IterationBuilder
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -28,7 +29,7 @@ LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -376,8 +377,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
 
     def s_Foreach(self, s: A.Foreach) -> None:
-        if s.ranges and not s.bindings:
-            raise Unsupported("'foreach' over variables bound by an enclosing 'with'", s.loc)
+        if s.ranges and not s.bindings:  # over variables an enclosing `with` bound
+            return self.foreach_ranges(s)
         loops: list[tuple[str, ir.Expr]] = []
         tuples: dict[str, list[str]] = {}  # `foreach x in t.span` over several dimensions
         for b in s.bindings:
