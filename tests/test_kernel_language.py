@@ -130,3 +130,59 @@ def test_with_and_foreach_on_the_gpu(tmp_path):
     path = _write(tmp_path, "with_foreach.co", WITH_FOREACH)
     a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
     assert torch.equal(_on_gpu(path, "w", (a,)), choreo_py.interpret(path, target="sm_90a").w(a))
+
+
+LEVELS = """
+__co__ s32 [4, 2, 32] grid_groups(s32 [4, 2, 32] a) {
+  s32 [4, 2, 32] out;
+  parallel p by 1 : block
+    parallel {g0, g1} by [4, 2] : group {
+      parallel t by 32 : thread
+        out.at(g0, g1, t) = a.at(g0, g1, t) + g0 * 100 + g1 * 10 + #g1;
+    }
+  return out;
+}
+
+__co__ s32 [3, 32] one_statement(s32 [3, 32] a) {
+  s32 [3, 32] out;
+  parallel p by 1 : block
+    parallel g by 3 : group, t by 32 : thread
+      out.at(g, t) = a.at(g, t) * 2 + g;
+  return out;
+}
+
+__co__ s32 [2, 2] per_group(s32 [2, 2] a) {
+  s32 [2, 2] out;
+  parallel p by 1 : block
+    parallel {g0, g1} by [2, 2] : group-4
+      out.at(g0, g1) = a.at(g0, g1) + g0 * 10 + g1;
+  return out;
+}
+"""
+
+
+def test_parallel_levels_in_one_statement_and_over_several_dimensions(tmp_path):
+    """Row-major group indices (the last fastest), levels nesting left to right."""
+    path = _write(tmp_path, "levels.co", LEVELS)
+    lib = choreo_py.interpret(path, target="sm_90a")
+    a = torch.randint(-50, 50, (4, 2, 32), dtype=torch.int32)
+    g0 = torch.arange(4, dtype=torch.int32).view(4, 1, 1)
+    g1 = torch.arange(2, dtype=torch.int32).view(1, 2, 1)
+    assert torch.equal(lib.grid_groups(a), a + g0 * 100 + g1 * 10 + 2)
+    b = torch.randint(-50, 50, (3, 32), dtype=torch.int32)
+    assert torch.equal(lib.one_statement(b), b * 2 + torch.arange(3, dtype=torch.int32).view(3, 1))
+    c = torch.randint(-50, 50, (2, 2), dtype=torch.int32)
+    assert torch.equal(lib.per_group(c), c + torch.tensor([[0, 1], [10, 11]], dtype=torch.int32))
+    _assembles(path)
+
+
+@pytest.mark.gpu
+def test_parallel_levels_on_the_gpu(tmp_path):
+    path = _write(tmp_path, "levels.co", LEVELS)
+    lib = choreo_py.interpret(path, target="sm_90a")
+    a = torch.randint(-50, 50, (4, 2, 32), dtype=torch.int32)
+    b = torch.randint(-50, 50, (3, 32), dtype=torch.int32)
+    c = torch.randint(-50, 50, (2, 2), dtype=torch.int32)
+    assert torch.equal(_on_gpu(path, "grid_groups", (a,)), lib.grid_groups(a))
+    assert torch.equal(_on_gpu(path, "one_statement", (b,)), lib.one_statement(b))
+    assert torch.equal(_on_gpu(path, "per_group", (c,)), lib.per_group(c))

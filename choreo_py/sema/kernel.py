@@ -19,6 +19,7 @@ MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
 from .iterate import IterationBuilder
+from .levels import LevelBuilder, nest_levels
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -29,7 +30,7 @@ LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -419,8 +420,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder):
             if self.group_lanes is None:
                 raise Unsupported("nested 'parallel' levels inside a block", s.loc)
             return self.nested_threads(s)
-        if len(s.levels) != 1:
-            raise Unsupported("several parallel levels in one statement inside a block", s.loc)
+        if len(s.levels) != 1:  # `g by 2 : group-4, t by 128 : thread`: they nest
+            return self.s_ParallelBy(nest_levels(s, LEVEL_THREADS))
         lvl = s.levels[0]
         level = lvl.level or "thread"
         if level not in LEVEL_THREADS:
@@ -429,6 +430,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder):
         bounds = self._bounds(lvl)
         if len(names) > 1 and len(names) == len(bounds) and level == "thread":
             return self.flattened_threads(s, names, bounds)
+        if len(names) > 1 and len(names) == len(bounds) and level in ("group", "group-4"):
+            return self.multi_dim_groups(s, names, bounds, level, LEVEL_THREADS[level],
+                                         nested_parallels(s.body.stmts))
         if len(names) != 1 or len(bounds) != 1:
             raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
         extent = B.as_int(bounds[0])
