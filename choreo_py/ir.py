@@ -97,6 +97,8 @@ class Select(Expr):
 BUILTINS = {
     "cdiv": 2, "min": 2, "max": 2, "exp2": 1, "exp": 1, "log2": 1, "log": 1,
     "sqrt": 1, "rsqrt": 1, "abs": 1, "to": 1,
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
+    "sinh": 1, "cosh": 1, "tanh": 1, "expm1": 1, "log1p": 1, "pow": 2, "fma": 3, "rcp": 1,
 }
 
 

@@ -186,3 +186,70 @@ def test_parallel_levels_on_the_gpu(tmp_path):
     assert torch.equal(_on_gpu(path, "grid_groups", (a,)), lib.grid_groups(a))
     assert torch.equal(_on_gpu(path, "one_statement", (b,)), lib.one_statement(b))
     assert torch.equal(_on_gpu(path, "per_group", (c,)), lib.per_group(c))
+
+
+#: builtin as written -> torch of the same (in float64)
+MATH = {
+    "__sin(x)": torch.sin, "__cos(x)": torch.cos, "__tan(x)": torch.tan,
+    "__asin(x * 0.125f)": lambda x: torch.asin(x * 0.125),
+    "__acos(x * 0.125f)": lambda x: torch.acos(x * 0.125), "__atan(x)": torch.atan,
+    "__atan2(x, x - 0.3f)": lambda x: torch.atan2(x, x - 0.3), "__sinh(x)": torch.sinh,
+    "__cosh(x)": torch.cosh, "__tanh(x)": torch.tanh, "__expm1(x)": torch.expm1,
+    "__log1p(x + 1.5f)": lambda x: torch.log1p(x + 1.5),
+    "__pow(x + 8.0f, x)": lambda x: torch.pow(x + 8, x),
+    "__pow(x, 3.0f)": lambda x: torch.pow(x, 3), "__pow(x, 2.0f)": lambda x: torch.pow(x, 2),
+    "__fmaf(x, 2.0f, 1.0f)": lambda x: x * 2 + 1, "__frcp_rn(x)": lambda x: 1 / x,
+}
+MATH_KERNEL = """
+__co__ f32 [64] k(f32 [64] a) {{
+  f32 [64] o;
+  parallel p by 1 : block
+    parallel q by 64 : thread {{
+      x = a.at(q);
+      o.at(q) = {call};
+    }}
+  return o;
+}}
+"""
+
+
+def _emulated(path: str, a: torch.Tensor) -> torch.Tensor:
+    """The sm_90a PTX of MATH_KERNEL run by the emulator (whose sin, cos, 2^x and log2 are
+    correctly rounded: what it checks is the sequences built around them)."""
+    from choreo_py.emu.api import emulate_ptx
+
+    ptx = compile_file(path, "ptx", "sm_90a")
+    end = ptx.rindex("}")
+    ptx = ptx[:end] + "\tret;\n}\n"  # the emulator stops at an exit, not at the entry's end
+    desc = {"grid": [1, 1, 1], "block": [64, 1, 1], "shared_bytes": 256,
+            "params": [{"name": "ptr_a", "ptr": "a"}, {"name": "ptr_o", "ptr": "o"}],
+            "tensors": {"a": {"dtype": "f32", "shape": [64]}, "o": {"dtype": "f32", "shape": [64]}}}
+    out = torch.zeros(64)
+    res = emulate_ptx(ptx, desc, {"a": a.clone(), "o": out})
+    return res["o"] if isinstance(res, dict) else out
+
+
+@pytest.mark.parametrize("call", list(MATH), ids=list(MATH))
+def test_math_builtins(tmp_path, call):
+    """Interpreter and the lowering's instruction sequences against torch in float64."""
+    path = _write(tmp_path, "math.co", MATH_KERNEL.format(call=call))
+    a = torch.linspace(-7, 7, 64, dtype=torch.float32)
+    want = MATH[call](a.double())
+    for got, tol in ((choreo_py.interpret(path, target="sm_90a").k(a), 1e-6),
+                     (_emulated(path, a), 4e-6)):
+        got = got.double()
+        assert torch.equal(torch.isnan(got), torch.isnan(want))
+        ok = ~torch.isnan(want)
+        assert bool(((got - want).abs()[ok] <= tol * (want.abs()[ok] + 1e-30) + 1e-30).all()), \
+            (got - want).abs().max()
+    _assembles(path)
+
+
+@pytest.mark.gpu
+def test_math_builtins_on_the_gpu(tmp_path):
+    """The hardware's approximate sin/cos/2^x/log2 inside: within the programs' 2e-4."""
+    for call, ref in MATH.items():
+        path = _write(tmp_path, "math.co", MATH_KERNEL.format(call=call))
+        a = torch.linspace(-7, 7, 64, dtype=torch.float32)
+        got, want = _on_gpu(path, "k", (a,)).double(), ref(a.double())
+        assert bool(((got - want).abs() <= 2e-4 + 2e-4 * want.abs()).all()), call

@@ -25,7 +25,13 @@ BUILTIN_FUNCS = {
     "__sqrt": "sqrt", "__rsqrt": "rsqrt",
     "__fabsf": "abs", "__abs": "abs", "abs": "abs",
     "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
+    "__fmaf": "fma", "__fma": "fma", "__frcp_rn": "rcp", "__powf": "pow", "__pow": "pow",
+    "__atan2": "atan2", "__atan2f": "atan2",
 }
+for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "expm1",
+              "log1p", "exp", "log"):  # `__sin` and `__sinf`: the C math functions
+    BUILTIN_FUNCS.setdefault(f"__{_name}", _name)
+    BUILTIN_FUNCS.setdefault(f"__{_name}f", _name)
 _INT_SUFFIX = {"": "s32", "u": "u32", "l": "s64", "ll": "s64", "ul": "u64", "ull": "u64",
                "lu": "u64", "llu": "u64"}
 
