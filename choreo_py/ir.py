@@ -561,6 +561,28 @@ class FragCopy(Stmt):
 
 
 @dataclass
+class Print(Stmt):
+    """`println(...)` in a kernel: text and scalar values in turn, then a newline (each
+    thread that runs it prints its own line, as a device printf does)."""
+
+    items: list  # str (text, printed as written) or Expr (a value: print_format's spec)
+    loc: Optional[Loc] = None
+
+
+def print_format(items: list) -> tuple[str, list]:
+    """(C printf format, the values it reads): integers and conditions as `%lld` of a
+    64-bit value, floats as `%f` of a double (C's promotion of a variadic float)."""
+    fmt, values = [], []
+    for item in items:
+        if isinstance(item, str):
+            fmt.append(item.replace("%", "%%"))
+        else:
+            fmt.append("%f" if is_float(item.dtype) else "%lld")
+            values.append(item)
+    return "".join(fmt), values
+
+
+@dataclass
 class Launch(Stmt):
     kernel: str
     loc: Optional[Loc] = None

@@ -525,6 +525,18 @@ class _Parser:
         m = re.fullmatch(r"assert (.*), ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", line)
         return ir.Assert(self.exprs(m.group(1)).expr(), ast.literal_eval(m.group(2)))
 
+    def s_print(self, line: str, body) -> ir.Stmt:
+        items, rest = [], line[len("print "):]
+        while rest:
+            m = re.match(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(, |$)", rest)
+            if m:  # a text item (quoted as Python writes it: it may hold commas)
+                items.append(ast.literal_eval(m.group(1)))
+            else:
+                m = re.match(r"(.*?)(, (?=['\"])|$)", rest)
+                items += [self.exprs(x).expr() for x in _split_top(m.group(1))]
+            rest = rest[m.end():]
+        return ir.Print(items)
+
     def s_setmaxnreg(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"setmaxnreg\.(inc|dec) (\d+)", line)
         return ir.SetMaxRegs(int(m.group(2)), m.group(1) == "inc")
@@ -678,7 +690,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
-    ("assert", _Parser.s_assert),
+    ("assert", _Parser.s_assert), ("print", _Parser.s_print),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),

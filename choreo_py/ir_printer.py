@@ -115,6 +115,10 @@ class _Printer:
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
     def s_Assert(self, s): self.emit(f"assert {expr(s.cond)}, {s.message!r}")
 
+    def s_Print(self, s):
+        self.emit("print " + ", ".join(repr(x) if isinstance(x, str) else expr(x)
+                                       for x in s.items))
+
     def s_For(self, s):
         step = "" if s.step == ir.Const(1, "s32") else f" step {expr(s.step)}"
         self.region(f"for {s.var} in {expr(s.start)}..{expr(s.stop)}{step}", s.body)
@@ -208,7 +212,7 @@ class _Printer:
 STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
-    ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
+    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,

@@ -395,7 +395,14 @@ def _numerics_check(args, res, want):
     assert bool((diff <= tol).all()), f"numerics mismatch: {(diff - tol).max().item()} over"
 
 
+def _returns_nothing(args, res, want):
+    assert res is None, "a void function returned a value"
+
+
 CASES += [
+    # end2end/stream.co: foo(100, s) prints a + p in each of 6 blocks; its main checks that it
+    # runs (test_kernel_language.py checks the printed lines)
+    (os.path.join(END2END, "stream.co"), "foo", lambda gen, dev: (100,), None, _returns_nothing),
     (os.path.join(END2END, "numerics.co"), "numerics_core6", _numerics_in(1), _core6_ref,
      _numerics_check),
     (os.path.join(END2END, "numerics.co"), "unary_mix", _numerics_in(1), _unary_ref,

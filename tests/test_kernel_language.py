@@ -253,3 +253,52 @@ def test_math_builtins_on_the_gpu(tmp_path):
         a = torch.linspace(-7, 7, 64, dtype=torch.float32)
         got, want = _on_gpu(path, "k", (a,)).double(), ref(a.double())
         assert bool(((got - want).abs() <= 2e-4 + 2e-4 * want.abs()).all()), call
+
+
+PRINTS = """
+__co__ void show(int a) {
+  parallel p by 2 : block {
+    parallel q by 3 : thread {
+      println("p=", p, ", q=", q, " a+q: ", a + q, " half ", 0.5f * q, " 100%");
+    }
+  }
+}
+"""
+PRINTED = sorted(f"p={p}, q={q} a+q: {7 + q} half {0.5 * q:f} 100%"
+                 for p in range(2) for q in range(3))
+
+
+def test_println_prints_a_line_per_thread(tmp_path, capfd):
+    path = _write(tmp_path, "prints.co", PRINTS)
+    choreo_py.interpret(path, target="sm_90a").show(7)
+    assert sorted(capfd.readouterr().out.splitlines()) == PRINTED
+    for text in _assembles(path):
+        assert "call (" in text and "vprintf" in text
+
+
+def test_println_round_trips_through_the_ir_text(tmp_path):
+    from choreo_py import frontend, sema
+    from choreo_py.ir_parse import parse_module
+    from choreo_py.ir_printer import print_module
+
+    path = _write(tmp_path, "prints.co", PRINTS)
+    text = print_module(sema.build_module(frontend.parse_file(path)))
+    assert "print 'p=', p, ', q=', q" in text
+    assert print_module(parse_module(text)) == text
+
+
+def test_stream_program_prints_its_values(capfd):
+    import os
+
+    from end2end_refs import END2END
+
+    choreo_py.interpret(os.path.join(END2END, "stream.co"), target="sm_90a").foo(100)
+    assert sorted(capfd.readouterr().out.split()) == [str(100 + p) for p in range(6)]
+
+
+@pytest.mark.gpu
+def test_println_on_the_gpu(tmp_path, capfd):
+    path = _write(tmp_path, "prints.co", PRINTS)
+    choreo_py.load(path).show(7)
+    torch.cuda.synchronize()  # device printf is flushed at a synchronisation
+    assert sorted(capfd.readouterr().out.splitlines()) == PRINTED

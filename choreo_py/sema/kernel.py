@@ -20,6 +20,7 @@ from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
+from .prints import PrintBuilder
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -30,7 +31,8 @@ LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder,
+                    PrintBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is

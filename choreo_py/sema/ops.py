@@ -568,6 +568,8 @@ class OpBuilder:
         if fn == "assert":
             self.assert_stmt(c)
             return
+        if fn in ("println", "print"):
+            return self.print_stmt(c)
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
 
     def named_barrier(self, c: A.CallExpr, op: str) -> None:

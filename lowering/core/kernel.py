@@ -195,7 +195,8 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
 # target refuses everywhere; a role is lowered by the parallel region holding it).
 _NAMES = {ir.Role: "inthreads.async outside a parallel region",
           ir.ElemStore: "a fragment element store outside an apply",
-          ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)"}
+          ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)",
+          ir.Print: "println in an MMA kernel"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),
