@@ -302,3 +302,36 @@ def test_println_on_the_gpu(tmp_path, capfd):
     choreo_py.load(path).show(7)
     torch.cuda.synchronize()  # device printf is flushed at a synchronisation
     assert sorted(capfd.readouterr().out.splitlines()) == PRINTED
+
+
+CHUNK_TUPLE = """
+__co__ s32 [4, 8] tiles(s32 [4, 8] a) {
+  s32 [4, 8] out;
+  parallel p by 1 : block
+    parallel q by 1 : thread
+      with index = {x, y} in [2, 2] {
+        foreach index {
+          l = dma.copy a.chunkat(index) => local;
+          dma.copy l.data => out.chunkat(y, x);
+        }
+      }
+  return out;
+}
+"""
+
+
+def test_chunkat_of_a_bounded_ituple(tmp_path):
+    """`chunkat(index)` of `index = {x, y}` is `chunkat(x, y)`: tile (x, y) lands at (y, x)."""
+    path = _write(tmp_path, "chunk_tuple.co", CHUNK_TUPLE)
+    a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    out = choreo_py.interpret(path, target="sm_90a").tiles(a)
+    assert torch.equal(out, a.view(2, 2, 2, 4).permute(2, 1, 0, 3).reshape(4, 8))
+    _assembles(path)
+
+
+@pytest.mark.gpu
+def test_chunkat_of_a_bounded_ituple_on_the_gpu(tmp_path):
+    path = _write(tmp_path, "chunk_tuple.co", CHUNK_TUPLE)
+    a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
+    assert torch.equal(_on_gpu(path, "tiles", (a,)),
+                       a.view(2, 2, 2, 4).permute(2, 1, 0, 3).reshape(4, 8))

@@ -13,7 +13,7 @@ from .. import ir
 from .. import ir_build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import views as V
-from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
                      ViewValue)
 from ..construct_names import describe
@@ -416,6 +416,11 @@ class ExprBuilder:
                 out.append(None)
                 continue
             v = self.value(a)
+            if isinstance(v, BoundedTuple):  # `chunkat(p, index)`: each of index's integers
+                for part in v.parts:
+                    x = self.scope.lookup(part)
+                    out.append((x.expr, x.bound))
+                continue
             if not isinstance(v, Scalar) or v.bound is None:
                 raise err("'chunkat' takes bounded variables (or '_')", a)
             out.append((v.expr, v.bound))

@@ -12,21 +12,11 @@ variable `c` and leaves `y` as it was. The loops become `ir.For`s.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from .. import ast as A
 from .. import ir
 from .. import ir_build as B
 from .exprs import err
-from .values import ITupleValue, Scalar, ShapeValue, Unsupported
-
-
-@dataclass
-class BoundedTuple(ITupleValue):
-    """A bounded ituple: its bounded integers' names (outer to inner); elems are their
-    current values (0 outside a foreach)."""
-
-    parts: tuple[str, ...] = ()
+from .values import BoundedTuple, ITupleValue, Scalar, ShapeValue, Unsupported
 
 
 def _bounded(bound: ir.Expr, loc) -> Scalar:
@@ -105,7 +95,8 @@ class IterationBuilder:
             for var, _, _, _, bound in loops:
                 self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
             for name, parts in tuples.items():
-                self.scope.bind(name, ITupleValue(tuple(ir.Sym(p, "s32") for p in parts)))
+                self.scope.bind(name, BoundedTuple(tuple(ir.Sym(p, "s32") for p in parts),
+                                                   parts=parts))
             body = self.block(s.body.stmts)
         finally:
             self.scope = outer
