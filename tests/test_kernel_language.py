@@ -335,3 +335,30 @@ def test_chunkat_of_a_bounded_ituple_on_the_gpu(tmp_path):
     a = torch.randint(-50, 50, (4, 8), dtype=torch.int32)
     assert torch.equal(_on_gpu(path, "tiles", (a,)),
                        a.view(2, 2, 2, 4).permute(2, 1, 0, 3).reshape(4, 8))
+
+
+SHADOW = """
+__co__ s32 [2, 32] shadow(s32 [2, 32] a) {
+  s32 [2, 32] out;
+  parallel p by 1 : block {
+    shared s32 [2, 32] buf;
+    dma.copy a => buf;
+    parallel g by 2 : group {
+      shared s32 [2, 32] buf;
+      parallel t by 32 : thread
+        buf.at(g, t) = g * 1000 + t;
+    }
+    parallel g by 2 : group, t by 32 : thread
+      out.at(g, t) = buf.at(g, t) + 1;
+  }
+  return out;
+}
+"""
+
+
+def test_an_inner_declaration_shadows_an_outer_one(tmp_path):
+    """The inner `buf` is a buffer of its own: the outer one still holds `a`."""
+    path = _write(tmp_path, "shadow.co", SHADOW)
+    a = torch.randint(-50, 50, (2, 32), dtype=torch.int32)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").shadow(a), a + 1)
+    _assembles(path)
