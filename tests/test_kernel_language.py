@@ -362,3 +362,28 @@ def test_an_inner_declaration_shadows_an_outer_one(tmp_path):
     a = torch.randint(-50, 50, (2, 32), dtype=torch.int32)
     assert torch.equal(choreo_py.interpret(path, target="sm_90a").shadow(a), a + 1)
     _assembles(path)
+
+
+UNNAMED_COPY = """
+__co__ s32 [4, 32] unnamed(s32 [4, 32] a) {
+  s32 [4, 32] out;
+  parallel p by 4 : block {
+    dma.copy a.chunkat(p, _) => shared;
+    parallel t by 1 : thread {
+      dma.copy a.chunkat(p, _) => local;
+      foreach j in [32]
+        out.at(p, j) = a.at(p, j) + 1;
+    }
+  }
+  return out;
+}
+"""
+
+
+def test_a_copy_into_an_unnamed_implicit_buffer_runs(tmp_path):
+    """Nothing reads its data, but the program compiles and runs (the copies included)."""
+    path = _write(tmp_path, "unnamed.co", UNNAMED_COPY)
+    a = torch.randint(-50, 50, (4, 32), dtype=torch.int32)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").unnamed(a), a + 1)
+    for text in _assembles(path):
+        assert "ld.global" in text
