@@ -387,3 +387,25 @@ def test_a_copy_into_an_unnamed_implicit_buffer_runs(tmp_path):
     assert torch.equal(choreo_py.interpret(path, target="sm_90a").unnamed(a), a + 1)
     for text in _assembles(path):
         assert "ld.global" in text
+
+
+COMPOSE = """
+__co__ s32 [64] compose(s32 [64] a) {
+  s32 [64] out;
+  parallel p by 2 : block
+    parallel x by 4 : thread
+      foreach j in [8]
+        out.at((p # x) * 8 + j) = a.chunkat(p # x).at(j) * 2 + p * 100 + x;
+  return out;
+}
+"""
+
+
+def test_composed_bounded_variables(tmp_path):
+    """`p # x` is p * #x + x, bounded by #p * #x: chunk p # x of 8 is a[(p*4 + x)*8 ...]."""
+    path = _write(tmp_path, "compose.co", COMPOSE)
+    a = torch.randint(-50, 50, (64,), dtype=torch.int32)
+    i = torch.arange(64, dtype=torch.int32)
+    want = a * 2 + (i // 32) * 100 + (i // 8) % 4
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").compose(a), want)
+    _assembles(path)

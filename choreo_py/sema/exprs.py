@@ -120,6 +120,17 @@ class ExprBuilder:
             self.kernel.scalars.append(v.expr)
         return v
 
+    def _compose(self, n: A.Binary) -> Scalar:
+        """`a # b`: the bounded variable that counts a, then b within it: a * #b + b, bounded
+        by #a * #b (`p # x` indexes the x-th of #x sub-tiles of the p-th tile)."""
+        a, b = self.value(n.lhs), self.value(n.rhs)
+        for v, node in ((a, n.lhs), (b, n.rhs)):
+            if not isinstance(v, Scalar) or v.bound is None:
+                raise err(f"'#' composes bounded variables; {self.describe(node)} is not one",
+                          node)
+        return Scalar(B.add(B.mul(a.expr, b.bound), b.expr), bound=B.mul(a.bound, b.bound),
+                      kind="index")
+
     def e_UBound(self, n: A.UBound, hint):
         v = self.scope.lookup(n.name)
         if not isinstance(v, Scalar) or v.bound is None:
@@ -149,6 +160,8 @@ class ExprBuilder:
         raise Unsupported(f"the unary operator '{n.op}'", n.loc)
 
     def e_Binary(self, n: A.Binary, hint):
+        if n.op == "#":
+            return self._compose(n)
         if n.op.startswith("#"):
             raise Unsupported(f"the bounded-variable operator '{n.op}'", n.loc)
         lhs, rhs = self.value(n.lhs, hint), self.value(n.rhs, hint)
