@@ -211,6 +211,17 @@ class Buffer:
 
 
 @dataclass
+class Alias:
+    """`x.span_as([a, b])` of a whole tensor or buffer: the same elements, in row-major order,
+    seen with another shape; views over `name` index that shape."""
+
+    name: str
+    base: str  # a parameter or a buffer (never another alias)
+    shape: tuple[int, ...]
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class Event:
     name: str
     slots: Optional[int]  # None: a single event, not an array
@@ -623,6 +634,7 @@ class Kernel:
     # Scalar parameters of the function that the kernel reads and that are no shape
     # dimension (`int x`): passed like dimensions, after them, but of any sign.
     scalars: list[Sym] = field(default_factory=list)
+    aliases: list[Alias] = field(default_factory=list)  # reshaped views (span_as)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)
@@ -635,6 +647,14 @@ class Kernel:
 
     def param(self, name: str) -> Optional[Param]:
         return next((p for p in self.params if p.name == name), None)
+
+    def alias(self, name: str) -> Optional[Alias]:
+        return next((a for a in self.aliases if a.name == name), None)
+
+    def root(self, name: str) -> str:
+        """The tensor or buffer whose memory `name` is (an alias's base, else itself)."""
+        a = self.alias(name)
+        return a.base if a is not None else name
 
     @property
     def symbolic_dims(self) -> list[str]:

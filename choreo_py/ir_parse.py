@@ -272,9 +272,11 @@ class _Scope:
 
     def is_place(self, name: str) -> bool:
         return name in self.params or (self.k is not None and self.k.buffer(name) is not None) \
-            or name in self.views
+            or name in self.views or (self.k is not None and self.k.alias(name) is not None)
 
     def place_dtype(self, base: str) -> str:
+        if self.k is not None and self.k.alias(base) is not None:
+            base = self.k.alias(base).base
         if base in self.params:
             return self.params[base].dtype
         b = self.k.buffer(base) if self.k is not None else None
@@ -394,6 +396,11 @@ class _Parser:
             name, _, dtype = item.partition(": ")
             k.scalars.append(ir.Sym(name, dtype))
             self.scope.syms[name] = dtype
+
+    def decl_alias(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"alias (\w+) = (\w+)\[([\d, ]+)\]", line)
+        k.aliases.append(ir.Alias(m.group(1), m.group(2),
+                                  tuple(int(x) for x in m.group(3).split(","))))
 
     def decl_bounds(self, k: ir.Kernel, line: str) -> None:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
@@ -676,7 +683,7 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 
 
 _DECLS: dict[str, Callable] = {
-    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars,
+    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars, "alias": _Parser.decl_alias,
     "launch_bounds": _Parser.decl_bounds,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "shared": _Parser.decl_buffer,

@@ -265,6 +265,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit(f"tmem_slot {k.tmem_slot}")
     for b in k.buffers:
         p.emit(buffer_decl(b))
+    for a in k.aliases:
+        p.emit(f"alias {a.name} = {a.base}{shape(a.shape)}")
     for e in k.events:
         p.emit(event_decl(e))
     for s in k.body:

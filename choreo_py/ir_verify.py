@@ -103,11 +103,13 @@ class _Verifier:
         if not (len(v.extents) == n == len(v.keep)):
             self.err(f"malformed view of '{v.base}'", loc)
             return
-        param, buf = self.k.param(v.base), self.k.buffer(v.base)
+        alias = self.k.alias(v.base)
+        root = self.k.root(v.base)
+        param, buf = self.k.param(root), self.k.buffer(root)
         if param is None and buf is None:
             self.err(f"'{v.base}' is neither a parameter nor a buffer", loc)
             return
-        rank = len(param.shape) if param else len(buf.shape)
+        rank = len(alias.shape) if alias else len(param.shape) if param else len(buf.shape)
         if rank != n:
             self.err(f"view of '{v.base}' has rank {n}, the base has rank {rank}", loc)
         storage = param.storage if param else buf.storage

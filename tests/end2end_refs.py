@@ -399,7 +399,18 @@ def _returns_nothing(args, res, want):
     assert res is None, "a void function returned a value"
 
 
+def _span_as_ref(args):
+    """res[i][j] == a[i/3][i%3][j] + b[i/3][i%3][j]"""
+    a, b = (x.cpu() for x in args)
+    i = torch.arange(6)
+    return a[i // 3, i % 3] + b[i // 3, i % 3]
+
+
 CASES += [
+    # end2end/add.co, its first function: lhs.span_as(6, 64) on the host side (exact)
+    (os.path.join(END2END, "add.co"), "ele_add_span_as",
+     lambda gen, dev: (_ints(gen, (2, 3, 64), -10, 10, dev), _ints(gen, (2, 3, 64), -10, 10, dev)),
+     _span_as_ref, _equal),
     # end2end/stream.co: foo(100, s) prints a + p in each of 6 blocks; its main checks that it
     # runs (test_kernel_language.py checks the printed lines)
     (os.path.join(END2END, "stream.co"), "foo", lambda gen, dev: (100,), None, _returns_nothing),

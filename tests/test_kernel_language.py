@@ -409,3 +409,66 @@ def test_composed_bounded_variables(tmp_path):
     want = a * 2 + (i // 32) * 100 + (i // 8) % 4
     assert torch.equal(choreo_py.interpret(path, target="sm_90a").compose(a), want)
     _assembles(path)
+
+
+SPAN_AS = """
+__co__ f32 [32, 18, 9] reshape(f32 [32, 18, 9] a) {
+  f32 [a.span] out;
+  parallel p by 3 : block
+    parallel q by 1 : thread
+      with index = {x, y} in [4, 4] {
+        foreach index {
+          t = dma.copy a.span_as([18, 8, 36]).chunkat(p, x, y) => local;
+          dma.copy t.data => out.span_as([18, 8, 36]).chunkat(p, x, y);
+        }
+        l = dma.copy a.span_as([144, 36]).chunkat(p, _) => local;
+        foreach i in [48]
+          out.span_as([144, 36]).at(p * 48 + i, 0) = l.data.span_as([48 * 36]).at(i * 36) + 1.0f;
+      }
+  return out;
+}
+"""
+
+
+def test_span_as_reshapes_whole_data(tmp_path):
+    """Tiles of an [18, 8, 36] reshape copied across; column 0 of a [144, 36] one, plus 1
+    (block p owns rows 48p.. of both)."""
+    path = _write(tmp_path, "span_as.co", SPAN_AS)
+    a = torch.randn(32, 18, 9)
+    out = choreo_py.interpret(path, target="sm_90a").reshape(a)
+    want = a.clone().view(144, 36)
+    want[:, 0] += 1.0
+    assert torch.equal(out.view(144, 36), want)
+    _assembles(path)
+
+
+def test_span_as_of_part_of_a_tensor_is_refused_by_name(tmp_path):
+    from choreo_py.diagnostics import ChoreoError
+
+    path = _write(tmp_path, "part.co", """
+__co__ void part(f32 [10, 9, 8] a) {
+  parallel p by 5 : block
+    dma.copy a.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]) => shared;
+}
+""")
+    with pytest.raises(ChoreoError, match="'span_as' of a part of a tensor or buffer"):
+        compile_file(path, "ptx", "sm_90a")
+
+
+def test_span_as_round_trips_through_the_ir_text(tmp_path):
+    from choreo_py import frontend, sema
+    from choreo_py.ir_parse import parse_module
+    from choreo_py.ir_printer import print_module
+
+    path = _write(tmp_path, "span_as.co", SPAN_AS)
+    text = print_module(sema.build_module(frontend.parse_file(path)))
+    assert "alias a__as0 = a[18, 8, 36]" in text
+    assert print_module(parse_module(text)) == text
+
+
+@pytest.mark.gpu
+def test_span_as_on_the_gpu(tmp_path):
+    path = _write(tmp_path, "span_as.co", SPAN_AS)
+    a = torch.randn(32, 18, 9)
+    assert torch.equal(_on_gpu(path, "reshape", (a,)),
+                       choreo_py.interpret(path, target="sm_90a").reshape(a))

@@ -401,8 +401,7 @@ class ExprBuilder:
         raise Unsupported(f"the view operation '.{m}(...)'", n.loc)
 
     def _span_as(self, n: A.MethodCall):
-        """Reshape: the element count must not change. Typed here; the IR has no
-        reshaped views yet, so building IR stops after the check."""
+        """Reshape: the element count must not change (sema/reshape.py builds the view)."""
         view = self.view_of(n.base)
         new = self._args(n.args)
         old_n, new_n = 1, 1
@@ -413,7 +412,9 @@ class ExprBuilder:
         if old_n is not None and new_n is not None and old_n != new_n:
             raise err(f"'span_as' keeps the element count: {old_n} elements cannot take a shape "
                       f"of {new_n}", n)
-        raise Unsupported("'span_as' (reshaped views)", n.loc)
+        if old_n is None or new_n is None:
+            raise Unsupported("'span_as' of data whose shape is only known at run time", n.loc)
+        return self.reshaped(view, tuple(B.as_int(d) for d in new), n)
 
     def _wrap(self, fn, dtype, node, raw=False):
         try:

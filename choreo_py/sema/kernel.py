@@ -21,6 +21,7 @@ from .host import HostBuilder, check_dtype, nested_parallels
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
 from .prints import PrintBuilder
+from .reshape import ReshapeBuilder
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -32,7 +33,7 @@ SCALAR_ARG_TYPES = ("s32", "u32")
 
 
 class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder,
-                    PrintBuilder):
+                    PrintBuilder, ReshapeBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -62,6 +63,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
+        self.aliases: list[ir.Alias] = []  # host-side span_as (sema/reshape.py)
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -174,6 +176,10 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
                 self.scope.bind(s.target.id, Scalar(v.expr, kind="const"))
                 return
+            if isinstance(v, ViewValue) and self.kernel not in self.kernels:
+                # `l = lhs.span_as(6, 64)`: a name for a view of a parameter or host buffer
+                self.scope.bind(s.target.id, ViewValue(v.view, v.dtype, loc=s.loc))
+                return
         raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
 
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
@@ -199,6 +205,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
+        self.kernel.aliases = list(self.aliases)
         outer = self.scope
         self.scope = outer.child()
         for var, bound in zip(names, bounds):

@@ -203,8 +203,9 @@ class OpBuilder:
         return None
 
     def _storage(self, v: ir.View) -> str:
-        p = self.kernel.param(v.base)
-        return p.storage if p else self.kernel.buffer(v.base).storage
+        root = self.kernel.root(v.base)
+        p = self.kernel.param(root)
+        return p.storage if p else self.kernel.buffer(root).storage
 
     def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
         """TMA moves whole boxes: shapes must match. A DMA may fill the leading

@@ -93,6 +93,8 @@ def _prologue(lw: Lowering) -> None:
     w, k = lw.w, lw.k
     w.source(k.loc, f"kernel {k.name}")
     lw.next_statement()
+    if k.aliases:
+        raise lw.refuse("'span_as' (a reshaped view) in an MMA kernel", k.aliases[0].loc)
     if k.scalars:  # the launcher of an MMA kernel binds dimensions from tensor shapes only
         raise lw.refuse(f"the scalar parameter '{k.scalars[0].name}' in an MMA kernel",
                         k.loc)
