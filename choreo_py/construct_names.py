@@ -65,13 +65,15 @@ IR_WORDS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "Apply": "an apply", "Reduce": "a reduction (reduce_max / reduce_sum)",
     "AllReduce": "an all-reduce across threads", "FragCopy": "a fragment copy",
-    "Launch": "a launch", "Assert": "an assert", "GridDim": "a grid dimension", "Kernel": "a kernel",
+    "Launch": "a launch", "Assert": "an assert", "Print": "println",
+    "Alias": "a reshaped view (span_as)", "GridDim": "a grid dimension", "Kernel": "a kernel",
     "Function": "a __co__ function", "Module": "a module",
 }
 
 #: Sema's values (what a name in a kernel can stand for).
 VALUE_WORDS = {
     "Value": "a value", "Scalar": "a scalar", "ShapeValue": "a shape", "ITupleValue": "an index tuple",
+    "BoundedTuple": "a bounded index tuple (with)",
     "TilingValue": "a tiling (chunkat/subspan)", "Tensor": "a global tensor",
     "BufferValue": "a buffer", "EventValue": "an event", "ViewValue": "a view",
     "FutureValue": "a future", "FragValue": "a fragment", "FragmentValue": "a fragment",

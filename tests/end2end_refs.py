@@ -392,6 +392,66 @@ CASES = [
 ]
 
 
+# --- end2end/numerics.co: C math functions; its main: |got - ref| <= 2e-4 + 2e-4 |ref|
+def _numerics_in(n):
+    return lambda gen, dev: tuple(_floats(gen, (512,), -0.5, 1.0, torch.float32, dev)
+                                  for _ in range(n))
+
+
+def _core6_ref(args):
+    x = args[0].cpu().double()
+    return (torch.sqrt(x + 2) + 1 / torch.sqrt(x + 2) + torch.sin(x) + torch.sinh(x * 0.25)
+            + torch.cos(x) + torch.cosh(x * 0.25))
+
+
+def _unary_ref(args):
+    x = args[0].cpu().double()
+    return (torch.acos(x * 0.5) + torch.asin(x * 0.5) + torch.atan(x) + torch.sin(x)
+            + torch.cos(x) + torch.cosh(x * 0.25) + torch.sinh(x * 0.25) + torch.exp(x * 0.25)
+            + torch.log(x + 2.5) + torch.log1p(x * 0.25 + 0.5) + torch.expm1(x * 0.25)
+            + torch.sqrt(x + 2.5) + 1 / torch.sqrt(x + 2.5) + torch.tan(x * 0.25)
+            + torch.tanh(x))
+
+
+def _binary_ref(args):
+    x, y = args[0].cpu().double(), args[1].cpu().double()
+    return torch.pow(x + 1.5, y + 1.5) + torch.atan2(x, y)
+
+
+def _numerics_check(args, res, want):
+    diff = (res.cpu().double() - want).abs()
+    tol = 2e-4 + 2e-4 * want.abs()
+    assert bool((diff <= tol).all()), f"numerics mismatch: {(diff - tol).max().item()} over"
+
+
+def _returns_nothing(args, res, want):
+    assert res is None, "a void function returned a value"
+
+
+def _span_as_ref(args):
+    """res[i][j] == a[i/3][i%3][j] + b[i/3][i%3][j]"""
+    a, b = (x.cpu() for x in args)
+    i = torch.arange(6)
+    return a[i // 3, i % 3] + b[i // 3, i % 3]
+
+
+CASES += [
+    # end2end/add.co, its first function: lhs.span_as(6, 64) on the host side (exact)
+    (os.path.join(END2END, "add.co"), "ele_add_span_as",
+     lambda gen, dev: (_ints(gen, (2, 3, 64), -10, 10, dev), _ints(gen, (2, 3, 64), -10, 10, dev)),
+     _span_as_ref, _equal),
+    # end2end/stream.co: foo(100, s) prints a + p in each of 6 blocks; its main checks that it
+    # runs (test_kernel_language.py checks the printed lines)
+    (os.path.join(END2END, "stream.co"), "foo", lambda gen, dev: (100,), None, _returns_nothing),
+    (os.path.join(END2END, "numerics.co"), "numerics_core6", _numerics_in(1), _core6_ref,
+     _numerics_check),
+    (os.path.join(END2END, "numerics.co"), "unary_mix", _numerics_in(1), _unary_ref,
+     _numerics_check),
+    (os.path.join(END2END, "numerics.co"), "binary_mix", _numerics_in(2), _binary_ref,
+     _numerics_check),
+]
+
+
 def case_id(case) -> str:
     return f"{os.path.basename(case[0])}::{case[1]}"
 

@@ -73,7 +73,7 @@ __co__ void f(global f32 [M] a) {
 VALID = [("inthreads-on-two-levels", ROLE_ON_BLOCK_INDEX, 4,
           "an 'inthreads' condition depending on more than"),
          ("scalar-parameters", SCALAR_PARAMS, 3, "'b'"),
-         ("run-time-thread-count", RUNTIME_THREADS, 3, "'n'"),
+         ("run-time-thread-count", RUNTIME_THREADS, 3, "a run-time count of thread groups"),
          ("swizzle-wider-than-rows", WIDE_SWIZZLE, 4, "'.swiz<128>' wider than"),
          ("nested-inthreads", NESTED_INTHREADS, 5, "nested 'inthreads'")]
 

@@ -55,6 +55,7 @@ SAMPLES = {
     ir.Apply: "apply (i, j) in acc[64, 64] {\n}", ir.ElemStore: "acc[0, 0] = 1.0:f32",
     ir.BufStore: "buf<0+:64, 0+:64>[0, 0] = 0:bf16", ir.Reduce: "r = reduce_max(acc, dim=1)",
     ir.AllReduce: "all_reduce_sum(r)", ir.FragCopy: "r = copy(acc)",
+    ir.Print: "print 't=', t, ', x, y: ', t + 1, t * 2, '\\n'",
 }
 KERNEL = """kernel k(A: global bf16[M, 64]) {
   grid t < 4

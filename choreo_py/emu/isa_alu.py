@@ -364,6 +364,10 @@ def _to_float_bits(x, dst: str, rnd: str):
     raise Unsupported(f"cvt to {dst}")
 
 
+#: Rounding to an integral value (`cvt.rni.f32.f32` keeps the float type).
+_INT_ROUNDING = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil}
+
+
 def _float_to_int(x, dt, rnd: str):
     f = x.astype(np.float64)
     f = {"rzi": np.trunc, "rni": np.rint, "rmi": np.floor, "rpi": np.ceil, "": np.trunc}[rnd](f)
@@ -403,6 +407,8 @@ def _dec_cvt(inst):
         conv = lambda x: x.astype(ddt) if ddt.kind == "f" else _float_to_int(x, ddt, rnd)
     elif sdt.kind == "f" and ddt.kind in "iu":
         conv = lambda x: _float_to_int(x, ddt, rnd)
+    elif sdt.kind == "f" and ddt.kind == "f" and rnd in _INT_ROUNDING:  # cvt.rni.f32.f32
+        conv = lambda x: _INT_ROUNDING[rnd](x).astype(ddt)
     else:
         conv = lambda x: x.astype(ddt)
     if "ftz" in inst.parts and ddt.kind == "f":

@@ -78,6 +78,10 @@ class Memory:
             self.tensors[b.name] = _alloc(b)
             self.storage[b.name] = b.storage
             self.counts[b.name] = b.count
+        for a in kernel.aliases:  # span_as: the base's storage, seen with the alias's shape
+            self.tensors[a.name] = self.tensors[a.base].view(a.shape)
+            self.storage[a.name] = self.storage[a.base]
+            self.counts[a.name] = None
         self.history: dict[tuple[str, Optional[int]], list[Access]] = {}
 
     # -- views

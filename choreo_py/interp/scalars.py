@@ -192,6 +192,46 @@ _PY_MATH = {"exp2": lambda x: _exp(x, True), "exp": _exp, "log2": lambda x: _log
             "abs": abs}
 
 
+_C_MATH = ("sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh",
+           "expm1", "log1p", "pow", "fma", "rcp")
+
+
+def _c_math(fn: str, *args: float) -> float:
+    """The C library's value (double precision, rounded by the caller): a domain error is
+    NaN, an overflow is infinite (with the sign of the true result), as in C."""
+    f = {"sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin,
+         "acos": math.acos, "atan": math.atan, "atan2": math.atan2, "sinh": math.sinh,
+         "cosh": math.cosh, "tanh": math.tanh, "expm1": math.expm1, "log1p": math.log1p,
+         "pow": math.pow, "fma": lambda a, b, c: a * b + c, "rcp": lambda x: 1 / x}[fn]
+    try:
+        return f(*args)
+    except OverflowError:
+        if fn == "pow":
+            x, y = args
+            return -math.inf if x < 0 and float(y).is_integer() and int(y) % 2 else math.inf
+        return math.copysign(math.inf, args[0]) if fn in ("sinh", "expm1") else math.inf
+    except ZeroDivisionError:
+        return math.copysign(math.inf, args[0])
+    except ValueError:
+        if fn == "pow" and args[0] == 0.0:  # 0 to a negative power
+            return math.inf
+        if fn == "log1p" and args[0] == -1.0:
+            return -math.inf
+        return math.nan
+
+
+def _torch_math(fn: str, args: list):
+    """The same over tensors (fragment code: a float32 value per element)."""
+    xs = [a.to(torch.float64) if isinstance(a, torch.Tensor) else torch.tensor(float(a),
+          dtype=torch.float64) for a in args]
+    if fn == "fma":
+        return xs[0] * xs[1] + xs[2]
+    if fn == "rcp":
+        return 1 / xs[0]
+    return getattr(torch, {"asin": "asin", "acos": "acos", "atan": "atan", "pow": "pow",
+                           "atan2": "atan2"}.get(fn, fn))(*xs)
+
+
 def call(fn: str, args: list, dtype: str, loc=None):
     if fn == "cdiv":
         a, b = int(args[0]), int(args[1])
@@ -202,6 +242,10 @@ def call(fn: str, args: list, dtype: str, loc=None):
         return _fminmax(fn, args[0], args[1])
     if fn == "to":
         return round_to(args[0], dtype)
+    if fn in _C_MATH:
+        if any(isinstance(a, torch.Tensor) for a in args):
+            return round_to(_torch_math(fn, args), dtype)
+        return round_to(_c_math(fn, *[float(a) for a in args]), dtype)
     x = args[0]
     if isinstance(x, torch.Tensor):
         return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)

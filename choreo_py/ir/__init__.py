@@ -100,6 +100,8 @@ class Select(Expr):
 BUILTINS = {
     "cdiv": 2, "min": 2, "max": 2, "exp2": 1, "exp": 1, "log2": 1, "log": 1,
     "sqrt": 1, "rsqrt": 1, "abs": 1, "to": 1,
+    "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
+    "sinh": 1, "cosh": 1, "tanh": 1, "expm1": 1, "log1p": 1, "pow": 2, "fma": 3, "rcp": 1,
 }
 
 
@@ -209,6 +211,17 @@ class Buffer:
         for d in self.shape:
             n *= d
         return n
+
+
+@dataclass
+class Alias:
+    """`x.span_as([a, b])` of a whole tensor or buffer: the same elements, in row-major order,
+    seen with another shape; views over `name` index that shape."""
+
+    name: str
+    base: str  # a parameter or a buffer (never another alias)
+    shape: tuple[int, ...]
+    loc: Optional[Loc] = None
 
 
 @dataclass
@@ -562,6 +575,28 @@ class FragCopy(Stmt):
 
 
 @dataclass
+class Print(Stmt):
+    """`println(...)` in a kernel: text and scalar values in turn, then a newline (each
+    thread that runs it prints its own line, as a device printf does)."""
+
+    items: list  # str (text, printed as written) or Expr (a value: print_format's spec)
+    loc: Optional[Loc] = None
+
+
+def print_format(items: list) -> tuple[str, list]:
+    """(C printf format, the values it reads): integers and conditions as `%lld` of a
+    64-bit value, floats as `%f` of a double (C's promotion of a variadic float)."""
+    fmt, values = [], []
+    for item in items:
+        if isinstance(item, str):
+            fmt.append(item.replace("%", "%%"))
+        else:
+            fmt.append("%f" if is_float(item.dtype) else "%lld")
+            values.append(item)
+    return "".join(fmt), values
+
+
+@dataclass
 class Launch(Stmt):
     kernel: str
     loc: Optional[Loc] = None
@@ -599,6 +634,10 @@ class Kernel:
     loc: Optional[Loc] = None
     smem_total: Optional[int] = None  # bytes of shared memory the plan uses
     tmem_slot: Optional[int] = None  # smem offset of the tensor-memory base address (mma_barriers)
+    # Scalar parameters of the function that the kernel reads and that are no shape
+    # dimension (`int x`): passed like dimensions, after them, but of any sign.
+    scalars: list[Sym] = field(default_factory=list)
+    aliases: list[Alias] = field(default_factory=list)  # reshaped views (span_as)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)
@@ -612,6 +651,14 @@ class Kernel:
     def param(self, name: str) -> Optional[Param]:
         return next((p for p in self.params if p.name == name), None)
 
+    def alias(self, name: str) -> Optional[Alias]:
+        return next((a for a in self.aliases if a.name == name), None)
+
+    def root(self, name: str) -> str:
+        """The tensor or buffer whose memory `name` is (an alias's base, else itself)."""
+        a = self.alias(name)
+        return a.base if a is not None else name
+
     @property
     def symbolic_dims(self) -> list[str]:
         seen: list[str] = []
@@ -619,7 +666,12 @@ class Kernel:
             for d in p.shape:
                 if isinstance(d, Sym) and d.name not in seen:
                     seen.append(d.name)
-        return seen
+        return seen + [x.name for x in self.scalars if x.name not in seen]
+
+    def is_scalar_arg(self, name: str) -> bool:
+        """Whether dimension `name` of `symbolic_dims` is a scalar argument (may be negative)."""
+        return any(x.name == name for x in self.scalars) and name not in [
+            d.name for p in self.params for d in p.shape if isinstance(d, Sym)]
 
     @property
     def smem_bytes(self) -> int:

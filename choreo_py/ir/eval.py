@@ -95,9 +95,21 @@ def _call(fn: str, args: list, dtype: str):
             return c_scalars.to_int(args[0], dtype)
         except ValueError as e:
             raise EvalError(str(e)) from None
+    if fn in ("atan2", "pow", "fma"):
+        try:
+            return {"atan2": math.atan2, "pow": math.pow,
+                    "fma": lambda a, b, c: a * b + c}[fn](*[float(a) for a in args])
+        except (ValueError, OverflowError, ZeroDivisionError) as e:
+            raise EvalError(f"{fn}: {e}") from None
     one = {"exp2": lambda x: 2.0 ** x, "exp": math.exp, "log2": math.log2, "log": math.log,
-           "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "abs": abs}
-    return one[fn](args[0])
+           "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "abs": abs,
+           "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin,
+           "acos": math.acos, "atan": math.atan, "sinh": math.sinh, "cosh": math.cosh,
+           "tanh": math.tanh, "expm1": math.expm1, "log1p": math.log1p, "rcp": lambda x: 1 / x}
+    try:
+        return one[fn](args[0])
+    except (ValueError, OverflowError, ZeroDivisionError) as e:
+        raise EvalError(f"{fn}: {e}") from None
 
 
 #: The rule of each expression kind (tests/test_ir_coverage.py checks every kind has one

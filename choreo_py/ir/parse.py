@@ -127,6 +127,17 @@ class _Parser:
             k.grid.append(ir.GridDim(var, self.exprs(extent).expr()))
             self.scope.syms[var] = "s32"
 
+    def decl_scalars(self, k: ir.Kernel, line: str) -> None:
+        for item in line[len("scalars "):].split(", "):
+            name, _, dtype = item.partition(": ")
+            k.scalars.append(ir.Sym(name, dtype))
+            self.scope.syms[name] = dtype
+
+    def decl_alias(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"alias (\w+) = (\w+)\[([\d, ]+)\]", line)
+        k.aliases.append(ir.Alias(m.group(1), m.group(2),
+                                  tuple(int(x) for x in m.group(3).split(","))))
+
     def decl_bounds(self, k: ir.Kernel, line: str) -> None:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
                                 for x in line[len("launch_bounds "):].split(","))
@@ -256,6 +267,18 @@ class _Parser:
     def s_assert(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"assert (.*), ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", line)
         return ir.Assert(self.exprs(m.group(1)).expr(), ast.literal_eval(m.group(2)))
+
+    def s_print(self, line: str, body) -> ir.Stmt:
+        items, rest = [], line[len("print "):]
+        while rest:
+            m = re.match(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(, |$)", rest)
+            if m:  # a text item (quoted as Python writes it: it may hold commas)
+                items.append(ast.literal_eval(m.group(1)))
+            else:
+                m = re.match(r"(.*?)(, (?=['\"])|$)", rest)
+                items += [self.exprs(x).expr() for x in _split_top(m.group(1))]
+            rest = rest[m.end():]
+        return ir.Print(items)
 
     def s_setmaxnreg(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"setmaxnreg\.(inc|dec) (\d+)", line)
@@ -396,7 +419,8 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 
 
 _DECLS: dict[str, Callable] = {
-    "grid": _Parser.decl_grid, "launch_bounds": _Parser.decl_bounds,
+    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars, "alias": _Parser.decl_alias,
+    "launch_bounds": _Parser.decl_bounds,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "shared": _Parser.decl_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,
@@ -409,7 +433,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
-    ("assert", _Parser.s_assert),
+    ("assert", _Parser.s_assert), ("print", _Parser.s_print),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),

@@ -260,9 +260,11 @@ class Scope:
 
     def is_place(self, name: str) -> bool:
         return name in self.params or (self.k is not None and self.k.buffer(name) is not None) \
-            or name in self.views
+            or name in self.views or (self.k is not None and self.k.alias(name) is not None)
 
     def place_dtype(self, base: str) -> str:
+        if self.k is not None and self.k.alias(base) is not None:
+            base = self.k.alias(base).base
         if base in self.params:
             return self.params[base].dtype
         b = self.k.buffer(base) if self.k is not None else None

@@ -133,6 +133,10 @@ class _Printer:
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
     def s_Assert(self, s): self.emit(f"assert {expr(s.cond)}, {s.message!r}")
 
+    def s_Print(self, s):
+        self.emit("print " + ", ".join(repr(x) if isinstance(x, str) else expr(x)
+                                       for x in s.items))
+
     def s_For(self, s):
         step = "" if s.step == ir.Const(1, "s32") else f" step {expr(s.step)}"
         self.region(f"for {s.var} in {expr(s.start)}..{expr(s.stop)}{step}", s.body)
@@ -226,7 +230,7 @@ class _Printer:
 STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
-    ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
+    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,
@@ -269,6 +273,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p.depth += 1
     grid = ", ".join(f"{g.var} < {expr(g.extent)}" for g in k.grid)
     p.emit(f"grid {grid}")
+    if k.scalars:
+        p.emit("scalars " + ", ".join(f"{x.name}: {x.dtype}" for x in k.scalars))
     if k.launch_bounds:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
     if k.smem_total is not None:
@@ -277,6 +283,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit(f"tmem_slot {k.tmem_slot}")
     for b in k.buffers:
         p.emit(buffer_decl(b))
+    for a in k.aliases:
+        p.emit(f"alias {a.name} = {a.base}{shape(a.shape)}")
     for e in k.events:
         p.emit(event_decl(e))
     for s in k.body:

@@ -105,11 +105,13 @@ class _Verifier:
         if not (len(v.extents) == n == len(v.keep)):
             self.err(f"malformed view of '{v.base}'", loc)
             return
-        param, buf = self.k.param(v.base), self.k.buffer(v.base)
+        alias = self.k.alias(v.base)
+        root = self.k.root(v.base)
+        param, buf = self.k.param(root), self.k.buffer(root)
         if param is None and buf is None:
             self.err(f"'{v.base}' is neither a parameter nor a buffer", loc)
             return
-        rank = len(param.shape) if param else len(buf.shape)
+        rank = len(alias.shape) if alias else len(param.shape) if param else len(buf.shape)
         if rank != n:
             self.err(f"view of '{v.base}' has rank {n}, the base has rank {rank}", loc)
         storage = param.storage if param else buf.storage
@@ -192,6 +194,11 @@ class _Verifier:
     def s_Break(self, s): pass
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
+
+    def s_Print(self, s):
+        for x in s.items:
+            if not isinstance(x, str):
+                self.expr(x, s.loc)
     def s_RoleSync(self, s): pass
 
     def s_NamedBarrier(self, s):
@@ -360,7 +367,7 @@ STATEMENTS = {
     ir.Let: _Verifier.s_Let, ir.Var: _Verifier.s_Var, ir.Assign: _Verifier.s_Assign,
     ir.ViewDef: _Verifier.s_ViewDef, ir.For: _Verifier.s_For, ir.While: _Verifier.s_While,
     ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Continue: _Verifier.s_Continue,
-    ir.SyncShared: _Verifier.s_SyncShared, ir.RoleSync: _Verifier.s_RoleSync,
+    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,

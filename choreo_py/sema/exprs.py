@@ -13,7 +13,7 @@ from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import views as V
-from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
                      ViewValue)
 from ..construct_names import describe
@@ -25,7 +25,13 @@ BUILTIN_FUNCS = {
     "__sqrt": "sqrt", "__rsqrt": "rsqrt",
     "__fabsf": "abs", "__abs": "abs", "abs": "abs",
     "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
+    "__fmaf": "fma", "__fma": "fma", "__frcp_rn": "rcp", "__powf": "pow", "__pow": "pow",
+    "__atan2": "atan2", "__atan2f": "atan2",
 }
+for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "expm1",
+              "log1p", "exp", "log"):  # `__sin` and `__sinf`: the C math functions
+    BUILTIN_FUNCS.setdefault(f"__{_name}", _name)
+    BUILTIN_FUNCS.setdefault(f"__{_name}f", _name)
 _INT_SUFFIX = {"": "s32", "u": "u32", "l": "s64", "ll": "s64", "ul": "u64", "ull": "u64",
                "lu": "u64", "llu": "u64"}
 
@@ -109,7 +115,21 @@ class ExprBuilder:
             raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
+        if isinstance(v, Scalar) and v.kind == "arg" and self.kernel is not None and \
+                v.expr not in self.kernel.scalars:  # a scalar parameter the kernel reads
+            self.kernel.scalars.append(v.expr)
         return v
+
+    def _compose(self, n: A.Binary) -> Scalar:
+        """`a # b`: the bounded variable that counts a, then b within it: a * #b + b, bounded
+        by #a * #b (`p # x` indexes the x-th of #x sub-tiles of the p-th tile)."""
+        a, b = self.value(n.lhs), self.value(n.rhs)
+        for v, node in ((a, n.lhs), (b, n.rhs)):
+            if not isinstance(v, Scalar) or v.bound is None:
+                raise err(f"'#' composes bounded variables; {self.describe(node)} is not one",
+                          node)
+        return Scalar(B.add(B.mul(a.expr, b.bound), b.expr), bound=B.mul(a.bound, b.bound),
+                      kind="index")
 
     def e_UBound(self, n: A.UBound, hint):
         v = self.scope.lookup(n.name)
@@ -140,6 +160,8 @@ class ExprBuilder:
         raise Unsupported(f"the unary operator '{n.op}'", n.loc)
 
     def e_Binary(self, n: A.Binary, hint):
+        if n.op == "#":
+            return self._compose(n)
         if n.op.startswith("#"):
             raise Unsupported(f"the bounded-variable operator '{n.op}'", n.loc)
         lhs, rhs = self.value(n.lhs, hint), self.value(n.rhs, hint)
@@ -379,8 +401,7 @@ class ExprBuilder:
         raise Unsupported(f"the view operation '.{m}(...)'", n.loc)
 
     def _span_as(self, n: A.MethodCall):
-        """Reshape: the element count must not change. Typed here; the IR has no
-        reshaped views yet, so building IR stops after the check."""
+        """Reshape: the element count must not change (sema/reshape.py builds the view)."""
         view = self.view_of(n.base)
         new = self._args(n.args)
         old_n, new_n = 1, 1
@@ -391,7 +412,9 @@ class ExprBuilder:
         if old_n is not None and new_n is not None and old_n != new_n:
             raise err(f"'span_as' keeps the element count: {old_n} elements cannot take a shape "
                       f"of {new_n}", n)
-        raise Unsupported("'span_as' (reshaped views)", n.loc)
+        if old_n is None or new_n is None:
+            raise Unsupported("'span_as' of data whose shape is only known at run time", n.loc)
+        return self.reshaped(view, tuple(B.as_int(d) for d in new), n)
 
     def _wrap(self, fn, dtype, node, raw=False):
         try:
@@ -407,6 +430,11 @@ class ExprBuilder:
                 out.append(None)
                 continue
             v = self.value(a)
+            if isinstance(v, BoundedTuple):  # `chunkat(p, index)`: each of index's integers
+                for part in v.parts:
+                    x = self.scope.lookup(part)
+                    out.append((x.expr, x.bound))
+                continue
             if not isinstance(v, Scalar) or v.bound is None:
                 raise err("'chunkat' takes bounded variables (or '_')", a)
             out.append((v.expr, v.bound))

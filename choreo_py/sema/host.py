@@ -236,16 +236,16 @@ class HostBuilder:
         storage = s.dst.storage
         if storage not in ("shared", "local"):
             raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
-        if s.future is None:  # valid, but nothing can read the data: nothing to compile
-            raise Unsupported(f"a copy into an implicit '{storage}' buffer without a future "
-                              "naming its data", s.loc)
         self._need_block(s, f"a {storage} buffer")
         shape = shape if shape is not None else static_shape(src.view)
         if shape is None:
             raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
                               "time", s.dst.loc)
-        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{s.future}__"))
-        buf = ir.Buffer(f"{s.future}__{storage}{n or ''}", storage, src.dtype, shape,
+        # Without a future nothing reads the data, but the copy still runs (and its reads of
+        # the source are checked): the buffer is the copy's own.
+        stem = s.future or "copy"
+        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{stem}__"))
+        buf = ir.Buffer(f"{stem}__{storage}{n or ''}", storage, src.dtype, shape,
                         loc=s.dst.loc)
         self.kernel.buffers.append(buf)
         view = ir.View(buf.name, tuple(B.const(0) for _ in shape),

@@ -18,15 +18,22 @@ from . import limits
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
+from .iterate import IterationBuilder
+from .levels import LevelBuilder, nest_levels
+from .prints import PrintBuilder
+from .reshape import ReshapeBuilder
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+#: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
+SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
+class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder,
+                    PrintBuilder, ReshapeBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -56,6 +63,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
+        self.aliases: list[ir.Alias] = []  # host-side span_as (sema/reshape.py)
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -118,11 +126,12 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                 return
             if p.name in self._shape_dims():
                 self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="dim"))
+            elif t.name in SCALAR_ARG_TYPES:
+                # A kernel that reads it receives it as an argument (ir.Kernel.scalars).
+                self.scope.bind(p.name, Scalar(ir.Sym(p.name, t.name), kind="arg", loc=p.loc))
             else:
-                # A kernel receives shape dimensions only (host programs specialise other
-                # scalars per call); unspecialised, this is valid Choreo the IR cannot hold.
-                self.scope.bind(p.name, Opaque(construct="a scalar parameter that is no shape "
-                                               "dimension", loc=p.loc))
+                self.scope.bind(p.name, Opaque(construct=f"a scalar parameter of type {t.name} "
+                                               "that is no shape dimension", loc=p.loc))
             return
         if t.dims is None:
             raise Unsupported("a parameter without a written shape", p.loc)
@@ -176,6 +185,10 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
                     and self._of_sizes(v.expr):  # `n = cdiv(SEQ, 64);` declares a value
                 self.scope.bind(s.target.id, Scalar(v.expr, kind="let"))
                 return
+            if isinstance(v, ViewValue) and self.kernel not in self.kernels:
+                # `l = lhs.span_as(6, 64)`: a name for a view of a parameter or host buffer
+                self.scope.bind(s.target.id, ViewValue(v.view, v.dtype, loc=s.loc))
+                return
         raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
 
     def _of_sizes(self, e: ir.Expr) -> bool:
@@ -205,6 +218,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
+        self.kernel.aliases = list(self.aliases)
         outer = self.scope
         self.scope = outer.child()
         for var, bound in zip(names, bounds):
@@ -386,8 +400,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
 
     def s_Foreach(self, s: A.Foreach) -> None:
-        if s.ranges and not s.bindings:
-            raise Unsupported("'foreach' over variables bound by an enclosing 'with'", s.loc)
+        if s.ranges and not s.bindings:  # over variables an enclosing `with` bound
+            return self.foreach_ranges(s)
         loops: list[tuple[str, ir.Expr]] = []
         tuples: dict[str, list[str]] = {}  # `foreach x in t.span` over several dimensions
         for b in s.bindings:
@@ -428,8 +442,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
             if self.group_lanes is None:
                 raise Unsupported("nested 'parallel' levels inside a block", s.loc)
             return self.nested_threads(s)
-        if len(s.levels) != 1:
-            raise Unsupported("several parallel levels in one statement inside a block", s.loc)
+        if len(s.levels) != 1:  # `g by 2 : group-4, t by 128 : thread`: they nest
+            return self.s_ParallelBy(nest_levels(s, LEVEL_THREADS))
         lvl = s.levels[0]
         level = lvl.level or "thread"
         if level not in LEVEL_THREADS:
@@ -438,6 +452,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         bounds = self._bounds(lvl)
         if len(names) > 1 and len(names) == len(bounds) and level == "thread":
             return self.flattened_threads(s, names, bounds)
+        if len(names) > 1 and len(names) == len(bounds) and level in ("group", "group-4"):
+            return self.multi_dim_groups(s, names, bounds, level, LEVEL_THREADS[level],
+                                         nested_parallels(s.body.stmts))
         if len(names) != 1 or len(bounds) != 1:
             raise Unsupported("a multi-dimensional parallel level inside a block", lvl.loc)
         extent = B.as_int(bounds[0])

@@ -80,19 +80,23 @@ class OpBuilder:
             init = self.scalar(s.init, s.type.elem.name)
             if not isinstance(init, ir.Const):
                 raise err("a buffer initialiser must be a constant", s.init)
-        buf = ir.Buffer(s.name, storage, s.type.elem.name, tuple(dims), self._array_count(s),
-                        init=init, loc=s.loc)
-        self._unique(s)
+        buf = ir.Buffer(self._unique(s), storage, s.type.elem.name, tuple(dims),
+                        self._array_count(s), init=init, loc=s.loc)
         self.kernel.buffers.append(buf)
         self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
 
-    def _unique(self, s) -> None:
+    def _unique(self, s) -> str:
+        """The kernel-wide name of a declaration: its own, or `name__2`, ... where an inner
+        scope declares a name again (shadowing an outer buffer or event)."""
         local = self.scope.local(s.name)
         if local is not None:
             where = f" at {local.loc.line}:{local.loc.col}" if local.loc else ""
             raise err(f"'{s.name}' is already declared in this scope{where}", s)
-        if self.kernel.buffer(s.name) or self.kernel.event(s.name) or self.kernel.frag(s.name):
-            raise Unsupported(f"two declarations named '{s.name}' in one kernel", s.loc)
+        name, n = s.name, 1
+        while self.kernel.buffer(name) or self.kernel.event(name) or self.kernel.frag(name):
+            n += 1
+            name = f"{s.name}__{n}"
+        return name
 
     def s_EventDecl(self, s: A.EventDecl) -> None:
         self._need_block(s, "an event")
@@ -100,8 +104,7 @@ class OpBuilder:
             raise Unsupported(f"'{s.storage}' events", s.loc)
         if s.thread_count is not None:
             raise Unsupported("events with an explicit thread count", s.loc)
-        ev = ir.Event(s.name, self._array_count(s), s.ready, loc=s.loc)
-        self._unique(s)
+        ev = ir.Event(self._unique(s), self._array_count(s), s.ready, loc=s.loc)
         self.kernel.events.append(ev)
         self.scope.bind(s.name, EventValue(ev, loc=s.loc))
 
@@ -200,8 +203,9 @@ class OpBuilder:
         return None
 
     def _storage(self, v: ir.View) -> str:
-        p = self.kernel.param(v.base)
-        return p.storage if p else self.kernel.buffer(v.base).storage
+        root = self.kernel.root(v.base)
+        p = self.kernel.param(root)
+        return p.storage if p else self.kernel.buffer(root).storage
 
     def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
         """TMA moves whole boxes: shapes must match. A DMA may fill the leading
@@ -568,6 +572,8 @@ class OpBuilder:
         if fn == "assert":
             self.assert_stmt(c)
             return
+        if fn in ("println", "print"):
+            return self.print_stmt(c)
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
 
     def named_barrier(self, c: A.CallExpr, op: str) -> None:

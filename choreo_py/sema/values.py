@@ -99,6 +99,14 @@ class ITupleValue(Value):
 
 
 @dataclass
+class BoundedTuple(ITupleValue):
+    """A bounded ituple (`with index = {x, y} in [6, 17]`, sema/iterate.py): the names of its
+    bounded integers, outer to inner, whose values and bounds the scope holds."""
+
+    parts: tuple[str, ...] = ()
+
+
+@dataclass
 class Opaque(Value):
     """A name declared by a statement sema skipped as unsupported; using it is unsupported too."""
     construct: str = ""

@@ -23,6 +23,7 @@ from typing import Optional
 
 from choreo_py import ir
 
+from . import mathfns
 from .context import Lowering, children
 from .writer import V
 from choreo_py.construct_names import describe
@@ -328,6 +329,8 @@ class ExprLowering:
                 self.w.op("mul.f32", out, out, V.imm(LN2, "f32"))
         elif e.fn in _F32_CALLS and t == "f32":
             self.w.op(_F32_CALLS[e.fn], out, args[0])
+        elif e.fn in mathfns.FUNCS and t == "f32":
+            mathfns.emit(self.w, e.fn, out, args)
         else:
             raise self.lw.refuse(f"the builtin '{e.fn}' on {e.dtype}", self.loc)
         return out

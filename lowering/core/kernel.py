@@ -99,6 +99,11 @@ def _prologue(lw: Lowering) -> None:
     w, k = lw.w, lw.k
     w.source(k.loc, f"kernel {k.name}")
     lw.next_statement()
+    if k.aliases:
+        raise lw.refuse("'span_as' (a reshaped view) in an MMA kernel", k.aliases[0].loc)
+    if k.scalars:  # the launcher of an MMA kernel binds dimensions from tensor shapes only
+        raise lw.refuse(f"the scalar parameter '{k.scalars[0].name}' in an MMA kernel",
+                        k.loc)
     for d in k.symbolic_dims:
         r = w.reg("s32", d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
@@ -198,7 +203,8 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
 # target refuses everywhere; a role is lowered by the parallel region holding it).
 _NAMES = {ir.Role: "inthreads.async outside a parallel region",
           ir.ElemStore: "a fragment element store outside an apply",
-          ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)"}
+          ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)",
+          ir.Print: "println in an MMA kernel"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),

@@ -28,7 +28,7 @@ from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
 from .threads import RAW, WIDENED, Places, ThreadExprs, barrier
-from .writer import V, Writer
+from .writer import V, Writer, ptx_entry_name
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 #: Statements that make a kernel an MMA/TMA kernel (the core's lowering, kernel.py).
@@ -69,6 +69,7 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     w = Writer()
     lw = ThreadLowering(k, target, w)
     lw.threads = block_threads(k)
+    lw.printf_formats = []  # (symbol, bytes) of println formats (module-level strings)
     if lw.threads > 1024:
         raise lw.refuse(f"a block of {lw.threads} threads (at most 1024)", k.loc)
     if len(k.grid) > 3:
@@ -86,7 +87,7 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     lw.leave_region()
     return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
             "dims": k.symbolic_dims, "tensors": [p.name for p in k.params],
-            "grid": k.grid, "types": w.types_used}
+            "grid": k.grid, "types": w.types_used, "strings": lw.printf_formats}
 
 
 def _prologue(lw: ThreadLowering) -> None:
@@ -99,10 +100,10 @@ def _prologue(lw: ThreadLowering) -> None:
         g = w.reg("u64", f"{p.name}_g")
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
-    for d in k.symbolic_dims:
-        r = w.reg("s32", d)
+    for d in k.symbolic_dims:  # dimensions, then scalar arguments (their bits: 32-bit words)
+        r = w.reg(next((x.dtype for x in k.scalars if x.name == d), "s32"), d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=True, uniform=True)
+        lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
@@ -247,6 +248,57 @@ def _wait(lw: ThreadLowering, s: ir.Wait) -> None:
             raise lw.refuse("waiting on an event in a thread kernel", s.loc)
 
 
+def _print(lw: ThreadLowering, s: ir.Print) -> None:
+    """`println`: a device printf (`vprintf(format, args)`): the format is a global string of
+    the module, the values 64-bit words of a per-thread local buffer."""
+    w = lw.w
+    fmt, values = ir.print_format(s.items)
+    words = [_word64(lw, v, s.loc) for v in values]
+    sym = f"{ptx_entry_name(lw.k.name)}_fmt{len(lw.printf_formats)}"
+    lw.printf_formats.append((sym, fmt.encode() + b"\0"))
+    args = w.reg("u64", "pargs")
+    if words:
+        buf = w.fresh("pbuf")
+        w.call("ptx.raw", f'".local .align 8 .b8 {buf}[{8 * len(words)}];"')
+        w.op("mov.u64", args, f'"{buf}"')
+        for i, x in enumerate(words):
+            w.op("st.local.b64", f"ptx.addr({args.text}, {8 * i})", x)
+        w.op("cvta.local.u64", args, args)
+    else:
+        w.op("mov.u64", args, 0)
+    f = w.reg("u64", "pfmt")
+    w.op("mov.u64", f, f'"{sym}"')
+    w.op("cvta.global.u64", f, f)
+    p0, p1, r0 = (w.fresh(x) for x in ("pf_param", "pa_param", "pr_param"))
+    for line in (f".param .b64 {p0};", f"st.param.b64 [{p0}], {f.ptx_name()};",
+                 f".param .b64 {p1};", f"st.param.b64 [{p1}], {args.ptx_name()};",
+                 f".param .b32 {r0};", f"call ({r0}), vprintf, ({p0}, {p1});"):
+        w.call("ptx.raw", repr(line))
+
+
+def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
+    """A printf argument: an integer as a signed (or unsigned) 64-bit word, a float as a
+    double, a condition as 0 or 1."""
+    w = lw.w
+    v = _expr(lw, e, loc, hint="pv")
+    if v.is_const:
+        v = w.reg(v.ty, "pv", init=v)
+    if v.ty == "f32":
+        out = w.reg("f64", "pw")
+        w.op("cvt.f64.f32", out, v)
+    elif v.ty == "pred":
+        out = w.reg("s64", "pw")
+        w.op("selp.b64", out, 1, 0, v)
+    elif v.ty in ("s32", "u32"):
+        out = w.reg(v.ty[0] + "64", "pw")
+        w.op(f"cvt.{out.ty}.{v.ty}", out, v)
+    elif v.ty in ("s64", "u64"):
+        out = v
+    else:
+        raise lw.refuse(f"printing a {e.dtype} value", loc)
+    return out
+
+
 _NAMES = {ir.Launch: "a launch inside a kernel"}
 
 _HANDLERS = {
@@ -265,6 +317,7 @@ _HANDLERS = {
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
     ir.RoleSync: lambda lw, s: barrier(lw),
+    ir.Print: _print,
 }
 
 
@@ -288,6 +341,9 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         f'ARCH = "{arch}"',
         "KERNELS = {}",
     ]
+    prelude = _prelude([x for p in parts for x in p["strings"]])
+    if prelude:
+        out += ["", "# device printf: vprintf and the formats of println", f"PRELUDE = {prelude!r}"]
     for p in parts:
         out += _entry_text(p)
     out += [
@@ -299,7 +355,8 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         "    def ptx(self):",
         "        texts = [k['KERNEL'].ptx() for k in KERNELS.values()]",
         "        head, rest = _split(texts[0])",
-        "        return head + rest + ''.join(_split(t)[1] for t in texts[1:])",
+        "        return head + rest + ''.join(_split(t)[1] for t in texts[1:])" if not prelude
+        else "        return head + PRELUDE + rest + ''.join(_split(t)[1] for t in texts[1:])",
         "",
         "",
         "def _split(text):",
@@ -311,6 +368,18 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         "",
     ]
     return "\n".join(out)
+
+
+def _prelude(strings: list) -> str:
+    """Module-level PTX the entries' printf calls need (empty without println)."""
+    if not strings:
+        return ""
+    lines = [".extern .func (.param .b32 func_retval0) vprintf(.param .b64 vprintf_param_0, "
+             ".param .b64 vprintf_param_1);"]
+    for sym, data in strings:
+        lines.append(f".global .align 1 .b8 {sym}[{len(data)}] = "
+                     f"{{{', '.join(str(b) for b in data)}}};")
+    return "\n".join(lines) + "\n"
 
 
 def _entry_text(p: dict) -> str:

@@ -73,7 +73,11 @@ class Places:
         self.pointers: dict[str, V] = {}
 
     def base_shape(self, name: str, loc) -> tuple[str, list[ir.Expr], str]:
-        """(storage, shape, dtype) of a tensor or buffer."""
+        """(storage, shape, dtype) of a tensor or buffer (an alias: its base's, its shape)."""
+        a = self.lw.k.alias(name)
+        if a is not None:
+            storage, _, dtype = self.base_shape(a.base, loc)
+            return storage, [ir.Const(n, "s32") for n in a.shape], dtype
         p = self.lw.k.param(name)
         if p is not None:
             return "global", list(p.shape), p.dtype
@@ -96,10 +100,10 @@ class Places:
             wide = self.lw.w.reg("u64", "off")
             self.lw.w.op("mul.wide.s32", wide, li, size)
             addr = self.lw.w.reg("u64", "ga")
-            self.lw.w.op("add.u64", addr, self.pointers[view.base], wide)
+            self.lw.w.op("add.u64", addr, self.pointers[self.lw.k.root(view.base)], wide)
             return "global", addr
         if storage == "shared":
-            b = self.lw.k.buffer(view.base)
+            b = self.lw.k.buffer(self.lw.k.root(view.base))
             start = b.offset or 0
             if view.slot is not None:
                 lin = ir.Bin("+", lin, ir.Bin("*", view.slot, ir.Const(b.nbytes // size, "s32"),
@@ -113,7 +117,8 @@ class Places:
         # local: this thread's slice of the per-thread area
         slice_bytes = self.local_bytes
         byte = B.binop("+", B.binop("*", lin, ir.Const(size, "s32"), "s32"),
-                       ir.Const(self.local_base + self.local_offsets[view.base], "s32"), "s32")
+                       ir.Const(self.local_base + self.local_offsets[self.lw.k.root(view.base)],
+                                "s32"), "s32")
         off = x.value(byte, "lo")
         addr = self.lw.w.reg("u32", "la")
         self.lw.w.op("mad.lo.u32", addr, self.lw.tid, slice_bytes, off)

@@ -1,0 +1,40 @@
+"""`println(...)` / `print(...)` in a kernel: text and scalar values, one line per thread.
+
+String literals are printed as written; every other argument must be a
+scalar (an integer, a float or a condition). The statement becomes an
+`ir.Print` (lowered to a device printf). Outside a kernel it is host code.
+"""
+from __future__ import annotations
+
+from ..frontend import ast as A
+from .. import ir
+from .values import Scalar, Unsupported
+
+
+class PrintBuilder:
+    """Mixin of the statement builder (needs value, emit, the kernel state)."""
+
+    def print_stmt(self, c: A.CallExpr) -> None:
+        items: list = []
+        for a in c.args:
+            if isinstance(a, A.StringLit):
+                items.append(a.value)
+                continue
+            v = self.value(a)
+            if not isinstance(v, Scalar):
+                raise Unsupported(f"printing {self.describe(a)}, which is not a scalar", a.loc)
+            items.append(v.expr)
+        if c.func == "println":
+            items.append("\n")
+        self.emit(ir.Print(_merged(items), loc=c.loc))
+
+
+def _merged(items: list) -> list:
+    """Adjacent texts as one (the printed form stays short)."""
+    out: list = []
+    for x in items:
+        if isinstance(x, str) and out and isinstance(out[-1], str):
+            out[-1] += x
+        else:
+            out.append(x)
+    return out
