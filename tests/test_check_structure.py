@@ -38,6 +38,16 @@ PARAMS = [
      kern("    shared f32 [16] b[2];\n")),
 ]
 
+PARAMS += [
+    ("buffer-array-dimension-positive-multi",
+     kern("    int none = 0;\n    shared f32 [16] b[2][none];\n"), 4, 26,
+     "a buffer array dimension must be greater than 0",
+     kern("    shared f32 [16] b[2][2];\n")),
+    ("event-array-dimension-static-multi",
+     kern("    shared event e[2][n];\n"), 3, 23, "'n' is only known at run time",
+     kern("    shared event e[2][4];\n")),
+]
+
 STRUCTURE = [
     ("nested-level-not-deeper",
      kern("    parallel q by 4 : block {\n      x = q;\n    }\n"), 3, 14,
@@ -80,6 +90,18 @@ STRUCTURE = [
      "    x = p;\n  }\n}\n", 2, 13, "the register count must be positive",
      "__co__ void f(global f32 [64] a) {\n  [[maxnreg(128)]]\n  parallel p by 4 : block {\n"
      "    x = p;\n  }\n}\n"),
+    ("maxnreg-constant",
+     "__co__ void f(global f32 [64] a, int n) {\n  [[maxnreg(n)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n", 2, 13,
+     "'[[maxnreg(n)]]' needs a constant",
+     "__co__ void f(global f32 [64] a, int n) {\n  int r = 96;\n  [[maxnreg(r)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n"),
+    ("maxnreg-integer",
+     "__co__ void f(global f32 [64] a) {\n  [[maxnreg(2.5f)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n", 2, 13,
+     "'[[maxnreg(n)]]' takes an integer register count",
+     "__co__ void f(global f32 [64] a) {\n  [[maxnreg(64 + 8)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n"),
 ]
 
 
