@@ -69,6 +69,25 @@ def test_second_load_is_served_from_the_cache(cache_dir):
         "kernel.cubin", "kernel.ptx", "kernel.pyptx.py", "outputs.txt", "ptxas.log"]
 
 
+_LOAD_IN_A_NEW_PROCESS = (
+    "import sys, choreo_py\n"
+    "k = choreo_py.load(sys.argv[1], target='sm_90a')\n"
+    "k.cubin()\n"
+    "print(k.from_cache)\n")
+
+
+@needs_ptxas
+def test_second_load_in_a_new_process_is_served_from_the_cache(cache_dir):
+    """What bench/compile.py --cache times: the cache outlives the process that filled it."""
+    env = dict(os.environ, CHOREO_PY_CACHE_DIR=str(cache_dir))
+    env.pop("CHOREO_PY_NO_CACHE", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    seen = [subprocess.run([sys.executable, "-c", _LOAD_IN_A_NEW_PROCESS, GEMM], cwd=ROOT,
+                           env=env, capture_output=True, text=True, check=True).stdout.split()
+            for _ in range(2)]
+    assert seen == [["False"], ["True"]]
+
+
 def test_the_key_covers_defines_target_and_source(cache_dir, tmp_path):
     src = tmp_path / "g.co"
     src.write_text(Path(GEMM).read_text())

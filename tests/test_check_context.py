@@ -40,6 +40,16 @@ INITIALISERS = [
      host("  s : [4, 8];\n  r : s * 2;\n")),
 ]
 
+INITIALISERS += [
+    ("ituple-arithmetic-bool",
+     host("  t = {1, 2};\n  u = t + true;\n"), 3, 7, "can not combine an ituple with a bool",
+     host("  t = {1, 2};\n  u = t + 2;\n")),
+    ("ituple-arithmetic-ranks",
+     host("  t = {1, 2};\n  u = t + {1, 2, 3};\n"), 3, 7,
+     "operator '+' on shapes of different ranks (2 vs. 3)",
+     host("  t = {1, 2};\n  u = t + {1, 2};\n")),
+]
+
 CONTEXT = [
     ("break-outside-loop",
      kern("    if (p == 0) {\n      break;\n    }\n"), 4, 7, "'break' outside a loop",

@@ -124,6 +124,52 @@ LENIENT = [
 ]
 
 
+ROTATE = [
+    ("rotate-non-futures",
+     kern("    int x = 1;\n    int y = 2;\n    int w = 3;\n    rotate(x, y, w);\n"), 6, 5,
+     "'rotate' exchanges futures, but 'x' is an integer",
+     kern("    f = dma.copy.async a.subspan(16, 16).at(p, 0) => local;\n"
+          "    g = dma.copy.async a.subspan(16, 16).at(p, 1) => local;\n"
+          "    h = dma.copy.async a.subspan(16, 16).at(p, 2) => local;\n"
+          "    rotate(f, g, h);\n    wait f, g, h;\n")),
+    ("rotate-different-scopes",
+     kern("    f = dma.copy.async a.subspan(16, 16).at(p, 0) => local;\n"
+          "    foreach i in [2] {\n"
+          "      g = dma.copy.async a.subspan(16, 16).at(p, i) => local;\n"
+          "      rotate(f, g);\n      wait g;\n    }\n    wait f;\n"), 6, 7,
+     "'rotate' of 'f' and 'g', which are declared in different scopes",
+     kern("    foreach i in [2] {\n"
+          "      f = dma.copy.async a.subspan(16, 16).at(p, 0) => local;\n"
+          "      g = dma.copy.async a.subspan(16, 16).at(p, i) => local;\n"
+          "      rotate(f, g);\n      wait f, g;\n    }\n")),
+]
+
+ROTATE_LENIENT = [
+    ("rotate-future-types",
+     "__co__ void f(global f32 [64, 64] a, global f16 [64, 64] c) {\n"
+     "  parallel p by 4 : block {\n"
+     "    f = dma.copy.async a.subspan(16, 16).at(p, 0) => local;\n"
+     "    g = dma.copy.async c.subspan(16, 16).at(p, 0) => local;\n"
+     "    rotate(f, g);\n    wait f, g;\n  }\n}\n", 5, 5,
+     "'rotate' of futures of different types ('f' and 'g')",
+     kern("    f = dma.copy.async a.subspan(16, 16).at(p, 0) => local;\n"
+          "    g = dma.copy.async a.subspan(16, 16).at(p, 1) => local;\n"
+          "    rotate(f, g);\n    wait f, g;\n")),
+]
+
+
+@pytest.mark.parametrize("case", ROTATE, ids=ids(ROTATE))
+def test_rotate_rule(case) -> None:
+    run_case(case)
+
+
+@pytest.mark.parametrize("case", ROTATE_LENIENT, ids=ids(ROTATE_LENIENT))
+def test_lenient_rotate_rule(case) -> None:
+    run_case(case)
+    rule, bad, line, col, fragment, good = case
+    assert_reports(bad, line, col, fragment, strict=False, severity="warning")
+
+
 @pytest.mark.parametrize("case", DMA, ids=ids(DMA))
 def test_dma_rule(case) -> None:
     run_case(case)

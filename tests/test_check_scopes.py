@@ -27,8 +27,8 @@ CASES = [
      "__co__ void f(global f32 [64] a, int a) {\n}\n", 1, 34, "'a' is already declared",
      "__co__ void f(global f32 [64] a, int b) {\n}\n"),
     ("duplicate-with-variable",
-     kern("    with {x, x} in [4, 4] {\n      y = x;\n    }\n"), 3, 10,
-     "'x' is already declared",
+     kern("    with {x, x} in [4, 4] {\n      y = x;\n    }\n"), 3, 14,
+     "'x' is already declared in this scope at 3:11",
      kern("    with {x, z} in [4, 4] {\n      y = x + z;\n    }\n")),
     ("loop-body-redeclares-iteration-variable",
      kern("    foreach i in [4] {\n      int i = 3;\n    }\n"), 4, 11,
@@ -103,3 +103,31 @@ def test_inner_scope_assignment_declares_a_new_name() -> None:
     """`x = ...` in an inner scope, `x` immutable outside: a new `x`, no error."""
     from check_helpers import assert_clean
     assert_clean(kern("    int x = 1;\n    foreach i in [4] {\n      x = i + 1;\n    }\n"))
+
+
+MORE = [
+    # (rule, invalid program, line, col, message fragment, valid counterpart)
+    ("duplicate-foreach-variable",
+     kern("    foreach {i, i} in [4, 4] {\n      z = i;\n    }\n"), 3, 17,
+     "'i' is already declared in this scope at 3:14",
+     kern("    foreach {i, j} in [4, 4] {\n      z = i + j;\n    }\n")),
+    ("loop-body-redeclares-local-iteration-variable",
+     kern("    with x in [8] {\n      foreach c = x(1:) {\n        int c = 2;\n      }\n    }\n"),
+     5, 13, "'c' is already declared in this scope at 4:15",
+     kern("    with x in [8] {\n      foreach c = x(1:) {\n        int d = c;\n      }\n    }\n")),
+]
+
+
+@pytest.mark.parametrize("case", MORE, ids=ids(MORE))
+def test_more_declaration_rules(case) -> None:
+    run_case(case)
+
+
+@pytest.mark.parametrize("text", [
+    host("  int x = 2;\n  int y = x + 1;\n"),
+    kern("    parallel q by 32 : thread {\n      int z = 2;\n      int y = z + 1;\n    }\n"),
+], ids=["host", "thread"])
+def test_use_after_declaration_is_clean(text) -> None:
+    """The valid counterparts of the use-before-declaration cases."""
+    from check_helpers import assert_clean
+    assert_clean(text)

@@ -38,6 +38,24 @@ PARAMS = [
      kern("    shared f32 [16] b[2];\n")),
 ]
 
+PARAMS += [
+    ("buffer-array-dimension-positive-multi",
+     kern("    int none = 0;\n    shared f32 [16] b[2][none];\n"), 4, 26,
+     "a buffer array dimension must be greater than 0",
+     kern("    shared f32 [16] b[2][2];\n")),
+    ("buffer-dimension-integer",
+     kern("    float w = 2.0f;\n    local f32 [w, 4] b;\n"), 4, 16,
+     "a buffer dimension is an integer, not a floating-point value",
+     kern("    int w = 2;\n    local f32 [w, 4] b;\n")),
+    ("buffer-dimension-not-a-loop-variable",
+     kern("    with x in [4] {\n      local f32 [x] b;\n    }\n"), 4, 18,
+     "'x' is a variable of a parallel, with or foreach; a buffer dimension is a constant",
+     kern("    with x in [4] {\n      local f32 [4] b;\n    }\n")),
+    ("event-array-dimension-static-multi",
+     kern("    shared event e[2][n];\n"), 3, 23, "'n' is only known at run time",
+     kern("    shared event e[2][4];\n")),
+]
+
 STRUCTURE = [
     ("nested-level-not-deeper",
      kern("    parallel q by 4 : block {\n      x = q;\n    }\n"), 3, 14,
@@ -80,6 +98,18 @@ STRUCTURE = [
      "    x = p;\n  }\n}\n", 2, 13, "the register count must be positive",
      "__co__ void f(global f32 [64] a) {\n  [[maxnreg(128)]]\n  parallel p by 4 : block {\n"
      "    x = p;\n  }\n}\n"),
+    ("maxnreg-constant",
+     "__co__ void f(global f32 [64] a, int n) {\n  [[maxnreg(n)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n", 2, 13,
+     "'[[maxnreg(n)]]' needs a constant",
+     "__co__ void f(global f32 [64] a, int n) {\n  int r = 96;\n  [[maxnreg(r)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n"),
+    ("maxnreg-integer",
+     "__co__ void f(global f32 [64] a) {\n  [[maxnreg(2.5f)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n", 2, 13,
+     "'[[maxnreg(n)]]' takes an integer register count",
+     "__co__ void f(global f32 [64] a) {\n  [[maxnreg(64 + 8)]]\n"
+     "  parallel p by 4 : block {\n    x = p;\n  }\n}\n"),
 ]
 
 

@@ -1,10 +1,11 @@
 """A load()ed kernel inside torch.compile and inside a captured CUDA graph gives
 eager's output (on a Hopper GPU: the kernels are compiled for sm_90a).
 
-Skipped without a CUDA GPU of compute capability 9.0 and cuda-python. Run on the
-H200 with:
+Skipped without a CUDA GPU of compute capability 9.0 and cuda-python (marked `gpu`).
+Run on the H200 with:
 
     python -m pytest -v tests/test_gpu_torch_integration.py
+    python3 bench/compile.py --cache --launch --target sm_90a --repeat 5   # first vs second load
 """
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def _cuda_python() -> bool:
 
 
 pytestmark = [
+    pytest.mark.gpu,
     pytest.mark.skipif(not _hopper(), reason="needs a CUDA GPU of compute capability 9.0"),
     pytest.mark.skipif(not _cuda_python(), reason="needs cuda-python (cuda.bindings)"),
 ]

@@ -1,7 +1,8 @@
 """Every analysis is bounded: a block of 65,538 warpgroups, a 10,000-statement kernel and
 an exponential macro are checked (or refused) quickly, with located notes when an
-analysis gives up. Times are CPU seconds, generous multiples of what they take here
-(0.2 s, 2-4 s, 1 s), so that only a return to super-linear behaviour fails them."""
+analysis gives up. Times are CPU seconds (other work on the machine does not count), at
+the bounds the issue sets (2 s for the wide block, 5 s for 10,000 statements; here they
+take about 0.3 s and 2 s) or, for the macro, a generous multiple of its 1 s."""
 from __future__ import annotations
 
 import sys
@@ -38,7 +39,7 @@ def test_65538_warpgroups_check_in_under_two_seconds(capsys, tmp_path):
 
 def test_ten_thousand_statements(capsys, tmp_path):
     rc, secs, err = _check(capsys, tmp_path, bounds.straight(10_000))
-    assert rc == 0 and secs < 15.0, (secs, err)
+    assert rc == 0 and secs < 5.0, (secs, err)   # issue 15's bound (about 2 s here)
     assert "no end after" not in err  # a long kernel is not an endless loop
 
 

@@ -105,3 +105,33 @@ def test_fill_only_accumulator_is_refused_by_name(capsys, tmp_path, target):
     rc, err = _err(capsys, path, "--target", target)
     assert rc == 1
     assert "f.co:5:7: error: the accumulator 'acc' that no MMA gives a shape" in err
+
+
+def test_infinite_initialiser_of_an_integer_is_located(capsys, tmp_path):
+    """`mutable s32 row_max = -inf;` (fuzz mutant 6608 of examples/softmax.co): C gives an
+    infinite value no integer; an error at the initialiser, not an OverflowError."""
+    path = _variant(tmp_path, "examples/softmax.co", "mutable f32 row_max = -inf;",
+                    "mutable s32 row_max = -inf;")
+    for target in TARGETS:
+        rc, err = _err(capsys, path, "--target", target)
+        assert rc == 1, err
+        assert "f.co:16:29: error: 'row_max' is s32: the value -inf (infinite or NaN) has no " \
+               "integer value" in err
+    assert cli.main(["check", str(path)]) == 1
+    assert "f.co:16:29: error: 'row_max' is s32" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_float_value_of_an_integer_atomic_assembles(tmp_path, target):
+    """`__atomic_add(counts.at(bin), 0.5f)` on s32 counts (fuzz mutant 5994 of the corpus's
+    atomic_add.co) emitted `red.add.s32` with an f32 operand; the value is converted."""
+    path = tmp_path / "f.co"
+    path.write_text("__co__ void k(global s32 [128] counts, global f32 [128] w) {\n"
+                    "  parallel q by 128 : thread {\n"
+                    "    __atomic_add(counts.at(q), 0.5f);\n"
+                    "    __atomic_add(counts.at(q), w.at(q));\n"
+                    "  }\n}\n")
+    ptx = driver.compile_file(str(path), "ptx", target)
+    assert "red" in ptx
+    if assemble(ptx, target) is None:
+        pytest.skip("ptxas is not installed")

@@ -185,7 +185,8 @@ def test_unwritable_cache_location(tmp_path, monkeypatch):
 
 def test_check_imports_only_the_front_end(tmp_path):
     """`choreo check` needs neither torch, the lowering, the interpreter nor the runtime
-    (the driver, which runs sema and the passes for it, imports the runtime only to emit)."""
+    (the driver, which runs sema and the passes for it, imports the runtime only to emit),
+    nor package metadata (read only for `--version`)."""
     probe = (
         "import sys, runpy\n"
         "sys.argv = ['choreo', 'check', sys.argv[1]]\n"
@@ -194,7 +195,8 @@ def test_check_imports_only_the_front_end(tmp_path):
         "except SystemExit as e:\n"
         "    assert not e.code, e.code\n"
         "bad = [m for m in sys.modules if m.split('.')[0] == 'torch' or m.startswith(\n"
-        "       ('choreo_py.lowering', 'choreo_py.interp', 'choreo_py.runtime'))]\n"
+        "       ('choreo_py.lowering', 'choreo_py.interp', 'choreo_py.runtime',\n"
+        "        'importlib.metadata'))]\n"
         "print(bad)\n"
     )
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),

@@ -43,6 +43,10 @@ def buffer(ck, s) -> None:
         # Shared and local memory exist only while a kernel runs.
         ck.lenient_error(f"a {storage} buffer is declared outside any 'parallel' block",
                          s.loc)
+    if isinstance(s, (A.BufferDecl, A.FragDecl)) and s.type:
+        for d in s.type.dims or ():
+            if not isinstance(d, A.DimWildcard):
+                _dim_kind(ck, d)
     if isinstance(s, (A.BufferDecl, A.FragDecl)) and storage != "global" and s.type:
         for d in s.type.dims or ():
             if not isinstance(d, A.DimWildcard) and ck.from_unknown(d):
@@ -50,6 +54,18 @@ def buffer(ck, s) -> None:
                          "not size a buffer", d.loc)
     for d in s.array_dims:
         _array_dim(ck, d, "event" if isinstance(s, A.EventDecl) else "buffer")
+
+
+def _dim_kind(ck, d) -> None:
+    """A dimension is an integer (or a shape that stands for several), the same for every
+    thread that shares the buffer: not a number of another kind, nor a variable of a
+    parallel, with or foreach, whose value differs from one instance to the next."""
+    kind = ck.t(d).kind
+    if kind in (Ty.FLOAT, Ty.BOOL, Ty.STRING):
+        ck.error(f"a buffer dimension is an integer, not {Ty.describe(kind)}", d.loc)
+    elif kind == Ty.BOUNDED and isinstance(d, A.Name):
+        ck.error(f"'{d.id}' is a variable of a parallel, with or foreach; a buffer dimension "
+                 "is a constant integer", d.loc)
 
 
 def _array_dim(ck, d, kind: str) -> None:

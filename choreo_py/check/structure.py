@@ -66,8 +66,11 @@ def attributes(ck, s: A.ParallelBy) -> None:
             ck.error("'[[maxnreg(n)]]' takes one argument", attr.loc)
             continue
         v = ck.fold(attr.args[0])
-        if v is None and ck.t(attr.args[0]).kind not in (Ty.UNKNOWN,) and \
-                not _constant(ck, attr.args[0]):
+        if isinstance(attr.args[0], A.FloatLit) or ck.t(attr.args[0]).kind == Ty.FLOAT:
+            ck.error("'[[maxnreg(n)]]' takes an integer register count", attr.args[0].loc)
+        elif v is None and not _constant(ck, attr.args[0]):
+            # The attribute's argument is not typed by the expression walk (a parameter's
+            # type is not recorded there): its names decide whether it is constant.
             ck.error("'[[maxnreg(n)]]' needs a constant", attr.args[0].loc)
         elif v is not None and v <= 0:
             ck.error(f"'[[maxnreg({v})]]': the register count must be positive",

@@ -269,7 +269,7 @@ class Checker:
                     self.declare(b.name, T(Ty.BOUNDED, rank=rank), b.loc, origin="with",
                                  extent=self._extent(b.domain, 0, len(b.elements) <= 1))
                 for i, e in enumerate(b.elements):
-                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="with",
+                    self.declare(e, T(Ty.BOUNDED, rank=1), _element_loc(b, i), origin="with",
                                  extent=self._extent(b.domain, i))
         self._compound(s, "with", declare, s.body)
 
@@ -292,7 +292,7 @@ class Checker:
                                  origin="foreach",
                                  extent=self._extent(b.domain, 0, len(b.elements) <= 1))
                 for i, e in enumerate(b.elements):
-                    self.declare(e, T(Ty.BOUNDED, rank=1), b.loc, origin="foreach",
+                    self.declare(e, T(Ty.BOUNDED, rank=1), _element_loc(b, i), origin="foreach",
                                  extent=self._extent(b.domain, i))
             seen = set()          # a repeated local name is the iteration rules' to report
             for r in s.ranges:
@@ -608,3 +608,9 @@ STMT_WALK: dict[type, Callable] = {
     A.Swap: Checker.s_Swap,
     A.AsmStmt: Checker.s_AsmStmt,
 }
+
+
+def _element_loc(b: A.WithBinding, i: int):
+    """Where the `i`-th name of a matcher `{x, y}` is written (the binding's place when the
+    AST was built without them)."""
+    return b.element_locs[i] if i < len(b.element_locs) else b.loc

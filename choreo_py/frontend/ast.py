@@ -385,6 +385,7 @@ class WithBinding(Node):
     name: Optional[str]
     elements: list[str]
     domain: Expr
+    element_locs: list = field(default_factory=list)   # where each of `elements` is written
 
 
 @dataclass(kw_only=True, eq=False)

@@ -11,7 +11,7 @@ from dataclasses import fields
 
 from . import ast
 
-_HIDDEN = {"loc", "parenthesized", "modifiers"}
+_HIDDEN = {"loc", "parenthesized", "modifiers", "element_locs"}
 
 
 def dump(node: ast.Node) -> str:

@@ -10,6 +10,15 @@ PARALLEL_LEVELS = ("device", "cluster", "block", "group-4", "group", "thread", "
 SYNC_KINDS = ("shared", "global", "local", "barrier", "fence")
 
 
+
+class _Names(list):
+    """A `name_list`: the names, and in `.locs` where each is written."""
+
+    def __init__(self, names, locs) -> None:
+        super().__init__(names)
+        self.locs = locs
+
+
 def _as_list(x) -> list:
     """Statement callbacks return one statement or a list (`int a, b;`)."""
     if x is None:
@@ -299,7 +308,8 @@ class StmtBuilder(BuilderBase):
         return c[0]
 
     def name_list(self, c):
-        return [str(t) for t in c if t.type == "NAME"]
+        return _Names([str(t) for t in c if t.type == "NAME"],
+                      [self.tloc(t) for t in c if t.type == "NAME"])
 
     def swap_stmt(self, c):
         kw = c[0]
@@ -308,7 +318,7 @@ class StmtBuilder(BuilderBase):
             self.error("builtin function 'swap' accepts exactly two parameters", self.tloc(kw))
         if str(kw) == "rotate" and len(names) < 2:
             self.error("builtin function 'rotate' accepts two or more parameters", self.tloc(kw))
-        return ast.Swap(names=names, rotate=str(kw) == "rotate", loc=self.tloc(kw))
+        return ast.Swap(names=list(names), rotate=str(kw) == "rotate", loc=self.tloc(kw))
 
     def return_stmt(self, c):
         return ast.Return(value=c[1], loc=self.tloc(c[0]))
@@ -393,7 +403,7 @@ class StmtBuilder(BuilderBase):
                 self.error(f"the parallel variable '{n}' has been used in the same "
                            "parallel-by block", self.tloc(c[0]))
             seen.add(n)
-        return ast.ParallelLevel(var=var, elements=names, bounds=bounds, bracketed=True,
+        return ast.ParallelLevel(var=var, elements=list(names), bounds=bounds, bracketed=True,
                                  loc=self.tloc(c[0]))
 
     def level_note(self, c):
@@ -434,7 +444,8 @@ class StmtBuilder(BuilderBase):
     def within_grouped(self, c):
         name = str(c[0]) if str(c[1]) == "=" else None
         names = c[3] if name is not None else c[1]
-        return ast.WithBinding(name=name, elements=names, domain=c[-1], loc=self.tloc(c[0]))
+        return ast.WithBinding(name=name, elements=list(names), domain=c[-1],
+                               loc=self.tloc(c[0]), element_locs=list(names.locs))
 
     def where_clause(self, c):
         return nodes(c[1:])
@@ -488,7 +499,7 @@ class StmtBuilder(BuilderBase):
         return ast.LoopAttr(name=str(name), args=args or [], loc=self.tloc(name))
 
     def apply_stmt(self, c):
-        return ast.Apply(indices=c[2], domain=c[5], body=c[6], loc=self.tloc(c[0]))
+        return ast.Apply(indices=list(c[2]), domain=c[5], body=c[6], loc=self.tloc(c[0]))
 
     def while_stmt(self, c):
         return ast.While(cond=c[2], body=c[4], loc=self.tloc(c[0]))

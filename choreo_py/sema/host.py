@@ -59,7 +59,8 @@ class HostBuilder:
     def host_buffer(self, s: A.BufferDecl) -> None:
         """`T[shape] name;` on the host: a global tensor the function allocates."""
         if s.storage not in (None, "global"):
-            raise err(f"a {s.storage} buffer must be declared inside a 'parallel' block", s)
+            # The check pass reports this (a warning for `check`, an error when strict).
+            raise Unsupported(f"a {s.storage} buffer outside any 'parallel' block", s.loc)
         if s.array_dims:
             raise Unsupported("an array of host buffers", s.loc)
         if s.type.dims is None:
@@ -291,5 +292,7 @@ class HostBuilder:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", place)
         if view.dtype not in ("s32", "u32", "f32", "u64", "s64"):
             raise Unsupported(f"'__atomic_add' on {view.dtype} elements", c.loc)
-        value = self.scalar(c.args[1], view.dtype)
+        # The update is typed by the element (`red.add.s32` takes no f32 operand): the
+        # value is converted as C converts an argument of `atomicAdd(int*, int)`.
+        value = B.convert(self.scalar(c.args[1], view.dtype), view.dtype)
         self.emit(ir.BufStore(view.view, index, value, loc=c.loc, atomic="add"))

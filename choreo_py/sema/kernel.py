@@ -8,6 +8,8 @@ movement, events and fragments live in `ops.py`.
 """
 from __future__ import annotations
 
+import math
+
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
@@ -312,13 +314,24 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         if dtype in ("void", "auto"):
             dtype = v.dtype
         if dtype != v.dtype and isinstance(v, ir.Const):
-            v = ir.Const(float(v.value) if ir.is_float(dtype) else int(v.value), dtype)
+            v = self._const_as(v, dtype, s)
         v = B.assigned(v, dtype)
         if s.mutable:
             self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    @staticmethod
+    def _const_as(v: ir.Const, dtype: str, s: A.ScalarDecl) -> ir.Const:
+        """A constant initialiser in the declared type; C leaves an infinite or NaN value
+        in an integer undefined, so that is an error at the initialiser."""
+        if ir.is_float(dtype):
+            return ir.Const(float(v.value), dtype)
+        if not math.isfinite(v.value):
+            raise err(f"'{s.name}' is {dtype}: the value {v.value} (infinite or NaN) has no "
+                      "integer value", s.init)
+        return ir.Const(int(v.value), dtype)
 
     def _let(self, name: str, value: ir.Expr, loc) -> None:
         if isinstance(value, ir.Const):

@@ -583,8 +583,9 @@ class OpBuilder:
             raise err(f"'{fn}(barrier_id, thread_count)' takes 2 arguments", c)
         par = self.in_parallel
         if self.role is None or par is None or not self.role.is_async:
-            raise err(f"'{fn}' synchronises thread groups: it belongs in the body of an "
-                      "'inthreads.async' role", c)
+            # Valid Choreo (a `: thread` region may name barriers); the IR models named
+            # barriers only between the roles of a block.
+            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role", c.loc)
         bid = self.scalar(c.args[0])
         if bid.dtype not in ir.INT_TYPES:
             raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
