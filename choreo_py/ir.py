@@ -596,6 +596,9 @@ class Kernel:
     loc: Optional[Loc] = None
     smem_total: Optional[int] = None  # bytes of shared memory the plan uses
     tmem_slot: Optional[int] = None  # smem offset of the tensor-memory base address (mma_barriers)
+    # "cpu": a `parallel by 1 : device(cpu)` region, which the host runs (the interpreter's
+    # executor, on the host's copies of its tensors); None: a GPU kernel.
+    device: Optional[str] = None
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

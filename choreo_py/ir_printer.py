@@ -251,6 +251,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p.depth += 1
     grid = ", ".join(f"{g.var} < {expr(g.extent)}" for g in k.grid)
     p.emit(f"grid {grid}")
+    if k.device:
+        p.emit(f"device {k.device}")
     if k.launch_bounds:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
     if k.smem_total is not None:
