@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from choreo_py import ast as A, frontend, targets  # noqa: E402
+from choreo_py.frontend import ast as A  # noqa: E402
+from choreo_py import frontend, targets  # noqa: E402
 from choreo_py.passes import pipeline  # noqa: E402
 from choreo_py.diagnostics import ChoreoError, take_warnings  # noqa: E402
 from choreo_py.sema.kernel import KernelBuilder  # noqa: E402

@@ -3,7 +3,7 @@
 A message that refuses or rejects a statement names it the way the program
 spells it (`dma.copy`, `a store to a buffer element`), never by the Python
 class that holds it (`DmaOp`, `BufStore`): the user wrote Choreo, not the
-compiler's data structures. Every class of the AST (`choreo_py.ast`), the
+compiler's data structures. Every class of the AST (`choreo_py.frontend.ast`), the
 tile IR (`choreo_py.ir`) and sema's values has an entry;
 tests/test_construct_names.py fails when a new class lacks one.
 """

@@ -16,7 +16,7 @@ from typing import Iterable, Optional
 
 from . import check, frontend, ir, sema, targets
 from .diagnostics import ChoreoError
-from .ir_printer import print_module
+from .ir.printer import print_module
 from .passes import pipeline
 
 TARGETS = targets.NAMES

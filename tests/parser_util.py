@@ -5,7 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import ast, frontend, parse_checks
+from choreo_py.frontend import ast, parse_checks
+from choreo_py import frontend
 from choreo_py.diagnostics import ChoreoError
 
 CASES = Path(__file__).resolve().parent / "parse_cases"

@@ -1,4 +1,4 @@
-"""Scalar C semantics, defined once (choreo_py/c_scalars.py): constant folding in sema,
+"""Scalar C semantics, defined once (choreo_py/ir/c_scalars.py): constant folding in sema,
 the passes' evaluator and the interpreter compute the same value for every integer
 operation, wrap-around and truncation included."""
 from __future__ import annotations
@@ -7,8 +7,9 @@ import itertools
 
 import pytest
 
-from choreo_py import c_scalars as C
-from choreo_py import ir, ir_build, ir_eval
+from choreo_py.ir import c_scalars as C
+from choreo_py import ir
+from choreo_py.ir import build as ir_build, eval as ir_eval
 from choreo_py.interp.scalars import Evaluator
 
 VALUES = [0, 1, 7, -7, 255, 0x7FFFFFFF, -0x80000000, 0xFFFFFFFF, 1 << 40]

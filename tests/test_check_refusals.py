@@ -101,7 +101,7 @@ def test_raw_string_literals_lex() -> None:
 
 
 def test_raw_string_with_delimiter_value() -> None:
-    from choreo_py.astbuild_exprs import unescape
+    from choreo_py.frontend.astbuild_exprs import unescape
     assert unescape('R"d(a )" b)d"') == 'a )" b'
     assert unescape('R"(x\\n)"') == "x\\n"      # no escapes in raw strings
     assert unescape('R"()"') == ""

@@ -2,6 +2,8 @@
 divergence, barriers, and the reports (deadlock, misuse, unsupported forms)."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 import torch
@@ -86,6 +88,120 @@ def test_cvt_bf16x2_packs_round_to_nearest_even_upper_from_first_operand():
     lo = (x * np.float32(3.14159274)).to(torch.bfloat16).view(torch.int16).numpy().astype(np.uint16)
     want = ((hi << 16) | lo.astype(np.uint32)).astype(np.uint32)
     np.testing.assert_array_equal(y.numpy().view(np.uint32), want)
+
+
+def _round_exact(exact: Fraction, mode: str) -> np.float32:
+    """The float32 that IEEE rounding `mode` gives for the exact rational `exact`."""
+    up, down = np.float32(np.inf), np.float32(-np.inf)
+    lo = np.float32(float(exact))
+    while Fraction(float(lo)) > exact:
+        lo = np.nextafter(lo, down)
+    while Fraction(float(np.nextafter(lo, up))) <= exact:
+        lo = np.nextafter(lo, up)
+    if Fraction(float(lo)) == exact:
+        return lo
+    hi = np.nextafter(lo, up)
+    if mode == "rm" or (mode == "rz" and exact > 0):
+        return lo
+    if mode in ("rp", "rz"):
+        return hi
+    dlo, dhi = exact - Fraction(float(lo)), Fraction(float(hi)) - exact
+    if dlo != dhi:
+        return lo if dlo < dhi else hi
+    return lo if lo.view(np.uint32) % 2 == 0 else hi
+
+
+_EXACT = {"add": lambda x, c: x + c, "sub": lambda x, c: x - c, "mul": lambda x, c: x * c,
+          "fma": lambda x, c: x * c + c}
+
+
+def _exact_ref(name: str, mode: str, xs, c) -> np.ndarray:
+    fc = Fraction(float(c))
+    return np.array([_round_exact(_EXACT[name](Fraction(float(x)), fc), mode) for x in xs],
+                    dtype=np.float32)
+
+
+def _operands(name: str, a: str, c: str) -> str:
+    return f"{a}, {c}, {c}" if name == "fma" else f"{a}, {c}"
+
+
+THIRD = "0f3EAAAAAB"  # 1/3 rounded to float32: sums and products with it are inexact
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "fma"])
+@pytest.mark.parametrize("mode", ["rz", "rm", "rp", "rn"])
+def test_f32_rounding_directions_match_exact_arithmetic(name, mode):
+    if name == "fma" and mode == "rn":
+        pytest.skip("fma.rn rounds the float64 sum (documented double rounding)")
+    x = lanes_f32(4) * 1000
+    y = torch.zeros(32)
+    body = (f"\tld.global.f32 %x, [%a64];\n\tmov.f32 %c, {THIRD};\n"
+            f"\t{name}.{mode}.f32 %r, {_operands(name, '%x', '%c')};\n\tst.global.f32 [%b64], %r;")
+    run(body, "\t.reg .f32 %x, %c, %r;", x, y)
+    want = _exact_ref(name, mode, x.numpy(), np.float32(1 / 3))
+    np.testing.assert_array_equal(y.numpy().view(np.uint32), want.view(np.uint32))
+
+
+F32X2_BODY = """\tshl.b32 %o8, %tid, 3;
+\tcvt.u64.u32 %q, %o8;
+\tadd.s64 %pa, %px, %q;
+\tadd.s64 %pb, %py, %q;
+\tld.global.b64 %x2, [%pa];
+\tmov.f32 %c, 0f3EAAAAAB;
+\tmov.b64 %c2, {%c, %c};
+\tOP
+\tst.global.b64 [%pb], %r2;"""
+
+
+@pytest.mark.parametrize("name,mode", [("add", "rm"), ("sub", "rn"), ("mul", "rz"),
+                                       ("fma", "rn"), ("fma", "rp"), ("add", "rp")])
+def test_f32x2_forms_round_each_half_as_exact_arithmetic(name, mode):
+    # two float32 per .b64 register, element 0 in the low half; .ftz changes nothing here
+    x = lanes_f32(5, 64) * 1000
+    y = torch.zeros(64)
+    op = f"{name}.{mode}.ftz.f32x2 %r2, {_operands(name, '%x2', '%c2')};"
+    emulate_ptx(kernel(F32X2_BODY.replace("OP", op), "\t.reg .u32 %o8;\n\t.reg .u64 %q, %pa, %pb;"
+                       "\n\t.reg .b64 %x2, %c2, %r2;\n\t.reg .f32 %c;"),
+                launch(x, y), {"X": x, "Y": y})
+    if name == "fma" and mode == "rn":  # the float64 sum rounded once more, as the scalar form
+        want = ((x.numpy().astype(np.float64) * np.float32(1 / 3)) + np.float32(1 / 3))
+        want = want.astype(np.float32)
+    else:
+        want = _exact_ref(name, mode, x.numpy(), np.float32(1 / 3))
+    np.testing.assert_array_equal(y.numpy().view(np.uint32), want.view(np.uint32))
+
+
+def test_f32x2_pack_order_element_0_low():
+    # mov.b64 {lo, hi} then add.f32x2 of (lo, hi) + (1, 2): the halves keep their places
+    x, y = torch.zeros(64), torch.zeros(64)
+    body = ("\tshl.b32 %o8, %tid, 3;\n\tcvt.u64.u32 %q, %o8;\n\tadd.s64 %pb, %py, %q;\n"
+            "\tcvt.rn.f32.u32 %f0, %tid;\n\tneg.f32 %f1, %f0;\n\tmov.b64 %x2, {%f0, %f1};\n"
+            "\tmov.b64 %c2, {0f3F800000, 0f40000000};\n\tadd.rn.f32x2 %r2, %x2, %c2;\n"
+            "\tst.global.b64 [%pb], %r2;")
+    regs = "\t.reg .u32 %o8;\n\t.reg .u64 %q, %pb;\n\t.reg .b64 %x2, %c2, %r2;\n\t.reg .f32 %f0, %f1;"
+    emulate_ptx(kernel(body, regs), launch(x, y), {"X": x, "Y": y})
+    t = np.arange(32, dtype=np.float32)
+    np.testing.assert_array_equal(y.numpy().reshape(32, 2), np.stack([t + 1, -t + 2], axis=1))
+
+
+@pytest.mark.parametrize("op,ref", [
+    ("max.f32 %r, %x, %c, %z;", lambda x: np.maximum(np.maximum(x, np.float32(1.5)), -x)),
+    ("min.f32 %r, %x, %c, %z;", lambda x: np.minimum(np.minimum(x, np.float32(1.5)), -x)),
+])
+def test_three_input_min_max_take_all_three(op, ref):
+    # sm_100's three-source min/max: the third operand is not dropped
+    x = lanes_f32(6)
+    y = torch.zeros(32)
+    body = (f"\tld.global.f32 %x, [%a64];\n\tmov.f32 %c, 0f3FC00000;\n\tneg.f32 %z, %x;\n"
+            f"\t{op}\n\tst.global.f32 [%b64], %r;")
+    run(body, "\t.reg .f32 %x, %c, %z, %r;", x, y)
+    np.testing.assert_array_equal(y.numpy(), ref(x.numpy()))
+
+
+def test_directed_rounding_of_f64_and_unknown_f32x2_forms_are_refused():
+    for op in ("add.rm.f64 %d, %d, %d;", "max.xorsign.abs.f32x2 %r2, %r2, %r2;"):
+        with pytest.raises(UnsupportedError):
+            run(f"\t{op}", "\t.reg .f64 %d;\n\t.reg .b64 %r2;", torch.zeros(32), torch.zeros(32))
 
 
 # ---------------------------------------------------------------- integer ALU
@@ -199,6 +315,15 @@ def test_mbarrier_wait_sees_the_producers_store(schedule):
     body = MBAR_BODY.replace("ARRIVE", "mbarrier.arrive.shared.b64 %st, [%sm];")
     emulate_ptx(kernel(body, MBAR_REGS), launch(x, y, 64, smem=2048), {"X": x, "Y": y},
                 schedule=schedule, seed=5)
+    assert (y[:32] == 4242).all()
+
+
+def test_dynamic_shared_window_goes_by_its_extern_name():
+    # pyptx names the window `global_smem`; the emulator takes the .extern .shared name
+    x, y = torch.zeros(64), torch.zeros(64, dtype=torch.int32)
+    body = MBAR_BODY.replace("ARRIVE", "mbarrier.arrive.shared.b64 %st, [%sm];")
+    ptx = kernel(body, MBAR_REGS).replace("smem", "global_smem")
+    emulate_ptx(ptx, launch(x, y, 64, smem=2048), {"X": x, "Y": y})
     assert (y[:32] == 4242).all()
 
 

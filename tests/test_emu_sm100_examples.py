@@ -188,9 +188,10 @@ def test_reading_tcgen05_ld_registers_before_wait_ld_is_a_race():
 def test_relaxed_mode_lets_tcgen05_ld_registers_be_read_without_wait_ld():
     # The registers stay poison (and owned by the load) only in strict mode; relaxed mode
     # writes the values at once (docs/emulator_sm100.md, "Relaxed mode").
-    err, _, _ = attention(CAUSAL, 128, "round_robin", strict=False,
-                          ptx=_drop(r"\ttcgen05\.wait::ld\.sync\.aligned;\n", count=1))
+    err, _, stats = attention(CAUSAL, 128, "round_robin", strict=False,
+                              ptx=_drop(r"\ttcgen05\.wait::ld\.sync\.aligned;\n", count=1))
     assert err < 5e-3
+    assert any("used before tcgen05.wait::ld" in n for n in stats.notes)  # and noted
 
 
 def test_mma_reading_p_before_wait_st_is_reported():

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from choreo_py.driver import compile_file, ir_of_file
-from choreo_py.ir_verify import verify_module
+from choreo_py.ir.verify import verify_module
 
 from conftest import check_golden
 

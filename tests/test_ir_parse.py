@@ -11,8 +11,8 @@ from choreo_py import ir, targets
 from choreo_py.diagnostics import take_warnings
 from choreo_py.passes import pipeline
 from choreo_py.driver import ir_of_file
-from choreo_py.ir_parse import IRParseError, parse_module
-from choreo_py.ir_printer import print_module
+from choreo_py.ir.parse import IRParseError, parse_module
+from choreo_py.ir.printer import print_module
 from choreo_py.runtime import build
 
 ROOT = Path(__file__).resolve().parent.parent

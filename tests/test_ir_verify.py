@@ -4,9 +4,9 @@ from __future__ import annotations
 import pytest
 
 from choreo_py import ir
-from choreo_py import ir_build as B
+from choreo_py.ir import build as B
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.ir_verify import verify_kernel
+from choreo_py.ir.verify import verify_kernel
 from choreo_py.sema import views as V
 from choreo_py.source import Loc
 

@@ -1,7 +1,7 @@
 """Literals, operators, builtin calls, casts, device calls, events, asm."""
 import pytest
 
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, checked, error, expr, one
 

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import shared_dir, shared_path
 
-from choreo_py import frontend, parse_checks
+from choreo_py import frontend
+from choreo_py.frontend import parse_checks
 from choreo_py.diagnostics import ChoreoError
 
 CORPUS = shared_path("corpus") or Path("/nonexistent")

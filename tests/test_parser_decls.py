@@ -1,5 +1,5 @@
 """Buffers, fragments, events and scalars."""
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, error
 

@@ -1,7 +1,7 @@
 """DMA and TMA statements and their modifiers."""
 import pytest
 
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import error, one
 

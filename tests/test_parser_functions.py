@@ -1,5 +1,5 @@
 """Function headers: return types, parameters, element and shaped types."""
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import case, function, program
 

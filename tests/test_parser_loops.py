@@ -1,5 +1,5 @@
 """with/foreach/apply/while/if and the jump statements."""
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, one
 

@@ -1,7 +1,7 @@
 """MMA statements: fill, load, the four layouts, store, scale, schedules."""
 import pytest
 
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, error, one
 

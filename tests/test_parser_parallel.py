@@ -1,5 +1,5 @@
 """parallel-by (levels, bindings, annotations, streams) and inthreads."""
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, case, one, program
 

@@ -1,5 +1,5 @@
 """Splitting a file into Choreo functions, device code and host code."""
-from choreo_py import segments
+from choreo_py.frontend import segments
 
 from parser_util import case, error, program
 

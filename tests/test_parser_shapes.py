@@ -1,7 +1,7 @@
 """ituples and mdspans: declarations, literals, arithmetic, derivations."""
 import pytest
 
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import body, error, expr, one
 

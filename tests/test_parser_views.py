@@ -1,5 +1,5 @@
 """View and access chains: subspan, step, at, sqz, chunkat, span_as, view/from."""
-from choreo_py import ast
+from choreo_py.frontend import ast
 
 from parser_util import expr, one
 

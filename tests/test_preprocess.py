@@ -6,7 +6,7 @@ import pytest
 from conftest import need_shared
 
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.preprocess import preprocess_file, preprocess_text
+from choreo_py.frontend.preprocessor import preprocess_file, preprocess_text
 from choreo_py.source import SOURCES, Loc
 
 

@@ -11,8 +11,8 @@ import torch
 
 import choreo_py
 from choreo_py import driver, ir
-from choreo_py import ir_build as B
-from choreo_py.ir_eval import evaluate
+from choreo_py.ir import build as B
+from choreo_py.ir.eval import evaluate
 from fa_helpers import assemble, bshd, rel, sdpa
 
 EX = Path(__file__).resolve().parent.parent / "examples"

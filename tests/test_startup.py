@@ -1,4 +1,4 @@
-"""Start-up shortcuts of the parser and the command line (choreo_py/parser.py,
+"""Start-up shortcuts of the parser and the command line (choreo_py/frontend/parser.py,
 cli.py): the pickled parser cache and the contextual lexer that scans with the
 root regex must give exactly what Lark's own parser gives.  (Their speed is
 measured by bench/frontend.py, not here.)"""
@@ -15,7 +15,8 @@ from lark.exceptions import UnexpectedInput
 
 from conftest import need_shared
 
-from choreo_py import frontend, parser, segments
+from choreo_py import frontend
+from choreo_py.frontend import parser, segments
 from choreo_py.diagnostics import ChoreoError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -121,7 +121,8 @@ def test_generated_code_is_deterministic(tmp_path):
 
 
 def test_transpose_and_pad_round_trip_through_the_ir_text():
-    from choreo_py import frontend, ir_parse, ir_printer, targets
+    from choreo_py import frontend, targets
+    from choreo_py.ir import parse as ir_parse, printer as ir_printer
     from choreo_py.host.specialize import Functions
 
     from end2end_refs import END2END
@@ -135,7 +136,7 @@ def test_transpose_and_pad_round_trip_through_the_ir_text():
 
 
 def test_atomic_add_round_trips_and_lowers_to_red():
-    from choreo_py import ir_parse, ir_printer
+    from choreo_py.ir import parse as ir_parse, printer as ir_printer
 
     from end2end_refs import END2END
 

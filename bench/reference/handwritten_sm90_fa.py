@@ -34,6 +34,10 @@ Shared memory (dynamic, base rounded up to 1024 B at run time):
 A 128-column bf16 tile is kept as two 64-column "stripes" (128 B rows) in the
 128-byte swizzle that TMA writes and wgmma reads (``SWIZZLE_128B``).
 
+Long because: it is one kernel written out instruction by instruction, in the
+order the GPU runs it (producer, then consumers); the backend's output is compared
+with it block by block, which a kernel split over files would hide.
+
 Launch: ``flash_attention(q, k, v, causal=True)`` with torch tensors.  The
 launcher builds the tensor maps with ``cuTensorMapEncodeTiled`` (cuda-python)
 and passes them by value as ``.param .align 64 .b8 tmap[128]`` kernel

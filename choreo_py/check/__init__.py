@@ -25,7 +25,7 @@ into one dispatch table.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
 from . import views

@@ -12,7 +12,7 @@ when it is declared to.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import ast as A
-from ..parse_checks import fold_int
+from ..frontend import ast as A
+from ..frontend.parse_checks import fold_int
 from . import types as Ty
 from .expr_types import _rank_of
 from .types import T

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 from .types import T
 

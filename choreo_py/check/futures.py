@@ -12,7 +12,7 @@ name.  `swap`/`rotate` exchange futures of one type declared in one scope;
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 

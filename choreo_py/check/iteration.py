@@ -10,7 +10,7 @@ is iterated by the hardware, not by a loop), and the local names it gives
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 

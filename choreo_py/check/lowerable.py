@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import ast as A
+from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic
 
 

@@ -7,7 +7,7 @@ depend on a mutable, since shapes are fixed when storage is laid out.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 #: Kinds a `mutable` declaration can make changeable.

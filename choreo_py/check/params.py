@@ -9,7 +9,7 @@ compiling: their dimensions are integer constants greater than 0.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 

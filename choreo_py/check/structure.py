@@ -11,7 +11,7 @@ block level, with a positive constant.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 from .walker import LEVEL_ORDER
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import ast as A
+from ..frontend import ast as A
 from . import types as Ty
 
 _RESHAPING = ("subspan", "span_as", "view")

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import ast as A
+from ..frontend import ast as A
 from ..diagnostics import Diagnostic, did_you_mean
-from ..parse_checks import fold_int
+from ..frontend.parse_checks import fold_int
 from . import types as Ty
 from .decl_types import (_bound_rank, _decl_type, _dma_future, _element_typed,
                          _selected_names, _static_dims, _type_rank)

@@ -10,8 +10,9 @@ modelled and what is not.
 Layout: ptx_parse (PTX -> Kernel of Inst), isa_table (opcode tables and their
 decorators), isa (decoding; imports the families), lanes (lane count, PTX
 types, sentinels), operands (operand readers and writers), isa_alu / isa_mem /
-isa_sync / isa_tma / isa_wgmma (sm_90a forms), tcgen05 / tmem / sm100_desc
-(sm_100a forms), swizzle (shared by TMA and both MMA descriptor decoders), warp
+isa_sync / isa_tma / isa_wgmma (sm_90a forms), rounding (f32 in the four rounding
+directions), isa_f32x2 (sm_100's packed f32 pairs, decoded through isa_alu),
+tcgen05 / tmem / sm100_desc (sm_100a forms), swizzle (shared by TMA and both MMA descriptor decoders), warp
 (registers, divergence, the execution loop), barriers (mbarriers, named
 barriers), machine (CTA, async completion queue, reports), races (strict-mode
 shared-memory rules), scheduler (warp orders), memory (global, params, tensor

@@ -6,7 +6,8 @@ pre-built constant lanes; executing it is a handful of numpy operations on
 nearest-even, which is what .rn (and the default) asks for. fma.rn is
 computed in float64 and rounded once to float32 (the product of two
 float32 is exact in float64; the sum can round twice, which changes the
-last bit in rare ties). The approximate forms are modelled as their
+last bit in rare ties); the directed roundings .rz/.rm/.rp of f32 add, sub,
+mul and fma are exact (rounding.py). The approximate forms are modelled as their
 correctly rounded values (ex2.approx, rcp.approx, lg2.approx, sqrt.approx):
 the hardware's are approximations (the PTX ISA bounds their error; they are
 not correctly rounded), so an emulated result can differ from the GPU's in
@@ -19,6 +20,8 @@ import numpy as np
 from .isa_table import Unsupported, decoder
 from .lanes import CONTROL, LANES, NP
 from .operands import _TYPES, _UNSIGNED, operand_reader, ptype_of, writer
+from .isa_f32x2 import decode_f32x2
+from .rounding import add_f32, fma_f32, mode_of, mul_f32
 
 F32_TINY = np.float32(1.1754944e-38)
 
@@ -90,9 +93,9 @@ def _binary_fn(name: str, inst, t: str):
             return lambda a, b: ((a.astype(np.int64 if dt.kind == "i" else np.uint64) * b) >> bits).astype(dt)
         return lambda a, b: a * b
     if name in ("min", "max"):
-        if dt.kind == "f":
+        if dt.kind == "f" and "NaN" not in inst.parts:  # a NaN input loses to a number
             return np.fmin if name == "min" else np.fmax
-        return np.minimum if name == "min" else np.maximum
+        return np.minimum if name == "min" else np.maximum  # .NaN: NaN wins
     if name == "div":
         return _float_div if dt.kind == "f" else _div_int
     if name == "shl":
@@ -124,6 +127,8 @@ def _sat_ftz(inst, fn):
 def _dec_binary(inst):
     from .isa_support import machine
     m = machine()
+    if "f32x2" in inst.parts:
+        return decode_f32x2(inst, m)
     name = inst.parts[0]
     t = ptype_of(inst)
     ops = inst.operands
@@ -134,7 +139,11 @@ def _dec_binary(inst):
         wide = np.dtype(NP[wt])
         wr = writer(ops[0], wt, m)
         return lambda w: wr(w, a(w).astype(wide) * b(w).astype(wide))
-    fn = _sat_ftz(inst, _binary_fn(name, inst, t))
+    if name in ("min", "max") and len(ops) == 4:  # three inputs (sm_100): max(max(a, b), c)
+        return _min_max3(inst, name, t, m)
+    if len(ops) != 3:
+        raise Unsupported(f"'{inst.opcode}' with {len(ops) - 1} source operands")
+    fn = _sat_ftz(inst, _rounded(inst, name, t) or _binary_fn(name, inst, t))
     bt = "u32" if name in ("shl", "shr") else t
     a = operand_reader(ops[1], t, m)
     b = operand_reader(ops[2], bt, m)
@@ -145,10 +154,33 @@ def _dec_binary(inst):
     return ex
 
 
+def _rounded(inst, name: str, t: str):
+    """The directed-rounding f32 add/sub/mul (rounding.py); None for round to nearest."""
+    mode = mode_of(inst.parts)
+    if mode == "rn":
+        return None
+    if name not in ("add", "sub", "mul") or t != "f32":
+        raise Unsupported(f"'{inst.opcode}' (directed rounding is modelled for f32 only)")
+    if name == "mul":
+        return lambda a, b: mul_f32(a, b, mode)
+    return lambda a, b: add_f32(a, -b if name == "sub" else b, mode)
+
+
+def _min_max3(inst, name: str, t: str, m):
+    if any(p in ("xorsign", "abs") for p in inst.parts):
+        raise Unsupported(f"'{inst.opcode}'")
+    fn = _sat_ftz(inst, _binary_fn(name, inst, t))
+    a, b, c = (operand_reader(inst.operands[i], t, m) for i in (1, 2, 3))
+    wr = writer(inst.operands[0], t, m)
+    return lambda w: wr(w, fn(fn(a(w), b(w)), c(w)))
+
+
 @decoder("mad", "fma")
 def _dec_mad(inst):
     from .isa_support import machine
     m = machine()
+    if "f32x2" in inst.parts:
+        return decode_f32x2(inst, m)
     t = ptype_of(inst)
     ops = inst.operands
     dt = np.dtype(NP[t])
@@ -163,7 +195,11 @@ def _dec_mad(inst):
         raise Unsupported(f"'{inst.opcode}'")
     a, b, c = (operand_reader(ops[i], t, m) for i in (1, 2, 3))
     wr = writer(ops[0], t, m)
-    fn = _sat_ftz(inst, _fma if dt.kind == "f" else (lambda x, y, z: x * y + z))
+    mode = mode_of(inst.parts)
+    if mode != "rn" and t != "f32":
+        raise Unsupported(f"'{inst.opcode}' (directed rounding is modelled for f32 only)")
+    fused = (lambda x, y, z: fma_f32(x, y, z, mode)) if mode != "rn" else _fma
+    fn = _sat_ftz(inst, fused if dt.kind == "f" else (lambda x, y, z: x * y + z))
     return lambda w: wr(w, fn(a(w), b(w), c(w)))
 
 

@@ -10,7 +10,8 @@ instruction branches back to it while its predicate is false (the spin
 loop every compiler writes) parks the warp until the barrier's phase
 changes instead of spinning. A warp waiting for a phase two or more phases
 older than one it already waited for is reported (it would read a refilled
-slot as incomplete and hang).
+slot as incomplete and hang): a race in strict mode, a note in relaxed mode,
+where the wait then behaves as the hardware's parity test does.
 """
 from __future__ import annotations
 
@@ -133,7 +134,15 @@ def _completed(bar, parity: int) -> bool:
 
 
 def _check_behind(w, bar, parity: int, inst) -> None:
-    """Reports a waiter two or more phases behind the barrier."""
+    """Reports a waiter two or more phases behind the barrier.
+
+    Strict mode raises it. Relaxed mode notes it and lets the wait do what the
+    hardware's does: try_wait.parity compares the parity asked for with the
+    barrier's current phase parity and nothing else (_completed), so a waiter
+    two phases behind passes when the parities happen to differ and waits for
+    the next phase otherwise. A kernel may rely on that when a later completion
+    implies the earlier ones (in-order tcgen05.commit arrivals), as the design
+    kernel's correction warps do on PV_DONE (docs/emulator_sm100.md)."""
     prev = bar.seen.get(w.warp_id)
     if _completed(bar, parity):
         target = bar.phase - 1 if ((bar.phase - 1) & 1) == parity else bar.phase - 2
@@ -144,7 +153,7 @@ def _check_behind(w, bar, parity: int, inst) -> None:
             f"warp {w.warp_id} waits on the {bar.describe()} for parity {parity}, but it last "
             f"waited for phase {prev} and the barrier has completed phase {bar.phase - 1}: it "
             f"is two or more phases behind (an early phase's parity reads as a later one)",
-            inst, bar.init_inst)
+            inst, bar.init_inst, relaxable=True)
     if _completed(bar, parity):
         bar.seen[w.warp_id] = target
 

@@ -287,7 +287,8 @@ def _dec_wait(inst):
 
 
 def check_async_registers(machine, w, inst) -> None:
-    """Strict: registers of an in-flight wgmma are not touched before wgmma.wait_group."""
+    """Strict: registers of an in-flight wgmma are not touched before wgmma.wait_group,
+    nor those of a tcgen05.ld before tcgen05.wait::ld."""
     if inst.parts[0] in ("wgmma", "tcgen05"):
         return  # chained MMAs on the same accumulators, commit/wait themselves
     touch = inst.__dict__.get("_touch")
@@ -298,15 +299,32 @@ def check_async_registers(machine, w, inst) -> None:
     srcs, dsts = touch
     for r in srcs:
         hit = _owner(w, r)
-        if hit is not None and hit[1] == "acc":
+        if hit is not None and hit[1] == "ld":
+            _touch_ld(machine, w, inst, r, hit[0], "reads")
+        elif hit is not None and hit[1] == "acc":
             machine.race(f"reads {machine.kernel.reg_names[r]} while the wgmma that writes it is "
                          f"in flight (wgmma.wait_group first)", inst, hit[0])
     for r in dsts:
         hit = _owner(w, r)
-        if hit is not None:
+        if hit is not None and hit[1] == "ld":
+            _touch_ld(machine, w, inst, r, hit[0], "writes")
+        elif hit is not None:
             role = "writes" if hit[1] == "acc" else "reads as its A operand"
             machine.race(f"writes {machine.kernel.reg_names[r]}, which an in-flight wgmma "
                          f"{role} (wgmma.wait_group first)", inst, hit[0])
+
+
+def _touch_ld(machine, w, inst, r: int, ld, how: str) -> None:
+    """A register of a tcgen05.ld touched before tcgen05.wait::ld: a race in strict mode;
+    relaxed mode (the hardware's register scoreboard orders such accesses, and FA4-style
+    kernels rely on it) notes it once and hands the register back to the program."""
+    if machine.strict:
+        machine.race(f"{how} {machine.kernel.reg_names[r]} before tcgen05.wait::ld: the "
+                     f"tcgen05.ld that writes it is in flight", inst, ld)
+    # noted once per load instruction (the note names the load, not each register)
+    machine.race("destination registers of this tcgen05.ld used before tcgen05.wait::ld "
+                 "(the register scoreboard orders that on hardware)", ld, relaxable=True)
+    w.inflight_regs.pop(r, None)
 
 
 def _owner(w, r):

@@ -16,6 +16,10 @@ Two sources:
                  "C": {"dtype": "f32", "shape": [256, 256], "init": "zeros"}}}
 
     Tensor-map boxes are innermost first; dtype and sizes come from the tensor.
+    A tensor-map parameter is either the 128-byte map itself (`.param .align 64
+    .b8 tmap[128]`, choreo's PTX) or a `.u64` holding its address (pyptx's
+    `X_tma_desc`): the emulator keeps the map at the parameter's own place and
+    gives the pointer that address.
 """
 from __future__ import annotations
 
@@ -27,7 +31,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .machine import Launch
-from .memory import ESIZE, GlobalMemory, ParamSpace, TensorMap
+from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
 
 _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
@@ -167,6 +171,8 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
             strides = tuple(int(s) * es for s in reversed(t.stride()))[1:]
             ps.set_tmap(pname, TensorMap(tname, dtype, addr[tname], tdims, strides,
                                          tuple(int(b) for b in box), int(swz)))
+            if sizes[pname] == 8:  # a pointer to the map (pyptx's `.param .u64 X_tma_desc`)
+                ps.set_scalar(pname, PARAM_WINDOW + ps.offsets[pname], 8)
         elif kind == "ptr":
             ps.set_scalar(pname, addr[p[2]], 8)
         else:

@@ -75,8 +75,9 @@ def _sreg_values(name: str, w) -> np.ndarray:
 
 
 def symbol_value(name: str, machine) -> int:
-    """Address of a symbol: `smem` (the dynamic shared window) or a parameter (param space)."""
-    if name == "smem":
+    """Address of a symbol: the dynamic shared window (the kernel's `.extern .shared` array,
+    `smem` in choreo's PTX, `global_smem` in pyptx's) or a parameter (param space)."""
+    if name in machine.kernel.shared_window:
         return SMEM_BASE
     offs = machine.launch.params.offsets
     if name in offs:

@@ -81,6 +81,7 @@ class Kernel:
     target: str = ""
     maxntid: tuple = ()
     reg_index: dict = field(default_factory=dict)
+    shared_window: tuple = ("smem",)  # names of the dynamic shared window (.extern .shared)
 
     def reg(self, name: str) -> int:
         return self.reg_index[name]
@@ -88,6 +89,8 @@ class Kernel:
 
 _CO = re.compile(r"//\s*([\w./-]+\.co:\d+)")
 _REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+(.+?);")
+# `.extern .shared .align 128 .b8 NAME[];`: the dynamic shared memory window, whatever its name
+_EXTERN_SHARED = re.compile(r"\.extern\s+\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)\s*\[\s*\]")
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
 _SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4,
           "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
@@ -211,6 +214,7 @@ class _Parser:
         labels: dict[str, int] = {}
         co = None
         in_params = in_body = False
+        windows: list[str] = []
         for lineno, raw in enumerate(lines, 1):
             cm = _CO.search(raw)
             if cm:
@@ -220,6 +224,11 @@ class _Parser:
                 continue
             if line.startswith(".target"):
                 target = line.split()[1].rstrip(",;")
+                continue
+            xm = _EXTERN_SHARED.match(line)
+            if xm and name is None:  # module scope: the dynamic shared window's name
+                windows.append(xm.group(1))
+                self.symbols.add(xm.group(1))
                 continue
             if ".entry" in line:
                 m = re.search(r"\.entry\s+([\w$]+)\s*\(?", line)
@@ -267,7 +276,7 @@ class _Parser:
         # last join's bar.sync; a branch may target a label just before the brace).
         insts.append(self.instruction("ret", len(lines), len(insts), co))
         return Kernel(name, params, self.reg_names, self.reg_types, insts, labels, target,
-                      maxntid, self.reg_index)
+                      maxntid, self.reg_index, tuple(windows) or ("smem",))
 
 
 def _regs_of(op: Operand):

@@ -233,11 +233,13 @@ def _ld(warp, inst):
     regs = [item.reg for item in vec.items]
     for r, reg in enumerate(regs):
         warp.write_reg(reg, now[:, r])
-    if st.strict:
-        pending = warp.async_state.setdefault("tcgen05.ld", [])
-        pending.append((regs, values, warp.mask.copy()))
-        for reg in regs:
-            warp.inflight_regs[reg] = (inst, "acc")  # read before wait::ld: a race
+    # Until wait::ld the registers belong to the load: touching one is a race in strict
+    # mode (they hold poison, the values land at the wait); relaxed mode wrote the values
+    # at once and notes the first touch of each (isa_wgmma.check_async_registers).
+    pending = warp.async_state.setdefault("tcgen05.ld", [])
+    pending.append((regs, values if st.strict else None, warp.mask.copy()))
+    for reg in regs:
+        warp.inflight_regs[reg] = (inst, "ld")
     return None
 
 
@@ -245,13 +247,13 @@ def _ld(warp, inst):
 def _wait_ld(warp, inst):
     for regs, values, mask in warp.async_state.pop("tcgen05.ld", []):
         for r, reg in enumerate(regs):
-            cur = warp.R[reg]
-            v = values[:, r]
-            if v.dtype != cur.dtype:
-                v = v.view(cur.dtype)
-            warp.R[reg] = np.where(mask, v, cur)
-            if warp.inflight_regs.get(reg) is not None:
-                del warp.inflight_regs[reg]
+            if values is not None:
+                cur = warp.R[reg]
+                v = values[:, r]
+                if v.dtype != cur.dtype:
+                    v = v.view(cur.dtype)
+                warp.R[reg] = np.where(mask, v, cur)
+            warp.inflight_regs.pop(reg, None)
     return None
 
 

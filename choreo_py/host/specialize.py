@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError
 from ..passes import pipeline

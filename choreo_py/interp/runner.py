@@ -10,7 +10,7 @@ import torch
 
 from .. import ir
 from ..passes import event_arrivals
-from ..ir_eval import EvalError, evaluate
+from ..ir.eval import EvalError, evaluate
 from .errors import InterpError
 from .executor import BlockRun
 from .memory import Memory

@@ -5,7 +5,7 @@ offsets, conditions) and `apply` bodies (torch tensors covering a whole
 index space at once). A value is therefore either a Python number or a
 tensor, and every operator picks the matching implementation.
 
-Integers follow C, as defined once in choreo_py/c_scalars.py: `/` and `%`
+Integers follow C, as defined once in choreo_py/ir/c_scalars.py: `/` and `%`
 truncate toward zero, results wrap to their type's width.
 Floats follow IEEE: division by zero gives inf/nan, `max`/`min` are
 fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
@@ -17,7 +17,8 @@ import struct
 
 import torch
 
-from .. import c_scalars, ir
+from ..ir import c_scalars
+from .. import ir
 from .errors import InterpError
 from ..construct_names import describe
 
@@ -220,39 +221,47 @@ class Evaluator:
         self.hooks = hooks
 
     def __call__(self, e: ir.Expr, env: dict, loc=None):
-        t = type(e)
-        if t is ir.Const:
-            return e.value
-        if t is ir.Sym:
-            try:
-                return env[e.name]
-            except KeyError:
-                raise InterpError(f"'{e.name}' has no value here", loc) from None
-        if t is ir.Bin:
-            if e.op in ("&&", "||"):
-                a = self(e.lhs, env, loc)
-                if not isinstance(a, torch.Tensor) and bool(a) == (e.op == "||"):
-                    return bool(a)  # C short-circuit for scalar conditions
-                return binary(e.op, a, self(e.rhs, env, loc), e.dtype, loc)
-            return binary(e.op, self(e.lhs, env, loc), self(e.rhs, env, loc), e.dtype, loc)
-        if t is ir.Un:
-            return unary(e.op, self(e.operand, env, loc), e.dtype)
-        if t is ir.Select:
-            c = self(e.cond, env, loc)
-            if isinstance(c, torch.Tensor):
-                a, b = self(e.if_true, env, loc), self(e.if_false, env, loc)
-                return torch.where(c, torch.as_tensor(a), torch.as_tensor(b))
-            return self(e.if_true if c else e.if_false, env, loc)
-        if t is ir.Call:
-            return call(e.fn, [self(a, env, loc) for a in e.args], e.dtype, loc)
-        if t is ir.Elem:
-            return self.hooks.elem(e, env)
-        if t is ir.BufElem:
-            return self.hooks.buf_elem(e, env)
-        raise InterpError(f"cannot evaluate {describe(t)}", loc)
+        rule = EXPRESSIONS.get(type(e))
+        if rule is None:
+            raise InterpError(f"cannot evaluate {describe(type(e))}", loc)
+        return rule(self, e, env, loc)
+
+    def _sym(self, e: ir.Sym, env: dict, loc):
+        try:
+            return env[e.name]
+        except KeyError:
+            raise InterpError(f"'{e.name}' has no value here", loc) from None
+
+    def _bin(self, e: ir.Bin, env: dict, loc):
+        if e.op in ("&&", "||"):
+            a = self(e.lhs, env, loc)
+            if not isinstance(a, torch.Tensor) and bool(a) == (e.op == "||"):
+                return bool(a)  # C short-circuit for scalar conditions
+            return binary(e.op, a, self(e.rhs, env, loc), e.dtype, loc)
+        return binary(e.op, self(e.lhs, env, loc), self(e.rhs, env, loc), e.dtype, loc)
+
+    def _select(self, e: ir.Select, env: dict, loc):
+        c = self(e.cond, env, loc)
+        if isinstance(c, torch.Tensor):
+            a, b = self(e.if_true, env, loc), self(e.if_false, env, loc)
+            return torch.where(c, torch.as_tensor(a), torch.as_tensor(b))
+        return self(e.if_true if c else e.if_false, env, loc)
 
     def integer(self, e: ir.Expr, env: dict, loc=None) -> int:
         v = self(e, env, loc)
         if isinstance(v, torch.Tensor) or isinstance(v, float):
             raise InterpError(f"expected an integer, got {v!r}", loc)
         return int(v)
+
+
+#: The rule of each expression kind (tests/test_ir_coverage.py checks every kind has one).
+EXPRESSIONS = {
+    ir.Const: lambda ev, e, env, loc: e.value,
+    ir.Sym: Evaluator._sym,
+    ir.Bin: Evaluator._bin,
+    ir.Un: lambda ev, e, env, loc: unary(e.op, ev(e.operand, env, loc), e.dtype),
+    ir.Select: Evaluator._select,
+    ir.Call: lambda ev, e, env, loc: call(e.fn, [ev(a, env, loc) for a in e.args], e.dtype, loc),
+    ir.Elem: lambda ev, e, env, loc: ev.hooks.elem(e, env),
+    ir.BufElem: lambda ev, e, env, loc: ev.hooks.buf_elem(e, env),
+}

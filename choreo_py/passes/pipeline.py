@@ -14,7 +14,7 @@ from typing import Callable, Iterable, Optional
 
 from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError, warn
-from ..ir_verify import verify_kernel
+from ..ir.verify import verify_kernel
 from ..targets import Target
 from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
                global_mma_stores, mma_roles, one_region,

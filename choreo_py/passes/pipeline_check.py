@@ -41,8 +41,8 @@ from itertools import product
 from .. import ir
 from ..diagnostics import ChoreoError, warn
 from . import event_arrivals
-from ..ir_eval import EvalError, evaluate, wrap
-from ..ir_printer import event_ref, expr
+from ..ir.eval import EvalError, evaluate, wrap
+from ..ir.printer import event_ref, expr
 
 DIM_VALUES = (1, 64, 128, 129, 256, 384, 640, 1024)
 SMALL_VALUES = (1, 8)  # the other dimensions, in the one-dimension families

@@ -145,7 +145,7 @@ def _only_shape_limits(error) -> bool:
 
 
 def _some_function_may_build(funcs) -> bool:
-    from choreo_py import ast as A
+    from choreo_py.frontend import ast as A
 
     for name in funcs.names():
         try:

@@ -12,10 +12,10 @@ driver runs next (choreo_py/passes/pipeline.py).
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import ir
 from ..diagnostics import ChoreoError
-from ..ir_verify import verify_kernel
+from ..ir.verify import verify_kernel
 from .kernel import KernelBuilder
 from .values import ShapeNotYetKnown, Unsupported
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import math
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import ir
-from .. import ir_build as B
+from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import views as V
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,

@@ -19,9 +19,9 @@ and thread regions nested in groups.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import ir
-from .. import ir_build as B
+from ..ir import build as B
 from .exprs import err
 from .values import ITupleValue, Scalar, ShapeValue, Tensor, Unsupported, ViewValue
 from .views import static_shape

@@ -8,11 +8,11 @@ movement, events and fragments live in `ops.py`.
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import ir
-from .. import ir_build as B
-from ..ir_eval import EvalError, evaluate
-from ..ir_printer import expr as print_expr
+from ..ir import build as B
+from ..ir.eval import EvalError, evaluate
+from ..ir.printer import expr as print_expr
 from . import limits
 
 MAX_GROUP_INSTANCES = 1 << 18

@@ -10,9 +10,9 @@ Shape rules checked here (each error points at the operand):
 """
 from __future__ import annotations
 
-from .. import ast as A
+from ..frontend import ast as A
 from .. import ir
-from .. import ir_build as B
+from ..ir import build as B
 from .exprs import check_float_range, err
 from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeNotYetKnown,
                      ShapeValue, Unsupported, ViewValue)

@@ -106,7 +106,7 @@ class Opaque(Value):
 
 #: AST statement fields that name what the statement declares.
 def declared_names(stmt) -> list[str]:
-    from .. import ast as A
+    from ..frontend import ast as A
 
     names = []
     for attr in ("name", "future"):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from .. import ir
-from .. import ir_build as B
+from ..ir import build as B
 
 
 @dataclass(frozen=True)

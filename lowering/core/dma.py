@@ -12,7 +12,7 @@ that touches a `local` buffer is the issuing thread's own loop.
 from __future__ import annotations
 
 from choreo_py import ir
-from choreo_py import ir_build as B
+from choreo_py.ir import build as B
 
 from .threads import RAW, barrier, elem_types
 from .writer import V

@@ -19,7 +19,7 @@ wrap-around). f16 and bf16 are computed in f32 and rounded once per store.
 from __future__ import annotations
 
 from choreo_py import ir
-from choreo_py import ir_build as B
+from choreo_py.ir import build as B
 
 from .exprs import ExprLowering, REG_TYPES
 from .writer import V

@@ -18,16 +18,19 @@ Design rules:
 - Post-increments and other sugar are gone: `trigger e.at(k++)` is a
   `Trigger` on `e.at(k)` followed by `Assign(k, k + 1)`.
 
-Long because: this is the one definition of the IR every stage reads (each
-node kind a small dataclass, then the walkers); split in two, a new node
-kind and the walkers that must know it would live apart.
+Long because: it is the one namespace every stage reads as `ir.Name`: the dtype
+facts, some forty node kinds (each a small dataclass with its docstring) and the
+walkers over them. Split into modules, each name would need a second spelling (a
+re-export here) or every stage's references would change; the stage code that
+reads the IR (build, printer, parse, verify, eval) is already apart, in this folder.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from functools import cache
 from typing import Optional, Union
 
-from .source import Loc
+from choreo_py.source import Loc
 
 # ---------------------------------------------------------------- types
 
@@ -659,15 +662,25 @@ class Module:
 # ---------------------------------------------------------------- walking
 
 
+#: Annotations of the fields a walk descends into: one sub-expression, a sequence of them,
+#: a nested statement list. Read from each kind's fields, so a new kind is walked without
+#: being listed here (tests/test_ir_coverage.py checks no Expr or Stmt field escapes them).
+EXPR_FIELD = ("Expr", "Optional[Expr]")
+EXPRS_FIELD = ("tuple[Expr, ...]", "list[Expr]")
+BLOCK_FIELD = ("list[Stmt]",)
+
+
+@cache
+def _walked_fields(kind: type, annotations: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind) if f.type in annotations)
+
+
 def expr_children(e: Expr) -> list[Expr]:
     """The direct sub-expressions of `e` (view offsets of a BufElem not included)."""
-    out: list[Expr] = []
-    for name in ("lhs", "rhs", "operand", "cond", "if_true", "if_false"):
-        sub = getattr(e, name, None)
-        if isinstance(sub, Expr):
-            out.append(sub)
-    out.extend(getattr(e, "args", ()) or ())
-    out.extend(getattr(e, "index", ()) or ())
+    kind = type(e)
+    out = [x for x in (getattr(e, n) for n in _walked_fields(kind, EXPR_FIELD)) if x is not None]
+    for n in _walked_fields(kind, EXPRS_FIELD):
+        out.extend(getattr(e, n))
     return out
 
 
@@ -698,11 +711,7 @@ def elem_reads(stmts: list[Stmt]) -> set[str]:
 
 def child_blocks(stmt: Stmt) -> list[list[Stmt]]:
     """The statement lists nested directly in `stmt`."""
-    if isinstance(stmt, (For, While, Parallel, Role, Apply)):
-        return [stmt.body]
-    if isinstance(stmt, If):
-        return [stmt.then, stmt.orelse]
-    return []
+    return [getattr(stmt, n) for n in _walked_fields(type(stmt), BLOCK_FIELD)]
 
 
 def walk(stmts: list[Stmt]):

@@ -10,7 +10,7 @@ from __future__ import annotations
 import operator
 import re
 
-from .diagnostics import ChoreoError
+from choreo_py.diagnostics import ChoreoError
 
 _BINARY = {'*': 10, '/': 10, '%': 10, '+': 9, '-': 9, '<<': 8, '>>': 8, '<': 7, '>': 7,
            '<=': 7, '>=': 7, '==': 6, '!=': 6, '&': 5, '^': 4, '|': 3, '&&': 2, '||': 1}

@@ -5,7 +5,7 @@ must change only when the IR changes.
 """
 from __future__ import annotations
 
-from . import ir
+from choreo_py import ir
 
 _PREC = {
     "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
@@ -15,27 +15,32 @@ _PREC = {
 
 
 def expr(e: ir.Expr, parent: int = 0) -> str:
-    if isinstance(e, ir.Const):
-        return _const(e)
-    if isinstance(e, ir.Sym):
-        return e.name
-    if isinstance(e, ir.Bin):
-        p = _PREC[e.op]
-        text = f"{expr(e.lhs, p)} {e.op} {expr(e.rhs, p + 1)}"
-        return f"({text})" if p < parent else text
-    if isinstance(e, ir.Un):
-        return f"{e.op}{expr(e.operand, 11)}"
-    if isinstance(e, ir.Select):
-        text = f"{expr(e.cond, 1)} ? {expr(e.if_true, 1)} : {expr(e.if_false, 1)}"
-        return f"({text})" if parent else text
-    if isinstance(e, ir.Call):
-        args = ", ".join(expr(a) for a in e.args)
-        return f"to<{e.dtype}>({args})" if e.fn == "to" else f"{e.fn}({args})"
-    if isinstance(e, ir.Elem):
-        return f"{e.frag}[{', '.join(expr(i) for i in e.index)}]"
-    if isinstance(e, ir.BufElem):
-        return f"{view(e.view)}[{', '.join(expr(i) for i in e.index)}]"
-    raise TypeError(f"not an IR expression: {e!r}")
+    """`e` as text; `parent` is the precedence of the operator around it (parentheses
+    where `e` binds less tightly)."""
+    printer = EXPRESSIONS.get(type(e))
+    if printer is None:
+        raise TypeError(f"not an IR expression: {e!r}")
+    return printer(e, parent)
+
+
+def _bin(e: ir.Bin, parent: int) -> str:
+    p = _PREC[e.op]
+    text = f"{expr(e.lhs, p)} {e.op} {expr(e.rhs, p + 1)}"
+    return f"({text})" if p < parent else text
+
+
+def _select(e: ir.Select, parent: int) -> str:
+    text = f"{expr(e.cond, 1)} ? {expr(e.if_true, 1)} : {expr(e.if_false, 1)}"
+    return f"({text})" if parent else text
+
+
+def _call(e: ir.Call, parent: int) -> str:
+    args = ", ".join(expr(a) for a in e.args)
+    return f"to<{e.dtype}>({args})" if e.fn == "to" else f"{e.fn}({args})"
+
+
+def _index(index) -> str:
+    return ", ".join(expr(i) for i in index)
 
 
 def _const(c: ir.Const) -> str:
@@ -49,6 +54,19 @@ def _const(c: ir.Const) -> str:
             return "-inf" if v < 0 else "inf"
         return f"{v!r}:{c.dtype}"
     return str(v) if c.dtype in ("s32",) else f"{v}:{c.dtype}"
+
+
+#: The printer of each expression kind (tests/test_ir_coverage.py checks every kind has one).
+EXPRESSIONS = {
+    ir.Const: lambda e, parent: _const(e),
+    ir.Sym: lambda e, parent: e.name,
+    ir.Bin: _bin,
+    ir.Un: lambda e, parent: f"{e.op}{expr(e.operand, 11)}",
+    ir.Select: _select,
+    ir.Call: _call,
+    ir.Elem: lambda e, parent: f"{e.frag}[{_index(e.index)}]",
+    ir.BufElem: lambda e, parent: f"{view(e.view)}[{_index(e.index)}]",
+}
 
 
 def shape(dims) -> str:

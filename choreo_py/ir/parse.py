@@ -1,285 +1,23 @@
-"""Reading the IR printer's text back into IR (the inverse of ir_printer).
+"""Reading the IR printer's text back into IR (the inverse of ir.printer).
 
 `parse_module(text)` returns the `ir.Module` whose printed form is `text`,
 so passes and backends can be tested from IR text, and the golden IR files
 are checked to round-trip. What the text does not spell out is derived as
-sema derives it: a name's type from its declaration (`let` takes its
-value's, `var` says it, indices and dimensions are s32), an operator's type
-by the usual arithmetic conversions (ir_build.result_type), a comparison's
-bool. Source locations are not part of the text: the parsed IR has none.
+sema derives it (ir/parse_exprs.py types the expressions). Source locations
+are not part of the text: the parsed IR has none.
 
 Statements are read by a table keyed by their leading word (`_STATEMENTS`),
-as the printer writes them by a table of node kinds.
-
-Long because: it is the printer's grammar read backwards, one reader per
-printed construct (expressions, views, declarations, every statement kind);
-split, the halves would drift apart from each other and from ir_printer.
+as the printer writes them by a table of node kinds; expressions, views and
+the names in scope are read by ir/parse_exprs.py.
 """
 from __future__ import annotations
 
 import ast
-
 import re
 from typing import Callable, Optional
 
-from . import ir
-from .ir_build import COMPARISONS, result_type
-
-_PREC = {
-    "||": 1, "&&": 2, "|": 3, "^": 4, "&": 5, "==": 6, "!=": 6,
-    "<": 7, "<=": 7, ">": 7, ">=": 7, "<<": 8, ">>": 8,
-    "+": 9, "-": 9, "*": 10, "/": 10, "%": 10,
-}
-_TOKEN = re.compile(r"\s*(?:(\d+\.\d*(?:e[+-]?\d+)?|\d+e[+-]?\d+|\d+)|([A-Za-z_][\w.]*)"
-                    r"|(\|\||&&|==|!=|<=|>=|<<|>>|\+:|\.\.|[-+*/%<>&|^!~?:()\[\]{},=]))")
-
-
-class IRParseError(ValueError):
-    """Text that is not the printer's format, with its line number."""
-
-
-# ---------------------------------------------------------------- expressions
-
-
-class _Exprs:
-    """Expressions of one line, typed from the names declared so far (`scope`)."""
-
-    def __init__(self, text: str, scope: "_Scope") -> None:
-        self.toks = self._lex(text)
-        self.i = 0
-        self.scope = scope
-
-    @staticmethod
-    def _lex(text: str) -> list[str]:
-        out, pos = [], 0
-        text = text.rstrip()
-        while pos < len(text):
-            m = _TOKEN.match(text, pos)
-            if m is None or m.end() == pos:
-                raise IRParseError(f"unexpected text '{text[pos:pos + 12]}'")
-            out.append(m.group(m.lastindex))
-            pos = m.end()
-        return out
-
-    # -- tokens
-    def peek(self, k: int = 0) -> Optional[str]:
-        j = self.i + k
-        return self.toks[j] if j < len(self.toks) else None
-
-    def take(self, expect: Optional[str] = None) -> str:
-        tok = self.peek()
-        if tok is None or (expect is not None and tok != expect):
-            raise IRParseError(f"expected '{expect or 'more'}', found '{tok}'")
-        self.i += 1
-        return tok
-
-    def accept(self, tok: str) -> bool:
-        if self.peek() == tok:
-            self.i += 1
-            return True
-        return False
-
-    def done(self) -> None:
-        if self.peek() is not None:
-            raise IRParseError(f"unexpected '{self.peek()}' at the end of the line")
-
-    # -- expressions (precedence climbing, as the printer parenthesises)
-    def expr(self, min_prec: int = 0) -> ir.Expr:
-        """An expression; `c ? a : b` only at the top (the printer parenthesises it
-        everywhere else)."""
-        lhs = self.binary(max(min_prec, 1))
-        if min_prec == 0 and self.accept("?"):
-            t = self.binary(1)
-            self.take(":")
-            f = self.binary(1)
-            return ir.Select(lhs, t, f, result_type(t, f))
-        return lhs
-
-    def binary(self, min_prec: int) -> ir.Expr:
-        lhs = self.unary()
-        while self.peek() in _PREC and _PREC[self.peek()] >= min_prec:
-            op = self.take()
-            rhs = self.binary(_PREC[op] + 1)
-            dtype = "bool" if op in COMPARISONS else result_type(lhs, rhs)
-            lhs = ir.Bin(op, lhs, rhs, dtype)
-        return lhs
-
-    def unary(self) -> ir.Expr:
-        tok = self.peek()
-        if tok == "-" and self._number(self.peek(1)):
-            self.take()
-            c = self.const()
-            return ir.Const(-c.value, c.dtype)
-        if tok == "-" and self.peek(1) == "inf":
-            self.i += 2
-            return ir.Const(float("-inf"), "f32")
-        if tok in ("-", "!", "~"):
-            self.take()
-            x = self.unary()
-            return ir.Un(tok, x, "bool" if tok == "!" else x.dtype)
-        return self.primary()
-
-    @staticmethod
-    def _number(tok: Optional[str]) -> bool:
-        return tok is not None and tok[0].isdigit()
-
-    def const(self) -> ir.Const:
-        tok = self.take()
-        is_float = any(c in tok for c in ".e")
-        value = float(tok) if is_float else int(tok)
-        if self.peek() == ":" and self.peek(1) in ir.DTYPE_BITS:
-            self.take(":")
-            return ir.Const(value, self.take())
-        return ir.Const(value, "f32" if is_float else "s32")
-
-    def primary(self) -> ir.Expr:
-        tok = self.peek()
-        if tok == "(":
-            self.take()
-            e = self.expr(0)
-            self.take(")")
-            return e
-        if self._number(tok):
-            return self.const()
-        if tok in ("true", "false"):
-            self.take()
-            return ir.Const(tok == "true", "bool")
-        if tok in ("nan", "inf"):
-            self.take()
-            return ir.Const(float(tok), "f32")
-        if tok is None or not (tok[0].isalpha() or tok[0] == "_"):
-            raise IRParseError(f"expected an expression, found '{tok}'")
-        return self.name()
-
-    def name(self) -> ir.Expr:
-        name = self.take()
-        if name == "to" and self.peek() == "<":
-            self.take("<")
-            dtype = self.take()
-            self.take(">")
-            self.take("(")
-            x = self.expr()
-            self.take(")")
-            return ir.Call("to", (x,), dtype)
-        if name in ir.BUILTINS and self.peek() == "(":
-            return self.call(name)
-        if self.scope.frag(name) is not None and self.peek() == "[":
-            f = self.scope.frag(name)
-            return ir.Elem(name, self.index(), f.dtype)
-        if self.scope.is_place(name) and self.peek() in ("<", "["):
-            v = self.view_after(name)
-            return ir.BufElem(v, self.index(), self.scope.place_dtype(v.base))
-        return ir.Sym(name, self.scope.sym_dtype(name))
-
-    def call(self, fn: str) -> ir.Expr:
-        self.take("(")
-        args = [self.expr()]
-        while self.accept(","):
-            args.append(self.expr())
-        self.take(")")
-        if fn == "cdiv":
-            return ir.Call(fn, tuple(args), result_type(*args))
-        dtype = result_type(*args) if len(args) == 2 else args[0].dtype
-        if fn not in ("min", "max", "abs") and not ir.is_float(dtype):
-            dtype = "f32"
-        return ir.Call(fn, tuple(args), dtype)
-
-    def index(self) -> tuple[ir.Expr, ...]:
-        self.take("[")
-        out = [self.expr()]
-        while self.accept(","):
-            out.append(self.expr())
-        self.take("]")
-        return tuple(out)
-
-    # -- places
-    def view(self) -> ir.View:
-        return self.view_after(self.take())
-
-    def view_after(self, base: str) -> ir.View:
-        slot = None
-        if self.accept("["):
-            slot = self.expr()
-            self.take("]")
-        self.take("<")
-        offsets, extents, keep = [], [], []
-        while True:
-            off = self.binary(_PREC[">"] + 1)  # a `>` here closes the view
-            if self.accept("+:"):
-                offsets.append(off)
-                extents.append(self.binary(_PREC[">"] + 1))
-                keep.append(True)
-            else:
-                offsets.append(off)
-                extents.append(ir.Const(1, "s32"))
-                keep.append(False)
-            if not self.accept(","):
-                break
-        self.take(">")
-        return ir.View(base, tuple(offsets), tuple(extents), tuple(keep), slot)
-
-    def event_ref(self) -> ir.EventRef:
-        name = self.take()
-        if name.endswith(".at") and self.peek() == "(":
-            self.take("(")
-            order = self.expr()
-            self.take(")")
-            return ir.EventRef(name[:-3], order=order)
-        if self.accept("["):
-            index = self.expr()
-            self.take("]")
-            return ir.EventRef(name, index=index)
-        return ir.EventRef(name)
-
-    def names(self, close: str) -> list[str]:
-        out = [self.take()]
-        while self.accept(","):
-            out.append(self.take())
-        self.take(close)
-        return out
-
-    def ints(self, close: str) -> list[int]:
-        out = []
-        while self.peek() != close:
-            c = self.unary()
-            out.append(c.value)
-            self.accept(",")
-        self.take(close)
-        return out
-
-
-# ---------------------------------------------------------------- names in scope
-
-
-class _Scope:
-    """The kernel's declarations and the scalars visible at a line."""
-
-    def __init__(self, kernel: Optional[ir.Kernel], params: list[ir.Param]) -> None:
-        self.k = kernel
-        self.params = {p.name: p for p in params}
-        self.syms: dict[str, str] = {}
-        self.views: dict[str, str] = {}  # ViewDef name -> element type
-        for p in params:
-            for d in p.shape:
-                if isinstance(d, ir.Sym):
-                    self.syms[d.name] = d.dtype
-
-    def sym_dtype(self, name: str) -> str:
-        return self.syms.get(name, "s32")
-
-    def frag(self, name: str) -> Optional[ir.Frag]:
-        return self.k.frag(name) if self.k is not None else None
-
-    def is_place(self, name: str) -> bool:
-        return name in self.params or (self.k is not None and self.k.buffer(name) is not None) \
-            or name in self.views
-
-    def place_dtype(self, base: str) -> str:
-        if base in self.params:
-            return self.params[base].dtype
-        b = self.k.buffer(base) if self.k is not None else None
-        return b.dtype if b is not None else self.views.get(base, "f32")
-
+from choreo_py import ir
+from .parse_exprs import Exprs, IRParseError, Scope
 
 # ---------------------------------------------------------------- statements
 
@@ -309,11 +47,11 @@ class _Lines:
 class _Parser:
     def __init__(self, text: str) -> None:
         self.lines = _Lines(text)
-        self.scope = _Scope(None, [])
+        self.scope = Scope(None, [])
         self.kernels: dict[str, ir.Kernel] = {}
 
-    def exprs(self, text: str) -> _Exprs:
-        return _Exprs(text, self.scope)
+    def exprs(self, text: str) -> Exprs:
+        return Exprs(text, self.scope)
 
     # -- module
     def module(self) -> ir.Module:
@@ -342,7 +80,7 @@ class _Parser:
             pm = re.fullmatch(r"(\w+): (\w+) (\w+)\[(.*)\]", item.strip())
             if pm is None:
                 raise IRParseError(f"not a parameter: '{item}'")
-            self.scope = _Scope(None, [])
+            self.scope = Scope(None, [])
             shape = tuple(self.exprs(d).expr() for d in _split_top(pm.group(4)))
             params.append(ir.Param(pm.group(1), pm.group(3), shape, pm.group(2)))
         return m.group(1), params
@@ -361,10 +99,10 @@ class _Parser:
             decl, _, init = line[5:].partition(" = ")
             _, found = self.header(f"func _({decl}) {{", "func")
             if init:
-                self.scope = _Scope(None, [])
+                self.scope = Scope(None, [])
                 found[0].init = self.exprs(init).expr()
             locals_ += found
-        self.scope = _Scope(None, params + locals_)
+        self.scope = Scope(None, params + locals_)
         body = self.block()
         return ir.Function(name, params, kernels, body, locals=locals_,
                            result=result.group(1) if result else None, arg_names=arg_names)
@@ -372,7 +110,7 @@ class _Parser:
     def kernel(self) -> ir.Kernel:
         name, params = self.header(self.lines.take(), "kernel")
         k = ir.Kernel(name, params, [])
-        self.scope = _Scope(k, params)
+        self.scope = Scope(k, params)
         while True:
             line = self.lines.peek()
             word = line.split(" ", 1)[0]
@@ -710,5 +448,5 @@ def _split_top(text: str) -> list[str]:
 
 
 def parse_module(text: str) -> ir.Module:
-    """The module whose printed form (ir_printer.print_module) is `text`."""
+    """The module whose printed form (ir.printer.print_module) is `text`."""
     return _Parser(text).module()

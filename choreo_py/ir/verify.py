@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import ir
-from .diagnostics import ChoreoError, Diagnostics
-from .construct_names import describe
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError, Diagnostics
+from choreo_py.construct_names import describe
 
 
 @dataclass
@@ -72,31 +72,33 @@ class _Verifier:
 
     # -- expressions
     def expr(self, e: ir.Expr, loc) -> None:
-        if isinstance(e, ir.Sym):
-            if self.lookup(e.name) is None:
-                self.err(f"'{e.name}' is used before it is defined", loc)
-        elif isinstance(e, ir.Bin):
-            self.expr(e.lhs, loc)
-            self.expr(e.rhs, loc)
-        elif isinstance(e, ir.Un):
-            self.expr(e.operand, loc)
-        elif isinstance(e, ir.Select):
-            for x in (e.cond, e.if_true, e.if_false):
-                self.expr(x, loc)
-        elif isinstance(e, ir.Call):
-            if e.fn not in ir.BUILTINS:
-                self.err(f"unknown builtin '{e.fn}'", loc)
-            for a in e.args:
-                self.expr(a, loc)
-        elif isinstance(e, ir.BufElem):
-            self.view(e.view, loc)
-            for i in e.index:
-                self.expr(i, loc)
-        elif isinstance(e, ir.Elem):
-            if e.frag not in self.frags:
-                self.err(f"'{e.frag}' is not a fragment", loc)
-            for i in e.index:
-                self.expr(i, loc)
+        check = EXPRESSIONS.get(type(e))
+        if check is None:
+            self.err(f"{describe(e)} is not an IR expression", loc)
+            return
+        check(self, e, loc)
+
+    def exprs(self, items, loc) -> None:
+        for x in items:
+            self.expr(x, loc)
+
+    def e_Sym(self, e, loc):
+        if self.lookup(e.name) is None:
+            self.err(f"'{e.name}' is used before it is defined", loc)
+
+    def e_Call(self, e, loc):
+        if e.fn not in ir.BUILTINS:
+            self.err(f"unknown builtin '{e.fn}'", loc)
+        self.exprs(e.args, loc)
+
+    def e_BufElem(self, e, loc):
+        self.view(e.view, loc)
+        self.exprs(e.index, loc)
+
+    def e_Elem(self, e, loc):
+        if e.frag not in self.frags:
+            self.err(f"'{e.frag}' is not a fragment", loc)
+        self.exprs(e.index, loc)
 
     def view(self, v: ir.View, loc, want: str | None = None) -> None:
         n = len(v.offsets)
@@ -342,6 +344,17 @@ class _Verifier:
         self.pop()
 
 
+#: The check of each expression kind (tests/test_ir_coverage.py).
+EXPRESSIONS = {
+    ir.Const: lambda v, e, loc: None,
+    ir.Sym: _Verifier.e_Sym,
+    ir.Bin: lambda v, e, loc: v.exprs((e.lhs, e.rhs), loc),
+    ir.Un: lambda v, e, loc: v.expr(e.operand, loc),
+    ir.Select: lambda v, e, loc: v.exprs((e.cond, e.if_true, e.if_false), loc),
+    ir.Call: _Verifier.e_Call,
+    ir.BufElem: _Verifier.e_BufElem,
+    ir.Elem: _Verifier.e_Elem,
+}
 #: The check of each statement kind a kernel may hold (tests/test_ir_coverage.py).
 STATEMENTS = {
     ir.Let: _Verifier.s_Let, ir.Var: _Verifier.s_Var, ir.Assign: _Verifier.s_Assign,

@@ -22,7 +22,7 @@ from typing import Optional
 
 from . import ast
 from .astbuild_exprs import is_builtin_function
-from .diagnostics import ChoreoError, Diagnostic
+from choreo_py.diagnostics import ChoreoError, Diagnostic
 
 DEVICE_TARGETS = ("cpu", "gpu")
 U64_MAX = (1 << 64) - 1

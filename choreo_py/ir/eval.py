@@ -10,8 +10,9 @@ from __future__ import annotations
 import math
 import operator
 
-from . import c_scalars, ir
-from .construct_names import describe
+from . import c_scalars
+from choreo_py import ir
+from choreo_py.construct_names import describe
 
 
 class EvalError(Exception):
@@ -53,29 +54,30 @@ def _arith(op: str, a, b, dtype: str):
 
 
 def evaluate(e: ir.Expr, env: dict):
-    t = type(e)
-    if t is ir.Const:
-        return e.value
-    if t is ir.Sym:
-        try:
-            return env[e.name]
-        except KeyError:
-            raise EvalError(f"'{e.name}' has no value here") from None
-    if t is ir.Bin:
-        if e.op == "&&":
-            return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
-        if e.op == "||":
-            return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
-        return wrap(_arith(e.op, evaluate(e.lhs, env), evaluate(e.rhs, env), e.dtype), e.dtype)
-    if isinstance(e, ir.Un):
-        v = evaluate(e.operand, env)
-        return wrap({"-": lambda: -v, "!": lambda: not v, "~": lambda: ~v}[e.op](), e.dtype)
-    if isinstance(e, ir.Select):
-        return evaluate(e.if_true if evaluate(e.cond, env) else e.if_false, env)
-    if isinstance(e, ir.Call):
-        args = [evaluate(a, env) for a in e.args]
-        return _call(e.fn, args, e.dtype)
-    raise EvalError(f"cannot evaluate {describe(e)} as a scalar")
+    rule = EXPRESSIONS.get(type(e))
+    if rule is None:
+        raise EvalError(f"cannot evaluate {describe(e)} as a scalar")
+    return rule(e, env)
+
+
+def _sym(e: ir.Sym, env: dict):
+    try:
+        return env[e.name]
+    except KeyError:
+        raise EvalError(f"'{e.name}' has no value here") from None
+
+
+def _bin(e: ir.Bin, env: dict):
+    if e.op == "&&":
+        return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
+    if e.op == "||":
+        return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
+    return wrap(_arith(e.op, evaluate(e.lhs, env), evaluate(e.rhs, env), e.dtype), e.dtype)
+
+
+def _un(e: ir.Un, env: dict):
+    v = evaluate(e.operand, env)
+    return wrap({"-": lambda: -v, "!": lambda: not v, "~": lambda: ~v}[e.op](), e.dtype)
 
 
 def _call(fn: str, args: list, dtype: str):
@@ -96,3 +98,18 @@ def _call(fn: str, args: list, dtype: str):
     one = {"exp2": lambda x: 2.0 ** x, "exp": math.exp, "log2": math.log2, "log": math.log,
            "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "abs": abs}
     return one[fn](args[0])
+
+
+#: The rule of each expression kind (tests/test_ir_coverage.py checks every kind has one
+#: or is in REFUSED).
+EXPRESSIONS = {
+    ir.Const: lambda e, env: e.value,
+    ir.Sym: _sym,
+    ir.Bin: _bin,
+    ir.Un: _un,
+    ir.Select: lambda e, env: evaluate(e.if_true if evaluate(e.cond, env) else e.if_false, env),
+    ir.Call: lambda e, env: _call(e.fn, [evaluate(a, env) for a in e.args], e.dtype),
+}
+#: Kinds with no scalar value outside a running kernel: `evaluate` refuses them by name
+#: ("cannot evaluate a fragment element as a scalar").
+REFUSED = (ir.Elem, ir.BufElem)

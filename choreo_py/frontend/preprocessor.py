@@ -36,11 +36,11 @@ import re
 from bisect import bisect_right
 from dataclasses import dataclass, field
 
-from .diagnostics import ChoreoError, Diagnostic, possible_cause, warn
+from choreo_py.diagnostics import ChoreoError, Diagnostic, possible_cause, warn
 from .pp_ifexpr import _IfExpr
 from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _FileMap, _Tok,
                         _directive_at, _pastes, _render, _stringize)
-from .source import SOURCES, Loc
+from choreo_py.source import SOURCES, Loc
 
 MAX_INCLUDE_DEPTH = 64
 #: One macro invocation (with everything it expands to) may produce this many tokens and

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Iterator, Optional, Union
 
-from .source import Loc
+from choreo_py.source import Loc
 
 
 @dataclass(kw_only=True, eq=False)

@@ -3,15 +3,15 @@
 A `_File` is a file's text with backslash-newlines spliced out and comments
 blanked to spaces of the same length (so offsets survive), with the map from
 its offsets back to the original file's lines and columns; `_Cursor` walks its
-tokens (`_LEX`). preprocess.py runs the directives and expands macros over them.
+tokens (`_LEX`). preprocessor.py runs the directives and expands macros over them.
 """
 from __future__ import annotations
 
 import re
 from bisect import bisect_right
 
-from .diagnostics import ChoreoError
-from .source import Loc
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.source import Loc
 
 # ----------------------------------------------------------------- lexing --
 _PREFIX = r'(?:u8|[uUL])?'

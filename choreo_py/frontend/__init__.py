@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Optional
 
 from . import ast, parse_checks, segments
 from .ast_dump import dump
-from .diagnostics import ChoreoError, Diagnostic
+from choreo_py.diagnostics import ChoreoError, Diagnostic
 from .parser import parse_function
 
 #: Checks run by check_file/check_text after parsing, in order.
@@ -34,7 +34,7 @@ def parse_defines(items: Iterable[str]) -> dict[str, str]:
 
 
 def preprocess(file: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None):
-    from .preprocess import preprocess_file
+    from .preprocessor import preprocess_file
     return preprocess_file(file, tuple(include_dirs), defines)
 
 
@@ -66,7 +66,7 @@ def parse_file(file: str, include_dirs: Iterable[str] = (),
 def parse_text(text: str, name: str = "<input>", include_dirs: Iterable[str] = (),
                defines: Optional[dict] = None) -> ast.Program:
     """Parse source text (preprocessed first), e.g. from a test."""
-    from .preprocess import preprocess_text
+    from .preprocessor import preprocess_text
     return parse_unit(preprocess_text(text, name, tuple(include_dirs), defines))
 
 

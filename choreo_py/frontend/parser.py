@@ -41,10 +41,10 @@ from . import ast
 from .astbuild_exprs import ExprBuilder
 from .astbuild_ops import OpBuilder
 from .astbuild_stmts import StmtBuilder
-from .diagnostics import ChoreoError, Diagnostic
-from .source import Loc
+from choreo_py.diagnostics import ChoreoError, Diagnostic
+from choreo_py.source import Loc
 
-GRAMMAR_PATH = Path(__file__).resolve().parent.parent / "grammar" / "choreo.lark"
+GRAMMAR_PATH = Path(__file__).resolve().parents[2] / "grammar" / "choreo.lark"
 
 
 class ASTBuilder(StmtBuilder, OpBuilder, ExprBuilder):
@@ -59,7 +59,7 @@ def _grammar_path() -> Path:
     if GRAMMAR_PATH.exists():
         return GRAMMAR_PATH
     # installed layout: the grammar folder is the package choreo_py.grammar
-    from . import grammar  # type: ignore[attr-defined]
+    from choreo_py import grammar  # type: ignore[attr-defined]
     return Path(grammar.__file__).resolve().parent / "choreo.lark"
 
 

@@ -1,6 +1,6 @@
 """Scalar C semantics of the IR, defined once: type promotion, integer arithmetic, conversion.
 
-Sema's constant folding (ir_build), the static passes' evaluator (ir_eval)
+Sema's constant folding (ir.build), the static passes' evaluator (ir.eval)
 and the interpreter (interp/scalars) all compute with these functions, so
 a value the pipeline check or the interpreter sees is the value the GPU
 computes: if they disagreed, a check could pass a kernel that hangs.

@@ -15,8 +15,8 @@ from typing import Any, Callable, Optional
 from lark import Token
 
 from . import ast
-from .diagnostics import Diagnostic
-from .source import Loc
+from choreo_py.diagnostics import Diagnostic
+from choreo_py.source import Loc
 
 #: Spellings accepted for types, mapped to their canonical names.
 TYPE_ALIASES = {

@@ -8,7 +8,8 @@ folding here keeps the printed IR and the emitted code readable
 """
 from __future__ import annotations
 
-from . import c_scalars, ir
+from . import c_scalars
+from choreo_py import ir
 
 INT = "s32"
 

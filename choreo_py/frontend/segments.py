@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .diagnostics import ChoreoError
-from .source import Loc
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.source import Loc
 
 CHOREO, DEVICE, HOST = "choreo", "device", "host"
 
