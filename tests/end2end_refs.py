@@ -298,6 +298,37 @@ def _rs2_ref(args):
     return args[0].cpu().float() @ args[1].cpu().float().t()
 
 
+# --- end2end/hetero_cpu_gpu*.co: `: device(cpu)` regions (the host runs them) beside GPU
+# kernels; the functions update their arguments in place. Each case: the initial values
+# main() sets (functions of i), and the values it expects after the call, within its
+# tolerance.
+def _hetero(n, inits, expects, tol):
+    def make(gen, dev):  # (fresh tensors: the call writes them)
+        return tuple(f(torch.arange(n, dtype=torch.float32)).clone().to(dev) for f in inits)
+
+    def check(args, res, want):
+        assert res is None
+        i = torch.arange(n, dtype=torch.float32)
+        for k, (arg, f) in enumerate(zip(args, expects)):
+            diff = (arg.cpu() - f(i)).abs().max().item()
+            assert diff <= tol, f"argument {k}: max difference {diff} > {tol}"
+    return make, check
+
+
+HETERO = [
+    ("hetero_cpu_gpu.co", "hetero_add", 1024, [lambda i: i, lambda i: i * 2],
+     [lambda i: i + 1, lambda i: i * 2 + 2], 1e-5),
+    ("hetero_cpu_gpu_dma.co", "hetero_dma_roundtrip", 128, [lambda i: i, lambda i: i + 100],
+     [lambda i: i * 2, lambda i: i + 100], 1e-5),
+    ("hetero_cpu_gpu_multi.co", "hetero_multi_phase", 256,
+     [lambda i: i, lambda i: i, lambda i: i * 0],
+     [lambda i: i + 1, lambda i: i * 2, lambda i: (i + 1) + i * 2], 1e-5),
+    ("hetero_cpu_gpu_scale.co", "hetero_parallel_scale", 4096,
+     [lambda i: i % 100, lambda i: i % 50, lambda i: i % 200, lambda i: i % 75],
+     [lambda i: i % 100 + 10, lambda i: (i % 50) * 3, lambda i: i % 200 - 5,
+      lambda i: i % 75 + 100], 1e-4),
+]
+
 #: Cases a target refuses by name: (target, words of the refusal).
 REFUSED_ON = {
     "wgmma_rs.co::wgmma_rs2": ("sm_100a", "mma.load (a register A operand"),
@@ -389,6 +420,10 @@ CASES = [
     (os.path.join(EXAMPLES, "softmax.co"), "softmax", _softmax, None, _softmax_check),
     (os.path.join(EXAMPLES, "gemm_bias_relu.co"), "gemm_bias_relu", _gemm, _gemm_ref,
      _close(1e-4)),
+] + [
+    (os.path.join(END2END, f), fn, make, None, check)
+    for f, fn, n, inits, expects, tol in HETERO
+    for make, check in [_hetero(n, inits, expects, tol)]
 ]
 
 

@@ -160,3 +160,72 @@ def test_a_host_value_of_a_mutable_is_refused_by_name(tmp_path):
                                   "  tiles = cdiv(N, 32);"))
     with pytest.raises(choreo_py.ChoreoError, match="host-side code .* not supported"):
         compile_file(str(path), "ptx", "sm_90a")
+
+
+HOST_REGION = os.path.join(HERE, "co", "host_region.co")
+
+
+def _host_region_want(x):
+    return (x.to(torch.int64) * 3 + 1) * 2
+
+
+def test_a_cpu_region_between_gpu_kernels_in_the_interpreter():
+    x = torch.randint(0, 1000, (192,), dtype=torch.int64)  # u32 in the interpreter's int64
+    want = _host_region_want(x)
+    assert choreo_py.interpret(HOST_REGION, target="sm_90a").host_region(x) is None
+    assert torch.equal(x, want)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_cpu_region_has_no_entry(target):
+    fn = ir_of_file_(HOST_REGION, target).functions[0]
+    assert [k.device for k in fn.kernels] == [None, "cpu", None]
+    ptx = compile_file(HOST_REGION, "ptx", target)
+    assert ptx.count(".visible .entry") == 2 and "host_region_k1" not in ptx
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    ptxas(ptx, target)
+
+
+def test_run_on_host_updates_the_callers_tensors():
+    """runtime/host_program.run_on_host, on a CPU "device": the interpreter's widened copy
+    of a u32 tensor, written back in the tensor's own dtype."""
+    from choreo_py.runtime.host_program import run_on_host
+
+    fn = ir_of_file_(HOST_REGION, "sm_90a").functions[0]
+    x = torch.arange(128, dtype=torch.int64).to(torch.uint32)
+    run_on_host(fn.kernels[1], {"x": x}, {"N": 128}, "cpu")
+    assert x.dtype == torch.uint32 and torch.equal(x.to(torch.int64), torch.arange(128) + 1)
+
+
+def ir_of_file_(path, target):
+    from choreo_py.driver import ir_of_file
+
+    return ir_of_file(path, target=target)
+
+
+@pytest.mark.gpu
+def test_gpu_runs_the_cpu_region_on_the_host():
+    x = torch.randint(0, 1000, (256,), dtype=torch.int64).to(torch.uint32).cuda()
+    want = _host_region_want(x.cpu().to(torch.int64))
+    choreo_py.load(HOST_REGION).host_region(x)
+    assert torch.equal(x.cpu().to(torch.int64), want)
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("parallel.async by 1 : device(cpu)", "parallel.async by 2 : device(cpu)",
+     "a ': device(...)' region of more than one instance"),
+    ("    foreach i in [N] {\n      x.at(i) = x.at(i) + 1;\n    }\n",
+     "    parallel q by 4 : thread\n      x.at(q) = x.at(q) + 1;\n",
+     "parallel levels inside a ': device(cpu)' region"),
+    ("  parallel.async by 1 : device(gpu) {\n", "  parallel.async by 1 : device(gpu) {\n"
+     "    sync.global;\n", "host code inside a ': device(gpu)' region"),
+])
+def test_device_regions_refused_by_name(tmp_path, old, new, message):
+    src = open(HOST_REGION).read()
+    assert old in src
+    path = tmp_path / "region.co"
+    path.write_text(src.replace(old, new))
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        compile_file(str(path), "ptx", "sm_90a")
+    assert message in e.value.message and e.value.loc is not None

@@ -638,6 +638,9 @@ class Kernel:
     # dimension (`int x`): passed like dimensions, after them, but of any sign.
     scalars: list[Sym] = field(default_factory=list)
     aliases: list[Alias] = field(default_factory=list)  # reshaped views (span_as)
+    # "cpu": a `parallel by 1 : device(cpu)` region, which the host runs (the interpreter's
+    # executor, on the host's copies of its tensors); None: a GPU kernel.
+    device: Optional[str] = None
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

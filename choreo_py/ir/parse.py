@@ -142,6 +142,9 @@ class _Parser:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
                                 for x in line[len("launch_bounds "):].split(","))
 
+    def decl_device(self, k: ir.Kernel, line: str) -> None:
+        k.device = line.split()[1]
+
     def decl_smem(self, k: ir.Kernel, line: str) -> None:
         k.smem_total = int(line.split()[1])
 
@@ -421,6 +424,7 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 _DECLS: dict[str, Callable] = {
     "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars, "alias": _Parser.decl_alias,
     "launch_bounds": _Parser.decl_bounds,
+    "device": _Parser.decl_device,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "shared": _Parser.decl_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,

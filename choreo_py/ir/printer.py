@@ -275,6 +275,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p.emit(f"grid {grid}")
     if k.scalars:
         p.emit("scalars " + ", ".join(f"{x.name}: {x.dtype}" for x in k.scalars))
+    if k.device:
+        p.emit(f"device {k.device}")
     if k.launch_bounds:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
     if k.smem_total is not None:

@@ -3,10 +3,12 @@
 The generated module of a file of thread kernels (lowering/core/simt.py), or
 of several kernels some of which are MMA kernels (lowering/core/program.py),
 holds `KERNELS`: per kernel its tensors (pointers) or, for an MMA kernel, its
-PARAMS (tensor maps), its dimensions, grid() and block size. A call of a `__co__` function binds its
-arguments, allocates its host buffers on the arguments' device, launches
-its kernels in order on torch's current stream and returns its result.
-The module is assembled once per device (one cubin, an entry per kernel).
+PARAMS (tensor maps), its dimensions, grid() and block size. A call of a
+`__co__` function binds its arguments, allocates its host buffers on the
+arguments' device, launches its kernels in order on torch's current stream
+(a `: device(cpu)` region runs on the host in its place: run_on_host) and
+returns its result. The module is assembled once per device (one cubin, an
+entry per kernel).
 """
 from __future__ import annotations
 
@@ -68,7 +70,12 @@ class ThreadProgram:
         bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
         stream = torch.cuda.current_stream(device).cuda_stream
         for s in fn.body:
-            if isinstance(s, ir.Launch):
+            if not isinstance(s, ir.Launch):
+                continue
+            kernel = self.module.kernel(s.kernel)
+            if kernel is not None and kernel.device == "cpu":
+                run_on_host(kernel, tensors, bound, device)
+            else:
                 self._launch(s.kernel, tensors, bound, device, stream)
         return tensors[fn.result] if fn.result is not None else None
 
@@ -84,6 +91,22 @@ class ThreadProgram:
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
         k.launch(grid, info["THREADS"], k.pack(params), stream)
+
+
+def run_on_host(kernel: ir.Kernel, tensors: dict, dims: dict, device) -> None:
+    """A `: device(cpu)` region: after the work queued before it, on the host's copies of
+    its tensors (the interpreter's executor runs it), its writes copied back."""
+    import torch
+
+    from choreo_py.interp.runner import run_kernel
+    from choreo_py.interp.scalars import TORCH_DTYPES
+
+    if torch.device(device).type == "cuda":
+        torch.cuda.current_stream(device).synchronize()
+    host = {p.name: tensors[p.name].cpu().to(TORCH_DTYPES[p.dtype]) for p in kernel.params}
+    run_kernel(kernel, host, {d: dims[d] for d in kernel.symbolic_dims})
+    for name, t in host.items():
+        tensors[name].copy_(t.to(tensors[name].dtype))
 
 
 def library(path: str, target: str, program, rec, first_error=None) -> Library:

@@ -104,6 +104,37 @@ class HostBuilder:
             raise Unsupported("a function with several return statements", s.loc)
         self.result = s.value.id
 
+    def device_region(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
+        """`parallel.async by 1 : device(gpu) { parallel ... : block {...} }` launches the
+        kernels inside it; `parallel.async by 1 : device(cpu) { ... }` is a region the host
+        runs: a kernel of one block and one thread marked `device cpu`, which the
+        interpreter runs like any kernel and a GPU program runs on the host, after the
+        launches before it, on the host's copies of its tensors (runtime/host_program.py).
+        Every region and launch runs in program order (`.async` asks for no more), so a
+        host `sync.global` has nothing left to wait for."""
+        lvl = s.levels[0]
+        bounds = self._bounds(lvl)
+        if len(s.levels) != 1 or len(bounds) != 1 or B.as_int(bounds[0]) != 1:
+            raise Unsupported("a ': device(...)' region of more than one instance", s.loc)
+        if lvl.device_target == "gpu":
+            for st in s.body.stmts:
+                if not isinstance(st, A.ParallelBy):
+                    raise Unsupported("host code inside a ': device(gpu)' region", st.loc)
+                if any(lv.device_target for lv in st.levels):
+                    raise Unsupported("a ': device(...)' region inside another", st.loc)
+                self.launch(st, host)
+            return
+        if lvl.device_target != "cpu":
+            raise Unsupported(f"a region on the device '{lvl.device_target}'", lvl.loc)
+        one = A.ParallelLevel(var=lvl.var, elements=lvl.elements, bounds=lvl.bounds,
+                              bracketed=lvl.bracketed, level="block", loc=lvl.loc)
+        self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
+                                 body=s.body, loc=s.loc), host)
+        kernel = self.kernels[-1]
+        if any(isinstance(t, ir.Parallel) for t in ir.walk(kernel.body)):
+            raise Unsupported("parallel levels inside a ': device(cpu)' region", s.loc)
+        kernel.device = "cpu"
+
     def kernel_params(self) -> list[ir.Param]:
         """The global tensors a kernel sees: the parameters, then the host buffers so far."""
         return list(self.params) + list(self.locals)

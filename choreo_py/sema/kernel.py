@@ -178,6 +178,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
                 s.expr.func == "assert":
             return self.assert_stmt(s.expr)
+        if isinstance(s, A.Sync) and s.kind == "global":
+            return  # launches and host regions run in order (see sema/host.py, device_region)
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
             v = self.value(s.value)
             if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
@@ -200,7 +202,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
     def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
         # `parallel.async` launches on the stream like any kernel (launches are in order).
         if any(lv.device_target for lv in s.levels):
-            raise Unsupported("a parallel region placed on a device (': device(...)')", s.loc)
+            return self.device_region(s, host)  # sema/host.py
         lvl, inner = self.split_levels(s)
         if lvl is not None and lvl.cooperative:  # its `sync.barrier : block` spans the grid
             raise Unsupported("a cooperative launch (': block<cooperative>', grid-wide sync)",

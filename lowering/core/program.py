@@ -10,9 +10,12 @@ then holds `KERNELS` as simt.py writes it; an MMA kernel's entry adds `PARAMS`
 `ENTRY` (its PTX name). `KERNEL.ptx()` is every entry in one PTX module.
 
 Host code around the kernels is what host programs allow (runtime/host_program.py
-launches the entries in order; the interpreter runs the same IR).
+launches the entries in order; the interpreter runs the same IR). Kernels marked
+`device cpu` (`: device(cpu)` regions) are the host's: they have no entry.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from choreo_py import ir
 
@@ -22,10 +25,19 @@ from .kernel import lower_module as lower_one_kernel_module
 from .writer import ptx_entry_name
 
 
+def gpu_kernels(module: ir.Module) -> ir.Module:
+    """The module without its `device cpu` kernels (regions the host runs: no PTX)."""
+    if not any(k.device for f in module.functions for k in f.kernels):
+        return module
+    return ir.Module([replace(f, kernels=[k for k in f.kernels if not k.device])
+                      for f in module.functions], module.source)
+
+
 def lower_module(module: ir.Module, target, source_name: str) -> str:
     """The backends' entry: a file of one MMA kernel, or of thread kernels only, as
     kernel.py lowers it (its module format unchanged); several kernels with an MMA kernel
     among them as one module of entries (below)."""
+    module = gpu_kernels(module)
     found = [k for f in module.functions for k in f.kernels]
     if len(found) > 1 and not all(simt.is_thread_kernel(k) for k in found):
         return lower_program_module(module, target, source_name)
@@ -33,6 +45,7 @@ def lower_module(module: ir.Module, target, source_name: str) -> str:
 
 
 def lower_program_module(module: ir.Module, target, source_name: str) -> str:
+    module = gpu_kernels(module)
     entries, types = [], {"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
     for fn in module.functions:
         for k in fn.kernels:
