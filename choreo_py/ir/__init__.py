@@ -235,6 +235,9 @@ class Frag:
     shape: tuple[int, ...]
     layout: str = "plain"
     loc: Optional[Loc] = None
+    # `mma.fill ... : block`: the block's accumulator, one tile every role of the block
+    # sees (tensor memory on sm_100a), not one per thread group that runs its code
+    block: bool = False
 
 
 # ---------------------------------------------------------------- statements

@@ -303,11 +303,12 @@ class _Parser:
                           [a.strip() for a in after.split(",")] if after else [])
 
     def s_frag(self, line: str, body) -> ir.Stmt:
-        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)(?: = (.*))?", line)
+        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)( : block)?(?: = (.*))?",
+                         line)
         f = ir.Frag(m.group(1), m.group(2), tuple(int(d) for d in m.group(3).split(",") if d.strip()),
-                    m.group(4))
+                    m.group(4), block=bool(m.group(5)))
         self.scope.k.frags.append(f)
-        init = self.exprs(m.group(5)).expr() if m.group(5) else None
+        init = self.exprs(m.group(6)).expr() if m.group(6) else None
         return ir.FragDecl(f, init)
 
     def s_apply(self, line: str, body) -> ir.Stmt:

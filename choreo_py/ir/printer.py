@@ -189,7 +189,8 @@ class _Printer:
     def s_FragDecl(self, s):
         f = s.frag
         init = f" = {expr(s.init)}" if s.init is not None else ""
-        self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{init}")
+        block = " : block" if f.block else ""  # the block's accumulator
+        self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{block}{init}")
 
     def s_MmaFill(self, s): self.emit(f"mma.fill {s.acc}, {expr(s.value)}")
 

@@ -18,6 +18,7 @@ from . import limits
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
+from .block_accs import BlockAccBuilder
 from .ops import OpBuilder
 from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
                      Tensor, TilingValue, Unsupported, ViewValue, declared_names)
@@ -26,7 +27,7 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
+class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -55,6 +56,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder):
         self.in_parallel: ir.Parallel | None = None
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
+        self.block_accs: dict[str, ir.Role | None] = {}  # the block's accumulators -> issuer
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
 
     # ------------------------------------------------------------ function

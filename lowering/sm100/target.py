@@ -43,6 +43,7 @@ from ..core.memory import SMEM_ALIGN
 from ..core.memory import addr as _addr
 from ..core.target import AccLayout
 from ..core.writer import V
+from . import block_acc
 from . import descriptors as d
 from .lower_flow import Flow, analyse, writes
 from .lower_mma import issue as issue_mma
@@ -71,7 +72,7 @@ class _Sync:
         self.waited = set()
 
 
-class Sm100Target:
+class Sm100Target(block_acc.BlockAccHooks):
     arch = "sm_100a"
 
     def __init__(self) -> None:
@@ -86,6 +87,7 @@ class Sm100Target:
         self.stmt = None               # the statement being lowered (lower.py)
         self.wait_queue: list[str] = []
         self.sync = _Sync()
+        self.block: frozenset = frozenset()  # accumulators of the block (block_acc.py)
 
     @property
     def uses_tmem(self) -> bool:
@@ -104,6 +106,7 @@ class Sm100Target:
         if not self.uses_tmem:
             return k
         check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
+        self.block = block_acc.block_accs(k)
         if self.plan.staged:
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
@@ -187,8 +190,9 @@ class Sm100Target:
         self.sync = _Sync()
 
     def leave_role(self, lw: Lowering) -> None:
-        """Role exit: wait for every instance's TMEM work, then the allocating warp frees."""
-        if not self.in_mma_role(lw):
+        """Role exit: wait for every instance's TMEM work, then the allocating warp frees
+        (with block accumulators, at the kernel's join instead: block_acc.py)."""
+        if not self.in_mma_role(lw) or self.block:
             return
         w = lw.w
         w.comment("tensor memory: the allocating warp frees it once the role is done with it")
@@ -233,7 +237,10 @@ class Sm100Target:
                       loc)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
-        self._check_role(lw, None)
+        if self.block and lw.role is not None and not self.in_mma_role(lw):
+            self.check_block_role(lw, None, ", ".join(sorted(self.block)))  # a reader role
+        else:
+            self._check_role(lw, None)
         return self.row_base(lw), self.col_base(lw, self.n)
 
     def row_base(self, lw: Lowering) -> V:
@@ -274,7 +281,9 @@ class Sm100Target:
             return cb
         return lw.once(("col_base", n), make)
 
-    def _check_role(self, lw: Lowering, loc) -> None:
+    def _check_role(self, lw: Lowering, loc, name: Optional[str] = None) -> None:
+        if name in self.block and lw.role is not None:
+            return self.check_block_role(lw, loc, name)  # block_acc.BlockAccHooks
         if not self.in_mma_role(lw):
             raise _refuse("MMA fragments outside the role that issues the MMAs", loc)
         if lw.role.threads != 128 or lw.role.single_thread:
@@ -282,7 +291,9 @@ class Sm100Target:
 
     # ------------------------------------------------------------ fragments
     def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
-        self._check_role(lw, frag.loc)
+        if frag.name in self.block and lw.role is None:  # the block's: no role yet
+            return lw.w.array("f32", self.acc_layout(frag, frag.loc).regs, frag.name)
+        self._check_role(lw, frag.loc, frag.name)
         lay = self.acc_layout(frag, frag.loc)
         arr = lw.w.array("f32", lay.regs, frag.name)
         if self.flow and frag.name in self.flow.flagged:
@@ -298,6 +309,12 @@ class Sm100Target:
         return lw.once(("flag", name), make)
 
     def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
+        if frag.name in self.block:
+            if lw.role is not None:
+                raise _refuse(f"filling the block's accumulator '{frag.name}' inside a role",
+                              self.stmt.loc if self.stmt is not None else frag.loc)
+            block_acc.fill(self, lw, frag, value)
+            return
         if frag.name in self.flow.flagged:
             lw.w.comment(f"{frag.name} = 0: the next MMA into it overwrites (predicate)")
             lw.w.op("mov.pred", self._flag(lw, frag.name), 0)
@@ -315,6 +332,10 @@ class Sm100Target:
 
     def update(self, lw: Lowering, frag: ir.Frag) -> None:
         # the core calls this for every accumulator an apply touched, read-only ones too
+        if frag.name in self.block and frag.name in writes(self.stmt) \
+                and not self.in_mma_role(lw):
+            raise _refuse(f"a write to the block's accumulator '{frag.name}' outside the role "
+                          "that issues its MMAs", self.stmt.loc)
         if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
@@ -380,10 +401,13 @@ class Sm100Target:
         """TMEM address of this instance's tile `name` (what its MMAs name)."""
         lane, col, const = self._region_terms(name)
         count = len(self.role.members)
+        if name in self.block:  # one tile for the whole block: no instance term
+            lane = col = 0
 
         def make() -> V:
             w = lw.w
-            acc, inst = self.tmem_base(lw), self.instance(lw)
+            acc = self.tmem_base(lw)
+            inst = self.instance(lw) if name not in self.block else None
             out = w.reg("b32", f"{name}_tmem")
             if lane:  # M = 64: the instance's parity picks the lane half (0 or 16)
                 par = inst
