@@ -30,7 +30,6 @@ import multiprocessing
 import os
 import random
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -40,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from choreo_py.runtime.build import find_ptxas  # noqa: E402  (the project's one ptxas lookup)
 
 TOKEN = re.compile(r"\s+|[A-Za-z_]\w*|\d[\w.]*|\S")
 NUMBER = re.compile(r"\d[\w.]*")
@@ -180,7 +181,7 @@ def _cli(argv: list[str]) -> tuple[int | str, str]:
 
 def _assemble(ptx_path: Path, target: str) -> str | None:
     """ptxas's complaint about our PTX, or None when it assembles."""
-    exe = shutil.which("ptxas")
+    exe = find_ptxas()
     if exe is None:
         return None
     res = subprocess.run([exe, f"-arch={target}", str(ptx_path), "-o", os.devnull],
@@ -226,7 +227,7 @@ def run_one(path: Path, include_dir: Path, target: str, timeout: float) -> dict:
         if complaint is not None:
             found.update(kind="ptxas", message=complaint)
         else:
-            found["assembled"] = shutil.which("ptxas") is not None
+            found["assembled"] = find_ptxas() is not None
     ptx.unlink(missing_ok=True)
     return found
 

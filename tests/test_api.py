@@ -4,7 +4,6 @@ operator (torch.compile on CPU tensors runs the interpreter)."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -18,8 +17,7 @@ torch = pytest.importorskip("torch")
 
 ROOT = Path(__file__).resolve().parent.parent
 GEMM = str(ROOT / "examples" / "gemm.co")
-needs_ptxas = pytest.mark.skipif(shutil.which("ptxas") is None,
-                                 reason="needs ptxas (CUDA toolkit) on PATH")
+needs_ptxas = pytest.mark.ptxas
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import io
 import re
-import shutil
 from pathlib import Path
 
 import pytest
@@ -68,7 +67,7 @@ def test_compile_to_stdout(capsys):
     assert rc == 0 and out.startswith("kernel gemm(") and err == ""
 
 
-@pytest.mark.skipif(shutil.which("ptxas") is None, reason="needs ptxas (CUDA toolkit) on PATH")
+@pytest.mark.ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
 def test_compile_cubin_reports_ptxas_resources(capsys, tmp_path, target):
     out_file = tmp_path / "g.cubin"

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from choreo_py import cli
+from choreo_py.runtime.build import find_ptxas
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -29,7 +30,7 @@ def test_use_line_runs(line, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     words = shlex.split(line)
     assert words[0] == "choreo"
-    if "cubin" in words and shutil.which("ptxas") is None:
+    if "cubin" in words and find_ptxas() is None:
         pytest.skip("needs ptxas")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):

@@ -18,9 +18,11 @@ Design rules:
 - Post-increments and other sugar are gone: `trigger e.at(k++)` is a
   `Trigger` on `e.at(k)` followed by `Assign(k, k + 1)`.
 
-Long because: this is the one definition of the IR every stage reads (each
-node kind a small dataclass, then the walkers); split in two, a new node
-kind and the walkers that must know it would live apart.
+Long because: it is the one namespace every stage reads as `ir.Name`: the dtype
+facts, some forty node kinds (each a small dataclass with its docstring) and the
+walkers over them. Split into modules, each name would need a second spelling (a
+re-export here) or every stage's references would change; the stage code that
+reads the IR (build, printer, parse, verify, eval) is already apart, in this folder.
 """
 from __future__ import annotations
 
