@@ -67,6 +67,7 @@ IR_WORDS = {
     "AllReduce": "an all-reduce across threads", "FragCopy": "a fragment copy",
     "Launch": "a launch", "Assert": "an assert", "Print": "println",
     "Alias": "a reshaped view (span_as)", "GridDim": "a grid dimension", "Kernel": "a kernel",
+    "TmemRegion": "a tensor-memory region", "TmemMap": "a tensor-memory map",
     "Function": "a __co__ function", "Module": "a module",
 }
 

@@ -17,7 +17,6 @@ import pytest
 from choreo_py.driver import compile_file, ir_of_file
 from choreo_py.lowering.sm100.lower_wait import mma_only_event
 from choreo_py.lowering.sm100.target import Sm100Target
-from choreo_py.lowering.sm100.tmem_plan import plan_tmem
 from choreo_py.runtime import build
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -88,11 +87,11 @@ def test_ptx_reconverges_after_an_issuer_wait(ptx):
 
 
 def test_tmem_a_operand_and_its_accumulator_at_lane_0():
-    plan = plan_tmem(_kernel("flash_atten_causal"))
+    plan = _kernel("flash_atten_causal").tmem  # the map pass tmem-plan recorded
     for frag in ("acc_s_cast", "acc_o"):
-        assert {plan.region(frag, c).lane_align for c in (0, 1)} == {0}
+        assert {plan.region(frag, c).lane for c in (0, 1)} == {0}
     # both consumers' P and O are disjoint in columns (they share lanes)
-    spans = sorted((r.col_start, r.col_start + r.ncols) for r in plan.regions
+    spans = sorted((r.col, r.col + r.ncols) for r in plan.regions
                    if r.frag in ("acc_s_cast", "acc_o"))
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
 

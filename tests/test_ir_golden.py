@@ -23,7 +23,7 @@ def test_ir_golden(example: Path, request) -> None:
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda p: p.stem)
 def test_ir_golden_sm100(example: Path, request) -> None:
-    """sm_100a's IR adds the MMA completion barriers and the TMEM address slot."""
+    """sm_100a's IR adds the MMA completion barriers, the TMEM address slot and the TMEM map."""
     text = compile_file(str(example.relative_to(ROOT)), emit="ir", target="sm_100a")
     check_golden(GOLDEN / "sm100" / f"{example.stem}.ir.txt", text, request)
 

@@ -16,7 +16,7 @@ from choreo_py.ir.printer import print_module
 from choreo_py.runtime import build
 
 ROOT = Path(__file__).resolve().parent.parent
-GOLDEN_IR = sorted((ROOT / "tests" / "golden" / "ir").glob("*.ir.txt"))
+GOLDEN_IR = sorted((ROOT / "tests" / "golden" / "ir").rglob("*.ir.txt"))  # sm100/ too
 PROGRAMS = sorted((ROOT / "examples").glob("*.co")) + sorted((ROOT / "tests" / "co").glob("*.co")) \
     + sorted((ROOT / "bench" / "variants").glob("*.co"))
 TARGETS = ("sm_90a", "sm_100a")
@@ -32,7 +32,7 @@ def _plain(x):
     return x
 
 
-@pytest.mark.parametrize("golden", GOLDEN_IR, ids=lambda p: p.name)
+@pytest.mark.parametrize("golden", GOLDEN_IR, ids=lambda p: p.parent.name + "/" + p.name)
 def test_golden_ir_round_trips(golden):
     text = golden.read_text()
     assert print_module(parse_module(text)) == text

@@ -1,7 +1,7 @@
 """sm_100a backend on the CPU: golden pyptx, PTX and ptxas resources of the three
 examples, determinism, the CLI, refusals, and the compiled seed's tensor-memory
-addresses and descriptors against the independent math of descriptors.py and
-tmem_plan.py.
+addresses and descriptors against the independent math of descriptors.py and the
+TMEM map the IR records (pass tmem-plan).
 
 Regenerate the goldens after an intended change with `pytest --update-goldens`.
 """
@@ -17,13 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.driver import compile_file, ir_of_file
 from choreo_py.lowering.sm100 import descriptors as d
 from choreo_py.lowering.sm100.lower import lower_module
 from choreo_py.lowering.sm100.target import Sm100Target
-from choreo_py.lowering.sm100.tmem_plan import plan_tmem
+from choreo_py.passes import tmem_plan
 from choreo_py.runtime import build
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -159,7 +159,7 @@ def test_acc_s_never_goes_back_to_tmem(ptxs):
 
 @pytest.fixture(scope="module")
 def seed_plan():
-    return plan_tmem(ir_of_file(str(EXAMPLES / "flash_atten_causal.co")).functions[0].kernels[0])
+    return ir_of_file(str(EXAMPLES / "flash_atten_causal.co")).functions[0].kernels[0].tmem
 
 
 def test_instruction_descriptors_in_ptx(ptxs):
@@ -194,19 +194,24 @@ def test_shared_memory_descriptors_in_ptx(ptxs):
 
 def test_tmem_offsets_in_ptx(ptxs, seed_plan):
     ptx = ptxs["flash_atten_causal"]
-    assert f"[%smem_base+{_tmem_slot()}], {seed_plan.alloc_columns};" in ptx
+    assert f"[%smem_base+{_tmem_slot()}], {seed_plan.alloc};" in ptx
     # S: consumer 1 one lane half (16 lanes) on; O and P (the P@V operands in TMEM):
     # lane 0, their own columns per consumer.
     steps = {"acc_s": 16 << 16, "acc_o": 128, "acc_s_cast": 64}
     for frag, step in steps.items():
-        assert seed_plan.region(frag, 1).offset - seed_plan.region(frag, 0).offset == step
+        assert _offset(seed_plan, frag, 1) - _offset(seed_plan, frag, 0) == step
         assert f"mad.lo.u32 %{frag}_tmem, %mma_instance, {step}, %tmem;" in ptx
-        col = seed_plan.region(frag, 0).col_start
+        col = seed_plan.region(frag, 0).col
         if col:
             assert f"add.u32 %{frag}_tmem, %{frag}_tmem, {col};" in ptx
     # P@V k-step kk reads A 16 bf16 = 8 packed columns further
     for kk in range(1, 8):
         assert f"[%acc_s_cast_tmem+{8 * kk}]" in ptx
+
+
+def _offset(plan: ir.TmemMap, frag: str, inst: int) -> int:
+    r = plan.region(frag, inst)
+    return d.tmem_addr(r.lane, r.col)
 
 
 def _tmem_slot() -> int:
@@ -253,7 +258,7 @@ def _thread_values(ptx: str, tid: int, names: set) -> dict:
 
 def test_thread_tmem_addresses_match_plan_and_layout(ptxs, seed_plan):
     """Every consumer thread's tcgen05.ld/st address and (row, column) base, evaluated from
-    the PTX, against tmem_plan's regions and the .16x32bx2 thread map of descriptors.py."""
+    the PTX, against the TMEM map's regions and the .16x32bx2 thread map of descriptors.py."""
     ptx = ptxs["flash_atten_causal"]
     names = {"%acc_s_rows", "%acc_o_rows", "%acc_s_cast_rows", "%row_base", "%col_base",
              "%acc_s_tmem"}
@@ -263,8 +268,8 @@ def test_thread_tmem_addresses_match_plan_and_layout(ptxs, seed_plan):
         warp, lane = local // 32, local % 32
         for frag in ("acc_s", "acc_o", "acc_s_cast"):
             r = seed_plan.region(frag, inst)
-            assert got[f"%{frag}_rows"] == d.ld_base_addr(64, warp, r.lane_align, r.col_start)
-        assert got["%acc_s_tmem"] == seed_plan.region("acc_s", inst).offset
+            assert got[f"%{frag}_rows"] == d.ld_base_addr(64, warp, r.lane, r.col)
+        assert got["%acc_s_tmem"] == _offset(seed_plan, "acc_s", inst)
         frag = d.thread_fragment(64, 128, warp, lane)
         assert (got["%row_base"], got["%col_base"], 64) == (frag.row, frag.col_start, frag.ncols)
         # the row is shared with lane ^ 16 only: the layout's row_lanes
@@ -286,13 +291,21 @@ def _seed_module():
     return ir_of_file(str(EXAMPLES / "flash_atten_causal.co"))
 
 
+def _replanned(m):
+    """`m` after an edit of its IR: the TMEM map planned again."""
+    k = m.functions[0].kernels[0]
+    k.tmem = None
+    tmem_plan.run(k, targets.get("sm_100a"))
+    return m
+
+
 def test_tmem_oversubscription_names_the_accumulators():
     m = _seed_module()
     k = m.functions[0].kernels[0]
     for name in ("acc_s", "acc_o", "acc_s_cast"):
         k.frag(name).shape = (64, 256)
     with pytest.raises(ChoreoError) as e:
-        lower_module(m, "flash_atten_causal.co")
+        _replanned(m)
     msg = e.value.message
     assert "over-subscribed" in msg and "1024 columns" in msg
     for part in ("acc_s[0]", "acc_o[1]", "acc_s_cast[1]"):
@@ -305,7 +318,7 @@ def test_operand_outside_tmem_is_refused_by_name():
         if getattr(s, "a", None) == "acc_s_cast":
             s.layout = "col.col"  # A not K-major: tcgen05 cannot read it from TMEM
     with pytest.raises(ChoreoError) as e:
-        lower_module(m, "flash_atten_causal.co")
+        lower_module(_replanned(m), "flash_atten_causal.co")
     assert "'acc_s_cast'" in e.value.message and "K-major" in e.value.message
     assert e.value.loc is not None and e.value.loc.line == 79  # its declaration
 
@@ -328,7 +341,11 @@ def test_cli_refusal_names_statement_and_place(tmp_path):
 def test_kernel_without_mma_has_no_tensor_memory():
     k = copy.deepcopy(_seed_module().functions[0].kernels[0])
     k.body = []
-    assert Sm100Target().prepare(k) is k
+    with pytest.raises(ChoreoError, match="no role of members"):  # the map is stale now
+        Sm100Target().prepare(k)
+    k.tmem = None  # planned again by the backend (IR that skipped the pipeline): no map
+    t = Sm100Target()
+    assert t.prepare(k) is k and k.tmem is None and not t.uses_tmem
 
 
 # ---------------------------------------------------------------- other shapes

@@ -12,7 +12,6 @@ import pytest
 
 from choreo_py.driver import ir_of_file
 from choreo_py.lowering.sm100 import descriptors as d
-from choreo_py.lowering.sm100.tmem_plan import plan_tmem
 
 ROOT = Path(__file__).resolve().parents[1]
 SEED = ROOT / "examples" / "flash_atten_causal.co"
@@ -57,14 +56,14 @@ def test_descriptor_constants_in_ptx(ptx_text):
 
 def test_constants_match_the_plan():
     kernel = ir_of_file(str(SEED), target="sm_100a").functions[0].kernels[0]
-    plan = plan_tmem(kernel)
-    assert plan.alloc_columns == fa.TMEM_ALLOC_COLS
+    plan = kernel.tmem  # the map pass tmem-plan recorded
+    assert plan.alloc == fa.TMEM_ALLOC_COLS
     for frag, col in (("acc_s", fa.TMEM_S), ("acc_o", fa.TMEM_O), ("acc_s_cast", fa.TMEM_P)):
         for cid in range(fa.NUM_CONSUMERS):
             r = plan.region(frag, cid)
             step = fa.TMEM_STEP[frag]
             lane, cols = (step >> 16) * cid, (step & 0xFFFF) * cid
-            assert (r.col_start, r.lane_align) == (col + cols, lane)
+            assert (r.col, r.lane) == (col + cols, lane)
     assert fa.IDESC_PV == d.instr_desc_f16(64, 128, b_major="MN", a_in_tmem=True)
     assert fa.DYN_SMEM_BYTES <= 227 * 1024
     # every barrier and the TMEM slot sit after the 1024-aligned tiles

@@ -10,8 +10,8 @@ and loop emitters it reuses unchanged):
 * warpgroup 0 is the producer (one thread issues the TMA loads, as on Hopper);
   warpgroups 1 and 2 are the consumers, 64 query rows each;
 * accumulators live in tensor memory (TMEM). Warp 4 allocates 512 columns;
-  the address is broadcast through shared memory. Layout (``plan_tmem`` of
-  the seed, see ``tmem_plan.py``): consumer c uses lane alignment 16*c of the
+  the address is broadcast through shared memory. Layout (the TMEM map of
+  the seed, see ``choreo_py/passes/tmem_plan.py``): consumer c uses lane alignment 16*c of the
   M=64 "layout F" data path, both consumers share the columns
   S = acc_s 0..127, O = acc_o 128..255, P = acc_s_cast 256..319 (bf16 packed);
 * one elected thread per consumer (its warpgroup's thread 0) issues
@@ -92,7 +92,7 @@ SMEM_END = SMEM_TMEM_SLOT + 8
 SMEM_ALIGN = 1024
 DYN_SMEM_BYTES = SMEM_END + SMEM_ALIGN     # room to round the base up
 
-# Tensor memory: the plan_tmem result for the seed (tests/test_sm100_tmem.py).
+# Tensor memory: the seed's TMEM map (pass tmem-plan) (tests/test_sm100_tmem.py).
 TMEM_ALLOC_COLS = 512
 # S is shared by the consumers' lane halves (consumer c at lanes + 16c, layout F);
 # P, the TMEM A operand of P@V, and O, that MMA's accumulator, stay at lane 0 with

@@ -21,6 +21,7 @@ into one dispatch table.
     futures                 wait, async naming, placeholders, swap/rotate, select
     params                  by-reference parameters, `??`, buffer/event dimensions
     structure               parallel levels, barriers, atomics, attributes
+    block_accumulators      `mma.fill ... : block`: one role issues the MMAs into the tile
     lowerable               `check --lowerable`: what would not compile for a target
 """
 from __future__ import annotations
@@ -28,11 +29,11 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
-from . import views
+from . import block_accumulators, views
 from .walker import Checker
 
 FAMILIES = (mutability, initialisers, context, iteration, views, dma, futures, params,
-            structure)
+            structure, block_accumulators)
 
 
 def _merge(attr: str) -> dict:

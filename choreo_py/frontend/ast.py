@@ -568,11 +568,13 @@ class Modifier(Node):
 
 @dataclass(kw_only=True, eq=False)
 class MmaFill(Stmt):
-    """`acc = mma.fill.f32 0.0f;` (declares `acc`) or `mma.fill acc, 0;`."""
+    """`acc = mma.fill.f32 0.0f;` (declares `acc`) or `mma.fill acc, 0;`;
+    `acc = mma.fill.f32 0.0f : block;` declares the block's accumulator (`level`)."""
     target: Expr
     value: Expr
     elem: Optional[TypeRef] = None
     declares: bool = True
+    level: Optional[str] = None
 
 
 @dataclass(kw_only=True, eq=False)

@@ -157,12 +157,21 @@ class OpBuilder(BuilderBase):
         return c[0]
 
     def mma_op(self, c):
-        kw, mods, operands = c
+        kw, mods, operands = c[:3]
+        level = c[4] if len(c) > 4 else None
         loc = self.tloc(kw)
         operands = operands or []
         first = mods[0].name
+        if level is not None and (first != "fill" or len(operands) != 1):
+            self.error(f"': {level}' says where an accumulator lives: only a declaring "
+                       "'acc = mma.fill.T v : block' takes it", self.tloc(c[3]))
+        elif level is not None and level != "block":
+            self.error(f"an accumulator can be declared ': block' (one tile the block's roles "
+                       f"share), not ': {level}'", self.tloc(c[3]))
         if first == "fill":
-            return self._mma_fill(mods, operands, loc)
+            fill = self._mma_fill(mods, operands, loc)
+            fill.level = level if level == "block" else None
+            return fill
         if first == "load":
             return self._mma_load(mods, operands, loc)
         if first == "store":

@@ -27,6 +27,7 @@ from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_p
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
+from .shared_frags import SharedFrags, inherit
 from .sync import (Barrier, BarrierWait, Binding, EventState, EventWait, Future, FutureWait,
                    JoinWait, NamedBarrierState, NamedBarrierWait)
 from ..construct_names import describe
@@ -82,6 +83,7 @@ class BlockRun:
         self.named_barriers: dict[int, NamedBarrierState] = {}
         self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
+        self.shared = SharedFrags()  # fragments of the block, seen by its roles
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
         # the handlers of this block's statements (GENERATORS / PLAIN below), bound
         self.gens = {t: fn.__get__(self) for t, fn in GENERATORS.items()}
@@ -190,7 +192,7 @@ class BlockRun:
         kids = []
         for p in range(s.extent):
             c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))
-            c.instance = (s.var, p)
+            c.instance, c.frags = (s.var, p), inherit(self.k, th.frags)
             c.threads = s.threads or 1
             c.leader = p == 0
             c.group = (("parallel", id(s)), self.instances.get(id(s), s.extent))
@@ -211,7 +213,7 @@ class BlockRun:
         var, p = th.instance or ("", 0)
         name = s.name if s.name.isidentifier() else f"({s.name})"  # sema names roles by condition
         c = Thread(f"{name}[{var}={p}]", th, dict(th.env), dict(th.types))
-        c.instance = th.instance
+        c.instance, c.frags = th.instance, inherit(self.k, th.frags)
         c.threads = th.threads
         c.leader = p == (min(s.members) if s.members else 0)
         c.group = (("role", id(s)), self.instances.get(id(s), 1))
@@ -453,6 +455,8 @@ class BlockRun:
 
     def check_frag(self, th: Thread, name: str, write: bool, loc, chain: bool = False) -> None:
         """A register an in-flight MMA updates (its accumulator) or reads (its A operand)."""
+        if not chain:  # the block's fragments (shared_frags.py); an MMA records its own
+            self.shared.access(th.frags.get(name), write, th, loc, "this statement")
         for f in th.mma_inflight:
             if (f.acc_name == name and not chain) or (write and f.a_name == name):
                 role = "update" if f.acc_name == name else "read"
@@ -508,6 +512,7 @@ class BlockRun:
         agent = th
         if s.future is not None:
             agent = Future(s.future, "mma", s.loc, th, action, order_key=("mma", th.id))
+        self.shared.access(acc, True, agent, s.loc, what, issuer=th)  # the block's fragments
         for box in (a_box, b_box):
             if box is not None:
                 self.mem.access(box, False, agent, s.loc, what)

@@ -250,6 +250,9 @@ class Frag:
     shape: tuple[int, ...]
     layout: str = "plain"
     loc: Optional[Loc] = None
+    # `mma.fill ... : block`: the block's accumulator, one tile every role of the block
+    # sees (tensor memory on sm_100a), not one per thread group that runs its code
+    block: bool = False
 
 
 # ---------------------------------------------------------------- statements
@@ -612,6 +615,62 @@ class Assert(Stmt):
     loc: Optional[Loc] = None
 
 
+# ---------------------------------------------------------------- tensor memory
+
+
+#: Lanes of one tensor-memory subpartition: warp w % 4 of a warpgroup reaches lanes
+#: [32 * (w % 4), +32) only, so a layout is described per subpartition.
+TMEM_SUBPARTITION = 32
+
+
+@dataclass
+class TmemRegion:
+    """The tensor-memory cells one instance of the MMA role gives a fragment.
+
+    `layout` is the MMA's data-path layout: "D" (M = 128) puts row r in lane r, so
+    the region spans lanes 0..127; "F" (M = 64) puts 16 rows in each 32-lane
+    subpartition, from lane `lane` of it (0 or 16) on. Columns are 32-bit and
+    relative to the allocation: an accumulator [M, N] takes N, a 16-bit A
+    operand [M, K] K / 2 (two elements per column)."""
+
+    frag: str
+    instance: int        # 0 = the role's first member
+    kind: str            # "acc" | "operand"
+    layout: str          # "D" | "F"
+    lane: int            # first lane: D 0; F inside each subpartition (0 | 16)
+    col: int             # first column
+    ncols: int
+
+    @property
+    def lanes(self) -> tuple[int, ...]:
+        if self.layout == "D":
+            return tuple(range(self.lane, self.lane + 128))
+        return tuple(q * TMEM_SUBPARTITION + self.lane + i for q in range(4) for i in range(16))
+
+
+@dataclass
+class TmemMap:
+    """The kernel's tensor-memory plan (pass tmem-plan): one allocation of `alloc`
+    columns, made for the role whose MMAs use it (`role`: its members), and every
+    region in it. `staged` names register A operands the MMA cannot read from
+    tensor memory, with why. `refused` says why no plan could be made (the backend
+    refuses the kernel with it, at `loc`); the map then has no regions."""
+
+    role: Optional[tuple[int, ...]]
+    alloc: int = 0
+    used: int = 0
+    regions: list[TmemRegion] = field(default_factory=list)
+    staged: dict[str, str] = field(default_factory=dict)
+    refused: Optional[str] = None
+    loc: Optional[Loc] = None
+
+    def region(self, frag: str, instance: int = 0) -> TmemRegion:
+        for r in self.regions:
+            if r.frag == frag and r.instance == instance:
+                return r
+        raise KeyError(f"no TMEM region for {frag}[{instance}]")
+
+
 # ---------------------------------------------------------------- containers
 
 
@@ -641,6 +700,7 @@ class Kernel:
     # "cpu": a `parallel by 1 : device(cpu)` region, which the host runs (the interpreter's
     # executor, on the host's copies of its tensors); None: a GPU kernel.
     device: Optional[str] = None
+    tmem: Optional[TmemMap] = None   # tensor-memory columns of the MMA fragments (tmem_plan)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

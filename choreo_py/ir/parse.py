@@ -151,6 +151,32 @@ class _Parser:
     def decl_tmem_slot(self, k: ir.Kernel, line: str) -> None:
         k.tmem_slot = int(line.split()[1])
 
+    def decl_tmem_alloc(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"tmem_alloc (\d+) used=(\d+) role=(none|\{[\d, ]*\})", line)
+        if m is None:
+            raise IRParseError(f"not a tensor-memory allocation: '{line}'")
+        role = None if m.group(3) == "none" else tuple(
+            int(x) for x in m.group(3)[1:-1].split(",") if x.strip())
+        k.tmem = ir.TmemMap(role, int(m.group(1)), int(m.group(2)))
+
+    def decl_tmem(self, k: ir.Kernel, line: str) -> None:
+        staged = re.fullmatch(r"tmem (\w+): staged \((.*)\)", line)
+        m = re.fullmatch(r"tmem (\w+)\[(\d+)\]: (acc|operand) layout=([DF]) "
+                         r"lanes=(32q\+)?(\d+)\+:(\d+) cols=(\d+)\+:(\d+)", line)
+        if k.tmem is None or (m is None and staged is None):
+            raise IRParseError(f"not a tensor-memory region after 'tmem_alloc': '{line}'")
+        if staged is not None:
+            k.tmem.staged[staged.group(1)] = staged.group(2)
+            return
+        frag, inst, kind, layout, per_quarter, lane, count, col, ncols = m.groups()
+        if (per_quarter, count) != (("32q+", "16") if layout == "F" else (None, "128")):
+            raise IRParseError(f"layout {layout} with lanes '{line.split('lanes=')[1]}'")
+        k.tmem.regions.append(ir.TmemRegion(frag, int(inst), kind, layout, int(lane), int(col),
+                                            int(ncols)))
+
+    def decl_tmem_refused(self, k: ir.Kernel, line: str) -> None:
+        k.tmem = ir.TmemMap(None, refused=line[len("tmem_refused "):])
+
     def decl_buffer(self, k: ir.Kernel, line: str) -> None:
         m = re.fullmatch(r"(shared|local) (\w+)(?:\[(\d+)\])?: (\w+)\[([\d, ]*)\]"
                          r"(?: swizzle=(\d+))?( layout-free)?(?: offset=(\d+))?(?: = (.*))?", line)
@@ -303,11 +329,12 @@ class _Parser:
                           [a.strip() for a in after.split(",")] if after else [])
 
     def s_frag(self, line: str, body) -> ir.Stmt:
-        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)(?: = (.*))?", line)
+        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)( : block)?(?: = (.*))?",
+                         line)
         f = ir.Frag(m.group(1), m.group(2), tuple(int(d) for d in m.group(3).split(",") if d.strip()),
-                    m.group(4))
+                    m.group(4), block=bool(m.group(5)))
         self.scope.k.frags.append(f)
-        init = self.exprs(m.group(5)).expr() if m.group(5) else None
+        init = self.exprs(m.group(6)).expr() if m.group(6) else None
         return ir.FragDecl(f, init)
 
     def s_apply(self, line: str, body) -> ir.Stmt:
@@ -426,6 +453,8 @@ _DECLS: dict[str, Callable] = {
     "launch_bounds": _Parser.decl_bounds,
     "device": _Parser.decl_device,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
+    "tmem_alloc": _Parser.decl_tmem_alloc, "tmem": _Parser.decl_tmem,
+    "tmem_refused": _Parser.decl_tmem_refused,
     "shared": _Parser.decl_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,
 }

@@ -193,7 +193,8 @@ class _Printer:
     def s_FragDecl(self, s):
         f = s.frag
         init = f" = {expr(s.init)}" if s.init is not None else ""
-        self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{init}")
+        block = " : block" if f.block else ""  # the block's accumulator
+        self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{block}{init}")
 
     def s_MmaFill(self, s): self.emit(f"mma.fill {s.acc}, {expr(s.value)}")
 
@@ -266,6 +267,23 @@ def event_decl(e: ir.Event) -> str:
     return f"event {e.name}{arr} {'ready' if e.ready else 'pending'}{storage}{arrivals}{off}"
 
 
+def tmem_lines(m: ir.TmemMap) -> list[str]:
+    """The tensor-memory map: `tmem_alloc 512 used=512 role={1, 2}`, then one line per
+    region, `tmem acc_s[1]: acc layout=F lanes=32q+16+:16 cols=0+:128` (layout F: 16
+    lanes of each 32-lane subpartition q; layout D: `lanes=0+:128`), and one per operand
+    staged through shared memory; or `tmem_refused <why>` when no plan could be made."""
+    if m.refused is not None:
+        return [f"tmem_refused {m.refused}"]
+    role = "none" if m.role is None else "{" + ", ".join(map(str, m.role)) + "}"
+    out = [f"tmem_alloc {m.alloc} used={m.used} role={role}"]
+    for r in m.regions:
+        lanes = f"{r.lane}+:128" if r.layout == "D" else f"32q+{r.lane}+:16"
+        out.append(f"tmem {r.frag}[{r.instance}]: {r.kind} layout={r.layout} lanes={lanes} "
+                   f"cols={r.col}+:{r.ncols}")
+    out += [f"tmem {name}: staged ({why})" for name, why in m.staged.items()]
+    return out
+
+
 def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
     p = p or _Printer()
     params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in k.params)
@@ -283,6 +301,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit(f"shared_memory {k.smem_total}")
     if k.tmem_slot is not None:
         p.emit(f"tmem_slot {k.tmem_slot}")
+    for line in tmem_lines(k.tmem) if k.tmem is not None else ():
+        p.emit(line)
     for b in k.buffers:
         p.emit(buffer_decl(b))
     for a in k.aliases:

@@ -8,7 +8,8 @@ It checks what the backends and the interpreter rely on:
 - futures: a `wait` names a future defined earlier on the same path;
   `trigger ... after f` names an asynchronous global->shared TMA load (the
   only operation with a native completion binding), not one already waited
-  on the same path; waiting twice on the same future instance is an error.
+  on the same path; waiting twice on the same future instance is an error;
+- the tensor-memory map, if the kernel has one (ir/verify_tmem.py).
 
 Errors are `ChoreoError`s pointing at the offending statement.
 """
@@ -19,6 +20,8 @@ from dataclasses import dataclass, field
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError, Diagnostics
 from choreo_py.construct_names import describe
+
+from . import verify_tmem
 
 
 @dataclass
@@ -383,9 +386,11 @@ REFUSED = {ir.Launch: "a launch; kernels are launched by the host function",
            ir.Assert: "an assert; asserts are checked at the function's entry, on the host"}
 
 
-def verify_kernel(kernel: ir.Kernel) -> None:
+def verify_kernel(kernel: ir.Kernel, target=None) -> None:
+    """`target` (a targets.Target) bounds the tensor-memory map; None: the targets' own."""
     v = _Verifier(kernel)
     v.run()
+    verify_tmem.check(kernel, target, v.diags)
     v.diags.raise_if_errors()
 
 

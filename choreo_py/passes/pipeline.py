@@ -18,7 +18,8 @@ from ..ir.verify import verify_kernel
 from ..targets import Target
 from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
                global_mma_stores, mma_roles, one_region,
-               mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies)
+               mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies,
+               tmem_plan)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
@@ -32,6 +33,15 @@ class BeyondTheLanguage(ChoreoError):
 def _budget(kernel: ir.Kernel, target: Target) -> None:
     try:
         budget.check_kernel(kernel)
+    except ChoreoError as e:
+        raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
+
+
+def _tmem_plan(kernel: ir.Kernel, target: Target) -> None:
+    """More tensor memory than the target has: `compile` refuses, the interpreter (which
+    keeps accumulators in its own memory) warns and runs the kernel."""
+    try:
+        tmem_plan.run(kernel, target)
     except ChoreoError as e:
         raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
 
@@ -60,7 +70,8 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("free-tile-swizzle", free_tile_swizzle.run),  # swizzles of tiles no statement observes
     ("mma-barriers", mma_barriers.run),          # sm_100a: MMA completion mbarriers, TMEM slot
     ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
-    ("verify", lambda k, t: verify_kernel(k)),
+    ("tmem-plan", _tmem_plan),                   # tensor memory: the column map of MMA fragments
+    ("verify", verify_kernel),                   # the IR's rules, the TMEM map's in the target's bounds
     ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings
     ("static-hangs", _static_hangs),             # where the pipeline check gave up
 )

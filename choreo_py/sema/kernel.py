@@ -20,6 +20,7 @@ from . import limits
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import HostBuilder, check_dtype, nested_parallels
+from .block_accs import BlockAccBuilder
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
 from .prints import PrintBuilder
@@ -34,8 +35,8 @@ LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, LevelBuilder,
-                    PrintBuilder, ReshapeBuilder):
+class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, IterationBuilder,
+                    LevelBuilder, PrintBuilder, ReshapeBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -64,6 +65,7 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         self.in_parallel: ir.Parallel | None = None
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
+        self.block_accs: dict[str, ir.Role | None] = {}  # the block's accumulators -> issuer
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
         self.aliases: list[ir.Alias] = []  # host-side span_as (sema/reshape.py)
 

@@ -225,5 +225,7 @@ def _elem_type(kernel: ir.Kernel, s) -> str:
     return b.dtype if b else kernel.param(s.dst.base).dtype
 
 
-def issue_only(role: ir.Role) -> bool:
-    return all(isinstance(s, _ISSUE_ONLY) for s in ir.walk(role.body))
+def issue_only(role: ir.Role, also: tuple = ()) -> bool:
+    """Whether one thread per instance can run the role: it only issues asynchronous work
+    (`also`: statement kinds the target issues from one thread too)."""
+    return all(isinstance(s, _ISSUE_ONLY + also) for s in ir.walk(role.body))

@@ -67,7 +67,7 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         raise lw.refuse(f"the accumulator '{f.name}' that no MMA gives a shape", s.loc)
     rows = f.shape[0]
     cols = f.shape[1] if len(f.shape) > 1 else 8
-    lay = lw.target.acc_layout(ir.Frag(f.name, "f32", (rows, cols), "acc"), s.loc)
+    lay = lw.target.acc_layout(ir.Frag(f.name, "f32", (rows, cols), "acc", block=f.block), s.loc)
     if f.layout == "acc":
         fi = FragInfo(f, "acc", lw.target.declare_acc(lw, f), lay)
     elif f.layout == "operand":

@@ -60,6 +60,9 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
                          loc=s.loc)]
     for r in roles:
         role(lw, r, inst, local, threads, s.extent, region)
+    after = getattr(lw.target, "after_roles", None)
+    if after is not None:  # e.g. the roles meet to free what they shared
+        after(lw)
 
 
 def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int, region) -> None:
@@ -72,7 +75,8 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     if members != list(range(extent)):
         inside = member_pred(lw, inst, members, extent)
         w.bra(skip, inside, negate=True, uni=threads >= 32)
-    single = threads > 1 and analysis.issue_only(r)
+    also = getattr(lw.target, "issue_only_also", None)
+    single = threads > 1 and analysis.issue_only(r, also() if also is not None else ())
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}
     lw.smem_dirty = lw.smem_read = False
@@ -86,7 +90,9 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
         w.bra(exit_, rest)
     region(body)
     w.put_label(exit_)
-    w.call("ptx.ret")
+    ends = getattr(lw.target, "role_exit", None)
+    if ends is None or not ends(lw):
+        w.call("ptx.ret")
     w.put_label(skip)
     lw.role = None
 

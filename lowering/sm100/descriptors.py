@@ -5,8 +5,8 @@ without a GPU. Section numbers are those of the PTX ISA 9.1 ("Tensorcore
 5th Generation Family Instructions", 9.7.16):
 
     9.7.16.1.1   Tensor Memory addressing      -> tmem_addr / tmem_lane / tmem_col
-    9.7.16.1.2   Tensor Memory allocation      -> alloc_columns
-    9.7.16.2.1   Matrix shape (Table 39)       -> check_mma_shape
+    9.7.16.1.2   Tensor Memory allocation      -> alloc_columns (passes/tmem_plan.py)
+    9.7.16.2.1   Matrix shape (Table 39)       -> check_mma_shape (passes/tmem_plan.py)
     9.7.16.3.x   LBO / SBO and canonical layouts -> kmajor_sw128, mnmajor_sw128
     9.7.16.4.1   Shared memory descriptor (Table 40) -> smem_desc
     9.7.16.4.2   Instruction descriptor (Table 42)   -> instr_desc_f16
@@ -19,6 +19,9 @@ in the shared-memory address at run time (`smem_desc_const`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# the TMEM plan (an IR pass) decides with these; the lowering checks its shapes with them too
+from choreo_py.passes.tmem_plan import ALLOC_UNIT, alloc_columns, check_mma_shape  # noqa: F401
 
 # ---------------------------------------------------------------- instruction descriptor
 # Table 42, column `.kind::f16` (bits not listed stay 0):
@@ -48,20 +51,6 @@ _IDESC_FIELDS = (  # name, low bit, width
     ("a_major", 15, 1), ("b_major", 16, 1), ("n_shr3", 17, 6), ("m_shr4", 24, 5),
     ("max_shift", 30, 2),
 )
-
-
-def check_mma_shape(m: int, n: int) -> None:
-    """Dense kind::f16, cta_group::1, no .ws: M in {64, 128}, K = 16 (Table 39).
-
-    Table 39 lists N = 8..256 in steps of 8 for both M. CUTLASS (SM100_MMA_F16BF16_SS/TS)
-    asks N % 16 == 0 when M = 128; we take the stricter rule, so every shape we emit is
-    one both documents accept.
-    """
-    if m not in (64, 128):
-        raise ValueError(f"tcgen05.mma cta_group::1 kind::f16: M must be 64 or 128, got {m}")
-    step = 8 if m == 64 else 16
-    if n % step or not step <= n <= 256:
-        raise ValueError(f"tcgen05.mma M={m}: N must be a multiple of {step} in [{step}, 256], got {n}")
 
 
 def instr_desc_f16(m: int, n: int, *, ab_dtype: str = "bf16", d_dtype: str = "f32",
@@ -209,7 +198,6 @@ def desc_advance(desc: int, byte_offset: int) -> int:
 # 9.7.16.1.1: an address is lane << 16 | column.
 TMEM_LANES = 128
 TMEM_COLUMNS = 512
-ALLOC_UNIT = 32
 
 
 def tmem_addr(lane: int, col: int) -> int:
@@ -224,16 +212,6 @@ def tmem_lane(addr: int) -> int:
 
 def tmem_col(addr: int) -> int:
     return addr & 0xFFFF
-
-
-def alloc_columns(needed: int) -> int:
-    """`tcgen05.alloc` column count: a power of two in [32, 512] (9.7.16.7.1)."""
-    if needed > TMEM_COLUMNS:
-        raise ValueError(f"{needed} columns exceed the {TMEM_COLUMNS} of tensor memory")
-    n = ALLOC_UNIT
-    while n < needed:
-        n *= 2
-    return n
 
 
 def warp_lane_base(warp: int) -> int:

@@ -70,6 +70,11 @@ class Sm100Lowering(Sm100Target):
             self.prepare_wait(lw, s)
         elif isinstance(s, ir.RoleSync):
             self.before_role_sync(lw)
+        elif isinstance(s, ir.Trigger) and self.block and lw.role is not None \
+                and not self.in_mma_role(lw) and (self.sync.touched or self.sync.unknown):
+            # a reader of the block's accumulators publishes: its tcgen05.ld come before
+            # whatever the event releases (the next MMAs into the tile)
+            lw.w.call("ptx.tcgen05.fence_before_thread_sync")
         elif isinstance(s, ir.FragCopy) and self.uses_tmem:
             fi = lw.frags.get(s.dst)
             if fi is not None and fi.kind == "acc":

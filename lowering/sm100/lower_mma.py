@@ -32,7 +32,8 @@ MMA_K = 16
 
 
 def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
-    t._check_role(lw, s.loc)
+    t._check_role(lw, s.loc, s.acc)
+    single = lw.role.single_thread  # an issue-only role (block_acc.py): no election
     acc = mma_accumulator(lw, s)
     m, n = acc.frag.shape
     kind, k, a_tmem = _a_operand(lw, s)
@@ -65,12 +66,14 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     on = lw.once(("pred", 1), lambda: _const(lw, "pred", "accumulate", 1))
     bar, bar_off = t.barrier(lw, fut)
     phase = t.phase(lw, fut)
-    t.sync_before_issue(lw, fut)
-    w.comment(f"one elected thread issues {k // MMA_K} k-steps of M={m} N={n} K={MMA_K}; "
-              f"the commit arms '{fut}'")
+    if not single:
+        t.sync_before_issue(lw, fut)
+    w.comment(f"one {'' if single else 'elected '}thread issues {k // MMA_K} k-steps of "
+              f"M={m} N={n} K={MMA_K}; the commit arms '{fut}'")
     done = w.label("mma_issued")
-    w.bra(done, lw.inst_leader(), negate=True)
-    lw.depth += 1  # values made here are not available to the other threads
+    if not single:
+        w.bra(done, lw.inst_leader(), negate=True)
+    lw.depth += not single  # values made here are not available to the other threads
     w.call("ptx.tcgen05.fence_after_thread_sync")
     for i, kk in enumerate(k_steps(lw, s, k, MMA_K)):
         if trans_b:
@@ -85,9 +88,10 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
              first if i == 0 else on)
     w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
          _addr(bar, bar_off))
-    lw.depth -= 1
-    w.put_label(done)
-    w.op("bar.warp.sync", -1)
+    lw.depth -= not single
+    if not single:
+        w.put_label(done)
+        w.op("bar.warp.sync", -1)
     w.op("xor.b32", phase, phase, 1)
     if s.acc in t.flow.flagged:
         w.op("mov.pred", t._flag(lw, s.acc), 1)

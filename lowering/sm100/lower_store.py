@@ -42,7 +42,7 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     if run % chunk or (col0 * esize) % 16:
         raise lw.refuse("mma.store of a run of columns that is not whole 16-byte pieces", s.loc)
     t.access(lw, fi.frag)
-    t._check_role(lw, s.loc)
+    t._check_role(lw, s.loc, fi.frag.name)
     rb, cb = t.row_base(lw), t.col_base(lw, lay.cols)
     w = lw.w
     row = w.reg("u32", f"{s.acc}_row")

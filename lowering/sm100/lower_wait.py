@@ -71,6 +71,11 @@ def wait(target, lw: Lowering, s: ir.Wait) -> None:
     issuer = _issuer_only(target, lw, s)
     if issuer is None:
         events.wait(lw, s)
+        if lw.role is not None and lw.role.single_thread and target.in_mma_role(lw) \
+                and any(isinstance(i, ir.EventRef) for i in s.items):
+            # the issuing thread of block accumulators: what the event orders (another
+            # role's tensor-memory reads) comes before its next MMA
+            lw.w.call("ptx.tcgen05.fence_after_thread_sync")
         return
     w = lw.w
     names = ", ".join(i.event for i in s.items)
@@ -89,7 +94,7 @@ def wait(target, lw: Lowering, s: ir.Wait) -> None:
 
 
 def _issuer_only(target, lw: Lowering, s: ir.Wait) -> Optional[object]:
-    if not target.in_mma_role(lw) or not s.items:
+    if not target.in_mma_role(lw) or not s.items or lw.role.single_thread:
         return None
     if not all(isinstance(i, ir.EventRef) for i in s.items):
         return None

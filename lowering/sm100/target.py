@@ -1,8 +1,10 @@
 """Blackwell's MMA unit for the lowering core: tcgen05 (see core/target.py).
 
-Accumulators live in tensor memory (TMEM), placed by `plan_tmem`
-(tmem_plan.py): the seed's two 64-row consumers share columns at lane
-offsets 0 and 16 (S 0-127, O 128-255, P 256-319; 512 allocated).
+Accumulators live in tensor memory (TMEM), at the regions of the kernel's
+`tmem` map (the IR pass choreo_py/passes/tmem_plan.py decides them; this
+backend only reads them): the seed's two 64-row consumers share S's columns
+at lane offsets 0 and 16 (S 0-127, O 128-255 / 256-383, P 384-447 / 448-511;
+512 allocated).
 
 - Register copies. A warpgroup reads an [M, N] tile with one `tcgen05.ld`
   per warp: M = 64 (layout F) `.16x32bx2` with the second half-warp N/2
@@ -32,18 +34,19 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from choreo_py import ir, targets
+from choreo_py.ir.verify_tmem import check_tmem_map
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import mma_barriers
+from choreo_py.passes import mma_barriers, tmem_plan
 
 from ..core.context import Lowering
 from ..core.memory import SMEM_ALIGN
 from ..core.memory import addr as _addr
 from ..core.target import AccLayout
 from ..core.writer import V
+from . import block_acc
 from . import descriptors as d
 from .lower_flow import Flow, analyse, writes
 from .lower_mma import issue as issue_mma
-from .tmem_plan import TmemPlan, plan_tmem
 
 SMEM_LIMIT = targets.get("sm_100a").smem_limit  # dynamic shared memory per block
 LANE16 = 16 << 16        # TMEM address step of 16 lanes
@@ -69,11 +72,11 @@ class _Sync:
         self.waited = set()
 
 
-class Sm100Target:
+class Sm100Target(block_acc.BlockAccHooks):
     arch = "sm_100a"
 
     def __init__(self) -> None:
-        self.plan: Optional[TmemPlan] = None
+        self.plan: Optional[ir.TmemMap] = None  # the kernel's map (pass tmem-plan)
         self.flow: Optional[Flow] = None
         self.role: Optional[ir.Role] = None
         self.m = 0                     # tile rows of the role's fragments
@@ -84,6 +87,7 @@ class Sm100Target:
         self.stmt = None               # the statement being lowered (lower.py)
         self.wait_queue: list[str] = []
         self.sync = _Sync()
+        self.block: frozenset = frozenset()  # accumulators of the block (block_acc.py)
 
     @property
     def uses_tmem(self) -> bool:
@@ -91,11 +95,18 @@ class Sm100Target:
 
     # ------------------------------------------------------------ kernel setup
     def prepare(self, k: ir.Kernel) -> ir.Kernel:
-        """The TMEM plan; the MMA futures' mbarriers and the TMEM address slot are IR facts
-        (choreo_py/passes/mma_barriers)."""
-        self.plan = plan_tmem(k)
+        """Reads the IR's facts: the TMEM map (choreo_py/passes/tmem_plan), the MMA futures'
+        mbarriers and the TMEM address slot (choreo_py/passes/mma_barriers)."""
+        target = targets.get(self.arch)
+        if k.tmem is None:  # IR that did not go through the pass pipeline
+            tmem_plan.run(k, target)
+        self.plan = k.tmem
+        if self.plan is not None and self.plan.refused:
+            raise ChoreoError(self.plan.refused, self.plan.loc)
         if not self.uses_tmem:
             return k
+        check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
+        self.block = block_acc.block_accs(k)
         if self.plan.staged:
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
@@ -104,7 +115,7 @@ class Sm100Target:
         self.role = _mma_role(k)
         self._fragment_shape(k)
         if k.tmem_slot is None:  # IR that did not go through the pass pipeline
-            mma_barriers.run(k, targets.get(self.arch))
+            mma_barriers.run(k, target)
         for s in ir.walk(self.role.body):
             if isinstance(s, ir.Mma):
                 fut = s.completion[len("mma."):]
@@ -122,7 +133,7 @@ class Sm100Target:
         """One M for the role's tiles, and the width N whose thread -> column map
         `thread_bases` reports: a thread's first column is N/2 * (lane / 16), so the
         applies that use the column index must all run over tiles of one width."""
-        rows = {r.rows for r in self.plan.regions}
+        rows = {k.frag(r.frag).shape[0] for r in self.plan.regions}
         if len(rows) > 1:
             raise ChoreoError(f"MMA tiles of {sorted(rows)} rows in one role are not lowered "
                               "for sm_100a yet", self.role.loc)
@@ -136,7 +147,7 @@ class Sm100Target:
             raise ChoreoError("applies that use the column index over tiles of different widths "
                               f"({', '.join(map(str, sorted(widths)))}) in one role are not "
                               "lowered for sm_100a yet", list(widths.values())[1].loc)
-        self.n = next(iter(widths), self.plan.regions[0].cols)
+        self.n = next(iter(widths), k.frag(self.plan.regions[0].frag).shape[1])
 
     def start(self, lw: Lowering) -> None:
         """After the core's analysis: the load/store decisions for the MMA role."""
@@ -149,11 +160,11 @@ class Sm100Target:
         if not self.uses_tmem:
             return
         w = lw.w
-        w.comment(self.plan.summary())
+        w.comment(_plan_comment(lw.k, self.plan, self.role))
         done = w.label("tmem_allocated")
         w.bra(done, self._not_alloc_warp(lw))
         w.op("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32",
-             _addr(lw.smem_base, self.slot), self.plan.alloc_columns)
+             _addr(lw.smem_base, self.slot), self.plan.alloc)
         w.put_label(done)
         w.call("ptx.tcgen05.fence_before_thread_sync")
 
@@ -179,8 +190,9 @@ class Sm100Target:
         self.sync = _Sync()
 
     def leave_role(self, lw: Lowering) -> None:
-        """Role exit: wait for every instance's TMEM work, then the allocating warp frees."""
-        if not self.in_mma_role(lw):
+        """Role exit: wait for every instance's TMEM work, then the allocating warp frees
+        (with block accumulators, at the kernel's join instead: block_acc.py)."""
+        if not self.in_mma_role(lw) or self.block:
             return
         w = lw.w
         w.comment("tensor memory: the allocating warp frees it once the role is done with it")
@@ -192,7 +204,7 @@ class Sm100Target:
         done = w.label("tmem_freed")
         w.bra(done, self._not_alloc_warp(lw))
         w.call("ptx.tcgen05.fence_after_thread_sync")
-        w.op("tcgen05.dealloc.cta_group::1.sync.aligned.b32", tmem, self.plan.alloc_columns)
+        w.op("tcgen05.dealloc.cta_group::1.sync.aligned.b32", tmem, self.plan.alloc)
         w.op("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
         w.put_label(done)
 
@@ -225,7 +237,10 @@ class Sm100Target:
                       loc)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
-        self._check_role(lw, None)
+        if self.block and lw.role is not None and not self.in_mma_role(lw):
+            self.check_block_role(lw, None, ", ".join(sorted(self.block)))  # a reader role
+        else:
+            self._check_role(lw, None)
         return self.row_base(lw), self.col_base(lw, self.n)
 
     def row_base(self, lw: Lowering) -> V:
@@ -266,7 +281,9 @@ class Sm100Target:
             return cb
         return lw.once(("col_base", n), make)
 
-    def _check_role(self, lw: Lowering, loc) -> None:
+    def _check_role(self, lw: Lowering, loc, name: Optional[str] = None) -> None:
+        if name in self.block and lw.role is not None:
+            return self.check_block_role(lw, loc, name)  # block_acc.BlockAccHooks
         if not self.in_mma_role(lw):
             raise _refuse("MMA fragments outside the role that issues the MMAs", loc)
         if lw.role.threads != 128 or lw.role.single_thread:
@@ -274,7 +291,9 @@ class Sm100Target:
 
     # ------------------------------------------------------------ fragments
     def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
-        self._check_role(lw, frag.loc)
+        if frag.name in self.block and lw.role is None:  # the block's: no role yet
+            return lw.w.array("f32", self.acc_layout(frag, frag.loc).regs, frag.name)
+        self._check_role(lw, frag.loc, frag.name)
         lay = self.acc_layout(frag, frag.loc)
         arr = lw.w.array("f32", lay.regs, frag.name)
         if self.flow and frag.name in self.flow.flagged:
@@ -290,6 +309,12 @@ class Sm100Target:
         return lw.once(("flag", name), make)
 
     def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
+        if frag.name in self.block:
+            if lw.role is not None:
+                raise _refuse(f"filling the block's accumulator '{frag.name}' inside a role",
+                              self.stmt.loc if self.stmt is not None else frag.loc)
+            block_acc.fill(self, lw, frag, value)
+            return
         if frag.name in self.flow.flagged:
             lw.w.comment(f"{frag.name} = 0: the next MMA into it overwrites (predicate)")
             lw.w.op("mov.pred", self._flag(lw, frag.name), 0)
@@ -307,6 +332,10 @@ class Sm100Target:
 
     def update(self, lw: Lowering, frag: ir.Frag) -> None:
         # the core calls this for every accumulator an apply touched, read-only ones too
+        if frag.name in self.block and frag.name in writes(self.stmt) \
+                and not self.in_mma_role(lw):
+            raise _refuse(f"a write to the block's accumulator '{frag.name}' outside the role "
+                          "that issues its MMAs", self.stmt.loc)
         if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
@@ -372,10 +401,13 @@ class Sm100Target:
         """TMEM address of this instance's tile `name` (what its MMAs name)."""
         lane, col, const = self._region_terms(name)
         count = len(self.role.members)
+        if name in self.block:  # one tile for the whole block: no instance term
+            lane = col = 0
 
         def make() -> V:
             w = lw.w
-            acc, inst = self.tmem_base(lw), self.instance(lw)
+            acc = self.tmem_base(lw)
+            inst = self.instance(lw) if name not in self.block else None
             out = w.reg("b32", f"{name}_tmem")
             if lane:  # M = 64: the instance's parity picks the lane half (0 or 16)
                 par = inst
@@ -402,15 +434,16 @@ class Sm100Target:
         offsets 0 and 16, base + i * col otherwise (M = 128, or an M = 64 fragment kept
         at lane 0 because an MMA reads A from tensor memory)."""
         rs = sorted((r for r in self.plan.regions if r.frag == name), key=lambda r: r.instance)
-        base = rs[0].offset
-        if self.m == 64 and any(r.lane_align for r in rs):
+        offsets = [d.tmem_addr(r.lane, r.col) for r in rs]
+        base = offsets[0]
+        if self.m == 64 and any(r.lane for r in rs):
             lane = LANE16 if len(rs) > 1 else 0
-            col = rs[2].offset - base if len(rs) > 2 else 0
+            col = offsets[2] - base if len(rs) > 2 else 0
             want = [base + (i & 1) * lane + (i >> 1) * col for i in range(len(rs))]
         else:
-            lane, col = 0, (rs[1].offset - base if len(rs) > 1 else 0)
+            lane, col = 0, (offsets[1] - base if len(rs) > 1 else 0)
             want = [base + i * col for i in range(len(rs))]
-        if want != [r.offset for r in rs]:
+        if want != offsets:
             raise ChoreoError(f"the TMEM regions of '{name}' are not evenly spaced per role "
                               "instance; this is not lowered for sm_100a yet", self.role.loc)
         return lane, col, base
@@ -498,6 +531,14 @@ def _mma_role(k: ir.Kernel) -> ir.Role:
             raise _refuse("MMAs in a parallel region without inthreads roles", s.loc)
     mma = next(s for s in ir.walk(k.body) if isinstance(s, ir.Mma))
     raise _refuse("an MMA outside a parallel region's role", mma.loc)
+
+
+def _plan_comment(k: ir.Kernel, plan: ir.TmemMap, role: ir.Role) -> str:
+    """The map as the module's comment at the allocation."""
+    lines = [f"tmem plan for {k.name}: role ({role.name}) x {len(role.members)}, "
+             f"{plan.used} columns used, tcgen05.alloc {plan.alloc}"]
+    lines += ["  " + tmem_plan.describe(r, k.frag(r.frag)) for r in plan.regions]
+    return "\n".join(lines)
 
 
 def _uses_index(stmts: list, name: str) -> bool:

@@ -36,6 +36,9 @@ class Sm90Target:
     # ------------------------------------------------------------ layout
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
+        if frag.block:  # sm_100a keeps it in tensor memory; wgmma has only registers
+            raise _refuse("a ': block' accumulator (one tile the block's roles share; wgmma "
+                          "accumulates in the registers of the warpgroup that issues it)", loc)
         if m != 64:
             raise _refuse(f"an accumulator of {m} rows per warpgroup (wgmma tiles are 64 rows)",
                           loc)

@@ -1,10 +1,14 @@
-"""Tensor-memory column plan for the sm_100a backend.
+"""Tensor-memory plan: the TMEM cells of every MMA accumulator and TMEM-resident A operand.
 
-On sm_100a an MMA accumulator lives in tensor memory (TMEM: 128 lanes x 512
-columns of 32 bits per CTA), not in registers. This pass gives every
-accumulator fragment (`layout == "acc"`, the target of `mma.fill` / `mma`) and
-every register A operand (`layout == "operand"`, e.g. the seed's bf16
-`acc_s_cast`) a TMEM region per instance of the role that owns it.
+For targets with tensor memory (targets.Target.tmem_columns; sm_100a: 128
+lanes x 512 columns of 32 bits per CTA) an MMA accumulator lives in TMEM,
+not in registers. This pass gives every accumulator fragment (the target of
+`mma.fill` / `mma`) and every register A operand (e.g. the seed's bf16
+`acc_s_cast`) a region per instance of the role that issues the MMAs, and
+records the map on the kernel (`ir.TmemMap`), printed as
+
+    tmem_alloc 512 used=512 role={1, 2}
+    tmem acc_s[1]: acc layout=F lanes=32q+16+:16 cols=0+:128
 
 Layout rules (PTX ISA 9.1, 9.7.16.10.5 "Data path layout organization"):
 
@@ -16,6 +20,7 @@ Layout rules (PTX ISA 9.1, 9.7.16.10.5 "Data path layout organization"):
   share the same columns, one at alignment 0 and one at 16: instance i gets
   a = 16 * (i % 2) and the column block of pair i // 2 (CUTLASS's default
   "Interleaved" tmem_frg allocation does the same for M=64 accumulators).
+  That is the one sharing of columns: the two regions have no lane in common.
 * An A operand read from TMEM, and the accumulator of every MMA that reads
   one, stay at lane alignment 0 with a column block per instance. A and D of
   such an MMA must sit on the same lanes, and CUTLASS allocates both
@@ -24,81 +29,66 @@ Layout rules (PTX ISA 9.1, 9.7.16.10.5 "Data path layout organization"):
   the lowering does not depend on it. For the seed this uses exactly 512
   columns: S 0..127 (lanes 0/16), O 128..383, P 384..511.
 * Columns: an f32 (or f16, unpacked: 9.7.16.10.4.1) accumulator [M, N] takes N
-  columns; a 16-bit A operand [M, K] takes K / 2 columns (two elements packed
-  per 32-bit cell, the lower column in the low half), read by the
+  columns; a 16-bit A operand [M, K] takes K / 2 (two elements packed per
+  32-bit cell, the lower column in the low half), read by the
   `tcgen05.mma [d], [a-tmem], b-desc, ...` form. An operand that form cannot
   take (A not K-major, not 16-bit, or a different M than its accumulator)
   stays out of TMEM and is listed as staged through shared memory.
 * Regions start on 32-column boundaries (the allocation unit; no finer column
   alignment rule for MMA operands is stated in the ISA). The allocation is
   the next power of two >= 32 covering every region (9.7.16.7.1); more than
-  512 columns is a ChoreoError naming each region.
+  the target's columns is an error naming each region.
 
 Regions never alias: the seed overlaps QK[current] (writes acc_s) with
 PV[previous] (reads acc_s_cast), so FA4's trick of writing P over S would need
 a second S buffer the schedule does not have.
+
+What cannot be planned (MMAs in several roles, a fragment shape tcgen05 has
+no layout for) is not an error of the program: the map records why
+(`refused`), the backend refuses the kernel with it, and the interpreter
+runs the kernel as written.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Optional
 
-from choreo_py import ir
-from choreo_py.diagnostics import ChoreoError
+from .. import ir
+from ..diagnostics import ChoreoError
+from ..targets import Target
 
-from . import descriptors as d
-
-REGION_ALIGN = 32
-
-
-@dataclass(frozen=True)
-class TmemRegion:
-    frag: str
-    kind: str            # "acc" | "operand"
-    dtype: str
-    rows: int            # M
-    cols: int            # logical columns: N of an accumulator, K of an operand
-    instance: int        # role instance (0 = first member of the role)
-    layout: str          # "D" (M = 128) | "F" (M = 64)
-    lane_align: int      # 0 | 16
-    col_start: int       # first 32-bit column, relative to the allocation
-    ncols: int           # 32-bit columns used
-
-    @property
-    def offset(self) -> int:
-        """TMEM address of the region relative to the allocated base."""
-        return d.tmem_addr(self.lane_align, self.col_start)
-
-    def describe(self) -> str:
-        return (f"{self.frag}[{self.instance}] {self.dtype}[{self.rows}, {self.cols}] "
-                f"layout {self.layout} lanes+{self.lane_align} "
-                f"cols {self.col_start}..{self.col_start + self.ncols - 1} ({self.ncols})")
+ALLOC_UNIT = 32  # tcgen05.alloc columns come in powers of two from 32
 
 
-@dataclass
-class TmemPlan:
-    kernel: str
-    role: Optional[str]              # condition of the role holding the MMAs
-    instances: int
-    regions: list[TmemRegion] = field(default_factory=list)
-    staged: dict[str, str] = field(default_factory=dict)   # operand -> why it is not in TMEM
-    columns_used: int = 0
-    alloc_columns: int = 0
+def check_mma_shape(m: int, n: int) -> None:
+    """Dense kind::f16, cta_group::1, no .ws: M in {64, 128}, K = 16 (Table 39).
 
-    def region(self, frag: str, instance: int = 0) -> TmemRegion:
-        for r in self.regions:
-            if r.frag == frag and r.instance == instance:
-                return r
-        raise KeyError(f"no TMEM region for {frag}[{instance}]")
+    Table 39 lists N = 8..256 in steps of 8 for both M. CUTLASS (SM100_MMA_F16BF16_SS/TS)
+    asks N % 16 == 0 when M = 128; we take the stricter rule, so every shape we emit is
+    one both documents accept.
+    """
+    if m not in (64, 128):
+        raise ValueError(f"tcgen05.mma cta_group::1 kind::f16: M must be 64 or 128, got {m}")
+    step = 8 if m == 64 else 16
+    if n % step or not step <= n <= 256:
+        raise ValueError(f"tcgen05.mma M={m}: N must be a multiple of {step} in [{step}, 256], got {n}")
 
-    def summary(self) -> str:
-        lines = [f"tmem plan for {self.kernel}: role ({self.role}) x {self.instances}, "
-                 f"{self.columns_used} columns used, tcgen05.alloc {self.alloc_columns}"]
-        lines += ["  " + r.describe() for r in self.regions]
-        lines += [f"  {name}: staged through shared memory ({why})" for name, why in self.staged.items()]
-        return "\n".join(lines)
 
-    __str__ = summary
+def alloc_columns(needed: int, limit: int = 512) -> int:
+    """`tcgen05.alloc` column count: a power of two in [32, limit] (9.7.16.7.1)."""
+    if needed > limit:
+        raise ValueError(f"{needed} columns exceed the {limit} of tensor memory")
+    n = ALLOC_UNIT
+    while n < needed:
+        n *= 2
+    return n
+
+
+def describe(r: ir.TmemRegion, frag: ir.Frag) -> str:
+    """`acc_s[1] f32[64, 128] layout F lanes+16 cols 0..127 (128)`."""
+    rows, cols = frag.shape
+    return (f"{r.frag}[{r.instance}] {frag.dtype}[{rows}, {cols}] layout {r.layout} "
+            f"lanes+{r.lane} cols {r.col}..{r.col + r.ncols - 1} ({r.ncols})")
 
 
 # ---------------------------------------------------------------- IR scan
@@ -107,6 +97,14 @@ class TmemPlan:
 class _MmaUse:
     stmt: ir.Mma
     role: Optional[ir.Role]
+
+
+class _Unplanned(Exception):
+    """Why the kernel's MMAs have no TMEM plan (recorded, not raised to the user)."""
+
+    def __init__(self, message: str, loc) -> None:
+        super().__init__(message)
+        self.message, self.loc = message, loc
 
 
 def _mma_uses(stmts: list[ir.Stmt], role: Optional[ir.Role] = None) -> list[_MmaUse]:
@@ -118,10 +116,6 @@ def _mma_uses(stmts: list[ir.Stmt], role: Optional[ir.Role] = None) -> list[_Mma
         for block in ir.child_blocks(s):
             uses += _mma_uses(block, inner)
     return uses
-
-
-def _role_text(role: Optional[ir.Role]) -> Optional[str]:
-    return None if role is None else role.name
 
 
 def _operand_problem(kernel: ir.Kernel, use: _MmaUse) -> Optional[str]:
@@ -162,8 +156,8 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
                 wanted.append((kernel.frag(name), kind))
     roles = {id(u.role): u.role for u in uses}
     if len(roles) > 1:
-        raise ChoreoError("tcgen05 lowering: MMAs of one kernel must sit in one role "
-                          f"(found {len(roles)})", uses[0].stmt.loc)
+        raise _Unplanned("tcgen05 lowering: MMAs of one kernel must sit in one role "
+                         f"(found {len(roles)})", uses[0].stmt.loc)
     return wanted, next(iter(roles.values())), staged, lane0
 
 
@@ -171,55 +165,64 @@ def _columns(frag: ir.Frag, kind: str) -> int:
     rows, cols = frag.shape
     try:
         if kind == "acc":
-            d.check_mma_shape(rows, cols)
+            check_mma_shape(rows, cols)
         elif rows not in (64, 128) or cols % 16:
             raise ValueError(f"an A operand is [64 or 128, a multiple of 16], got {list(frag.shape)}")
     except ValueError as e:
-        raise ChoreoError(f"tcgen05 lowering: '{frag.name}': {e}", frag.loc) from None
+        raise _Unplanned(f"tcgen05 lowering: '{frag.name}': {e}", frag.loc) from None
     return cols // 2 if kind == "operand" else cols
 
 
 # ---------------------------------------------------------------- placement
 
-def _place(wanted, instances: int, lane0: frozenset = frozenset()) -> list[TmemRegion]:
+def _place(wanted, instances: int, lane0: frozenset = frozenset()) -> list[ir.TmemRegion]:
     """Column blocks per instance group: M = 64 instances share a block two by two
     (lane alignments 0 and 16) unless the fragment is in `lane0` (a TMEM A operand
     or its accumulator); M = 128 instances and `lane0` fragments each take a block."""
-    regions: list[TmemRegion] = []
+    regions: list[ir.TmemRegion] = []
     next_col = 0
     for frag, kind in wanted:
         rows = frag.shape[0]
         ncols = _columns(frag, kind)
         per_block = 2 if rows == 64 and frag.name not in lane0 else 1
         for group in range((instances + per_block - 1) // per_block):
-            start = -(-next_col // REGION_ALIGN) * REGION_ALIGN
+            start = -(-next_col // ALLOC_UNIT) * ALLOC_UNIT
             for inst in range(group * per_block, min(instances, (group + 1) * per_block)):
-                regions.append(TmemRegion(
-                    frag=frag.name, kind=kind, dtype=frag.dtype, rows=rows, cols=frag.shape[1],
-                    instance=inst, layout="F" if rows == 64 else "D",
-                    lane_align=16 * (inst % 2) if per_block == 2 else 0,
-                    col_start=start, ncols=ncols))
+                regions.append(ir.TmemRegion(
+                    frag=frag.name, instance=inst, kind=kind, layout="F" if rows == 64 else "D",
+                    lane=16 * (inst % 2) if per_block == 2 else 0, col=start, ncols=ncols))
             next_col = start + ncols
     return regions
 
 
-def _oversubscribed(kernel: ir.Kernel, regions: list[TmemRegion], used: int) -> ChoreoError:
-    parts = "; ".join(r.describe() for r in regions)
+def _oversubscribed(kernel: ir.Kernel, target: Target, regions, used: int) -> ChoreoError:
+    parts = "; ".join(describe(r, kernel.frag(r.frag)) for r in regions)
     return ChoreoError(f"tensor memory over-subscribed in '{kernel.name}': the MMA fragments "
-                       f"need {used} columns, more than the {d.TMEM_COLUMNS} of sm_100a "
-                       f"({parts})", kernel.loc)
+                       f"need {used} columns, more than the {target.tmem_columns} of "
+                       f"{target.name} ({parts})", kernel.loc)
 
 
-def plan_tmem(kernel: ir.Kernel) -> TmemPlan:
-    """Place every MMA accumulator and TMEM-resident A operand of `kernel`."""
+def plan(kernel: ir.Kernel, target: Target) -> Optional[ir.TmemMap]:
+    """The map of `kernel`'s MMA fragments (None without MMAs); a plan that needs more
+    columns than the target has is a ChoreoError naming every region."""
     uses = _mma_uses(kernel.body)
     if not uses:
-        return TmemPlan(kernel.name, None, 0)
-    wanted, role, staged, lane0 = _collect(kernel, uses)
-    instances = len(role.members) if role is not None else 1
-    regions = _place(wanted, instances, frozenset(lane0))
-    used = max(r.col_start + r.ncols for r in regions)
-    if used > d.TMEM_COLUMNS:
-        raise _oversubscribed(kernel, regions, used)
-    return TmemPlan(kernel.name, _role_text(role), instances, regions, staged,
-                    columns_used=used, alloc_columns=d.alloc_columns(used))
+        return None
+    try:
+        wanted, role, staged, lane0 = _collect(kernel, uses)
+        instances = len(role.members) if role is not None else 1
+        regions = _place(wanted, instances, frozenset(lane0))
+    except _Unplanned as why:
+        return ir.TmemMap(role=None, refused=why.message, loc=why.loc)
+    used = max((r.col + r.ncols for r in regions), default=0)
+    if used > target.tmem_columns:
+        raise _oversubscribed(kernel, target, regions, used)
+    return ir.TmemMap(role=role.members if role is not None else None,
+                      alloc=alloc_columns(used, target.tmem_columns) if regions else 0,
+                      used=used, regions=regions, staged=staged)
+
+
+def run(kernel: ir.Kernel, target: Target) -> None:
+    if not target.tmem_columns or kernel.tmem is not None:
+        return  # no tensor memory, or a map read back from IR text
+    kernel.tmem = plan(kernel, target)

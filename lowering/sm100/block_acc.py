@@ -1,0 +1,117 @@
+"""The block's accumulators on sm_100a (`acc = mma.fill.f32 0.0f : block;`): shared by roles.
+
+An accumulator declared `: block` in the block, before `parallel p ... :
+group-4`, is the block's tensor-memory tile: one role issues its MMAs, other
+roles read it after an event. What that takes here:
+
+- The declaration's fill is real (the roles may publish the tile before any
+  MMA wrote it: a loop of no K steps): the block's first warpgroup stores the
+  value with `tcgen05.st` (warp w % 4 reaches lanes 32(w % 4)..), then
+  `tcgen05.wait::st`, `fence::before_thread_sync`, `bar.sync 0` and
+  `fence::after_thread_sync` order it before every role's first access.
+- The issuing role needs no warpgroup: its body is MMAs, waits, triggers and
+  control, so it is issue-only and one thread runs it (no election, no
+  instance barrier; every MMA accumulates onto the fill).
+- A reading role loads the tile at each statement that touches it (its
+  registers are never assumed current across the other role's MMAs).
+- The tile lives until every role is done with it: the roles meet at the
+  kernel's end (`bar.warp.sync`, `fence::before_thread_sync`, `bar.sync 0`)
+  and the allocating warp frees tensor memory there, instead of at the end of
+  the issuing role.
+"""
+from __future__ import annotations
+
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+
+from ..core.context import Lowering
+from ..core.memory import addr as _addr
+from ..core.writer import V
+
+JOIN = "L_kernel_join"
+
+
+def block_accs(k: ir.Kernel) -> frozenset:
+    """The block's accumulators (`mma.fill ... : block`)."""
+    return frozenset(f.name for f in k.frags if f.block and f.layout == "acc")
+
+
+def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
+    """The block-scope fill: warpgroup 0 stores `value` into the whole tile."""
+    w = lw.w
+    m, n = frag.shape
+    w.comment(f"{frag.name} = {value.text}: the block's accumulator, stored by warpgroup 0")
+    vals = w.array("f32", min(n, 64), f"{frag.name}_fill")
+    for i in range(min(n, 64)):
+        w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
+    done = w.label("block_filled")
+    skip = w.reg("pred", "not_filler")
+    w.op("setp.ge.u32", skip, lw.tid, 128)
+    w.bra(done, skip, uni=True)
+    lanes = w.reg("u32", "fill_lanes")
+    w.op("and.b32", lanes, lw.tid, 0x60)
+    w.op("shl.b32", lanes, lanes, 16)
+    base = w.reg("b32", f"{frag.name}_fill_at")
+    w.op("add.u32", base, t.region_addr(lw, frag.name), lanes)
+    for start in range(0, n, 64):
+        num = min(64, n - start)
+        regs = f"list({vals})" if num == 64 else f"[{vals}[i] for i in range({num})]"
+        w.op(f"tcgen05.st.sync.aligned.32x32b.x{num}.b32", _addr(base, start), regs)
+    w.call("ptx.tcgen05.wait_st")
+    w.put_label(done)
+    w.call("ptx.tcgen05.fence_before_thread_sync")
+    w.call("ptx.bar.sync", "0")
+    w.call("ptx.tcgen05.fence_after_thread_sync")
+
+
+class BlockAccHooks:
+    """The Sm100Target hooks (lowering/core/target.py) block accumulators need; `self.block`
+    names them (none: every hook leaves the kernel as it was)."""
+
+    block: frozenset = frozenset()
+
+    def role_exit(self, lw: Lowering) -> bool:
+        """A role of a kernel with block accumulators ends at the join, not with `ret`."""
+        if self.block:
+            lw.w.bra(JOIN)
+        return bool(self.block)
+
+    def after_roles(self, lw: Lowering) -> None:
+        if self.block:
+            join(self, lw)
+
+    def issue_only_also(self) -> tuple:
+        """Statements an issue-only role may hold here: MMAs into block accumulators."""
+        return (ir.Mma,) if self.block else ()
+
+    def check_block_role(self, lw: Lowering, loc, name: str) -> None:
+        """A role using the block's accumulator `name`: the issue-only one issues its MMAs;
+        the others are warpgroups (a warp reaches a quarter of tensor memory's lanes)."""
+        if lw.role.single_thread and not self.in_mma_role(lw):
+            raise _refuse(f"the block's accumulator '{name}' in an issue-only role that does "
+                          "not issue its MMAs", loc)
+        if not lw.role.single_thread and lw.role.threads != 128:
+            raise _refuse(f"the block's accumulator '{name}' outside a warpgroup "
+                          "(parallel ... : group-4) role", loc)
+
+
+def _refuse(what: str, loc) -> ChoreoError:
+    return ChoreoError(f"{what} is not lowered for sm_100a yet", loc)
+
+
+def join(t, lw: Lowering) -> None:
+    """Kernel end: every thread arrives; then the allocating warp frees tensor memory."""
+    w = lw.w
+    w.comment("the roles are done with tensor memory: the allocating warp frees it")
+    w.put_label(JOIN)
+    w.op("bar.warp.sync", -1)
+    w.call("ptx.tcgen05.fence_before_thread_sync")
+    w.call("ptx.bar.sync", "0")
+    tmem = t.tmem_base(lw)
+    done = w.label("tmem_freed")
+    w.bra(done, t._not_alloc_warp(lw))
+    w.call("ptx.tcgen05.fence_after_thread_sync")
+    w.op("tcgen05.dealloc.cta_group::1.sync.aligned.b32", tmem, t.plan.alloc)
+    w.op("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned")
+    w.put_label(done)
+    w.call("ptx.ret")
