@@ -1,22 +1,19 @@
-"""Declarations and operations: buffers, events, DMA/TMA, waits and triggers,
-fragments, MMA, `apply` and reductions.
+"""Declarations and operations: buffers, events, DMA/TMA, waits and triggers, and
+builtin statements (fragments, MMA and `apply`: frag_ops.py).
 
 Shape rules checked here (each error points at the operand):
 - a copy moves a tile into a destination of the same shape;
-- an MMA multiplies A [M, K] by B ([N, K] for `row.row`, [K, N] for
-  `row.col`) into an accumulator [M, N]; the first MMA on an accumulator
-  created by `mma.fill` fixes its shape;
-- `mma.store` writes the accumulator into a view of its shape.
 """
 from __future__ import annotations
 
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
-from .exprs import check_float_range, err
-from .values import (BufferValue, EventValue, FragValue, FutureValue, Scalar, ShapeNotYetKnown,
-                     ShapeValue, Unsupported, ViewValue)
+from .exprs import err
+from .values import (BufferValue, EventValue, FutureValue, Scalar, ShapeNotYetKnown, ShapeValue,
+                     Unsupported, ViewValue)
 from .views import static_shape
+from .frag_ops import FragOpBuilder, fmt_shape
 
 SWIZZLES = (32, 64, 128)
 
@@ -29,11 +26,7 @@ def auto_swizzle(row_bytes: int) -> int | None:
     return None
 
 
-def _fmt(shape) -> str:
-    return "[" + ", ".join(str(d) for d in shape) + "]"
-
-
-class OpBuilder:
+class OpBuilder(FragOpBuilder):
     """Mixin of KernelBuilder."""
 
     # ------------------------------------------------------------ declarations
@@ -214,7 +207,7 @@ class OpBuilder:
         if a is not None and b is not None and a != b:
             fits = len(a) == len(b) and all(x <= y for x, y in zip(a, b))
             if s.engine == "tma" or not fits:
-                raise err(f"copy of a {_fmt(a)} tile into a {_fmt(b)} destination", s.src)
+                raise err(f"copy of a {fmt_shape(a)} tile into a {fmt_shape(b)} destination", s.src)
         if src.dtype != dst.dtype:
             raise err(f"copy from {src.dtype} data into a {dst.dtype} destination", s.dst)
 
@@ -336,201 +329,6 @@ class OpBuilder:
             return
         raise Unsupported(f"the device function '{c.func}'", c.loc)
 
-    # ------------------------------------------------------------ fragments
-    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node) -> ir.Frag:
-        if self.kernel.frag(name) is not None:
-            raise Unsupported(f"a second fragment named '{name}' in one kernel", node.loc)
-        f = ir.Frag(name, dtype, shape, loc=node.loc)
-        self.kernel.frags.append(f)
-        self.scope.bind(name, FragValue(f, loc=node.loc))
-        return f
-
-    def s_FragDecl(self, s: A.FragDecl) -> None:
-        self._need_block(s, "a fragment")
-        if s.array_dims or s.type is None:
-            raise Unsupported("this form of fragment declaration", s.loc)
-        shape = tuple(self.const_int(d, "a fragment dimension") for d in (s.type.dims or []))
-        if not shape or any(d <= 0 for d in shape):
-            raise err(f"fragment '{s.name}' needs a positive shape", s.type)
-        init = None
-        if s.init is not None:
-            init = self.scalar(s.init, s.type.elem.name)
-            if not isinstance(init, ir.Const):
-                raise err("a fragment initialiser must be a constant", s.init)
-        f = self._add_frag(s.name, s.type.elem.name, shape, s)
-        self.emit(ir.FragDecl(f, init, loc=s.loc))
-
-    def s_MmaFill(self, s: A.MmaFill) -> None:
-        self._need_block(s, "an accumulator")
-        if not isinstance(s.target, A.Name):
-            raise Unsupported("this 'mma.fill' target", s.loc)
-        name = s.target.id
-        existing = self.scope.lookup(name)
-        dtype = s.elem.name if s.elem else None
-        if isinstance(existing, FragValue):
-            frag = existing.frag
-            if dtype and dtype != frag.dtype:
-                raise err(f"'{name}' is a {frag.dtype} accumulator; it cannot be refilled as {dtype}",
-                          s)
-        else:
-            if not s.declares:
-                raise err(f"'{name}' is not an accumulator", s.target)
-            # () until an MMA gives the shape, unless a first pass found it (sema/__init__.py)
-            shape = self.preset_shapes.get((self.kernel.loc, name), ())
-            frag = self._add_frag(name, dtype or "f32", shape, s)
-            self.emit(ir.FragDecl(frag, None, loc=s.loc))
-        value = self.scalar(s.value, frag.dtype)
-        if not isinstance(value, ir.Const):
-            raise err("'mma.fill' takes a constant", s.value)
-        if ir.is_float(frag.dtype):
-            check_float_range(float(value.value), frag.dtype, s.value,
-                              f"the fill value {value.value:g}")
-        value = ir.Const(float(value.value) if ir.is_float(frag.dtype) else int(value.value),
-                         frag.dtype)
-        self.emit(ir.MmaFill(frag.name, value, loc=s.loc))
-
-    def _frag_of(self, node, what: str) -> ir.Frag:
-        v = self.value(node)
-        if not isinstance(v, FragValue):
-            raise err(f"{what} must be a fragment; {self.describe(node)} is not one", node)
-        return v.frag
-
-    def s_MmaOp(self, s: A.MmaOp) -> None:
-        if s.sparse or s.scale or s.metadata is not None:
-            raise Unsupported("sparse and scaled MMA", s.loc)
-        acc = self._frag_of(s.acc, "the accumulator")
-        a_val = self.value(s.a)
-        if isinstance(a_val, FragValue):
-            a, a_shape, a_dtype = a_val.frag.name, a_val.frag.shape, a_val.frag.dtype
-        else:
-            av = self.view_of(s.a)
-            a, a_shape, a_dtype = av.view, static_shape(av.view), av.dtype
-            if self._storage(av.view) != "shared":
-                raise err("an MMA reads its A operand from shared memory or registers", s.a)
-        if isinstance(self.value(s.b), FragValue):
-            raise Unsupported("an MMA whose B operand is a register fragment (the mma.sync / "
-                              "WMMA form)", s.b.loc)
-        bv = self.view_of(s.b)
-        if self._storage(bv.view) != "shared":
-            raise err("an MMA reads its B operand from shared memory", s.b)
-        b_shape = static_shape(bv.view)
-        self._check_mma(s, acc, a_shape, b_shape, a_dtype, bv.dtype)
-        if s.is_async and s.future is None:
-            raise err("an asynchronous MMA needs a future: 'f = mma...'", s)
-        fut = s.future if s.is_async else None
-        order = tuple(s.issue_order) if s.issue_order else None
-        if order is not None:
-            self._check_k_schedule(s, a_shape, a_dtype, order)
-        self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
-        if fut:
-            self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
-
-    def _check_k_schedule(self, s, a_shape, a_dtype, order) -> None:
-        """`[[schedule(k_tiles(...))]]` must list every K step of the MMA exactly once."""
-        k_step = 32 // ir.dtype_bytes(a_dtype)  # 16 for f16/bf16, 32 for 8-bit types
-        tiles = a_shape[1] // k_step if a_shape else None
-        if tiles is not None and sorted(order) != list(range(tiles)):
-            raise err(f"k_tiles({', '.join(map(str, order))}) must be a permutation of the "
-                      f"{tiles} K tiles (0..{tiles - 1}) of this MMA", s)
-
-    def _check_mma(self, s, acc, a_shape, b_shape, a_dtype, b_dtype) -> None:
-        if s.layout not in ("row.row", "row.col"):
-            raise Unsupported(f"'mma.{s.layout}'", s.loc)
-        if a_shape is None or b_shape is None or len(a_shape) != 2 or len(b_shape) != 2:
-            raise err("MMA operands must be 2-D tiles of known shape", s)
-        m, k = a_shape
-        n, kb = (b_shape[0], b_shape[1]) if s.layout == "row.row" else (b_shape[1], b_shape[0])
-        if k != kb:
-            want = f"[N, {k}]" if s.layout == "row.row" else f"[{k}, N]"
-            raise err(f"MMA K mismatch: A is {_fmt(a_shape)} but B is {_fmt(b_shape)}; "
-                      f"'mma.{s.layout}' needs B as {want}", s.b)
-        if a_dtype != b_dtype:
-            raise err(f"MMA operands differ in type: A is {a_dtype}, B is {b_dtype}", s.b)
-        if not acc.shape:
-            acc.shape = (m, n)
-        elif acc.shape != (m, n):
-            raise err(f"accumulator '{acc.name}' is {_fmt(acc.shape)}, but this MMA produces "
-                      f"[{m}, {n}]", s.acc)
-
-    def s_MmaLoad(self, s: A.MmaLoad) -> None:
-        """`f = mma.load tile` declares register fragment f; `mma.load tile, f` refills f."""
-        self._need_block(s, "a register fragment")
-        if s.is_async:
-            raise Unsupported("'mma.load.async'", s.loc)
-        src = self.view_of(s.source)
-        shape = static_shape(src.view)
-        if shape is None or len(shape) != 2:
-            raise err("'mma.load' takes a 2-D tile of known shape", s.source)
-        # A `.swiz` modifier is not needed: the tile's layout is the one of the copies that
-        # fill its buffer (passes/layouts.py), and the load follows it.
-        if not isinstance(s.target, A.Name):
-            raise Unsupported("this 'mma.load' target", s.loc)
-        name = s.target.id
-        if s.declares:
-            if isinstance(self.scope.lookup(name), FragValue):
-                raise err(f"'{name}' is already a fragment; 'mma.load tile, {name}' refills it",
-                          s.target)
-            frag = self._add_frag(name, src.dtype, shape, s)
-            self.emit(ir.FragDecl(frag, None, loc=s.loc))
-        else:
-            frag = self._frag_of(s.target, "the destination of 'mma.load'")
-            if frag.shape != shape or frag.dtype != src.dtype:
-                raise err(f"'mma.load' of a {src.dtype}{_fmt(shape)} tile into '{name}', a "
-                          f"{frag.dtype}{_fmt(frag.shape)} fragment", s.target)
-        self.emit(ir.MmaLoad(frag.name, src.view, loc=s.loc))
-
-    def s_MmaStore(self, s: A.MmaStore) -> None:
-        if s.is_async or s.transposed or s.mask:
-            raise Unsupported("'mma.store' with modifiers", s.loc)
-        acc = self._frag_of(s.source, "the stored value")
-        dst = self.view_of(s.dst)
-        shape = static_shape(dst.view)
-        if shape is not None and acc.shape and shape != acc.shape:
-            raise err(f"'mma.store' of a {_fmt(acc.shape)} accumulator into a {_fmt(shape)} "
-                      "destination", s.dst)
-        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc))
-
-    # ------------------------------------------------------------ apply and element stores
-    def s_Apply(self, s: A.Apply) -> None:
-        dom = self.value(s.domain)
-        if not isinstance(dom, ShapeValue) or dom.of_frag is None:
-            raise Unsupported("'apply' over something other than a fragment's span", s.domain.loc)
-        frag = self.kernel.frag(dom.of_frag)
-        if len(s.indices) != len(frag.shape):
-            raise err(f"'{frag.name}' has {len(frag.shape)} dimension(s); 'apply' names "
-                      f"{len(s.indices)} index(es)", s)
-        outer = self.scope
-        self.scope = outer.child()
-        for i, d in zip(s.indices, frag.shape):
-            self.scope.bind(i, Scalar(ir.Sym(i, "s32"), bound=B.const(d), kind="index"))
-        body = self.block(s.body.stmts)
-        self.scope = outer
-        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
-
-    def element_store(self, s: A.Assign) -> None:
-        t = s.target
-        base = self.value(t.base)
-        if isinstance(base, FragValue):
-            f = base.frag
-            index = tuple(self.index(a) for a in t.args)
-            if len(index) != len(f.shape):
-                raise err(f"'{f.name}' has {len(f.shape)} dimension(s); '.at' got {len(index)}", t)
-            value = self._stored_value(s, ir.Elem(f.name, index, f.dtype), f.dtype)
-            self.emit(ir.ElemStore(f.name, index, value, loc=s.loc))
-            return
-        view = self.view_of(t.base)
-        index = self.element_index(t.args)
-        if len(index) != view.view.rank:
-            raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", t)
-        value = self._stored_value(s, ir.BufElem(view.view, index, view.dtype), view.dtype)
-        self.emit(ir.BufStore(view.view, index, value, loc=s.loc))
-
-    def _stored_value(self, s: A.Assign, current: ir.Expr, dtype: str) -> ir.Expr:
-        rhs = self.scalar(s.value, dtype)
-        if s.op != "=":
-            rhs = B.binop(s.op[:-1], current, rhs, dtype)
-        return B.assigned(rhs, dtype)
-
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
         if fn == "__atomic_add":
@@ -547,8 +345,8 @@ class OpBuilder:
                 raise err(f"dimension {dim} is out of range for '{src.name}'", c.args[2])
             want = src.shape[:dim] + src.shape[dim + 1:]
             if dst.shape != want:
-                raise err(f"'{fn}' of {_fmt(src.shape)} over dimension {dim} gives {_fmt(want)}, "
-                          f"but '{dst.name}' is {_fmt(dst.shape)}", c.args[0])
+                raise err(f"'{fn}' of {fmt_shape(src.shape)} over dimension {dim} gives {fmt_shape(want)}, "
+                          f"but '{dst.name}' is {fmt_shape(dst.shape)}", c.args[0])
             self.emit(ir.Reduce(fn[7:], dst.name, src.name, dim, loc=c.loc))
             return
         if fn in ("all_reduce_sum", "all_reduce_max"):
@@ -556,14 +354,14 @@ class OpBuilder:
                 raise err(f"'{fn}' takes one fragment", c)
             f = self._frag_of(c.args[0], "the operand")
             if len(f.shape) != 1:
-                raise err(f"'{fn}' combines a 1-D row vector; '{f.name}' is {_fmt(f.shape)}",
+                raise err(f"'{fn}' combines a 1-D row vector; '{f.name}' is {fmt_shape(f.shape)}",
                           c.args[0])
             self.emit(ir.AllReduce(fn[11:], f.name, loc=c.loc))
             return
         if fn == "copy" and len(c.args) == 2:
             dst, src = self._frag_of(c.args[0], "the destination"), self._frag_of(c.args[1], "the source")
             if dst.shape != src.shape:
-                raise err(f"copy of a {_fmt(src.shape)} fragment into a {_fmt(dst.shape)} one", c)
+                raise err(f"copy of a {fmt_shape(src.shape)} fragment into a {fmt_shape(dst.shape)} one", c)
             self.emit(ir.FragCopy(dst.name, src.name, loc=c.loc))
             return
         if fn in ("__bar_sync", "__bar_arrive"):

@@ -1,0 +1,157 @@
+"""The fragment statements of a block's threads (a mixin of executor.BlockRun).
+
+Declarations and fills, MMAs (run as futures when the program names one: the
+operands are read when the scheduler completes it, not at issue), mma.store /
+mma.load, apply, reductions and copies. Every access goes through `check_frag`,
+so a register that an in-flight MMA still updates is reported as a race.
+"""
+from __future__ import annotations
+
+from .. import ir
+from .errors import InterpError, RaceError
+from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce
+from .scheduler import PREEMPT, Thread
+from .sync import Future
+
+
+class LazyAcc:
+    """`acc = mma.fill v` for an accumulator whose shape the first MMA will give."""
+
+    def __init__(self, name: str, value) -> None:
+        self.name, self.value = name, value
+
+
+class FragmentStatements:
+    """The statements on fragments; `BlockRun` supplies mem, sched, shared, k, owners, ev."""
+
+    def elem(self, e: ir.Elem, env):
+        if self.apply is None:
+            raise InterpError(f"element of fragment '{e.frag}' read outside apply")
+        return self.apply.load(e)
+
+    def frag(self, th: Thread, name: str, loc) -> FragState:
+        f = th.frags.get(name)
+        if not isinstance(f, FragState):
+            state = "has no shape yet (no MMA used it)" if isinstance(f, LazyAcc) else "is not declared"
+            raise InterpError(f"fragment '{name}' {state} in role {th.name}", loc)
+        return f
+
+    def check_frag(self, th: Thread, name: str, write: bool, loc, chain: bool = False) -> None:
+        """A register an in-flight MMA updates (its accumulator) or reads (its A operand)."""
+        if not chain:  # the block's fragments (shared_frags.py); an MMA records its own
+            self.shared.access(th.frags.get(name), write, th, loc, "this statement")
+        for f in th.mma_inflight:
+            if (f.acc_name == name and not chain) or (write and f.a_name == name):
+                role = "update" if f.acc_name == name else "read"
+                raise RaceError(f"role {th.name} {'writes' if write else 'reads'} fragment "
+                                f"'{name}' while {f.kind} '{f.var}' may still {role} it; "
+                                f"wait '{f.var}' first", loc, [(f"{f.kind} '{f.var}' issued here", f.loc)])
+
+    def s_frag_decl(self, s, th):
+        f = s.frag
+        st = th.frags[f.name] = FragState(f.name, f.dtype, f.shape, self.owners)
+        if s.init is not None:
+            st.fill(s.init.value)
+
+    def s_mma_fill(self, s, th):
+        self.check_frag(th, s.acc, True, s.loc)
+        cur = th.frags.get(s.acc)
+        decl = self.k.frag(s.acc)
+        if isinstance(cur, FragState):
+            cur.fill(s.value.value)
+        elif decl is not None:
+            st = th.frags[s.acc] = FragState(s.acc, decl.dtype, decl.shape, self.owners)
+            st.fill(s.value.value)
+        else:
+            th.frags[s.acc] = LazyAcc(s.acc, s.value.value)
+
+    def _acc(self, s: ir.Mma, th: Thread, a_shape, b_shape) -> FragState:
+        """The accumulator; one filled before its shape was known takes it from the operands."""
+        cur = th.frags.get(s.acc)
+        if isinstance(cur, LazyAcc):
+            ra, rb = s.layout.split(".")
+            m = a_shape[0] if ra == "row" else a_shape[1]
+            n = b_shape[0] if rb == "row" else b_shape[1]
+            decl = self.k.frag(s.acc)
+            st = th.frags[s.acc] = FragState(s.acc, decl.dtype if decl else "f32", (m, n), self.owners)
+            st.fill(cur.value)
+        return self.frag(th, s.acc, s.loc)
+
+    def s_mma(self, s, th):
+        a_frag = s.a if isinstance(s.a, str) else None
+        a_box = None if a_frag else self.mem.resolve(s.a, th.env, self.ev, s.loc)
+        b_box = self.mem.resolve(s.b, th.env, self.ev, s.loc)
+        a_shape = self.frag(th, a_frag, s.loc).shape if a_frag else a_box.shape
+        acc = self._acc(s, th, a_shape, b_box.shape)
+        self.check_frag(th, s.acc, True, s.loc, chain=True)
+        if a_frag:
+            self.check_frag(th, a_frag, False, s.loc)
+        what = f"mma.{s.layout} '{s.future}'" if s.future else f"mma.{s.layout}"
+
+        def action(agent):  # the MMA reads its operands when it runs, not at issue
+            a = self.frag(th, a_frag, s.loc).data if a_frag else self.mem.read(a_box)
+            acc.set(acc.data + mma_product(s.layout, a, self.mem.read(b_box), acc, s.loc))
+
+        agent = th
+        if s.future is not None:
+            agent = Future(s.future, "mma", s.loc, th, action, order_key=("mma", th.id))
+        self.shared.access(acc, True, agent, s.loc, what, issuer=th)  # the block's fragments
+        for box in (a_box, b_box):
+            if box is not None:
+                self.mem.access(box, False, agent, s.loc, what)
+        if s.future is None:
+            action(th)
+            return
+        agent.acc_name, agent.a_name = s.acc, a_frag
+        th.mma_inflight.append(agent)
+        th.futures[s.future] = agent
+        self.sched.issue(agent)
+        yield PREEMPT
+
+    def s_mma_store(self, s, th):
+        acc = self.frag(th, s.acc, s.loc)
+        self.check_frag(th, s.acc, False, s.loc)
+        if acc.rank != 2:
+            raise InterpError(f"mma.store of '{s.acc}', which is not a 2-D accumulator", s.loc)
+        dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
+        self.mem.access(dst, True, th, s.loc, "mma.store")
+        self.mem.write(dst, acc.data, s.loc)
+
+    def s_mma_load(self, s, th):
+        self.check_frag(th, s.frag, True, s.loc)
+        dst = self.frag(th, s.frag, s.loc)
+        src = self.mem.resolve(s.src, th.env, self.ev, s.loc)
+        self.mem.access(src, False, th, s.loc, "mma.load")
+        dst.set(self.mem.read(src))
+
+    def s_apply(self, s, th):
+        if id(s) not in self.apply_cache:
+            self.apply_cache[id(s)] = apply_frags(s)
+        reads, writes = self.apply_cache[id(s)]
+        for name in reads:
+            self.check_frag(th, name, False, s.loc)
+        for name in writes:
+            self.check_frag(th, name, True, s.loc)
+        run = ApplyRun(s, th.frags, self.owners, self.ev, th.env)
+        self.apply = run
+        try:
+            run.run()
+        finally:
+            self.apply = None
+
+    def s_reduce(self, s, th):
+        self.check_frag(th, s.src, False, s.loc)
+        self.check_frag(th, s.dst, True, s.loc)
+        reduce(self.frag(th, s.dst, s.loc), self.frag(th, s.src, s.loc), s.kind, s.dim, s.loc)
+
+    def s_all_reduce(self, s, th):
+        self.check_frag(th, s.frag, True, s.loc)
+        all_reduce(self.frag(th, s.frag, s.loc), s.kind, s.loc)
+
+    def s_frag_copy(self, s, th):
+        self.check_frag(th, s.src, False, s.loc)
+        self.check_frag(th, s.dst, True, s.loc)
+        copy(self.frag(th, s.dst, s.loc), self.frag(th, s.src, s.loc), s.loc)
+
+    def s_elem_store(self, s, th):
+        raise InterpError(f"element store to '{s.frag}' outside apply", s.loc)
