@@ -472,3 +472,20 @@ def test_span_as_on_the_gpu(tmp_path):
     a = torch.randn(32, 18, 9)
     assert torch.equal(_on_gpu(path, "reshape", (a,)),
                        choreo_py.interpret(path, target="sm_90a").reshape(a))
+
+
+def test_a_dimension_beyond_32_bits_is_an_error(tmp_path):
+    """Found by the fuzzer once scalar parameters compiled: a loop over such a shape gave
+    ptxas a constant it cannot hold."""
+    from choreo_py.diagnostics import ChoreoError
+
+    path = _write(tmp_path, "huge.co", """
+__co__ void huge(int N, s32 [2, 99999999999999999999] lhs) {
+  parallel p by 6 {
+    foreach index in lhs.span if (p < N) {}
+  }
+}
+""")
+    with pytest.raises(ChoreoError, match="the dimension 99999999999999999999 is too large") as e:
+        compile_file(path, "ptx", "sm_90a")
+    assert e.value.loc.line == 2

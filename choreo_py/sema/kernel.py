@@ -28,6 +28,7 @@ from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
 SCALAR_ARG_TYPES = ("s32", "u32")
 
@@ -147,6 +148,9 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
             v = self.value(d)
             if not isinstance(v, Scalar):
                 raise Unsupported("a parameter shape written as a shape value", d.loc)
+            n = B.as_int(v.expr)
+            if n is not None and n > MAX_DIM:  # indices are 32-bit arithmetic in kernels
+                raise err(f"the dimension {n} is too large: at most {MAX_DIM} elements", d)
             shape.append(v.expr)
         check_dtype(t.elem.name, t.loc)
         param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
