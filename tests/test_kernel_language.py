@@ -442,16 +442,45 @@ def test_span_as_reshapes_whole_data(tmp_path):
     _assembles(path)
 
 
+SPAN_AS_TILE = """
+__co__ f32 [10, 9, 8] part(f32 [10, 9, 8] a) {
+  f32 [a.span] out;
+  parallel p by 5 : block
+    parallel q by 1 : thread {
+      t = dma.copy a.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]) => local;
+      foreach {i, j} in [16, 9]
+        out.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]).at(i, j) = t.data.at(i, j) * 2.0f;
+      u = dma.copy a.subspan(2, 9, 8).at(p, 0, 0).subspan(1, 9, 8).at(1, 0, 0).sqz()
+                    .span_as([3, 3, 8]) => local;
+      foreach {i, j, k} in [3, 3, 8]
+        out.at(p * 2 + 1, i * 3 + j, k) = u.data.at(i, j, k) + 1.0f;
+    }
+  return out;
+}
+"""
+
+
+def test_span_as_of_a_contiguous_tile(tmp_path):
+    """The p-th [2, 9, 8] tile as [16, 9], then its second row (squeezed) as [3, 3, 8]."""
+    path = _write(tmp_path, "span_as_tile.co", SPAN_AS_TILE)
+    a = torch.randn(10, 9, 8)
+    want = a * 2
+    want[1::2] = a[1::2] + 1
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").part(a), want)
+    _assembles(path)
+
+
 def test_span_as_of_part_of_a_tensor_is_refused_by_name(tmp_path):
     from choreo_py.diagnostics import ChoreoError
 
     path = _write(tmp_path, "part.co", """
 __co__ void part(f32 [10, 9, 8] a) {
   parallel p by 5 : block
-    dma.copy a.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]) => shared;
+    dma.copy a.subspan(2, 3, 8).at(p, 0, 0).span_as([6, 8]) => shared;
 }
 """)
-    with pytest.raises(ChoreoError, match="'span_as' of a part of a tensor or buffer"):
+    with pytest.raises(ChoreoError, match="'span_as' of a part of a tensor or buffer that is "
+                                          "not a contiguous tile"):
         compile_file(path, "ptx", "sm_90a")
 
 
