@@ -363,6 +363,8 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
             return
         if isinstance(e, A.Call):
             return self.device_call(e)
+        if isinstance(e, A.CallExpr) and e.func in ("println", "print"):
+            return self.print_stmt(e)
         if isinstance(e, A.CallExpr):
             return self.builtin_stmt(e)
         raise Unsupported("this expression statement", s.loc)
