@@ -518,3 +518,36 @@ __co__ void huge(int N, s32 [2, 99999999999999999999] lhs) {
     with pytest.raises(ChoreoError, match="the dimension 99999999999999999999 is too large") as e:
         compile_file(path, "ptx", "sm_90a")
     assert e.value.loc.line == 2
+
+
+EVENT_AND_SCALAR = """
+__co__ s32 [128] r(s32 [128] a, int x) {
+  s32 [128] out;
+  parallel p by 1 : block {
+    shared event e;
+    parallel g by 2 : group-4 {
+      inthreads.async (g == 0) {
+        trigger e;
+      }
+      inthreads.async (g == 1) {
+        wait e;
+      }
+    }
+    parallel t by 128 : thread
+      out.at(t) = a.at(t) + x;
+  }
+  return out;
+}
+"""
+
+
+def test_a_scalar_in_an_event_kernel_is_built_per_call(tmp_path):
+    """An MMA/event kernel's launcher takes no scalar arguments: the shape-generic build
+    refuses it by name, and a call builds it for its scalars (as constants)."""
+    from choreo_py.diagnostics import ChoreoError
+
+    path = _write(tmp_path, "event_scalar.co", EVENT_AND_SCALAR)
+    with pytest.raises(ChoreoError, match="the scalar parameter 'x' in a kernel with MMA"):
+        compile_file(path, "ptx", "sm_90a")
+    a = torch.randint(-50, 50, (128,), dtype=torch.int32)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").r(a, 5), a + 5)

@@ -226,6 +226,11 @@ class KernelBuilder(ExprBuilder, OpBuilder, HostBuilder, IterationBuilder, Level
         else:
             self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
+        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
+            # Its launcher binds dimensions from tensor shapes only: a host program builds
+            # it for the call's scalars instead (host/specialize.py), as constants.
+            raise Unsupported(f"the scalar parameter '{self.kernel.scalars[0].name}' in a "
+                              "kernel with MMA, event or TMA statements", s.loc)
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))
 
