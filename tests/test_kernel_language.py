@@ -442,16 +442,45 @@ def test_span_as_reshapes_whole_data(tmp_path):
     _assembles(path)
 
 
+SPAN_AS_TILE = """
+__co__ f32 [10, 9, 8] part(f32 [10, 9, 8] a) {
+  f32 [a.span] out;
+  parallel p by 5 : block
+    parallel q by 1 : thread {
+      t = dma.copy a.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]) => local;
+      foreach {i, j} in [16, 9]
+        out.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]).at(i, j) = t.data.at(i, j) * 2.0f;
+      u = dma.copy a.subspan(2, 9, 8).at(p, 0, 0).subspan(1, 9, 8).at(1, 0, 0).sqz()
+                    .span_as([3, 3, 8]) => local;
+      foreach {i, j, k} in [3, 3, 8]
+        out.at(p * 2 + 1, i * 3 + j, k) = u.data.at(i, j, k) + 1.0f;
+    }
+  return out;
+}
+"""
+
+
+def test_span_as_of_a_contiguous_tile(tmp_path):
+    """The p-th [2, 9, 8] tile as [16, 9], then its second row (squeezed) as [3, 3, 8]."""
+    path = _write(tmp_path, "span_as_tile.co", SPAN_AS_TILE)
+    a = torch.randn(10, 9, 8)
+    want = a * 2
+    want[1::2] = a[1::2] + 1
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").part(a), want)
+    _assembles(path)
+
+
 def test_span_as_of_part_of_a_tensor_is_refused_by_name(tmp_path):
     from choreo_py.diagnostics import ChoreoError
 
     path = _write(tmp_path, "part.co", """
 __co__ void part(f32 [10, 9, 8] a) {
   parallel p by 5 : block
-    dma.copy a.subspan(2, 9, 8).at(p, 0, 0).span_as([16, 9]) => shared;
+    dma.copy a.subspan(2, 3, 8).at(p, 0, 0).span_as([6, 8]) => shared;
 }
 """)
-    with pytest.raises(ChoreoError, match="'span_as' of a part of a tensor or buffer"):
+    with pytest.raises(ChoreoError, match="'span_as' of a part of a tensor or buffer that is "
+                                          "not a contiguous tile"):
         compile_file(path, "ptx", "sm_90a")
 
 
@@ -472,3 +501,53 @@ def test_span_as_on_the_gpu(tmp_path):
     a = torch.randn(32, 18, 9)
     assert torch.equal(_on_gpu(path, "reshape", (a,)),
                        choreo_py.interpret(path, target="sm_90a").reshape(a))
+
+
+def test_a_dimension_beyond_32_bits_is_an_error(tmp_path):
+    """Found by the fuzzer once scalar parameters compiled: a loop over such a shape gave
+    ptxas a constant it cannot hold."""
+    from choreo_py.diagnostics import ChoreoError
+
+    path = _write(tmp_path, "huge.co", """
+__co__ void huge(int N, s32 [2, 99999999999999999999] lhs) {
+  parallel p by 6 {
+    foreach index in lhs.span if (p < N) {}
+  }
+}
+""")
+    with pytest.raises(ChoreoError, match="the dimension 99999999999999999999 is too large") as e:
+        compile_file(path, "ptx", "sm_90a")
+    assert e.value.loc.line == 2
+
+
+EVENT_AND_SCALAR = """
+__co__ s32 [128] r(s32 [128] a, int x) {
+  s32 [128] out;
+  parallel p by 1 : block {
+    shared event e;
+    parallel g by 2 : group-4 {
+      inthreads.async (g == 0) {
+        trigger e;
+      }
+      inthreads.async (g == 1) {
+        wait e;
+      }
+    }
+    parallel t by 128 : thread
+      out.at(t) = a.at(t) + x;
+  }
+  return out;
+}
+"""
+
+
+def test_a_scalar_in_an_event_kernel_is_built_per_call(tmp_path):
+    """An MMA/event kernel's launcher takes no scalar arguments: the shape-generic build
+    refuses it by name, and a call builds it for its scalars (as constants)."""
+    from choreo_py.diagnostics import ChoreoError
+
+    path = _write(tmp_path, "event_scalar.co", EVENT_AND_SCALAR)
+    with pytest.raises(ChoreoError, match="the scalar parameter 'x' in a kernel with MMA"):
+        compile_file(path, "ptx", "sm_90a")
+    a = torch.randint(-50, 50, (128,), dtype=torch.int32)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").r(a, 5), a + 5)

@@ -22,7 +22,7 @@ import torch
 
 from .. import ir
 from .errors import FutureError, InterpError
-from . import lanes
+from . import lanes, printing
 from .frag_exec import FragmentStatements
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
@@ -433,16 +433,6 @@ class BlockRun(FragmentStatements):
             value = self.mem.element(box, idx, s.loc) + value
         self.mem.set_element(box, idx, value, s.loc)
 
-def _print(self, s, th) -> None:
-    """`println`: the line C's printf would write for this thread (`%lld` as `%d`)."""
-    fmt, values = ir.print_format(s.items)
-    args = []
-    for v in values:
-        x = self.ev(v, th.env, s.loc)
-        x = x.item() if hasattr(x, "item") else x
-        args.append(float(x) if ir.is_float(v.dtype) else int(x))
-    print(fmt.replace("%lld", "%d") % tuple(args), end="")
-
 
 def _no_op(self, s, th) -> None:
     """`setmaxnreg`: a register budget; nothing to model on the CPU."""
@@ -464,7 +454,7 @@ PLAIN = {
     ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
     ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,
-    ir.BufStore: BlockRun.s_buf_store, ir.Print: _print,
+    ir.BufStore: BlockRun.s_buf_store, ir.Print: printing.print_line,
 }
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
 REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel"}

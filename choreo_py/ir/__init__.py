@@ -771,6 +771,19 @@ class Module:
         return None
 
 
+#: Statements that make a kernel an MMA/TMA kernel (lowering/core/kernel.py); a kernel
+#: without them, events and fragments is a thread kernel (lowering/core/simt.py).
+ASYNC_KINDS = (TmaLoad, TmaStore, Mma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, Reduce,
+               AllReduce, FragCopy, Trigger, Role, SetMaxRegs, NamedBarrier, ElemStore)
+
+
+def is_thread_kernel(k: Kernel) -> bool:
+    """Whether `k` is lowered thread by thread: no MMA, fragment, event or TMA statement."""
+    if k.events or k.frags:
+        return False
+    return not any(isinstance(s, ASYNC_KINDS) for s in walk(k.body))
+
+
 # ---------------------------------------------------------------- walking
 
 

@@ -31,6 +31,7 @@ from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
+MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
 SCALAR_ARG_TYPES = ("s32", "u32")
 
@@ -151,6 +152,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             v = self.value(d)
             if not isinstance(v, Scalar):
                 raise Unsupported("a parameter shape written as a shape value", d.loc)
+            n = B.as_int(v.expr)
+            if n is not None and n > MAX_DIM:  # indices are 32-bit arithmetic in kernels
+                raise err(f"the dimension {n} is too large: at most {MAX_DIM} elements", d)
             shape.append(v.expr)
         check_dtype(t.elem.name, t.loc)
         param = ir.Param(p.name, t.elem.name, tuple(shape), p.storage or "global", loc=p.loc)
@@ -241,6 +245,11 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         else:
             self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
+        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
+            # Its launcher binds dimensions from tensor shapes only: a host program builds
+            # it for the call's scalars instead (host/specialize.py), as constants.
+            raise Unsupported(f"the scalar parameter '{self.kernel.scalars[0].name}' in a "
+                              "kernel with MMA, event or TMA statements", s.loc)
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))
 
@@ -389,6 +398,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             return
         if isinstance(e, A.Call):
             return self.device_call(e)
+        if isinstance(e, A.CallExpr) and e.func in ("println", "print"):
+            return self.print_stmt(e)
         if isinstance(e, A.CallExpr):
             return self.builtin_stmt(e)
         raise Unsupported("this expression statement", s.loc)

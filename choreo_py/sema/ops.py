@@ -79,8 +79,7 @@ class OpBuilder(FragOpBuilder):
         self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
 
     def _unique(self, s) -> str:
-        """The kernel-wide name of a declaration: its own, or `name__2`, ... where an inner
-        scope declares a name again (shadowing an outer buffer or event)."""
+        """The kernel-wide name of a declaration (`name__2` where an inner scope shadows)."""
         local = self.scope.local(s.name)
         if local is not None:
             where = f" at {local.loc.line}:{local.loc.col}" if local.loc else ""
@@ -196,8 +195,7 @@ class OpBuilder(FragOpBuilder):
         return None
 
     def _storage(self, v: ir.View) -> str:
-        root = self.kernel.root(v.base)
-        p = self.kernel.param(root)
+        p, root = self.kernel.param(self.kernel.root(v.base)), self.kernel.root(v.base)
         return p.storage if p else self.kernel.buffer(root).storage
 
     def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
@@ -370,8 +368,6 @@ class OpBuilder(FragOpBuilder):
         if fn == "assert":
             self.assert_stmt(c)
             return
-        if fn in ("println", "print"):
-            return self.print_stmt(c)
         raise Unsupported(f"the builtin '{fn}' as a statement", c.loc)
 
     def named_barrier(self, c: A.CallExpr, op: str) -> None:

@@ -31,17 +31,7 @@ from .threads import RAW, WIDENED, Places, ThreadExprs, barrier
 from .writer import V, Writer, ptx_entry_name
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
-#: Statements that make a kernel an MMA/TMA kernel (the core's lowering, kernel.py).
-_ASYNC_KINDS = (ir.TmaLoad, ir.TmaStore, ir.Mma, ir.MmaFill, ir.MmaStore, ir.MmaLoad, ir.FragDecl,
-                ir.Apply, ir.Reduce, ir.AllReduce, ir.FragCopy, ir.Trigger, ir.Role,
-                ir.SetMaxRegs, ir.NamedBarrier, ir.ElemStore)
-
-
-def is_thread_kernel(k: ir.Kernel) -> bool:
-    """Whether `k` is lowered here: no MMA, fragment, event or TMA statement."""
-    if k.events or k.frags:
-        return False
-    return not any(isinstance(s, _ASYNC_KINDS) for s in ir.walk(k.body))
+is_thread_kernel = ir.is_thread_kernel  # the kernels lowered here (the rule is the IR's)
 
 
 def block_threads(k: ir.Kernel) -> int:

@@ -1,0 +1,18 @@
+"""`println` in the interpreter: the line C's printf writes for the thread that runs it.
+
+The format is ir.print_format's (the one the device printf gets): integers
+as `%lld` (printed by Python's `%d`), floats as `%f` of their double value.
+"""
+from __future__ import annotations
+
+from .. import ir
+
+
+def print_line(run, s: ir.Print, th) -> None:
+    fmt, values = ir.print_format(s.items)
+    args = []
+    for v in values:
+        x = run.ev(v, th.env, s.loc)
+        x = x.item() if hasattr(x, "item") else x
+        args.append(float(x) if ir.is_float(v.dtype) else int(x))
+    print(fmt.replace("%lld", "%d") % tuple(args), end="")
