@@ -134,8 +134,12 @@ def test_collective_copy_that_depends_on_the_instance() -> None:
             "      inthreads.async (p >= 0) {\n"
             "        tma.copy buf.subspan(64, 128).at(p, 0) => C.subspan(64, 128).at(t * 2 + p, 0);\n"
             "      }\n    }\n")
-    e = error_of(kernel(body))
+    program = frontend.check_text(kernel(body), "t.co")  # valid Choreo: check accepts it
+    with pytest.raises(ChoreoError) as info:  # compile refuses it by name
+        sema.build_module(program)
+    e = info.value
     assert "issued once for all 2 thread groups" in e.message and "'p'" in e.message
+    assert "is not supported by the tile IR yet" in e.message
     assert (e.loc.line, e.loc.col) == (6, 9)
 
 
@@ -177,3 +181,39 @@ def test_accumulator_shape_that_no_mma_gives() -> None:
         sema.build_module(program)
     assert "using the shape of accumulator 'acc' before any MMA gives it" in info.value.message
     assert (info.value.loc.line, info.value.loc.col) == (8, 23)
+
+
+# Valid Choreo that the reference accepts and sema builds only in part: `check` accepts
+# it, `compile` (strict sema) refuses it by name at its place, never as a program error.
+VALID_NOT_BUILT = [
+    # an index of chunkat that is an expression, not a bounded variable
+    ("    parallel p by 4 : thread {\n      foreach k in 2 {\n"
+     "        x = dma.copy A.chunkat(t, k - 1) => local;\n      }\n    }\n",
+     "'chunkat' of an index that is no bounded variable", 5, 35),
+    # the offset form of a bounded variable
+    ("    parallel p by 4 : thread {\n      with x in 2 {\n"
+     "        x1 = dma.copy A.chunkat(t, x(-1)) => local;\n      }\n    }\n",
+     "the offset form of a bounded variable", 5, 36),
+]
+
+
+@pytest.mark.parametrize("body, message, line, col", VALID_NOT_BUILT)
+def test_valid_choreo_sema_cannot_build_is_refused_by_name(body, message, line, col) -> None:
+    program = frontend.check_text(kernel(body), "t.co")  # check accepts it
+    with pytest.raises(ChoreoError) as info:
+        sema.build_module(program)
+    e = info.value
+    assert message in e.message and "is not supported by the tile IR yet" in e.message, e.render()
+    assert (e.loc.line, e.loc.col) == (line, col), e.render()
+
+
+def test_error_inside_a_with_block_is_skipped_by_check_and_reported_by_compile() -> None:
+    # A copy of a [64, 128] tile into a [32, 128] buffer, inside a with block: the reference
+    # accepts such programs at its parse stage; sema finds the mismatch.
+    body = ("    shared bf16[32, 128] b;\n    with x in 2 {\n"
+            "      dma.copy A.subspan(64, 128).at(t, 0) => b;\n    }\n")
+    program = frontend.check_text(kernel(body), "t.co")
+    with pytest.raises(ChoreoError) as info:
+        sema.build_module(program)
+    assert "copy of a [64, 128] tile into a [32, 128] destination" in info.value.message
+    assert "not supported" not in info.value.message

@@ -275,6 +275,10 @@ class ExprBuilder:
 
     def e_DimOf(self, n: A.DimOf, hint):
         base = self.value(n.base)
+        if isinstance(base, Scalar) and base.bound is not None:
+            raise Unsupported("the offset form of a bounded variable ('x(-1)')", n.loc)
+        if B.as_int(self.scalar(n.index)) is None:  # `dims(c)`: valid Choreo, known at run time
+            raise Unsupported("a dimension index known only at run time", n.index.loc)
         k = self.const_int(n.index, "a dimension index")
         if isinstance(base, ShapeValue):
             seq = base.dims
@@ -435,7 +439,9 @@ class ExprBuilder:
                     x = self.scope.lookup(part)
                     out.append((x.expr, x.bound))
                 continue
-            if not isinstance(v, Scalar) or v.bound is None:
+            if isinstance(v, Scalar) and v.bound is None:  # `chunkat(k - 1, n)`: valid Choreo
+                raise Unsupported("'chunkat' of an index that is no bounded variable", a.loc)
+            if not isinstance(v, Scalar):
                 raise err("'chunkat' takes bounded variables (or '_')", a)
             out.append((v.expr, v.bound))
         return out

@@ -26,8 +26,8 @@ from .levels import LevelBuilder, nest_levels
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
 from .ops import OpBuilder
-from .values import (BufferValue, EventValue, ITupleValue, Opaque, Scalar, Scope, ShapeValue,
-                     Tensor, TilingValue, Unsupported, ViewValue, declared_names)
+from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
+                     ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
@@ -368,6 +368,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             value = self._compound(s, old.expr)
             self.emit(ir.Assign(name, value, loc=s.loc))
             return
+        if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise, valid
+            raise Unsupported(f"'{s.op}' on the fragment '{name}'", s.loc)
         if s.op != "=":
             raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
         if local is not None and isinstance(local, (Scalar,)):
@@ -428,6 +430,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
 
     def s_Foreach(self, s: A.Foreach) -> None:
+        self.lenient_body("foreach", self._foreach, s)
+
+    def _foreach(self, s: A.Foreach) -> None:
         if s.ranges and not s.bindings:  # over variables an enclosing `with` bound
             return self.foreach_ranges(s)
         loops: list[tuple[str, ir.Expr]] = []

@@ -167,9 +167,11 @@ class OpBuilder(FragOpBuilder):
         op.leader_only = True
         varying = self._instance_varying(op)
         if varying:
-            raise err(f"this copy is issued once for all {self._instances()} thread groups that "
-                      f"run it, but its tile depends on '{varying}', which differs between them; "
-                      "copy the whole tile, or give each group a role of its own", s)
+            # Valid Choreo (the reference compiles such copies, one per group); the tile IR
+            # issues a role's copy once, for all its groups.
+            raise Unsupported(f"a copy issued once for all {self._instances()} thread groups "
+                              f"whose tile depends on '{varying}', which differs between them",
+                              s.loc)
         self.emit(ir.RoleSync(loc=s.loc))
         self.emit(op)
         # A synchronous copy is complete for every instance when it returns: a load's
