@@ -50,3 +50,25 @@ def test_rejected_files_fail_with_a_location(rec):
     with pytest.raises(ChoreoError) as info:
         _front_end(CORPUS / rec["path"])
     assert info.value.loc is not None and info.value.loc.line > 0
+
+
+def _checked(path: Path):
+    """What `choreo check FILE` does (a plain check: the whole-language pass, then sema)."""
+    return frontend.check_program(frontend.parse_file(str(path)))
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDS if r["expect"] == "accept"
+                                 and r["kind"] != "preprocess"], ids=lambda r: r["path"])
+def test_accepted_files_pass_check(rec):
+    """The conformance score's accept half, in-process: a valid program passes `check`
+    (a regression here is a drop of ../shared/tools/conformance.py's score)."""
+    _checked(CORPUS / rec["path"])
+
+
+@pytest.mark.parametrize("rec", [r for r in RECORDS if r["expect"] == "reject"
+                                 and r["kind"] == "frontend"
+                                 and r["path"] not in NEEDS_DEFINES], ids=lambda r: r["path"])
+def test_rejected_files_fail_check_with_a_location(rec):
+    with pytest.raises(ChoreoError) as info:
+        _checked(CORPUS / rec["path"])
+    assert info.value.loc is not None and info.value.loc.line > 0
