@@ -71,10 +71,14 @@ class Sm100Lowering(Sm100Target):
         elif isinstance(s, ir.RoleSync):
             self.before_role_sync(lw)
         elif isinstance(s, ir.Trigger) and self.block and lw.role is not None \
-                and not self.in_mma_role(lw) and (self.sync.touched or self.sync.unknown):
-            # a reader of the block's accumulators publishes: its tcgen05.ld come before
-            # whatever the event releases (the next MMAs into the tile)
-            lw.w.call("ptx.tcgen05.fence_before_thread_sync")
+                and not self.in_mma_role(lw) and not lw.role.single_thread \
+                and (self.sync.touched or self.sync.unknown):
+            # a reader of the block's accumulators publishes: every warp's tcgen05.ld (and
+            # tcgen05.st, waited) come before whatever the event releases (the next MMAs),
+            # so each warp fences and the role meets before its one thread arrives
+            self._before_sync(lw)
+            self.sync.st_pending = False
+            lw.smem_read = True  # the instance barrier of events.trigger
         elif isinstance(s, ir.FragCopy) and self.uses_tmem:
             fi = lw.frags.get(s.dst)
             if fi is not None and fi.kind == "acc":

@@ -332,10 +332,8 @@ class Sm100Target(block_acc.BlockAccHooks):
 
     def update(self, lw: Lowering, frag: ir.Frag) -> None:
         # the core calls this for every accumulator an apply touched, read-only ones too
-        if frag.name in self.block and frag.name in writes(self.stmt) \
-                and not self.in_mma_role(lw):
-            raise _refuse(f"a write to the block's accumulator '{frag.name}' outside the role "
-                          "that issues its MMAs", self.stmt.loc)
+        # (a reader role of the block's accumulator has no flow facts: store_back is True,
+        # so its write goes back to tensor memory at once; block_acc.py orders it)
         if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
