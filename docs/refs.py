@@ -24,3 +24,15 @@ def scores_minus_row_max(A, B):
 
 def row_softmax(A, B):
     return (A @ B.T).softmax(dim=1)
+
+
+def gemm_rescaled_rows(A, B, BK=64, BN=128):
+    """gemm_block_acc_rescale.co: after each K step's MMA, every row of each BN-wide tile
+    is divided by max(its largest element, 1)."""
+    out = A.new_zeros(A.shape[0], B.shape[0])
+    for k0 in range(0, A.shape[1], BK):
+        out += A[:, k0:k0 + BK] @ B[:, k0:k0 + BK].T
+        for n0 in range(0, out.shape[1], BN):
+            t = out[:, n0:n0 + BN]
+            t /= t.amax(dim=1, keepdim=True).clamp(min=1)
+    return out

@@ -1,0 +1,173 @@
+"""A reader role that writes the block's accumulator (examples/gemm_block_acc_rescale.co):
+a correction role rescales the rows of the one tensor-memory tile in place between the MMA
+role's MMAs, ordered both ways by events.
+
+The interpreter matches torch and reports a write the events do not order against an MMA;
+sm_100a lowers the write as tcgen05.ld / compute / tcgen05.st, then tcgen05.wait::st,
+tcgen05.fence::before_thread_sync and the role's barrier before its one thread triggers, and
+the MMA role fences (after_thread_sync) after its wait before the next tcgen05.mma; ptxas
+accepts it with no spills; the PTX emulator in strict mode matches torch under every
+schedule and several shapes, and reports the same PTX without the wait or the fence;
+sm_90a refuses it by name."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import choreo_py
+from choreo_py import cli
+from choreo_py.driver import compile_file
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "gemm_block_acc_rescale.co"
+SHAPES = [(128, 128, 128), (192, 160, 96), (256, 256, 320)]  # partial M, N and K tiles too
+
+
+def _inputs(m, n, k, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    a = torch.randn(m, k, generator=g).to(torch.bfloat16)
+    b = torch.randn(n, k, generator=g).to(torch.bfloat16)
+    return a, b, torch.full((m, n), float("nan")).to(torch.bfloat16)
+
+
+def _reference(a, b, bk=64, bn=128):
+    """After each K step's MMA, each row of each BN-wide tile is divided by
+    max(its largest element, 1) (float64)."""
+    out = torch.zeros(a.shape[0], b.shape[0], dtype=torch.float64)
+    for k0 in range(0, a.shape[1], bk):
+        out += a[:, k0:k0 + bk].double() @ b[:, k0:k0 + bk].double().T
+        for n0 in range(0, out.shape[1], bn):
+            t = out[:, n0:n0 + bn]
+            t /= t.amax(dim=1, keepdim=True).clamp(min=1)
+    return out
+
+
+def _close(c, a, b) -> bool:
+    ref = _reference(a, b)
+    err = (c.double() - ref).abs().max()
+    return not c.float().isnan().any() and bool(err <= ref.abs().max() * 2 ** -7 + 1e-3)
+
+
+def _variant(tmp_path, old: str, new: str) -> Path:
+    src = EXAMPLE.read_text()
+    assert old in src
+    path = tmp_path / "v.co"
+    path.write_text(src.replace(old, new))
+    return path
+
+
+def test_the_reference_is_not_a_plain_gemm():
+    """The rescaling changes the result (a kernel that skipped it would fail _close)."""
+    a, b, _ = _inputs(128, 128, 192)
+    assert not _close((a.double() @ b.double().T).to(torch.bfloat16), a, b)
+
+
+# ---------------------------------------------------------------- the interpreter
+
+@pytest.mark.parametrize("shape, schedule, seed", [(SHAPES[0], "round_robin", 0),
+                                                   (SHAPES[1], "random", 1),
+                                                   (SHAPES[2], "random", 2)])
+def test_interpreter_matches_torch(shape, schedule, seed):
+    a, b, c = _inputs(*shape)
+    choreo_py.interpret(str(EXAMPLE), dict(A=a, B=b, C=c), schedule=schedule, seed=seed,
+                        target="sm_100a")
+    assert _close(c, a, b)
+
+
+@pytest.mark.parametrize("what, old, new", [
+    # two slots of `rescaled` start ready: the second MMA need not wait for the first rescale
+    ("the next MMA not ordered after the write",
+     "shared event mma_done[1], rescaled[1] = ready;",
+     "shared event mma_done[1], rescaled[2] = ready;"),
+    # the correction role does not wait for the MMA it rescales
+    ("the write not ordered after the MMA", "          wait mma_done.at(order);\n", ""),
+])
+def test_interpreter_reports_an_unordered_write(tmp_path, what, old, new):
+    path = _variant(tmp_path, old, new)
+    a, b, c = _inputs(128, 128, 192)
+    with pytest.raises(choreo_py.ChoreoError, match=r"data race on fragment 'acc' \(shared by "
+                       r"the block's roles\)"):
+        choreo_py.interpret(str(path), dict(A=a, B=b, C=c), schedule="round_robin",
+                            target="sm_100a")
+
+
+def test_sm90a_refuses_it_by_name(tmp_path, capsys):
+    rc = cli.main(["compile", str(EXAMPLE), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
+    assert rc == 1
+    assert "gemm_block_acc_rescale.co:24:5: error: a ': block' accumulator (one tile the " \
+        "block's roles share; wgmma accumulates in the registers of the warpgroup that issues " \
+        "it) is not lowered for sm_90a yet" in capsys.readouterr().err
+
+
+# ---------------------------------------------------------------- sm_100a
+
+@pytest.fixture(scope="module")
+def ptx() -> str:
+    return compile_file(str(EXAMPLE), emit="ptx", target="sm_100a")
+
+
+def test_ptx_orders_the_write_before_the_next_mma(ptx):
+    # the correction role: load, rescale, store back, then wait, fence, meet, arrive
+    role = ptx.split("div.full.f32", 1)[1]
+    seq = ["tcgen05.st.sync.aligned.32x32b.x64.b32 [%acc_rows]", "tcgen05.wait::st.sync.aligned;",
+           "tcgen05.fence::before_thread_sync;", "bar.sync %inst_bar, 128;",
+           "@%is_inst_leader mbarrier.arrive"]
+    at = [role.index(x) for x in seq]
+    assert at == sorted(at), at
+    # the MMA role: its wait on `rescaled` is followed by fence::after_thread_sync, then the MMA
+    mma_role = ptx[:ptx.index("div.full.f32")]
+    waited = mma_role.index("%rescaled_phase;")
+    after = mma_role.index("tcgen05.fence::after_thread_sync;", waited)
+    assert after < mma_role.index("tcgen05.mma.cta_group::1.kind::f16", waited)
+    # the issue-only producer touches no tensor memory: no tcgen05 fence of its own
+    producer = ptx.split("@%not_issuer bra", 1)[1].split("@%not_issuer_2 bra", 1)[0]
+    assert "cp.async.bulk.tensor" in producer and "tcgen05." not in producer
+
+
+@pytest.mark.ptxas
+def test_ptxas_accepts_it_without_spills(ptx):
+    from choreo_py.runtime import build
+    _, log = build.ptxas(ptx, "sm_100a", verbose=True)
+    assert re.search(r"0 bytes spill stores, 0 bytes spill loads", log), log
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("schedule", ["round_robin", "reverse", "greedy", "random"])
+def test_emulator_matches_torch_strict(shape, schedule):
+    from choreo_py.emu import EmuStats
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+
+    a, b, c = _inputs(*shape)
+    stats = EmuStats()
+    run_spec(from_co(str(EXAMPLE), "sm_100a"), dict(A=a, B=b, C=c), schedule=schedule,
+             seed=1, strict=True, stats=stats)
+    assert _close(c, a, b)
+    assert stats.notes == []
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("drop, error", [
+    ("tcgen05.wait::st.sync.aligned;", "without tcgen05.wait::st before it"),
+    ("tcgen05.fence::before_thread_sync;", "without tcgen05.fence::before_thread_sync before it"),
+])
+def test_emulator_reports_the_write_without_its_ordering(drop, error):
+    """Rule 6 of docs/emulator_sm100.md: the correction role's store reaches the next
+    tcgen05.mma only through wait::st then fence::before_thread_sync."""
+    from choreo_py.emu import EmuError
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+
+    spec = from_co(str(EXAMPLE), "sm_100a")
+    at = spec.ptx.index("tcgen05.st.sync.aligned.32x32b.x64.b32 [%acc_rows+64]")
+    broken = spec.ptx[:at] + spec.ptx[at:].replace(drop, "", 1)
+    assert broken != spec.ptx
+    a, b, c = _inputs(128, 128, 128)
+    with pytest.raises(EmuError, match=re.escape(error)):
+        run_spec(dataclasses.replace(spec, ptx=broken), dict(A=a, B=b, C=c),
+                 schedule="random", seed=1, strict=True)
