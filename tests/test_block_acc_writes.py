@@ -171,3 +171,23 @@ def test_emulator_reports_the_write_without_its_ordering(drop, error):
     with pytest.raises(EmuError, match=re.escape(error)):
         run_spec(dataclasses.replace(spec, ptx=broken), dict(A=a, B=b, C=c),
                  schedule="random", seed=1, strict=True)
+
+
+def test_a_store_is_waited_before_the_role_loads_the_tile_again(tmp_path):
+    """Two writes in a row: the second apply reloads the tile, after the first one's
+    tcgen05.st was waited (a thread's tcgen05.ld is not ordered after its own tcgen05.st);
+    the program still matches torch in the emulator."""
+    old = "          trigger rescaled.at(order++);"
+    path = _variant(tmp_path, old, "          apply {i, j} in acc.span\n"
+                    "            acc.at(i, j) = acc.at(i, j) * 1.0f;\n" + old)
+    ptx = compile_file(str(path), emit="ptx", target="sm_100a")
+    role = ptx.split("div.full.f32", 1)[1]
+    first_store = role.index("tcgen05.st.sync.aligned")
+    reload = role.index("tcgen05.ld.sync.aligned", first_store)
+    assert "tcgen05.wait::st.sync.aligned;" in role[first_store:reload]
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+    a, b, c = _inputs(128, 128, 192)
+    run_spec(from_co(str(path), "sm_100a"), dict(A=a, B=b, C=c), schedule="random", seed=3,
+             strict=True)
+    assert _close(c, a, b)

@@ -13,7 +13,10 @@ roles read it after an event. What that takes here:
   control, so it is issue-only and one thread runs it (no election, no
   instance barrier; every MMA accumulates onto the fill).
 - A reading role loads the tile at each statement that touches it (its
-  registers are never assumed current across the other role's MMAs).
+  registers are never assumed current across the other role's MMAs); one
+  that writes it stores it back at once and waits the stores (`wrote`), and
+  before its `trigger` each warp fences and the warpgroup meets
+  (lower.py's before_stmt), so the next MMA sees every warp's stores.
 - The tile lives until every role is done with it: the roles meet at the
   kernel's end (`bar.warp.sync`, `fence::before_thread_sync`, `bar.sync 0`)
   and the allocating warp frees tensor memory there, instead of at the end of
@@ -62,6 +65,14 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.call("ptx.tcgen05.fence_before_thread_sync")
     w.call("ptx.bar.sync", "0")
     w.call("ptx.tcgen05.fence_after_thread_sync")
+
+
+def wrote(t, lw: Lowering) -> None:
+    """A reader role stored the tile back: it waits the stores at once, since its next
+    statement reloads the tile (a tcgen05.ld of the thread is not ordered after its own
+    tcgen05.st without the wait), possibly across a loop's back edge."""
+    lw.w.call("ptx.tcgen05.wait_st")
+    t.sync.st_pending = False
 
 
 class BlockAccHooks:

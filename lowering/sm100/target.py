@@ -333,10 +333,12 @@ class Sm100Target(block_acc.BlockAccHooks):
     def update(self, lw: Lowering, frag: ir.Frag) -> None:
         # the core calls this for every accumulator an apply touched, read-only ones too
         # (a reader role of the block's accumulator has no flow facts: store_back is True,
-        # so its write goes back to tensor memory at once; block_acc.py orders it)
+        # so its write goes back to tensor memory at once)
         if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
+            if frag.name in self.block and not self.in_mma_role(lw):
+                block_acc.wrote(self, lw)
 
     def store_operand(self, lw: Lowering, name: str) -> None:
         """A bf16 A operand written by per-thread code goes to its TMEM columns."""
