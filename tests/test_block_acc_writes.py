@@ -191,3 +191,20 @@ def test_a_store_is_waited_before_the_role_loads_the_tile_again(tmp_path):
     run_spec(from_co(str(path), "sm_100a"), dict(A=a, B=b, C=c), schedule="random", seed=3,
              strict=True)
     assert _close(c, a, b)
+
+
+def test_a_write_alone_races_with_an_unordered_mma(tmp_path):
+    """A correction that only writes the tile (no read first) is checked as a write: with two
+    `rescaled` slots starting ready, the second MMA is not ordered after it."""
+    src = EXAMPLE.read_text().replace("          reduce_max(row_max, acc, 1);\n", "").replace(
+        "acc.at(i, j) = acc.at(i, j) / __max(row_max.at(i), 1.0f);", "acc.at(i, j) = 0.5f;")
+    ordered = tmp_path / "ordered.co"
+    ordered.write_text(src)
+    a, b, c = _inputs(128, 128, 192)
+    choreo_py.interpret(str(ordered), dict(A=a, B=b, C=c), target="sm_100a")
+    racy = tmp_path / "racy.co"
+    racy.write_text(src.replace("rescaled[1] = ready;", "rescaled[2] = ready;"))
+    with pytest.raises(choreo_py.ChoreoError, match=r"data race on fragment 'acc' \(shared by "
+                       r"the block's roles\): this statement writes it while the write by "
+                       r"mma\.row\.row 'step'"):
+        choreo_py.interpret(str(racy), dict(A=a, B=b, C=c), target="sm_100a")
