@@ -118,6 +118,10 @@ def test_ptx_orders_the_write_before_the_next_mma(ptx):
            "@%is_inst_leader mbarrier.arrive"]
     at = [role.index(x) for x in seq]
     assert at == sorted(at), at
+    # the correction role fences after its wait on `mma_done`, before it loads the tile
+    waited = ptx.index("%mma_done_phase;", ptx.index("mbarrier.try_wait"))
+    assert ptx.index("tcgen05.fence::after_thread_sync;", waited) < \
+        ptx.index("tcgen05.ld.sync.aligned", waited)
     # the MMA role: its wait on `rescaled` is followed by fence::after_thread_sync, then the MMA
     mma_role = ptx[:ptx.index("div.full.f32")]
     waited = mma_role.index("%rescaled_phase;")

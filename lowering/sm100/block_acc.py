@@ -12,8 +12,9 @@ roles read it after an event. What that takes here:
 - The issuing role needs no warpgroup: its body is MMAs, waits, triggers and
   control, so it is issue-only and one thread runs it (no election, no
   instance barrier; every MMA accumulates onto the fill).
-- A reading role loads the tile at each statement that touches it (its
-  registers are never assumed current across the other role's MMAs); one
+- A reading role fences (`fence::after_thread_sync`) after each wait on an
+  event (lower_wait.py) and loads the tile at each statement that touches it
+  (its registers are never assumed current across the other role's MMAs); one
   that writes it stores it back at once and waits the stores (`wrote`), and
   before its `trigger` each warp fences and the warpgroup meets
   (lower.py's before_stmt), so the next MMA sees every warp's stores.
