@@ -251,3 +251,27 @@ def test_a_conditional_correction(tmp_path, shape):
         run_spec(from_co(str(path), "sm_100a"), dict(A=a, B=b, C=c), schedule=schedule,
                  seed=2, strict=True)
         assert close(c, ref)
+
+
+def test_an_mma_operand_written_by_a_reader_role_is_refused_by_name(tmp_path, capsys):
+    """P written by the correction role for the MMA role's next MMA (FA4's P over S) is not
+    lowered yet: the tile would stay in the writer's registers while the MMA reads tensor
+    memory no one wrote (the emulator reports that PTX), so sm_100a refuses it by name."""
+    src = EXAMPLE.read_text().replace(
+        "    acc = mma.fill.f32 0.0f : block;\n",
+        "    acc = mma.fill.f32 0.0f : block;\n    o = mma.fill.f32 0.0f : block;\n"
+        "    frag bf16[BM, BK] pt;\n").replace(
+        "          wait step;\n",
+        "          wait step;\n          pv = mma.row.row.async o, pt, b_buf[slot];\n"
+        "          wait pv;\n").replace(
+        "          trigger rescaled.at(order++);",
+        "          apply {i, j} in pt.span\n            pt.at(i, j) = __to(acc.at(i, j));\n"
+        "          trigger rescaled.at(order++);")
+    path = tmp_path / "p.co"
+    path.write_text(src)
+    assert cli.main(["check", str(path)]) == 0
+    rc = cli.main(["compile", str(path), "--target", "sm_100a", "-o", str(tmp_path / "x.py")])
+    assert rc == 1
+    assert "p.co:63:11: error: the MMA operand 'pt' written by a role that does not issue its " \
+        "MMAs (its tensor-memory columns are stored by the issuing role) is not lowered for " \
+        "sm_100a yet" in capsys.readouterr().err

@@ -97,6 +97,7 @@ class Sm100Lowering(Sm100Target):
             self.after_role_sync(lw)
             return
         if not self.in_mma_role(lw):
+            self._operand_written_elsewhere(lw, s)
             return
         written = writes(s) if isinstance(s, ir.Apply) else \
             {s.dst} if isinstance(s, ir.FragCopy) else set()
@@ -108,6 +109,20 @@ class Sm100Lowering(Sm100Target):
             if fi is not None and fi.kind == "operand":
                 lw.w.comment(f"{name} -> its tensor-memory columns (the A operand of an MMA)")
                 self.store_operand(lw, name)
+
+
+    def _operand_written_elsewhere(self, lw: Lowering, s: ir.Stmt) -> None:
+        """An MMA's A operand lives in tensor memory, where the issuing role stores it from
+        its registers: written by another role (FA4's P, written by softmax for the MMA
+        role), it would stay in that role's registers and the MMA would read columns no
+        one wrote. Refused by name until the block's operands are lowered."""
+        if lw.role is None or not self.uses_tmem or not isinstance(s, ir.Apply):
+            return
+        for name in sorted(writes(s)):
+            if any(r.frag == name and r.kind == "operand" for r in self.plan.regions):
+                raise lw.refuse(f"the MMA operand '{name}' written by a role that does not "
+                                "issue its MMAs (its tensor-memory columns are stored by the "
+                                "issuing role)", s.loc)
 
 
 def lower_module(module: ir.Module, source_name: str) -> str:
