@@ -275,3 +275,30 @@ def test_an_mma_operand_written_by_a_reader_role_is_refused_by_name(tmp_path, ca
     assert "p.co:63:11: error: the MMA operand 'pt' written by a role that does not issue its " \
         "MMAs (its tensor-memory columns are stored by the issuing role) is not lowered for " \
         "sm_100a yet" in capsys.readouterr().err
+
+
+@pytest.mark.emu
+def test_a_second_block_accumulator_sits_at_its_own_columns(tmp_path):
+    """Two block accumulators: `acc` is planned after `other` (column 128 on: the plan
+    follows the MMAs). Every role
+    reaches it at its own address (the fill computes it before the branch only warpgroup 0
+    takes, so the roles' cached copy is defined), and the emulator matches torch."""
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+
+    src = (ROOT / "examples" / "gemm_block_acc.co").read_text()
+    src = src.replace("    acc = mma.fill.f32 0.0f : block;",
+                      "    other = mma.fill.f32 0.0f : block;\n    acc = mma.fill.f32 0.0f : block;")
+    step = "          step = mma.row.row.async acc, a_buf[slot], b_buf[slot];\n"
+    assert step in src
+    src = src.replace(step, "          more = mma.row.row.async other, a_buf[slot], a_buf[slot];\n"
+                      "          wait more;\n" + step)
+    path = tmp_path / "two.co"
+    path.write_text(src)
+    ir_text = compile_file(str(path), emit="ir", target="sm_100a")
+    assert "tmem acc[0]: acc layout=D lanes=0+:128 cols=128+:128" in ir_text
+    a, b, c = _inputs(128, 128, 128)
+    run_spec(from_co(str(path), "sm_100a"), dict(A=a, B=b, C=c), schedule="random", seed=1,
+             strict=True)
+    ref = a.double() @ b.double().T
+    assert (c.double() - ref).abs().max() <= ref.abs().max() * 2 ** -8 + 1e-2

@@ -48,6 +48,10 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     vals = w.array("f32", min(n, 64), f"{frag.name}_fill")
     for i in range(min(n, 64)):
         w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
+    # The tile's address is computed by every thread, before the branch: the roles reuse
+    # it (the writer's cache), and a register only warpgroup 0 set would be undefined in
+    # theirs (it read as the tile at column 0 by luck when that was the only tile).
+    tile = t.region_addr(lw, frag.name)
     done = w.label("block_filled")
     skip = w.reg("pred", "not_filler")
     w.op("setp.ge.u32", skip, lw.tid, 128)
@@ -56,7 +60,7 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.op("and.b32", lanes, lw.tid, 0x60)
     w.op("shl.b32", lanes, lanes, 16)
     base = w.reg("b32", f"{frag.name}_fill_at")
-    w.op("add.u32", base, t.region_addr(lw, frag.name), lanes)
+    w.op("add.u32", base, tile, lanes)
     for start in range(0, n, 64):
         num = min(64, n - start)
         regs = f"list({vals})" if num == 64 else f"[{vals}[i] for i in range({num})]"
