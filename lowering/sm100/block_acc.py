@@ -40,6 +40,11 @@ def block_accs(k: ir.Kernel) -> frozenset:
     return frozenset(f.name for f in k.frags if f.block and f.layout == "acc")
 
 
+def block_operands(k: ir.Kernel) -> frozenset:
+    """The block's MMA operands (`frag bf16[M, K] p : block`), in tensor memory."""
+    return frozenset(f.name for f in k.frags if f.block and f.layout == "operand")
+
+
 def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     """The block-scope fill: warpgroup 0 stores `value` into the whole tile."""
     w = lw.w
@@ -95,6 +100,13 @@ class BlockAccHooks:
     def after_roles(self, lw: Lowering) -> None:
         if self.block:
             join(self, lw)
+
+    def check_block_frag(self, frag: ir.Frag, loc) -> None:
+        """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);
+        another per-thread fragment shared by the roles has nowhere to live."""
+        if frag.layout != "operand":
+            raise _refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
+                          "operand", loc)
 
     def issue_only_also(self) -> tuple:
         """Statements an issue-only role may hold here: MMAs into block accumulators."""

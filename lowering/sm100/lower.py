@@ -35,6 +35,7 @@ from ..core.program import lower_program_module
 from .lower_flow import writes
 from .lower_store import mma_store
 from .lower_wait import wait as issuer_wait
+from . import block_acc
 from .target import Sm100Target
 
 ARCH = "sm_100a"
@@ -119,7 +120,11 @@ class Sm100Lowering(Sm100Target):
         if lw.role is None or not self.uses_tmem or not isinstance(s, ir.Apply):
             return
         for name in sorted(writes(s)):
-            if any(r.frag == name and r.kind == "operand" for r in self.plan.regions):
+            if name in self.block_ops:  # the block's: this role stores it, then waits
+                lw.w.comment(f"{name} -> the block's tensor-memory columns (an MMA's A operand)")
+                self.store_operand(lw, name)
+                block_acc.wrote(self, lw)
+            elif any(r.frag == name and r.kind == "operand" for r in self.plan.regions):
                 raise lw.refuse(f"the MMA operand '{name}' written by a role that does not "
                                 "issue its MMAs (its tensor-memory columns are stored by the "
                                 "issuing role)", s.loc)
