@@ -24,3 +24,33 @@ def scores_minus_row_max(A, B):
 
 def row_softmax(A, B):
     return (A @ B.T).softmax(dim=1)
+
+
+def gemm_rescaled_rows(A, B, BK=64, BN=128):
+    """gemm_block_acc_rescale.co: after each K step's MMA, every row of each BN-wide tile
+    is divided by max(its largest element, 1)."""
+    out = A.new_zeros(A.shape[0], B.shape[0])
+    for k0 in range(0, A.shape[1], BK):
+        out += A[:, k0:k0 + BK] @ B[:, k0:k0 + BK].T
+        for n0 in range(0, out.shape[1], BN):
+            t = out[:, n0:n0 + BN]
+            t /= t.amax(dim=1, keepdim=True).clamp(min=1)
+    return out
+
+
+def gemm_block_p(A, B, BK=128, BN=128):
+    """gemm_block_p.co: per K step S += A_k B_k^T, P = bf16(S / 16), O += P B_k^T (B padded
+    to BN rows, each K step to BK columns, as the TMA loads are)."""
+    import torch
+    m, k = A.shape
+    kp = -(-k // BK) * BK
+    a = A.new_zeros(m, kp)
+    a[:, :k] = A
+    b = B.new_zeros(BN, kp)
+    b[:B.shape[0], :k] = B
+    s = A.new_zeros(m, BN)
+    o = A.new_zeros(m, BN)
+    for k0 in range(0, kp, BK):
+        s += a[:, k0:k0 + BK] @ b[:, k0:k0 + BK].T
+        o += (s * 0.0625).to(torch.bfloat16).float() @ b[:, k0:k0 + BK].T
+    return o[:, :B.shape[0]]

@@ -335,6 +335,7 @@ class FragDecl(Stmt):
     elem: Optional[TypeRef]
     array_dims: list[Expr]
     init: Optional[Expr] = None
+    level: Optional[str] = None  # `: block`: the block's tile (an MMA operand roles share)
 
 
 @dataclass(kw_only=True, eq=False)

@@ -259,10 +259,11 @@ class StmtBuilder(BuilderBase):
                 for n, arr, init in items]
 
     def frag_decl(self, c):
-        _, tname, dims, items = c
+        _, tname, dims, items = c[:4]
+        level = c[-1] if len(c) > 4 else None  # [":" level_name]: the colon token, the name
         mtype = self._spanned(tname, dims)
         return [ast.FragDecl(name=str(n), type=mtype, elem=tname, array_dims=arr, init=init,
-                             loc=self.tloc(n))
+                             level=level, loc=self.tloc(n))
                 for n, arr, init in items]
 
     def frag_elem(self, c):

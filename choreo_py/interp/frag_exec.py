@@ -84,7 +84,8 @@ class FragmentStatements:
         a_shape = self.frag(th, a_frag, s.loc).shape if a_frag else a_box.shape
         acc = self._acc(s, th, a_shape, b_box.shape)
         self.check_frag(th, s.acc, True, s.loc, chain=True)
-        if a_frag:
+        shared_a = a_frag is not None and getattr(th.frags.get(a_frag), "shared", False)
+        if a_frag and not shared_a:  # a shared one (`: block`) is read when the MMA runs
             self.check_frag(th, a_frag, False, s.loc)
         what = f"mma.{s.layout} '{s.future}'" if s.future else f"mma.{s.layout}"
 
@@ -96,6 +97,8 @@ class FragmentStatements:
         if s.future is not None:
             agent = Future(s.future, "mma", s.loc, th, action, order_key=("mma", th.id))
         self.shared.access(acc, True, agent, s.loc, what, issuer=th)  # the block's fragments
+        if shared_a:
+            self.shared.access(th.frags[a_frag], False, agent, s.loc, what)
         for box in (a_box, b_box):
             if box is not None:
                 self.mem.access(box, False, agent, s.loc, what)

@@ -30,6 +30,20 @@ class BlockAccBuilder:
             self.kernel.frag(name).block = True
             self.block_accs[name] = None
 
+    def s_FragDecl(self, s: A.FragDecl) -> None:
+        """`frag bf16[M, K] p : block;`: the block's operand tile (FA4's P, written by a
+        softmax role, read by the MMA role's next MMA)."""
+        if s.level is None:
+            return super().s_FragDecl(s)
+        if s.level != "block":
+            raise err(f"a fragment can be declared ': block' (one tile the block's roles "
+                      f"share), not ': {s.level}'", s)
+        if self.in_parallel is not None or self.kernel is None:
+            raise err("a ': block' fragment is declared in a 'parallel ... : block' body, "
+                      "before its thread-group level", s)
+        super().s_FragDecl(s)
+        self.kernel.frag(s.name).block = True
+
     def s_MmaOp(self, s: A.MmaOp) -> None:
         name = s.acc.id if isinstance(s.acc, A.Name) else None
         if name in self.block_accs:

@@ -65,6 +65,9 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         raise lw.refuse(f"the {f.dtype} fragment '{f.name}'", s.loc)
     if not f.shape:  # only filled: no MMA gives it a size, so no registers can hold it
         raise lw.refuse(f"the accumulator '{f.name}' that no MMA gives a shape", s.loc)
+    check = getattr(lw.target, "check_block_frag", None)
+    if f.block and f.layout != "acc" and check is not None:
+        check(f, s.loc)  # a target without tensor memory refuses the block's operands
     rows = f.shape[0]
     cols = f.shape[1] if len(f.shape) > 1 else 8
     lay = lw.target.acc_layout(ir.Frag(f.name, "f32", (rows, cols), "acc", block=f.block), s.loc)

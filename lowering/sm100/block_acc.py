@@ -12,8 +12,12 @@ roles read it after an event. What that takes here:
 - The issuing role needs no warpgroup: its body is MMAs, waits, triggers and
   control, so it is issue-only and one thread runs it (no election, no
   instance barrier; every MMA accumulates onto the fill).
-- A reading role loads the tile at each statement that touches it (its
-  registers are never assumed current across the other role's MMAs).
+- A reading role fences (`fence::after_thread_sync`) after each wait on an
+  event (lower_wait.py) and loads the tile at each statement that touches it
+  (its registers are never assumed current across the other role's MMAs); one
+  that writes it stores it back at once and waits the stores (`wrote`), and
+  before its `trigger` each warp fences and the warpgroup meets
+  (lower.py's before_stmt), so the next MMA sees every warp's stores.
 - The tile lives until every role is done with it: the roles meet at the
   kernel's end (`bar.warp.sync`, `fence::before_thread_sync`, `bar.sync 0`)
   and the allocating warp frees tensor memory there, instead of at the end of
@@ -36,6 +40,11 @@ def block_accs(k: ir.Kernel) -> frozenset:
     return frozenset(f.name for f in k.frags if f.block and f.layout == "acc")
 
 
+def block_operands(k: ir.Kernel) -> frozenset:
+    """The block's MMA operands (`frag bf16[M, K] p : block`), in tensor memory."""
+    return frozenset(f.name for f in k.frags if f.block and f.layout == "operand")
+
+
 def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     """The block-scope fill: warpgroup 0 stores `value` into the whole tile."""
     w = lw.w
@@ -44,6 +53,10 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     vals = w.array("f32", min(n, 64), f"{frag.name}_fill")
     for i in range(min(n, 64)):
         w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
+    # The tile's address is computed by every thread, before the branch: the roles reuse
+    # it (the writer's cache), and a register only warpgroup 0 set would be undefined in
+    # theirs (it read as the tile at column 0 by luck when that was the only tile).
+    tile = t.region_addr(lw, frag.name)
     done = w.label("block_filled")
     skip = w.reg("pred", "not_filler")
     w.op("setp.ge.u32", skip, lw.tid, 128)
@@ -52,7 +65,7 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.op("and.b32", lanes, lw.tid, 0x60)
     w.op("shl.b32", lanes, lanes, 16)
     base = w.reg("b32", f"{frag.name}_fill_at")
-    w.op("add.u32", base, t.region_addr(lw, frag.name), lanes)
+    w.op("add.u32", base, tile, lanes)
     for start in range(0, n, 64):
         num = min(64, n - start)
         regs = f"list({vals})" if num == 64 else f"[{vals}[i] for i in range({num})]"
@@ -62,6 +75,14 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.call("ptx.tcgen05.fence_before_thread_sync")
     w.call("ptx.bar.sync", "0")
     w.call("ptx.tcgen05.fence_after_thread_sync")
+
+
+def wrote(t, lw: Lowering) -> None:
+    """A reader role stored the tile back: it waits the stores at once, since its next
+    statement reloads the tile (a tcgen05.ld of the thread is not ordered after its own
+    tcgen05.st without the wait), possibly across a loop's back edge."""
+    lw.w.call("ptx.tcgen05.wait_st")
+    t.sync.st_pending = False
 
 
 class BlockAccHooks:
@@ -79,6 +100,13 @@ class BlockAccHooks:
     def after_roles(self, lw: Lowering) -> None:
         if self.block:
             join(self, lw)
+
+    def check_block_frag(self, frag: ir.Frag, loc) -> None:
+        """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);
+        another per-thread fragment shared by the roles has nowhere to live."""
+        if frag.layout != "operand":
+            raise _refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
+                          "operand", loc)
 
     def issue_only_also(self) -> tuple:
         """Statements an issue-only role may hold here: MMAs into block accumulators."""

@@ -35,6 +35,7 @@ from ..core.program import lower_program_module
 from .lower_flow import writes
 from .lower_store import mma_store
 from .lower_wait import wait as issuer_wait
+from . import block_acc
 from .target import Sm100Target
 
 ARCH = "sm_100a"
@@ -71,10 +72,14 @@ class Sm100Lowering(Sm100Target):
         elif isinstance(s, ir.RoleSync):
             self.before_role_sync(lw)
         elif isinstance(s, ir.Trigger) and self.block and lw.role is not None \
-                and not self.in_mma_role(lw) and (self.sync.touched or self.sync.unknown):
-            # a reader of the block's accumulators publishes: its tcgen05.ld come before
-            # whatever the event releases (the next MMAs into the tile)
-            lw.w.call("ptx.tcgen05.fence_before_thread_sync")
+                and not self.in_mma_role(lw) and not lw.role.single_thread \
+                and (self.sync.touched or self.sync.unknown):
+            # a reader of the block's accumulators publishes: every warp's tcgen05.ld (and
+            # tcgen05.st, waited) come before whatever the event releases (the next MMAs),
+            # so each warp fences and the role meets before its one thread arrives
+            self._before_sync(lw)
+            self.sync.st_pending = False
+            lw.smem_read = True  # the instance barrier of events.trigger
         elif isinstance(s, ir.FragCopy) and self.uses_tmem:
             fi = lw.frags.get(s.dst)
             if fi is not None and fi.kind == "acc":
@@ -93,6 +98,7 @@ class Sm100Lowering(Sm100Target):
             self.after_role_sync(lw)
             return
         if not self.in_mma_role(lw):
+            self._operand_written_elsewhere(lw, s)
             return
         written = writes(s) if isinstance(s, ir.Apply) else \
             {s.dst} if isinstance(s, ir.FragCopy) else set()
@@ -104,6 +110,24 @@ class Sm100Lowering(Sm100Target):
             if fi is not None and fi.kind == "operand":
                 lw.w.comment(f"{name} -> its tensor-memory columns (the A operand of an MMA)")
                 self.store_operand(lw, name)
+
+
+    def _operand_written_elsewhere(self, lw: Lowering, s: ir.Stmt) -> None:
+        """An MMA's A operand lives in tensor memory, where the issuing role stores it from
+        its registers: written by another role (FA4's P, written by softmax for the MMA
+        role), it would stay in that role's registers and the MMA would read columns no
+        one wrote. Refused by name until the block's operands are lowered."""
+        if lw.role is None or not self.uses_tmem or not isinstance(s, ir.Apply):
+            return
+        for name in sorted(writes(s)):
+            if name in self.block_ops:  # the block's: this role stores it, then waits
+                lw.w.comment(f"{name} -> the block's tensor-memory columns (an MMA's A operand)")
+                self.store_operand(lw, name)
+                block_acc.wrote(self, lw)
+            elif any(r.frag == name and r.kind == "operand" for r in self.plan.regions):
+                raise lw.refuse(f"the MMA operand '{name}' written by a role that does not "
+                                "issue its MMAs (its tensor-memory columns are stored by the "
+                                "issuing role)", s.loc)
 
 
 def lower_module(module: ir.Module, source_name: str) -> str:

@@ -71,10 +71,11 @@ def wait(target, lw: Lowering, s: ir.Wait) -> None:
     issuer = _issuer_only(target, lw, s)
     if issuer is None:
         events.wait(lw, s)
-        if lw.role is not None and lw.role.single_thread and target.in_mma_role(lw) \
-                and any(isinstance(i, ir.EventRef) for i in s.items):
+        if _orders_tmem(target, lw) and any(isinstance(i, ir.EventRef) for i in s.items):
             # the issuing thread of block accumulators: what the event orders (another
-            # role's tensor-memory reads) comes before its next MMA
+            # role's tensor-memory accesses) comes before its next MMA; a warpgroup that
+            # reads or writes them: the MMAs (or stores) the event publishes come before
+            # its next tcgen05.ld / st
             lw.w.call("ptx.tcgen05.fence_after_thread_sync")
         return
     w = lw.w
@@ -91,6 +92,15 @@ def wait(target, lw: Lowering, s: ir.Wait) -> None:
     lw.depth -= computed
     w.put_label(done)
     w.op("bar.warp.sync", -1)  # the warp reconverges before its next .aligned instruction
+
+
+def _orders_tmem(target, lw: Lowering) -> bool:
+    """A role that shares the block's accumulators with another through events."""
+    if lw.role is None or not target.block:
+        return False
+    if lw.role.single_thread:
+        return target.in_mma_role(lw)
+    return not target.in_mma_role(lw)
 
 
 def _issuer_only(target, lw: Lowering, s: ir.Wait) -> Optional[object]:

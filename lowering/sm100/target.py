@@ -88,6 +88,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         self.wait_queue: list[str] = []
         self.sync = _Sync()
         self.block: frozenset = frozenset()  # accumulators of the block (block_acc.py)
+        self.block_ops: frozenset = frozenset()  # MMA operands of the block (`frag ... : block`)
 
     @property
     def uses_tmem(self) -> bool:
@@ -107,6 +108,7 @@ class Sm100Target(block_acc.BlockAccHooks):
             return k
         check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
         self.block = block_acc.block_accs(k)
+        self.block_ops = block_acc.block_operands(k)
         if self.plan.staged:
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
@@ -332,13 +334,13 @@ class Sm100Target(block_acc.BlockAccHooks):
 
     def update(self, lw: Lowering, frag: ir.Frag) -> None:
         # the core calls this for every accumulator an apply touched, read-only ones too
-        if frag.name in self.block and frag.name in writes(self.stmt) \
-                and not self.in_mma_role(lw):
-            raise _refuse(f"a write to the block's accumulator '{frag.name}' outside the role "
-                          "that issues its MMAs", self.stmt.loc)
+        # (a reader role of the block's accumulator has no flow facts: store_back is True,
+        # so its write goes back to tensor memory at once)
         if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
+            if frag.name in self.block and not self.in_mma_role(lw):
+                block_acc.wrote(self, lw)
 
     def store_operand(self, lw: Lowering, name: str) -> None:
         """A bf16 A operand written by per-thread code goes to its TMEM columns."""
@@ -401,13 +403,14 @@ class Sm100Target(block_acc.BlockAccHooks):
         """TMEM address of this instance's tile `name` (what its MMAs name)."""
         lane, col, const = self._region_terms(name)
         count = len(self.role.members)
-        if name in self.block:  # one tile for the whole block: no instance term
+        whole = name in self.block or name in self.block_ops
+        if whole:  # one tile for the whole block: no instance term
             lane = col = 0
 
         def make() -> V:
             w = lw.w
             acc = self.tmem_base(lw)
-            inst = self.instance(lw) if name not in self.block else None
+            inst = self.instance(lw) if not whole else None
             out = w.reg("b32", f"{name}_tmem")
             if lane:  # M = 64: the instance's parity picks the lane half (0 or 16)
                 par = inst

@@ -34,6 +34,11 @@ class Sm90Target:
     arch = "sm_90a"
 
     # ------------------------------------------------------------ layout
+    def check_block_frag(self, frag: ir.Frag, loc) -> None:
+        raise _refuse(f"the ': block' fragment '{frag.name}' (one tile the block's roles "
+                      "share; wgmma reads a register A operand from the warpgroup that issues "
+                      "it)", loc)
+
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
         if frag.block:  # sm_100a keeps it in tensor memory; wgmma has only registers
