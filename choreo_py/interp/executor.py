@@ -435,7 +435,9 @@ class BlockRun(FragmentStatements):
 
 
 def _no_op(self, s, th) -> None:
-    """`setmaxnreg`: a register budget; nothing to model on the CPU."""
+    """`setmaxnreg`: a register budget; nothing to model on the CPU. A warp barrier
+    (`sync.warp`): the interpreter has no warps, so it orders nothing here (an access of
+    another thread ordered only by it is reported as a race: stricter than the GPU)."""
 
 
 #: Statements that may block (generators: they yield while they wait).
@@ -450,7 +452,7 @@ GENERATORS = {
 PLAIN = {
     ir.Let: BlockRun.s_let, ir.Var: BlockRun.s_var, ir.Assign: BlockRun.s_assign,
     ir.ViewDef: BlockRun.s_viewdef, ir.Break: BlockRun.s_break, ir.Continue: BlockRun.s_continue,
-    ir.SetMaxRegs: _no_op, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
+    ir.SetMaxRegs: _no_op, ir.SyncWarp: _no_op, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
     ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
     ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,

@@ -33,7 +33,7 @@ from .memory import Box, _compose
 from .scalars import Evaluator, binary, round_to
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
-          ir.SetMaxRegs)
+          ir.SetMaxRegs, ir.SyncWarp)
 
 
 def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
@@ -133,6 +133,11 @@ class LaneRun:
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
+                self.accesses.settle()
+            elif t is ir.SyncWarp and self.n * self.s.threads <= 32:
+                # The region's instances are one warp: its barrier orders them all. In a
+                # wider region it orders nothing here (a race across warps stays one; one
+                # inside a warp is then reported too: stricter than the GPU).
                 self.accesses.settle()
 
     # ---------------------------------------------------------------- masks

@@ -448,6 +448,14 @@ class SyncShared(Stmt):
 
 
 @dataclass
+class SyncWarp(Stmt):
+    """`sync.barrier : group` / `: thread`: the threads of one warp meet (`bar.warp.sync`),
+    ordering their accesses to shared and global data; threads of other warps do not wait."""
+
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class NamedBarrier(Stmt):
     """`__bar_sync(id, count)` / `__bar_arrive(id, count)`: hardware named barrier `id`.
 

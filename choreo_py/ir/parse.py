@@ -284,7 +284,8 @@ class _Parser:
                        max_regs=int(m.group(4)) if m.group(4) else None)
 
     def s_simple(self, line: str, body) -> ir.Stmt:
-        return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared}[line]()
+        return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared,
+                "sync.warp": ir.SyncWarp}[line]()
 
     def s_bar(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"bar\.(sync|arrive) (.*), (\d+)", line)
@@ -465,7 +466,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("for", _Parser.s_for), ("while", _Parser.s_while), ("if", _Parser.s_if),
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
-    ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
     ("assert", _Parser.s_assert), ("print", _Parser.s_print),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),

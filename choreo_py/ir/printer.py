@@ -128,6 +128,7 @@ class _Printer:
     def s_Break(self, s): self.emit("break")
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
+    def s_SyncWarp(self, s): self.emit("sync.warp")
     def s_RoleSync(self, s): self.emit("role.sync")
     def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
@@ -231,7 +232,8 @@ class _Printer:
 STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
-    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
+    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared,
+    ir.SyncWarp: _Printer.s_SyncWarp, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,

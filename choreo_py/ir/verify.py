@@ -197,6 +197,7 @@ class _Verifier:
     def s_Break(self, s): pass
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
+    def s_SyncWarp(self, s): pass
 
     def s_Print(self, s):
         for x in s.items:
@@ -370,7 +371,8 @@ STATEMENTS = {
     ir.Let: _Verifier.s_Let, ir.Var: _Verifier.s_Var, ir.Assign: _Verifier.s_Assign,
     ir.ViewDef: _Verifier.s_ViewDef, ir.For: _Verifier.s_For, ir.While: _Verifier.s_While,
     ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Continue: _Verifier.s_Continue,
-    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared, ir.RoleSync: _Verifier.s_RoleSync,
+    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared,
+    ir.SyncWarp: _Verifier.s_SyncWarp, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,

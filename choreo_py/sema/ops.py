@@ -309,7 +309,12 @@ class OpBuilder(FragOpBuilder):
 
     def s_Sync(self, s: A.Sync) -> None:
         # `sync.barrier : block` is the block's barrier, the same meeting as `sync.shared`.
+        # `: group` / `: thread` is the warp's (the threads of a group, or those a thread
+        # level's instances share a warp with).
         block_barrier = s.kind == "barrier" and s.level in (None, "block")
+        if s.kind == "barrier" and s.level in ("group", "thread"):
+            self.emit(ir.SyncWarp(loc=s.loc))
+            return
         if s.kind != "shared" and not block_barrier:
             raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))

@@ -196,6 +196,10 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
                for t in ir.walk(s.body)):
             raise lw.refuse("a block barrier inside a parallel region narrower than the block",
                             s.loc)
+        # The skipped threads of a warp the region only partly covers never reach it.
+        if width % 32 and any(isinstance(t, ir.SyncWarp) for t in ir.walk(s.body)):
+            raise lw.refuse("a warp barrier inside a parallel region that covers part of a "
+                            "warp", s.loc)
         outside = w.reg("pred", f"{s.var}_out")
         w.op("setp.ge.u32", outside, lw.tid, width)
         w.bra(end, outside)
@@ -208,8 +212,9 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
 
 
 def _has_barrier(stmts: list) -> bool:
-    """Whether `stmts` meet at a block barrier: a shared copy, a sync, a parallel join."""
-    return any(isinstance(t, (ir.SyncShared, ir.RoleSync, ir.Parallel, ir.DmaCopy))
+    """Whether `stmts` meet at a barrier: a shared copy, a sync (the block's or the
+    warp's), a parallel join."""
+    return any(isinstance(t, (ir.SyncShared, ir.SyncWarp, ir.RoleSync, ir.Parallel, ir.DmaCopy))
                for t in ir.walk(stmts))
 
 
@@ -221,7 +226,8 @@ def _branch(lw: ThreadLowering, s) -> None:
         per_thread = all(isinstance(t, ir.DmaCopy) and "local" in (
             lw.places.base_shape(t.src.base, t.loc)[0], lw.places.base_shape(t.dst.base, t.loc)[0])
             for b in bodies for t in ir.walk(b)
-            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel)))
+            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.SyncWarp, ir.RoleSync,
+                              ir.Parallel)))
         if not per_thread:
             raise lw.refuse("a block barrier (a shared dma.copy, a sync, a parallel region) "
                             "under a condition that may differ between threads", s.loc)
@@ -306,6 +312,8 @@ _HANDLERS = {
     ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
+    # Every lane of the warp (bar.warp.sync also orders their memory accesses).
+    ir.SyncWarp: lambda lw, s: lw.w.op("bar.warp.sync", -1),
     ir.RoleSync: lambda lw, s: barrier(lw),
     ir.Print: _print,
 }
