@@ -32,8 +32,7 @@ def _emulated(path: str, target: str, grid: int, threads: int, smem: int,
     ptx = compile_file(path, "ptx", target)
     end = ptx.rindex("}")
     ptx = ptx[:end] + "\tret;\n}\n"  # the emulator stops at an exit, not at the entry's end
-    names = {"s32": torch.int32, "u32": torch.int32, "f32": torch.float32}
-    dtype = {t: k for k, t in names.items() if k != "u32"}
+    dtype = {torch.int32: "s32", torch.int64: "s64", torch.float32: "f32"}
     desc = {"grid": [grid, 1, 1], "block": [threads, 1, 1], "shared_bytes": smem,
             "params": [{"name": f"ptr_{p}", "ptr": p} for p in params],
             "tensors": {n: {"dtype": dtype[t.dtype], "shape": list(t.shape)}
@@ -97,3 +96,116 @@ def test_a_warp_barrier_in_part_of_a_warp_is_refused(tmp_path):
                        "part of a warp") as e:
         compile_file(path, "ptx", "sm_90a")
     assert "part.co:5:34:" in str(e.value)
+
+
+ATOMICS = """
+__co__ s32 [11, 8] atoms(s32 [64] a) {
+  s32 [11, 8] out {0};
+  parallel p by 1 : block {
+    shared s32 [9, 8] s;
+    parallel q by 64 : thread {
+      if (q < 8) {
+        s.at(0, q) = 0; s.at(1, q) = 0; s.at(2, q) = 1000000; s.at(3, q) = -1000000;
+        s.at(4, q) = -1; s.at(5, q) = 0; s.at(6, q) = 0; s.at(7, q) = q; s.at(8, q) = q;
+      }
+      sync.barrier : block;
+      int j = q % 8;
+      __atomic_add(s.at(0, j), a.at(q));
+      __atomic_sub(s.at(1, j), a.at(q));
+      __atomic_min(s.at(2, j), a.at(q));
+      __atomic_max(s.at(3, j), a.at(q));
+      __atomic_and(s.at(4, j), a.at(q));
+      __atomic_or(s.at(5, j), a.at(q));
+      __atomic_xor(s.at(6, j), a.at(q));
+      if (q < 8) {
+        __atomic_exch(s.at(7, j), a.at(q));
+        __atomic_cas(s.at(8, j), q - q % 2, a.at(q));
+      }
+      __atomic_add(out.at(9, j), 1);
+      __atomic_max(out.at(10, j), a.at(q));
+      sync.barrier : block;
+      if (q < 8) {
+        foreach r in [9] { out.at(r, q) = s.at(r, q); }
+      }
+    }
+  }
+  return out;
+}
+"""
+
+
+def _atomics_ref(a: torch.Tensor) -> torch.Tensor:
+    g = a.view(8, 8)  # g[i, j] = a[8 i + j]: the values lane j's column receives
+    out = torch.zeros(11, 8, dtype=torch.int64)
+    out[0] = g.sum(0)
+    out[1] = -g.sum(0)
+    out[2] = torch.minimum(g.min(0).values, torch.tensor(1000000))
+    out[3] = torch.maximum(g.max(0).values, torch.tensor(-1000000))
+    for j in range(8):
+        col = [int(v) for v in g[:, j]]
+        andv, orv, xorv = -1, 0, 0
+        for v in col:
+            andv, orv, xorv = andv & v, orv | v, xorv ^ v
+        out[4, j], out[5, j], out[6, j] = andv, orv, xorv
+        out[7, j] = col[0]  # exch by lane j alone
+        out[8, j] = col[0] if j % 2 == 0 else j  # cas: compare j - j % 2 matches even j
+    out[9] = 8
+    out[10] = torch.maximum(g.max(0).values, torch.tensor(0))
+    return out.to(torch.int32)
+
+
+def test_the_atomic_builtins_against_torch(tmp_path):
+    path = _write(tmp_path, "atoms.co", ATOMICS)
+    torch.manual_seed(0)
+    a = torch.randint(-5000, 5000, (64,), dtype=torch.int32)
+    want = _atomics_ref(a)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").atoms(a), want)
+    for target in TARGETS:
+        got = _emulated(path, target, 1, 64, 512,
+                        {"a": a, "out": torch.zeros(11, 8, dtype=torch.int32)}, ["a", "out"])
+        assert torch.equal(got["out"], want), target
+    _assembles(path)
+
+
+TYPED = """
+__co__ T [8] k(T [64] a) {
+  T [8] out {0};
+  parallel p by 1 : block
+    parallel q by 64 : thread {
+      __atomic_OP(out.at(q % 8), a.at(q));
+    }
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("ty,op", [("s64", "add"), ("s64", "max"), ("s64", "sub"),
+                                   ("s64", "or"), ("f32", "add")])
+def test_atomics_on_other_element_types(tmp_path, ty, op):
+    path = _write(tmp_path, "typed.co", TYPED.replace("T ", f"{ty} ").replace("OP", op))
+    torch.manual_seed(1)
+    if ty == "f32":  # integral values: the sum is exact in any order
+        a = torch.randint(-100, 100, (64,)).float()
+    else:
+        a = torch.randint(-(1 << 40), 1 << 40, (64,), dtype=torch.int64)
+    g = a.view(8, 8)
+    zero = torch.zeros(8, dtype=a.dtype)
+    want = {"add": lambda: g.sum(0), "sub": lambda: -g.sum(0),
+            "max": lambda: torch.maximum(g.max(0).values, zero),
+            "or": lambda: g[0] | g[1] | g[2] | g[3] | g[4] | g[5] | g[6] | g[7]}[op]()
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").k(a), want)
+    for target in TARGETS:
+        got = _emulated(path, target, 1, 64, 0, {"a": a, "out": torch.zeros(8, dtype=a.dtype)},
+                        ["a", "out"])
+        assert torch.equal(got["out"], want), target
+    _assembles(path)
+
+
+@pytest.mark.parametrize("op,ty", [("min", "f32"), ("and", "f32"), ("cas", "f32")])
+def test_an_atomic_on_an_element_type_cuda_lacks_is_refused(tmp_path, op, ty):
+    args = "out.at(q % 8), 0.0f, a.at(q)" if op == "cas" else "out.at(q % 8), a.at(q)"
+    src = TYPED.replace("T ", f"{ty} ").replace("__atomic_OP(out.at(q % 8), a.at(q))",
+                                                 f"__atomic_{op}({args})")
+    path = _write(tmp_path, "refused.co", src)
+    with pytest.raises(ChoreoError, match=f"'__atomic_{op}' on f32 elements is not supported"):
+        compile_file(path, "ptx", "sm_90a")

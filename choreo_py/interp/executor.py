@@ -22,7 +22,7 @@ import torch
 
 from .. import ir
 from .errors import FutureError, InterpError
-from . import lanes, printing
+from . import atomics, lanes, printing
 from .frag_exec import FragmentStatements
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
@@ -429,8 +429,10 @@ class BlockRun(FragmentStatements):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
         idx = tuple(self.ev.integer(i, th.env, s.loc) for i in s.index)
         value = self.ev(s.value, th.env, s.loc)
-        if getattr(s, "atomic", None):  # one thread runs at a time here: add in place
-            value = self.mem.element(box, idx, s.loc) + value
+        if s.atomic:  # one thread runs at a time here: update in place
+            cmp = self.ev(s.compare, th.env, s.loc) if s.compare is not None else None
+            value = atomics.combine(s.atomic, self.mem.element(box, idx, s.loc)[0], value, cmp,
+                                    s.value.dtype)  # sema typed it as the element
         self.mem.set_element(box, idx, value, s.loc)
 
 

@@ -27,6 +27,7 @@ from __future__ import annotations
 import torch
 
 from .. import ir
+from . import atomics
 from .errors import InterpError
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
@@ -126,8 +127,9 @@ class LaneRun:
             elif t is ir.BufStore:
                 box = self.resolve(s.view, loc)
                 idx = [self.ev(i, self.env, loc) for i in s.index]
-                if getattr(s, "atomic", None):
-                    self.atomic_add(box, idx, self.ev(s.value, self.env, loc), loc)
+                if s.atomic:
+                    cmp = self.ev(s.compare, self.env, loc) if s.compare is not None else None
+                    self.atomic(s, box, idx, self.ev(s.value, self.env, loc), cmp, loc)
                 else:
                     self.store(box, idx, self.ev(s.value, self.env, loc), loc)
             elif t is ir.ViewDef:
@@ -371,15 +373,24 @@ class LaneRun:
         full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
         t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
 
-    def atomic_add(self, box: "_LaneBox", idx, value, loc) -> None:
-        """Every active lane adds its value to its element; lanes adding to the same
-        element all count (atomics do not race with each other)."""
+    def atomic(self, s: ir.BufStore, box: "_LaneBox", idx, value, cmp, loc) -> None:
+        """Every active lane updates its element; lanes updating the same element all
+        count (atomics do not race with each other). An add is one accumulating scatter;
+        the other operations run lane by lane in lane order (one order the hardware may
+        take: only exch and cas to a shared element depend on it)."""
         pos = self._positions(box, idx, loc)
         t = self.mem.tensors[box.base]
         lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
         full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
-        vals = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
-        t.index_put_(full, vals, accumulate=True)
+        vals = torch.as_tensor(value).expand(self.n)[lanes]
+        if s.atomic == "add" and s.value.dtype not in ("u32", "u64"):  # s32, s64, f32
+            t.index_put_(full, vals.to(t.dtype), accumulate=True)
+            return
+        cmps = torch.as_tensor(cmp).expand(self.n)[lanes] if cmp is not None else None
+        for k in range(len(lanes)):
+            at = tuple(int(p[k]) for p in full)
+            t[at] = atomics.combine(s.atomic, t[at].item(), vals[k].item(),
+                                    None if cmps is None else cmps[k].item(), s.value.dtype)
 
     # ---------------------------------------------------------------- races
     def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:

@@ -543,8 +543,11 @@ class BufStore(Stmt):
     value: Expr
     loc: Optional[Loc] = None
     # "add": `__atomic_add(buf.at(i), value)`, buf[i] += value as one atomic update
-    # (threads of the block may add to the same element); None: a plain store.
+    # (threads of the block may add to the same element); likewise "sub", "min", "max",
+    # "and", "or", "xor", "exch" (buf[i] = value) and "cas" (buf[i] = value where
+    # buf[i] == compare); None: a plain store.
     atomic: Optional[str] = None
+    compare: Optional[Expr] = None
 
 
 @dataclass

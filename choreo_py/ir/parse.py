@@ -416,14 +416,17 @@ class _Parser:
         return self.element_store(line)
 
     def s_atomic(self, line: str, body) -> ir.Stmt:
-        """`atomic_add view[i, j], value`."""
+        """`atomic_add view[i, j], value` (`atomic_cas view[i], compare, value`)."""
         op, _, rest = line.partition(" ")
         e = self.exprs(rest)
         name = e.take()
         view = e.view_after(name)
         index = e.index()
         e.take(",")
-        s = ir.BufStore(view, index, e.expr(), atomic=op[len("atomic_"):])
+        value, compare = e.expr(), None
+        if e.accept(","):
+            value, compare = e.expr(), value
+        s = ir.BufStore(view, index, value, atomic=op[len("atomic_"):], compare=compare)
         e.done()
         return s
 

@@ -219,7 +219,8 @@ class _Printer:
     def s_BufStore(self, s):
         where = f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}]"
         if s.atomic:
-            self.emit(f"atomic_{s.atomic} {where}, {expr(s.value)}")
+            cmp = f"{expr(s.compare)}, " if s.compare is not None else ""
+            self.emit(f"atomic_{s.atomic} {where}, {cmp}{expr(s.value)}")
             return
         self.emit(f"{where} = {expr(s.value)}")
 

@@ -327,6 +327,10 @@ class _Verifier:
         for i in s.index:
             self.expr(i, s.loc)
         self.expr(s.value, s.loc)
+        if (s.compare is not None) != (s.atomic == "cas"):
+            self.err("an atomic cas (and only it) takes a compare value", s.loc)
+        if s.compare is not None:
+            self.expr(s.compare, s.loc)
 
     def s_Reduce(self, s):
         self._frag(s.dst, s.loc)

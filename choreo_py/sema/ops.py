@@ -13,6 +13,7 @@ from .exprs import err
 from .values import (BufferValue, EventValue, FutureValue, Scalar, ShapeNotYetKnown, ShapeValue,
                      Unsupported, ViewValue)
 from .views import static_shape
+from .host import ATOMIC_TYPES
 from .frag_ops import FragOpBuilder, fmt_shape
 
 SWIZZLES = (32, 64, 128)
@@ -334,8 +335,8 @@ class OpBuilder(FragOpBuilder):
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
-        if fn == "__atomic_add":
-            return self.atomic_add(c)
+        if fn in ATOMIC_TYPES:
+            return self.atomic(c)
         if fn in ("reduce_max", "reduce_sum"):
             if len(c.args) != 3:
                 raise err(f"'{fn}(dst, src, dim)' takes 3 arguments", c)

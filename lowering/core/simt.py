@@ -165,15 +165,42 @@ def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
     lw.places.store(s.view, s.index, dtype, v, s.loc)
 
 
+_BITS_OPS = ("and", "or", "xor", "exch", "cas")
+
+
 def _atomic(lw: ThreadLowering, s: ir.BufStore, dtype: str, v: V) -> None:
-    """`__atomic_add`: one `red` (a reduction the memory system applies; no value back)."""
-    if s.atomic != "add" or dtype not in ("s32", "u32", "f32", "u64", "s64"):
+    """`__atomic_*` as a statement: one `red` (a reduction the memory system applies; no
+    value back) for add, sub (an add of the negated value), min, max and the bitwise
+    operations; `atom` (whose old value goes unused) for exch and cas."""
+    ints = ("s32", "u32", "u64", "s64")
+    if dtype not in ints + (("f32",) if s.atomic in ("add", "exch") else ()):
         raise lw.refuse(f"an atomic {s.atomic} on {dtype}", s.loc)
+    w = lw.w
     space, addr = lw.places.address(s.view, s.index, s.loc)
-    ty = {"s64": "u64"}.get(dtype, dtype)  # red.add has no .s64: two's complement is the same
+    wide = dtype in ("s64", "u64")
+    if s.atomic in _BITS_OPS:
+        ty = "b64" if wide else "b32"
+    elif s.atomic in ("add", "sub"):  # red.add has no .s64: two's complement is the same
+        ty = {"s64": "u64", "s32": "u32"}.get(dtype, dtype) if s.atomic == "sub" else \
+            {"s64": "u64"}.get(dtype, dtype)
+    else:
+        ty = dtype
     if v.is_const:
-        v = lw.w.reg(v.ty, "c", init=v)
-    lw.w.op(f"red.{space}.add.{ty}", f"ptx.addr({addr.text})", v)
+        v = w.reg(v.ty, "c", init=v)
+    if s.atomic == "sub":
+        neg = w.reg(v.ty, "neg")
+        w.op("neg.s64" if wide else "neg.s32", neg, v)
+        v = neg
+    where = f"ptx.addr({addr.text})"
+    if s.atomic == "exch":
+        w.op(f"atom.{space}.exch.{ty}", w.reg(v.ty, "old"), where, v)
+    elif s.atomic == "cas":
+        cmp = _expr(lw, s.compare, s.loc, hint="cmp")
+        if cmp.is_const:
+            cmp = w.reg(cmp.ty, "c", init=cmp)
+        w.op(f"atom.{space}.cas.{ty}", w.reg(v.ty, "old"), where, cmp, v)
+    else:
+        w.op(f"red.{space}.{'add' if s.atomic == 'sub' else s.atomic}.{ty}", where, v)
 
 
 def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
