@@ -47,6 +47,7 @@ _COMMON_REFUSALS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "SyncShared": "sync.shared",
     "SyncWarp": "a warp barrier (sync.barrier : group)",
+    "Yield": "a yield",
     "Launch": "a launch inside a kernel",
 }
 

@@ -209,3 +209,13 @@ def test_an_atomic_on_an_element_type_cuda_lacks_is_refused(tmp_path, op, ty):
     path = _write(tmp_path, "refused.co", src)
     with pytest.raises(ChoreoError, match=f"'__atomic_{op}' on f32 elements is not supported"):
         compile_file(path, "ptx", "sm_90a")
+
+
+def test_the_atomics_and_the_warp_barrier_round_trip_through_the_ir_text(tmp_path):
+    from choreo_py.ir import parse as ir_parse, printer as ir_printer
+
+    path = _write(tmp_path, "atoms.co", ATOMICS.replace("sync.barrier : block;\n      int j",
+                                                        "sync.barrier : group;\n      int j"))
+    text = compile_file(path, "ir", "sm_90a")
+    assert "atomic_cas s<" in text and "atomic_xor s<" in text and "sync.warp" in text
+    assert ir_printer.print_module(ir_parse.parse_module(text)) == text

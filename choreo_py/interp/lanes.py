@@ -34,7 +34,7 @@ from .memory import Box, _compose
 from .scalars import Evaluator, binary, round_to
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
-          ir.SetMaxRegs, ir.SyncWarp)
+          ir.SetMaxRegs, ir.SyncWarp, ir.Yield)
 
 
 def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
@@ -90,9 +90,12 @@ class LaneRun:
         self.ev = _LaneEval(self)
         self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
         self.what = f"per-thread code of parallel {s.var}"
+        self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
+        self.yield_loc = None
 
     # ---------------------------------------------------------------- driver
-    def run(self) -> None:
+    def run(self) -> tuple[int, object]:
+        """Runs the body; returns how many instances yielded and where the first did."""
         self.exec(self.s.body)
         # Against other agents the region acts as its parent thread: reads, then writes.
         boxes = self.accesses.settle()
@@ -103,9 +106,12 @@ class LaneRun:
                               (True,) * len(lo))
                     self.mem.access(box, write, self.th, loc, self.what,
                                     ranges=tuple(zip(lo, hi)))
+        return (0 if self.gone is None else int(self.gone.sum())), self.yield_loc
 
     def exec(self, stmts) -> None:
         for s in stmts:
+            if self.count == 0:  # every lane here yielded
+                return
             loc = s.loc if s.loc is not None else self.th.loc
             self.th.loc = loc
             self.sched.step(loc)
@@ -136,6 +142,8 @@ class LaneRun:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
                 self.accesses.settle()
+            elif t is ir.Yield:
+                self.s_yield(loc)
             elif t is ir.SyncWarp and self.n * self.s.threads <= 32:
                 # The region's instances are one warp: its barrier orders them all. In a
                 # wider region it orders nothing here (a race across warps stays one; one
@@ -162,13 +170,28 @@ class LaneRun:
 
     def _masked(self, mask, fn) -> None:
         saved = self.mask, self.count
-        self.mask = mask
-        self.count = int(mask.sum())
+        self.mask = mask if self.gone is None else mask & ~self.gone
+        self.count = int(self.mask.sum())
         try:
             if self.count:
                 fn()
         finally:
             self.mask, self.count = saved
+            if self.gone is not None:  # lanes that yielded inside stay out
+                self._leave_out()
+
+    def _leave_out(self) -> None:
+        base = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        self.mask = base & ~self.gone
+        self.count = int(self.mask.sum())
+
+    def s_yield(self, loc) -> None:
+        """The active lanes leave the kernel: no later statement runs for them."""
+        active = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        self.gone = active if self.gone is None else self.gone | active
+        if self.yield_loc is None:
+            self.yield_loc = loc
+        self._leave_out()
 
     def _cond(self, e, loc):
         c = self.ev(e, self.env, loc)

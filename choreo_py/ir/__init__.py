@@ -334,6 +334,14 @@ class Continue(Stmt):
 
 
 @dataclass
+class Yield(Stmt):
+    """`yield`: the thread that runs it leaves the kernel (the rest of the kernel is
+    skipped for it; the host program goes on)."""
+
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class Parallel(Stmt):
     """Spawns `extent` instances of `level` inside a block (`parallel p by [3] : group-4`).
 

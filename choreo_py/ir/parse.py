@@ -285,7 +285,7 @@ class _Parser:
 
     def s_simple(self, line: str, body) -> ir.Stmt:
         return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared,
-                "sync.warp": ir.SyncWarp}[line]()
+                "sync.warp": ir.SyncWarp, "yield": ir.Yield}[line]()
 
     def s_bar(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"bar\.(sync|arrive) (.*), (\d+)", line)
@@ -468,7 +468,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("let", _Parser.s_let), ("var", _Parser.s_var), ("view", _Parser.s_view),
     ("for", _Parser.s_for), ("while", _Parser.s_while), ("if", _Parser.s_if),
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
-    ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
+    ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
     ("assert", _Parser.s_assert), ("print", _Parser.s_print),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),

@@ -126,6 +126,7 @@ class _Printer:
     def s_Assign(self, s): self.emit(f"{s.name} := {expr(s.value)}")
     def s_ViewDef(self, s): self.emit(f"view {s.name} = {view(s.view)}")
     def s_Break(self, s): self.emit("break")
+    def s_Yield(self, s): self.emit("yield")
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
     def s_SyncWarp(self, s): self.emit("sync.warp")
@@ -232,7 +233,8 @@ class _Printer:
 #: The printer of each statement kind (tests/test_ir_coverage.py checks every kind has one).
 STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
-    ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
+    ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Yield: _Printer.s_Yield,
+    ir.Continue: _Printer.s_Continue,
     ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared,
     ir.SyncWarp: _Printer.s_SyncWarp, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,

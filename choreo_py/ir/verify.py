@@ -195,6 +195,7 @@ class _Verifier:
         self.block(s.orelse)
 
     def s_Break(self, s): pass
+    def s_Yield(self, s): pass
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
     def s_SyncWarp(self, s): pass
@@ -374,7 +375,8 @@ EXPRESSIONS = {
 STATEMENTS = {
     ir.Let: _Verifier.s_Let, ir.Var: _Verifier.s_Var, ir.Assign: _Verifier.s_Assign,
     ir.ViewDef: _Verifier.s_ViewDef, ir.For: _Verifier.s_For, ir.While: _Verifier.s_While,
-    ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Continue: _Verifier.s_Continue,
+    ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Yield: _Verifier.s_Yield,
+    ir.Continue: _Verifier.s_Continue,
     ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared,
     ir.SyncWarp: _Verifier.s_SyncWarp, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,

@@ -425,6 +425,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         self.emit(ir.While(cond, self.block(s.body.stmts), loc=s.loc))
 
     def s_Break(self, s): self.emit(ir.Break(loc=s.loc))
+    def s_Yield(self, s): self.emit(ir.Yield(loc=s.loc))
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
 
     def s_Foreach(self, s: A.Foreach) -> None:

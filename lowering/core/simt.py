@@ -341,6 +341,9 @@ _HANDLERS = {
     ir.SyncShared: lambda lw, s: barrier(lw),
     # Every lane of the warp (bar.warp.sync also orders their memory accesses).
     ir.SyncWarp: lambda lw, s: lw.w.op("bar.warp.sync", -1),
+    # The thread leaves the kernel; later barriers wait only for threads that have not
+    # exited (bar.sync counts the CTA's non-exited threads).
+    ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
     ir.Print: _print,
 }
