@@ -219,3 +219,49 @@ def test_the_atomics_and_the_warp_barrier_round_trip_through_the_ir_text(tmp_pat
     text = compile_file(path, "ir", "sm_90a")
     assert "atomic_cas s<" in text and "atomic_xor s<" in text and "sync.warp" in text
     assert ir_printer.print_module(ir_parse.parse_module(text)) == text
+
+
+OLD_VALUES = """
+__co__ s32 [130] olds(s32 [64] a) {
+  s32 [130] out {0};
+  parallel p by 1 : block {
+    shared s32 [2] s;
+    parallel q by 64 : thread {
+      if (q == 0) {
+        s.at(0) = 0; s.at(1) = 5;
+      }
+      sync.barrier : block;
+      mutable s32 old = __atomic_add(s.at(0), 1);
+      out.at(q) = old;
+      mutable s32 o2 = __atomic_max(s.at(1), a.at(q));
+      out.at(64 + q) = o2;
+      sync.barrier : block;
+      if (q == 0) {
+        out.at(128) = s.at(0); out.at(129) = s.at(1);
+      }
+    }
+  }
+  return out;
+}
+"""
+
+
+def test_an_atomics_old_value_in_a_variable(tmp_path):
+    """`mutable s32 old = __atomic_add(...)`: each thread gets the value before its own
+    update: the 64 increments hand out 0..63 once each, in any order."""
+    path = _write(tmp_path, "olds.co", OLD_VALUES)
+    a = torch.randperm(64, dtype=torch.int32) * 3
+    interp = choreo_py.interpret(path, target="sm_90a").olds(a)
+    # The interpreter updates in lane order: lane q sees q increments and the running max.
+    assert torch.equal(interp[:64], torch.arange(64, dtype=torch.int32))
+    run_max = torch.cummax(torch.cat([torch.tensor([5]), a[:-1]]).clamp(min=5), 0).values
+    assert torch.equal(interp[64:128], run_max.to(torch.int32))
+    for target in TARGETS:
+        assert "atom.shared.add.s32" in compile_file(path, "ptx", target)
+        got = _emulated(path, target, 1, 64, 64, {"a": a, "out": torch.zeros(130, dtype=torch.int32)},
+                        ["a", "out"])["out"]
+        assert torch.equal(got[:64].sort().values, torch.arange(64, dtype=torch.int32)), target
+        assert got[128] == 64 and got[129] == int(a.max()), target
+        assert bool((got[64:128] >= 5).all()) and bool((got[64:128] <= a.max()).all()), target
+    assert interp[128] == 64 and interp[129] == int(a.max())
+    _assembles(path)

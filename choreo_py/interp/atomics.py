@@ -9,7 +9,8 @@ from __future__ import annotations
 from .scalars import round_to
 
 
-def _c_value(v, dtype: str):
+def c_value(v, dtype: str):
+    """The C value of an element as its tensor holds it."""
     if dtype == "u64" and v < 0:
         return v + (1 << 64)
     return v
@@ -24,7 +25,7 @@ def _stored(v, dtype: str):
 def combine(op: str, old, value, compare, dtype: str):
     """The element after `op` with `value` (`compare`: cas's expected old value), as the
     element's tensor holds it."""
-    old = _c_value(old, dtype)
+    old = c_value(old, dtype)
     value = round_to(value, dtype)
     if op == "add":
         new = old + value

@@ -457,8 +457,10 @@ class BlockRun(FragmentStatements):
         value = self.ev(s.value, th.env, s.loc)
         if s.atomic:  # one thread runs at a time here: update in place
             cmp = self.ev(s.compare, th.env, s.loc) if s.compare is not None else None
-            value = atomics.combine(s.atomic, self.mem.element(box, idx, s.loc)[0], value, cmp,
-                                    s.value.dtype)  # sema typed it as the element
+            old = self.mem.element(box, idx, s.loc)[0]
+            value = atomics.combine(s.atomic, old, value, cmp, s.value.dtype)  # sema typed it
+            if s.result is not None:
+                th.env[s.result] = atomics.c_value(old, s.value.dtype)
         self.mem.set_element(box, idx, value, s.loc)
 
 

@@ -406,14 +406,22 @@ class LaneRun:
         lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
         full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
         vals = torch.as_tensor(value).expand(self.n)[lanes]
-        if s.atomic == "add" and s.value.dtype not in ("u32", "u64"):  # s32, s64, f32
-            t.index_put_(full, vals.to(t.dtype), accumulate=True)
+        dtype = s.value.dtype
+        if s.atomic == "add" and dtype not in ("u32", "u64") and s.result is None:
+            t.index_put_(full, vals.to(t.dtype), accumulate=True)  # s32, s64, f32
             return
         cmps = torch.as_tensor(cmp).expand(self.n)[lanes] if cmp is not None else None
+        olds = []
         for k in range(len(lanes)):
             at = tuple(int(p[k]) for p in full)
+            olds.append(atomics.c_value(t[at].item(), dtype))
             t[at] = atomics.combine(s.atomic, t[at].item(), vals[k].item(),
-                                    None if cmps is None else cmps[k].item(), s.value.dtype)
+                                    None if cmps is None else cmps[k].item(), dtype)
+        if s.result is not None:  # each active lane's old value, the others keep theirs
+            lt = _lane_dtype(dtype)
+            got = torch.as_tensor(self.env[s.result], dtype=lt).expand(self.n).clone()
+            got[lanes] = torch.tensor(olds, dtype=lt)
+            self.env[s.result] = got
 
     # ---------------------------------------------------------------- races
     def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:

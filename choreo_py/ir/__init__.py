@@ -556,6 +556,8 @@ class BufStore(Stmt):
     # buf[i] == compare); None: a plain store.
     atomic: Optional[str] = None
     compare: Optional[Expr] = None
+    # An atomic's old value goes to this mutable scalar (`mutable s32 old = __atomic_...`).
+    result: Optional[str] = None
 
 
 @dataclass

@@ -416,7 +416,8 @@ class _Parser:
         return self.element_store(line)
 
     def s_atomic(self, line: str, body) -> ir.Stmt:
-        """`atomic_add view[i, j], value` (`atomic_cas view[i], compare, value`)."""
+        """`atomic_add view[i, j], value` (`atomic_cas view[i], compare, value`; `... into old`:
+        the old value goes to the variable `old`)."""
         op, _, rest = line.partition(" ")
         e = self.exprs(rest)
         name = e.take()
@@ -426,7 +427,9 @@ class _Parser:
         value, compare = e.expr(), None
         if e.accept(","):
             value, compare = e.expr(), value
-        s = ir.BufStore(view, index, value, atomic=op[len("atomic_"):], compare=compare)
+        result = e.take() if e.accept("into") else None
+        s = ir.BufStore(view, index, value, atomic=op[len("atomic_"):], compare=compare,
+                        result=result)
         e.done()
         return s
 

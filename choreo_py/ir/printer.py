@@ -221,7 +221,8 @@ class _Printer:
         where = f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}]"
         if s.atomic:
             cmp = f"{expr(s.compare)}, " if s.compare is not None else ""
-            self.emit(f"atomic_{s.atomic} {where}, {cmp}{expr(s.value)}")
+            old = f" into {s.result}" if s.result else ""
+            self.emit(f"atomic_{s.atomic} {where}, {cmp}{expr(s.value)}{old}")
             return
         self.emit(f"{where} = {expr(s.value)}")
 

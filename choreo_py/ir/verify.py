@@ -332,6 +332,8 @@ class _Verifier:
             self.err("an atomic cas (and only it) takes a compare value", s.loc)
         if s.compare is not None:
             self.expr(s.compare, s.loc)
+        if s.result is not None and self.lookup(s.result) is None:
+            self.err(f"an atomic's old value goes to '{s.result}', which is not defined", s.loc)
 
     def s_Reduce(self, s):
         self._frag(s.dst, s.loc)

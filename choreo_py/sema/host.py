@@ -316,10 +316,18 @@ class HostBuilder:
         self.scope.bind(s.name, ITupleValue(v.elems, loc=s.loc))
 
     # ------------------------------------------------------------ atomics
-    def atomic(self, c: A.CallExpr) -> None:
+    def atomic_dtype(self, c: A.CallExpr) -> str:
+        """The element type an `__atomic_*` call updates."""
+        place = c.args[0] if c.args else None
+        if not (isinstance(place, A.MethodCall) and place.method == "at"):
+            raise err(f"'{c.func}' updates an element: 'buf.at(i)'", place or c)
+        return self.view_of(place.base).dtype
+
+    def atomic(self, c: A.CallExpr, result: str | None = None) -> None:
         """`__atomic_add(buf.at(i), v)`: buf[i] += v as one atomic update (likewise sub,
         min, max, and, or, xor, exch; `__atomic_cas(buf.at(i), compare, v)`). As a
-        statement: the old value the CUDA function returns is not used."""
+        statement the old value the CUDA function returns is not used; else `result` names
+        the variable that receives it."""
         fn, op = c.func, c.func[len("__atomic_"):]
         want = 3 if op == "cas" else 2
         if len(c.args) != want:
@@ -337,4 +345,4 @@ class HostBuilder:
         # values are converted as C converts the arguments of `atomicAdd(int*, int)`.
         vals = [B.convert(self.scalar(a, view.dtype), view.dtype) for a in c.args[1:]]
         self.emit(ir.BufStore(view.view, index, vals[-1], loc=c.loc, atomic=op,
-                              compare=vals[0] if op == "cas" else None))
+                              compare=vals[0] if op == "cas" else None, result=result))

@@ -19,7 +19,7 @@ from . import limits
 
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
-from .host import HostBuilder, check_dtype, nested_parallels
+from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .block_accs import BlockAccBuilder
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
@@ -322,6 +322,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if s.init is None:
             raise Unsupported("a scalar declared without a value", s.loc)
         dtype = s.type.name if s.type else None
+        if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
+            return self._atomic_decl(s, dtype)
         v = self.scalar(s.init, dtype)
         dtype = dtype or v.dtype
         if dtype in ("void", "auto"):
@@ -334,6 +336,18 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    def _atomic_decl(self, s: A.ScalarDecl, dtype) -> None:
+        """`mutable s32 old = __atomic_add(buf.at(i), v);`: the element's value before the
+        update, in a variable of the element's type."""
+        if not s.mutable:
+            raise Unsupported("an atomic's old value in an immutable declaration", s.loc)
+        elem = self.atomic_dtype(s.init)
+        if dtype not in (None, "auto", elem):
+            raise Unsupported(f"an atomic's old {elem} value in a {dtype} variable", s.loc)
+        self.emit(ir.Var(s.name, elem, ir.Const(0, elem), loc=s.loc))
+        self.scope.bind(s.name, Scalar(ir.Sym(s.name, elem), mutable=True, kind="var", loc=s.loc))
+        self.atomic(s.init, result=s.name)
 
     @staticmethod
     def _const_as(v: ir.Const, dtype: str, s: A.ScalarDecl) -> ir.Const:

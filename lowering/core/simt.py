@@ -192,15 +192,25 @@ def _atomic(lw: ThreadLowering, s: ir.BufStore, dtype: str, v: V) -> None:
         w.op("neg.s64" if wide else "neg.s32", neg, v)
         v = neg
     where = f"ptx.addr({addr.text})"
+    if s.result is not None:  # the old value wanted: atom, whose destination is the variable
+        b = lw.lookup(s.result)
+        if b is None or not b.mutable:
+            raise lw.refuse(f"an atomic's old value in '{s.result}'", s.loc)
+        args = [where] + ([_cas_compare(lw, s)] if s.atomic == "cas" else []) + [v]
+        op = "add" if s.atomic == "sub" else s.atomic
+        w.op(f"atom.{space}.{op}.{ty}", b.value, *args)
+        return
     if s.atomic == "exch":
         w.op(f"atom.{space}.exch.{ty}", w.reg(v.ty, "old"), where, v)
     elif s.atomic == "cas":
-        cmp = _expr(lw, s.compare, s.loc, hint="cmp")
-        if cmp.is_const:
-            cmp = w.reg(cmp.ty, "c", init=cmp)
-        w.op(f"atom.{space}.cas.{ty}", w.reg(v.ty, "old"), where, cmp, v)
+        w.op(f"atom.{space}.cas.{ty}", w.reg(v.ty, "old"), where, _cas_compare(lw, s), v)
     else:
         w.op(f"red.{space}.{'add' if s.atomic == 'sub' else s.atomic}.{ty}", where, v)
+
+
+def _cas_compare(lw: ThreadLowering, s: ir.BufStore) -> V:
+    cmp = _expr(lw, s.compare, s.loc, hint="cmp")
+    return lw.w.reg(cmp.ty, "c", init=cmp) if cmp.is_const else cmp
 
 
 def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
