@@ -119,3 +119,33 @@ def test_a_region_after_a_yield_of_some_threads_is_refused_by_the_interpreter(tm
     for target in TARGETS:
         assert torch.equal(_emulated(path, target, a, 10), want), target
     _assembles(path)
+
+
+NESTED = """
+__co__ void foo(int x) {
+  parallel by 1 : block {
+    parallel by 256 : thread {
+      if (x == 0) {
+        yield;
+      }
+    }
+    println("here");
+  }
+  println("there ", x);
+}
+"""
+
+
+@pytest.mark.parametrize("x", [0, 1])
+def test_a_yield_skips_the_kernels_code_and_the_host_goes_on(tmp_path, capsys, x):
+    """As the corpus's yield_nested: when every thread yields, the kernel's println after
+    the region is skipped; the host's println runs after the launch either way."""
+    from choreo_py.ir import parse as ir_parse, printer as ir_printer
+
+    path = _write(tmp_path, "nested.co", NESTED)
+    choreo_py.interpret(path, target="sm_90a").foo(x)
+    assert capsys.readouterr().out == ("" if x == 0 else "here\n") + f"there {x}\n"
+    text = compile_file(path, "ir", "sm_90a")
+    assert "print 'there '" in text  # a statement of the host function
+    assert ir_printer.print_module(ir_parse.parse_module(text)) == text
+    _assembles(path)

@@ -184,6 +184,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
                 s.expr.func == "assert":
             return self.assert_stmt(s.expr)
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
+                s.expr.func in ("print", "println"):
+            return self.print_stmt(s.expr)  # printed by the host, between the launches
         if isinstance(s, A.Sync) and s.kind == "global":
             return  # launches and host regions run in order (see sema/host.py, device_region)
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
