@@ -265,3 +265,20 @@ def test_an_atomics_old_value_in_a_variable(tmp_path):
         assert bool((got[64:128] >= 5).all()) and bool((got[64:128] <= a.max()).all()), target
     assert interp[128] == 64 and interp[129] == int(a.max())
     _assembles(path)
+
+
+@pytest.mark.parametrize("stmt,name", [("sync.barrier : group;", "a warp barrier (sync.barrier "
+                                        ": group)"), ("yield;", "a yield")])
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_warp_barrier_or_yield_in_an_mma_kernel_is_refused_by_name(tmp_path, stmt, name,
+                                                                     target):
+    import os
+
+    src = open(os.path.join(os.path.dirname(__file__), "..", "examples", "gemm.co")).read()
+    lines = src.splitlines(keepends=True)
+    at = next(i for i, l in enumerate(lines) if "acc = mma.fill.f32" in l)
+    lines.insert(at, "        " + stmt + "\n")
+    path = _write(tmp_path, "gemm.co", "".join(lines))
+    with pytest.raises(ChoreoError, match=f"gemm.co:{at + 1}:9: error: {name} is not lowered "
+                       f"for {target} yet".replace("(", r"\(").replace(")", r"\)")):
+        compile_file(path, "ptx", target)
