@@ -131,7 +131,9 @@ def _one(lw: ThreadLowering, s: ir.Stmt) -> None:
 
 def _let(lw: ThreadLowering, s: ir.Let) -> None:
     v = _expr(lw, s.value, s.loc, hint=s.name)
-    if not v.is_const and lw.depth > 0:  # a loop body's value: a register of its own
+    # A loop body's value, or a mutable variable's register (`int b = v;`: b keeps the
+    # value v has now): a register of its own.
+    if not v.is_const and (lw.depth > 0 or lw.holds_mutable(v)):
         v = lw.w.reg(v.ty, s.name, init=v)
     lw.bind(s.name, v, nonneg=control.nonneg(lw, s.value, s.loc), uniform=lw.uniform(s.value))
 
