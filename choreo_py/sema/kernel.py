@@ -327,6 +327,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         dtype = s.type.name if s.type else None
         if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
             return self._atomic_decl(s, dtype)
+        if _is_increment(s.init):
+            return self._incremented(s.name, s.init, s.loc, dtype, s.mutable)
         v = self.scalar(s.init, dtype)
         dtype = dtype or v.dtype
         if dtype in ("void", "auto"):
@@ -390,6 +392,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if local is not None and isinstance(local, (Scalar,)):
             where = f" (defined at {local.loc.line}:{local.loc.col})" if local.loc else ""
             raise err(f"'{name}' is immutable{where}; declare it 'mutable' to assign it again", s.target)
+        if _is_increment(s.value):
+            return self._incremented(name, s.value, s.loc, None, False)
         v = self.value(s.value)
         if isinstance(v, Scalar):
             self._let(name, v.expr, s.loc)
@@ -420,6 +424,25 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if isinstance(e, A.CallExpr):
             return self.builtin_stmt(e)
         raise Unsupported("this expression statement", s.loc)
+
+    def _incremented(self, name: str, e: A.Unary, loc, dtype, mutable: bool) -> None:
+        """`old = value++;` / `current = ++value;` (the whole value of a declaration): the
+        variable's value after (prefix) or before (postfix) the increment, then the rest."""
+        v = self.scope.lookup(e.operand.id)
+        if not isinstance(v, Scalar) or not v.mutable:
+            raise err(f"'{e.operand.id}' is not mutable", e.operand)
+        if e.op in ("++", "--"):
+            self.increment(e)
+        value = B.assigned(v.expr, dtype) if dtype not in (None, "auto", "void") else v.expr
+        if mutable:
+            self.emit(ir.Var(name, value.dtype, value, loc=loc))
+            self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), mutable=True, kind="var",
+                                         loc=loc))
+        else:  # a Let of a mutable variable's value is a copy (the lowering gives it a register)
+            self.emit(ir.Let(name, value, loc=loc))
+            self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), kind="let", loc=loc))
+        if e.op.startswith("post"):
+            self.increment(e)
 
     def increment(self, e: A.Unary) -> None:
         if not isinstance(e.operand, A.Name):
@@ -561,3 +584,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         finally:
             self.role = None
         self.emit(role)
+
+
+def _is_increment(e) -> bool:
+    """`x++`, `x--`, `++x`, `--x` of a name."""
+    return isinstance(e, A.Unary) and e.op in ("post++", "post--", "++", "--") \
+        and isinstance(e.operand, A.Name)
