@@ -58,6 +58,7 @@ IR_WORDS = {
     "SetMaxRegs": "setreg_inc/setreg_dec", "TmaLoad": "tma.load", "TmaStore": "tma.copy (store)",
     "DmaCopy": "dma.copy", "Wait": "a wait", "Trigger": "a trigger",
     "RoleSync": "a collective copy's synchronization", "SyncShared": "sync.shared",
+    "SyncWarp": "sync.barrier : group",
     "NamedBarrier": "a named barrier (__bar_sync / __bar_arrive)",
     "FragDecl": "a fragment declaration", "MmaFill": "mma.fill", "Mma": "an mma operation",
     "MmaStore": "mma.store", "MmaLoad": "mma.load",

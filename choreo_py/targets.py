@@ -46,6 +46,8 @@ _COMMON_REFUSALS = {
     "DmaCopy": "dma.copy",
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "SyncShared": "sync.shared",
+    "SyncWarp": "a warp barrier (sync.barrier : group)",
+    "Yield": "a yield",
     "Launch": "a launch inside a kernel",
 }
 

@@ -16,7 +16,8 @@ __all__ = ["DECODERS", "HANDLERS", "Unsupported", "decode", "decoder", "handler"
 
 def _loaded() -> None:
     # The instruction families register themselves on import.
-    from . import isa_alu, isa_mem, isa_sync, isa_tma, isa_warp, isa_wgmma, warp_converge  # noqa: F401
+    from . import (isa_alu, isa_atomic, isa_mem, isa_sync, isa_tma, isa_warp,  # noqa: F401
+                   isa_wgmma, warp_converge)
     try:  # the Blackwell families (tcgen05, TMEM) when present
         from . import tcgen05_handlers  # noqa: F401
     except ImportError as err:

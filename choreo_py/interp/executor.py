@@ -22,7 +22,7 @@ import torch
 
 from .. import ir
 from .errors import FutureError, InterpError
-from . import lanes, printing
+from . import atomics, lanes, printing
 from .frag_exec import FragmentStatements
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
@@ -64,6 +64,10 @@ class _Continue(Exception):
     pass
 
 
+class Yielded(Exception):
+    """`yield`: the thread of control leaves the kernel."""
+
+
 class BlockRun(FragmentStatements):
     def __init__(self, kernel: ir.Kernel, memory: Memory, events: dict[str, EventState],
                  sched: Scheduler, owners: int, instances: dict[int, int]) -> None:
@@ -78,6 +82,7 @@ class BlockRun(FragmentStatements):
         self.apply_cache: dict = {}
         self.shared = SharedFrags()  # fragments of the block, seen by its roles
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
+        self.partial_yield = None  # where some (not all) instances of a region yielded
         # the handlers of this block's statements (GENERATORS / PLAIN below), bound
         self.gens = {t: fn.__get__(self) for t, fn in GENERATORS.items()}
         self.plain = {t: fn.__get__(self) for t, fn in PLAIN.items()}
@@ -93,7 +98,10 @@ class BlockRun(FragmentStatements):
         self.sched.add(th)
 
     def _main(self, th: Thread, body):
-        yield from self.exec(body, th)
+        try:
+            yield from self.exec(body, th)
+        except Yielded:
+            th.yielded = True
         if th.children:  # an instance ends when the roles it started end
             yield from self.block_on(th, JoinWait(th.children, th.loc))
 
@@ -138,6 +146,9 @@ class BlockRun(FragmentStatements):
     def s_break(self, s, th):
         raise _Break
 
+    def s_yield(self, s, th):
+        raise Yielded
+
     def s_continue(self, s, th):
         raise _Continue
 
@@ -177,10 +188,14 @@ class BlockRun(FragmentStatements):
 
     # ---------------------------------------------------------------- parallel and roles
     def s_parallel(self, s, th):
+        if self.partial_yield is not None:
+            # The GPU runs it without the threads that left; instances here are not threads.
+            raise InterpError("the interpreter cannot run a parallel region after a yield "
+                              f"that only some instances took (at {self.partial_yield})", s.loc)
         if id(s) not in self.lane_bodies:
             self.lane_bodies[id(s)] = lanes.eligible(s.body)
         if self.lane_bodies[id(s)]:  # plain per-thread code: every instance at once
-            lanes.LaneRun(self, s, th).run()
+            self._yields(*lanes.LaneRun(self, s, th).run(), s.extent)
             return
         kids = []
         for p in range(s.extent):
@@ -192,6 +207,17 @@ class BlockRun(FragmentStatements):
             self.launch(c, s.body)
             kids.append(c)
         yield from self.block_on(th, JoinWait(kids, s.loc))
+        gone = [k.loc for k in kids if getattr(k, "yielded", False)]
+        self._yields(len(gone), gone[0] if gone else None, s.extent)
+
+    def _yields(self, gone: int, where, extent: int) -> None:
+        """After a region: when every instance yielded, so does the thread that ran it (the
+        rest of the kernel is skipped); when some did, code common to the block may go on
+        (the threads left run it), a later parallel region may not (see s_parallel)."""
+        if gone and gone == extent:
+            raise Yielded
+        if gone:
+            self.partial_yield = where
 
     def s_role(self, s, th):
         run = self._cond(s.cond, th, s.loc)
@@ -429,13 +455,19 @@ class BlockRun(FragmentStatements):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
         idx = tuple(self.ev.integer(i, th.env, s.loc) for i in s.index)
         value = self.ev(s.value, th.env, s.loc)
-        if getattr(s, "atomic", None):  # one thread runs at a time here: add in place
-            value = self.mem.element(box, idx, s.loc) + value
+        if s.atomic:  # one thread runs at a time here: update in place
+            cmp = self.ev(s.compare, th.env, s.loc) if s.compare is not None else None
+            old = self.mem.element(box, idx, s.loc)[0]
+            value = atomics.combine(s.atomic, old, value, cmp, s.value.dtype)  # sema typed it
+            if s.result is not None:
+                th.env[s.result] = atomics.c_value(old, s.value.dtype)
         self.mem.set_element(box, idx, value, s.loc)
 
 
 def _no_op(self, s, th) -> None:
-    """`setmaxnreg`: a register budget; nothing to model on the CPU."""
+    """`setmaxnreg`: a register budget; nothing to model on the CPU. A warp barrier
+    (`sync.warp`): the interpreter has no warps, so it orders nothing here (an access of
+    another thread ordered only by it is reported as a race: stricter than the GPU)."""
 
 
 #: Statements that may block (generators: they yield while they wait).
@@ -450,7 +482,7 @@ GENERATORS = {
 PLAIN = {
     ir.Let: BlockRun.s_let, ir.Var: BlockRun.s_var, ir.Assign: BlockRun.s_assign,
     ir.ViewDef: BlockRun.s_viewdef, ir.Break: BlockRun.s_break, ir.Continue: BlockRun.s_continue,
-    ir.SetMaxRegs: _no_op, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
+    ir.SetMaxRegs: _no_op, ir.SyncWarp: _no_op, ir.Yield: BlockRun.s_yield, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
     ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
     ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,

@@ -27,13 +27,14 @@ from __future__ import annotations
 import torch
 
 from .. import ir
+from . import atomics
 from .errors import InterpError
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
 from .scalars import Evaluator, binary, round_to
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
-          ir.SetMaxRegs)
+          ir.SetMaxRegs, ir.SyncWarp, ir.Yield)
 
 
 def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
@@ -89,9 +90,12 @@ class LaneRun:
         self.ev = _LaneEval(self)
         self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
         self.what = f"per-thread code of parallel {s.var}"
+        self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
+        self.yield_loc = None
 
     # ---------------------------------------------------------------- driver
-    def run(self) -> None:
+    def run(self) -> tuple[int, object]:
+        """Runs the body; returns how many instances yielded and where the first did."""
         self.exec(self.s.body)
         # Against other agents the region acts as its parent thread: reads, then writes.
         boxes = self.accesses.settle()
@@ -102,9 +106,12 @@ class LaneRun:
                               (True,) * len(lo))
                     self.mem.access(box, write, self.th, loc, self.what,
                                     ranges=tuple(zip(lo, hi)))
+        return (0 if self.gone is None else int(self.gone.sum())), self.yield_loc
 
     def exec(self, stmts) -> None:
         for s in stmts:
+            if self.count == 0:  # every lane here yielded
+                return
             loc = s.loc if s.loc is not None else self.th.loc
             self.th.loc = loc
             self.sched.step(loc)
@@ -126,13 +133,21 @@ class LaneRun:
             elif t is ir.BufStore:
                 box = self.resolve(s.view, loc)
                 idx = [self.ev(i, self.env, loc) for i in s.index]
-                if getattr(s, "atomic", None):
-                    self.atomic_add(box, idx, self.ev(s.value, self.env, loc), loc)
+                if s.atomic:
+                    cmp = self.ev(s.compare, self.env, loc) if s.compare is not None else None
+                    self.atomic(s, box, idx, self.ev(s.value, self.env, loc), cmp, loc)
                 else:
                     self.store(box, idx, self.ev(s.value, self.env, loc), loc)
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
+                self.accesses.settle()
+            elif t is ir.Yield:
+                self.s_yield(loc)
+            elif t is ir.SyncWarp and self.n * self.s.threads <= 32:
+                # The region's instances are one warp: its barrier orders them all. In a
+                # wider region it orders nothing here (a race across warps stays one; one
+                # inside a warp is then reported too: stricter than the GPU).
                 self.accesses.settle()
 
     # ---------------------------------------------------------------- masks
@@ -155,13 +170,28 @@ class LaneRun:
 
     def _masked(self, mask, fn) -> None:
         saved = self.mask, self.count
-        self.mask = mask
-        self.count = int(mask.sum())
+        self.mask = mask if self.gone is None else mask & ~self.gone
+        self.count = int(self.mask.sum())
         try:
             if self.count:
                 fn()
         finally:
             self.mask, self.count = saved
+            if self.gone is not None:  # lanes that yielded inside stay out
+                self._leave_out()
+
+    def _leave_out(self) -> None:
+        base = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        self.mask = base & ~self.gone
+        self.count = int(self.mask.sum())
+
+    def s_yield(self, loc) -> None:
+        """The active lanes leave the kernel: no later statement runs for them."""
+        active = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        self.gone = active if self.gone is None else self.gone | active
+        if self.yield_loc is None:
+            self.yield_loc = loc
+        self._leave_out()
 
     def _cond(self, e, loc):
         c = self.ev(e, self.env, loc)
@@ -366,15 +396,32 @@ class LaneRun:
         full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
         t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
 
-    def atomic_add(self, box: "_LaneBox", idx, value, loc) -> None:
-        """Every active lane adds its value to its element; lanes adding to the same
-        element all count (atomics do not race with each other)."""
+    def atomic(self, s: ir.BufStore, box: "_LaneBox", idx, value, cmp, loc) -> None:
+        """Every active lane updates its element; lanes updating the same element all
+        count (atomics do not race with each other). An add is one accumulating scatter;
+        the other operations run lane by lane in lane order (one order the hardware may
+        take: only exch and cas to a shared element depend on it)."""
         pos = self._positions(box, idx, loc)
         t = self.mem.tensors[box.base]
         lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
         full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
-        vals = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
-        t.index_put_(full, vals, accumulate=True)
+        vals = torch.as_tensor(value).expand(self.n)[lanes]
+        dtype = s.value.dtype
+        if s.atomic == "add" and dtype not in ("u32", "u64") and s.result is None:
+            t.index_put_(full, vals.to(t.dtype), accumulate=True)  # s32, s64, f32
+            return
+        cmps = torch.as_tensor(cmp).expand(self.n)[lanes] if cmp is not None else None
+        olds = []
+        for k in range(len(lanes)):
+            at = tuple(int(p[k]) for p in full)
+            olds.append(atomics.c_value(t[at].item(), dtype))
+            t[at] = atomics.combine(s.atomic, t[at].item(), vals[k].item(),
+                                    None if cmps is None else cmps[k].item(), dtype)
+        if s.result is not None:  # each active lane's old value, the others keep theirs
+            lt = _lane_dtype(dtype)
+            got = torch.as_tensor(self.env[s.result], dtype=lt).expand(self.n).clone()
+            got[lanes] = torch.tensor(olds, dtype=lt)
+            self.env[s.result] = got
 
     # ---------------------------------------------------------------- races
     def _account(self, box: "_LaneBox", pos, write: bool, loc) -> None:

@@ -9,10 +9,27 @@ from .. import ir
 
 
 def print_line(run, s: ir.Print, th) -> None:
+    _write(s, lambda v: run.ev(v, th.env, s.loc))
+
+
+def host_print(s: ir.Print, env: dict) -> None:
+    """A `println` of the host program (its values: constants and the call's sizes)."""
+    from ..ir.eval import EvalError, evaluate
+    from .errors import InterpError
+
+    def value(v):
+        try:
+            return evaluate(v, env)
+        except EvalError as e:
+            raise InterpError(str(e), s.loc) from None
+    _write(s, value)
+
+
+def _write(s: ir.Print, value) -> None:
     fmt, values = ir.print_format(s.items)
     args = []
     for v in values:
-        x = run.ev(v, th.env, s.loc)
+        x = value(v)
         x = x.item() if hasattr(x, "item") else x
         args.append(float(x) if ir.is_float(v.dtype) else int(x))
     print(fmt.replace("%lld", "%d") % tuple(args), end="")

@@ -12,6 +12,7 @@ from .. import ir
 from ..passes import event_arrivals
 from ..ir.eval import EvalError, evaluate
 from .errors import InterpError
+from . import printing
 from .executor import BlockRun
 from .memory import Memory
 from .scalars import TORCH_DTYPES, Evaluator
@@ -222,6 +223,8 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
     for s in ir.walk(fn.body):
         if isinstance(s, ir.Assert):
             check_assert(s, _function_dims(fn, tensors, dims))
+        if isinstance(s, ir.Print):
+            printing.host_print(s, _function_dims(fn, tensors, dims))
         if not isinstance(s, ir.Launch):
             continue
         kernel = module.kernel(s.kernel)

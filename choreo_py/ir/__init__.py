@@ -334,6 +334,14 @@ class Continue(Stmt):
 
 
 @dataclass
+class Yield(Stmt):
+    """`yield`: the thread that runs it leaves the kernel (the rest of the kernel is
+    skipped for it; the host program goes on)."""
+
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class Parallel(Stmt):
     """Spawns `extent` instances of `level` inside a block (`parallel p by [3] : group-4`).
 
@@ -448,6 +456,14 @@ class SyncShared(Stmt):
 
 
 @dataclass
+class SyncWarp(Stmt):
+    """`sync.barrier : group` / `: thread`: the threads of one warp meet (`bar.warp.sync`),
+    ordering their accesses to shared and global data; threads of other warps do not wait."""
+
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class NamedBarrier(Stmt):
     """`__bar_sync(id, count)` / `__bar_arrive(id, count)`: hardware named barrier `id`.
 
@@ -535,8 +551,13 @@ class BufStore(Stmt):
     value: Expr
     loc: Optional[Loc] = None
     # "add": `__atomic_add(buf.at(i), value)`, buf[i] += value as one atomic update
-    # (threads of the block may add to the same element); None: a plain store.
+    # (threads of the block may add to the same element); likewise "sub", "min", "max",
+    # "and", "or", "xor", "exch" (buf[i] = value) and "cas" (buf[i] = value where
+    # buf[i] == compare); None: a plain store.
     atomic: Optional[str] = None
+    compare: Optional[Expr] = None
+    # An atomic's old value goes to this mutable scalar (`mutable s32 old = __atomic_...`).
+    result: Optional[str] = None
 
 
 @dataclass

@@ -284,7 +284,8 @@ class _Parser:
                        max_regs=int(m.group(4)) if m.group(4) else None)
 
     def s_simple(self, line: str, body) -> ir.Stmt:
-        return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared}[line]()
+        return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared,
+                "sync.warp": ir.SyncWarp, "yield": ir.Yield}[line]()
 
     def s_bar(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"bar\.(sync|arrive) (.*), (\d+)", line)
@@ -415,14 +416,20 @@ class _Parser:
         return self.element_store(line)
 
     def s_atomic(self, line: str, body) -> ir.Stmt:
-        """`atomic_add view[i, j], value`."""
+        """`atomic_add view[i, j], value` (`atomic_cas view[i], compare, value`; `... into old`:
+        the old value goes to the variable `old`)."""
         op, _, rest = line.partition(" ")
         e = self.exprs(rest)
         name = e.take()
         view = e.view_after(name)
         index = e.index()
         e.take(",")
-        s = ir.BufStore(view, index, e.expr(), atomic=op[len("atomic_"):])
+        value, compare = e.expr(), None
+        if e.accept(","):
+            value, compare = e.expr(), value
+        result = e.take() if e.accept("into") else None
+        s = ir.BufStore(view, index, value, atomic=op[len("atomic_"):], compare=compare,
+                        result=result)
         e.done()
         return s
 
@@ -464,8 +471,8 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("let", _Parser.s_let), ("var", _Parser.s_var), ("view", _Parser.s_view),
     ("for", _Parser.s_for), ("while", _Parser.s_while), ("if", _Parser.s_if),
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
-    ("break", _Parser.s_simple), ("continue", _Parser.s_simple),
-    ("sync.shared", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
+    ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
     ("assert", _Parser.s_assert), ("print", _Parser.s_print),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),

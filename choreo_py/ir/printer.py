@@ -126,8 +126,10 @@ class _Printer:
     def s_Assign(self, s): self.emit(f"{s.name} := {expr(s.value)}")
     def s_ViewDef(self, s): self.emit(f"view {s.name} = {view(s.view)}")
     def s_Break(self, s): self.emit("break")
+    def s_Yield(self, s): self.emit("yield")
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
+    def s_SyncWarp(self, s): self.emit("sync.warp")
     def s_RoleSync(self, s): self.emit("role.sync")
     def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
@@ -218,7 +220,9 @@ class _Printer:
     def s_BufStore(self, s):
         where = f"{view(s.view)}[{', '.join(expr(i) for i in s.index)}]"
         if s.atomic:
-            self.emit(f"atomic_{s.atomic} {where}, {expr(s.value)}")
+            cmp = f"{expr(s.compare)}, " if s.compare is not None else ""
+            old = f" into {s.result}" if s.result else ""
+            self.emit(f"atomic_{s.atomic} {where}, {cmp}{expr(s.value)}{old}")
             return
         self.emit(f"{where} = {expr(s.value)}")
 
@@ -230,8 +234,10 @@ class _Printer:
 #: The printer of each statement kind (tests/test_ir_coverage.py checks every kind has one).
 STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
-    ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Continue: _Printer.s_Continue,
-    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared, ir.RoleSync: _Printer.s_RoleSync,
+    ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Yield: _Printer.s_Yield,
+    ir.Continue: _Printer.s_Continue,
+    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared,
+    ir.SyncWarp: _Printer.s_SyncWarp, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,

@@ -195,8 +195,10 @@ class _Verifier:
         self.block(s.orelse)
 
     def s_Break(self, s): pass
+    def s_Yield(self, s): pass
     def s_Continue(self, s): pass
     def s_SyncShared(self, s): pass
+    def s_SyncWarp(self, s): pass
 
     def s_Print(self, s):
         for x in s.items:
@@ -326,6 +328,12 @@ class _Verifier:
         for i in s.index:
             self.expr(i, s.loc)
         self.expr(s.value, s.loc)
+        if (s.compare is not None) != (s.atomic == "cas"):
+            self.err("an atomic cas (and only it) takes a compare value", s.loc)
+        if s.compare is not None:
+            self.expr(s.compare, s.loc)
+        if s.result is not None and self.lookup(s.result) is None:
+            self.err(f"an atomic's old value goes to '{s.result}', which is not defined", s.loc)
 
     def s_Reduce(self, s):
         self._frag(s.dst, s.loc)
@@ -369,8 +377,10 @@ EXPRESSIONS = {
 STATEMENTS = {
     ir.Let: _Verifier.s_Let, ir.Var: _Verifier.s_Var, ir.Assign: _Verifier.s_Assign,
     ir.ViewDef: _Verifier.s_ViewDef, ir.For: _Verifier.s_For, ir.While: _Verifier.s_While,
-    ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Continue: _Verifier.s_Continue,
-    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared, ir.RoleSync: _Verifier.s_RoleSync,
+    ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Yield: _Verifier.s_Yield,
+    ir.Continue: _Verifier.s_Continue,
+    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared,
+    ir.SyncWarp: _Verifier.s_SyncWarp, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,

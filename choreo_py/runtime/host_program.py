@@ -70,6 +70,11 @@ class ThreadProgram:
         bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
         stream = torch.cuda.current_stream(device).cuda_stream
         for s in fn.body:
+            if isinstance(s, ir.Print):  # after the device's work (and its printf) so far
+                from choreo_py.interp.printing import host_print
+
+                torch.cuda.synchronize(device)
+                host_print(s, bound)
             if not isinstance(s, ir.Launch):
                 continue
             kernel = self.module.kernel(s.kernel)

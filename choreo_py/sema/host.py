@@ -28,6 +28,12 @@ from .views import static_shape
 
 #: Levels that run inside one block, outermost first.
 INNER_LEVELS = ("group-4", "group", "thread")
+_INTS = ("s32", "u32", "s64", "u64")
+#: The element types each atomic updates (those of CUDA's atomic functions; PTX has
+#: red/atom forms for each: sub is an add of the negated value).
+ATOMIC_TYPES = {"__atomic_add": _INTS + ("f32",), "__atomic_exch": _INTS + ("f32",),
+                **{f"__atomic_{op}": _INTS for op in ("sub", "min", "max", "and", "or", "xor",
+                                                        "cas")}}
 
 
 def check_dtype(name: str, loc) -> None:
@@ -310,20 +316,33 @@ class HostBuilder:
         self.scope.bind(s.name, ITupleValue(v.elems, loc=s.loc))
 
     # ------------------------------------------------------------ atomics
-    def atomic_add(self, c: A.CallExpr) -> None:
-        """`__atomic_add(buf.at(i), v)`: buf[i] += v as one atomic update."""
-        if len(c.args) != 2:
-            raise err("'__atomic_add(place, value)' takes 2 arguments", c)
+    def atomic_dtype(self, c: A.CallExpr) -> str:
+        """The element type an `__atomic_*` call updates."""
+        place = c.args[0] if c.args else None
+        if not (isinstance(place, A.MethodCall) and place.method == "at"):
+            raise err(f"'{c.func}' updates an element: 'buf.at(i)'", place or c)
+        return self.view_of(place.base).dtype
+
+    def atomic(self, c: A.CallExpr, result: str | None = None) -> None:
+        """`__atomic_add(buf.at(i), v)`: buf[i] += v as one atomic update (likewise sub,
+        min, max, and, or, xor, exch; `__atomic_cas(buf.at(i), compare, v)`). As a
+        statement the old value the CUDA function returns is not used; else `result` names
+        the variable that receives it."""
+        fn, op = c.func, c.func[len("__atomic_"):]
+        want = 3 if op == "cas" else 2
+        if len(c.args) != want:
+            raise err(f"'{fn}' takes {want} arguments", c)
         place = c.args[0]
         if not (isinstance(place, A.MethodCall) and place.method == "at"):
-            raise err("'__atomic_add' updates an element: 'buf.at(i)'", place)
+            raise err(f"'{fn}' updates an element: 'buf.at(i)'", place)
         view = self.view_of(place.base)
         index = self.element_index(place.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices", place)
-        if view.dtype not in ("s32", "u32", "f32", "u64", "s64"):
-            raise Unsupported(f"'__atomic_add' on {view.dtype} elements", c.loc)
+        if view.dtype not in ATOMIC_TYPES[fn]:
+            raise Unsupported(f"'{fn}' on {view.dtype} elements", c.loc)
         # The update is typed by the element (`red.add.s32` takes no f32 operand): the
-        # value is converted as C converts an argument of `atomicAdd(int*, int)`.
-        value = B.convert(self.scalar(c.args[1], view.dtype), view.dtype)
-        self.emit(ir.BufStore(view.view, index, value, loc=c.loc, atomic="add"))
+        # values are converted as C converts the arguments of `atomicAdd(int*, int)`.
+        vals = [B.convert(self.scalar(a, view.dtype), view.dtype) for a in c.args[1:]]
+        self.emit(ir.BufStore(view.view, index, vals[-1], loc=c.loc, atomic=op,
+                              compare=vals[0] if op == "cas" else None, result=result))

@@ -19,7 +19,7 @@ from . import limits
 
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
-from .host import HostBuilder, check_dtype, nested_parallels
+from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .block_accs import BlockAccBuilder
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
@@ -184,6 +184,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
                 s.expr.func == "assert":
             return self.assert_stmt(s.expr)
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
+                s.expr.func in ("print", "println"):
+            return self.print_stmt(s.expr)  # printed by the host, between the launches
         if isinstance(s, A.Sync) and s.kind == "global":
             return  # launches and host regions run in order (see sema/host.py, device_region)
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
@@ -322,6 +325,10 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if s.init is None:
             raise Unsupported("a scalar declared without a value", s.loc)
         dtype = s.type.name if s.type else None
+        if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
+            return self._atomic_decl(s, dtype)
+        if _is_increment(s.init):
+            return self._incremented(s.name, s.init, s.loc, dtype, s.mutable)
         v = self.scalar(s.init, dtype)
         dtype = dtype or v.dtype
         if dtype in ("void", "auto"):
@@ -334,6 +341,18 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    def _atomic_decl(self, s: A.ScalarDecl, dtype) -> None:
+        """`mutable s32 old = __atomic_add(buf.at(i), v);`: the element's value before the
+        update, in a variable of the element's type."""
+        if not s.mutable:
+            raise Unsupported("an atomic's old value in an immutable declaration", s.loc)
+        elem = self.atomic_dtype(s.init)
+        if dtype not in (None, "auto", elem):
+            raise Unsupported(f"an atomic's old {elem} value in a {dtype} variable", s.loc)
+        self.emit(ir.Var(s.name, elem, ir.Const(0, elem), loc=s.loc))
+        self.scope.bind(s.name, Scalar(ir.Sym(s.name, elem), mutable=True, kind="var", loc=s.loc))
+        self.atomic(s.init, result=s.name)
 
     @staticmethod
     def _const_as(v: ir.Const, dtype: str, s: A.ScalarDecl) -> ir.Const:
@@ -375,6 +394,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         if local is not None and isinstance(local, (Scalar,)):
             where = f" (defined at {local.loc.line}:{local.loc.col})" if local.loc else ""
             raise err(f"'{name}' is immutable{where}; declare it 'mutable' to assign it again", s.target)
+        if _is_increment(s.value):
+            return self._incremented(name, s.value, s.loc, None, False)
         v = self.value(s.value)
         if isinstance(v, Scalar):
             self._let(name, v.expr, s.loc)
@@ -406,6 +427,25 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             return self.builtin_stmt(e)
         raise Unsupported("this expression statement", s.loc)
 
+    def _incremented(self, name: str, e: A.Unary, loc, dtype, mutable: bool) -> None:
+        """`old = value++;` / `current = ++value;` (the whole value of a declaration): the
+        variable's value after (prefix) or before (postfix) the increment, then the rest."""
+        v = self.scope.lookup(e.operand.id)
+        if not isinstance(v, Scalar) or not v.mutable:
+            raise err(f"'{e.operand.id}' is not mutable", e.operand)
+        if e.op in ("++", "--"):
+            self.increment(e)
+        value = B.assigned(v.expr, dtype) if dtype not in (None, "auto", "void") else v.expr
+        if mutable:
+            self.emit(ir.Var(name, value.dtype, value, loc=loc))
+            self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), mutable=True, kind="var",
+                                         loc=loc))
+        else:  # a Let of a mutable variable's value is a copy (the lowering gives it a register)
+            self.emit(ir.Let(name, value, loc=loc))
+            self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), kind="let", loc=loc))
+        if e.op.startswith("post"):
+            self.increment(e)
+
     def increment(self, e: A.Unary) -> None:
         if not isinstance(e.operand, A.Name):
             raise err(f"'{e.op.replace('post', '')}' needs a mutable variable", e)
@@ -427,6 +467,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         self.emit(ir.While(cond, self.block(s.body.stmts), loc=s.loc))
 
     def s_Break(self, s): self.emit(ir.Break(loc=s.loc))
+    def s_Yield(self, s): self.emit(ir.Yield(loc=s.loc))
     def s_Continue(self, s): self.emit(ir.Continue(loc=s.loc))
 
     def s_Foreach(self, s: A.Foreach) -> None:
@@ -548,3 +589,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         finally:
             self.role = None
         self.emit(role)
+
+
+def _is_increment(e) -> bool:
+    """`x++`, `x--`, `++x`, `--x` of a name."""
+    return isinstance(e, A.Unary) and e.op in ("post++", "post--", "++", "--") \
+        and isinstance(e.operand, A.Name)

@@ -13,6 +13,7 @@ from .exprs import err
 from .values import (BufferValue, EventValue, FutureValue, Scalar, ShapeNotYetKnown, ShapeValue,
                      Unsupported, ViewValue)
 from .views import static_shape
+from .host import ATOMIC_TYPES
 from .frag_ops import FragOpBuilder, fmt_shape
 
 SWIZZLES = (32, 64, 128)
@@ -311,7 +312,12 @@ class OpBuilder(FragOpBuilder):
 
     def s_Sync(self, s: A.Sync) -> None:
         # `sync.barrier : block` is the block's barrier, the same meeting as `sync.shared`.
+        # `: group` / `: thread` is the warp's (the threads of a group, or those a thread
+        # level's instances share a warp with).
         block_barrier = s.kind == "barrier" and s.level in (None, "block")
+        if s.kind == "barrier" and s.level in ("group", "thread"):
+            self.emit(ir.SyncWarp(loc=s.loc))
+            return
         if s.kind != "shared" and not block_barrier:
             raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))
@@ -331,8 +337,8 @@ class OpBuilder(FragOpBuilder):
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
-        if fn == "__atomic_add":
-            return self.atomic_add(c)
+        if fn in ATOMIC_TYPES:
+            return self.atomic(c)
         if fn in ("reduce_max", "reduce_sum"):
             if len(c.args) != 3:
                 raise err(f"'{fn}(dst, src, dim)' takes 3 arguments", c)

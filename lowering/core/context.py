@@ -87,6 +87,12 @@ class Lowering:
         inv = not mutable and self.depth == 0
         self.scopes[-1][name] = Binding(value, inv, mutable, nonneg, uniform and not mutable)
 
+    def holds_mutable(self, v: V) -> bool:
+        """Whether `v` is the register of a mutable variable (a name bound to it would see
+        the variable's later assignments)."""
+        return not v.is_const and any(b.mutable and b.value.text == v.text
+                                      for scope in self.scopes for b in scope.values())
+
     def lookup(self, name: str) -> Optional[Binding]:
         for scope in reversed(self.scopes):
             if name in scope:

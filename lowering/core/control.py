@@ -24,6 +24,8 @@ def nonneg(lw: Lowering, e: ir.Expr, loc) -> bool:
 
 def let(lw: Lowering, s: ir.Let) -> None:
     v = expr(lw, s.value, s.loc, hint=s.name)
+    if lw.holds_mutable(v):  # `int b = v;` of a mutable v: b keeps the value it has now
+        v = lw.w.reg(v.ty, s.name, init=v)
     lw.bind(s.name, v, nonneg=nonneg(lw, s.value, s.loc), uniform=lw.uniform(s.value))
 
 

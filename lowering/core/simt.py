@@ -131,7 +131,9 @@ def _one(lw: ThreadLowering, s: ir.Stmt) -> None:
 
 def _let(lw: ThreadLowering, s: ir.Let) -> None:
     v = _expr(lw, s.value, s.loc, hint=s.name)
-    if not v.is_const and lw.depth > 0:  # a loop body's value: a register of its own
+    # A loop body's value, or a mutable variable's register (`int b = v;`: b keeps the
+    # value v has now): a register of its own.
+    if not v.is_const and (lw.depth > 0 or lw.holds_mutable(v)):
         v = lw.w.reg(v.ty, s.name, init=v)
     lw.bind(s.name, v, nonneg=control.nonneg(lw, s.value, s.loc), uniform=lw.uniform(s.value))
 
@@ -165,15 +167,52 @@ def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
     lw.places.store(s.view, s.index, dtype, v, s.loc)
 
 
+_BITS_OPS = ("and", "or", "xor", "exch", "cas")
+
+
 def _atomic(lw: ThreadLowering, s: ir.BufStore, dtype: str, v: V) -> None:
-    """`__atomic_add`: one `red` (a reduction the memory system applies; no value back)."""
-    if s.atomic != "add" or dtype not in ("s32", "u32", "f32", "u64", "s64"):
+    """`__atomic_*` as a statement: one `red` (a reduction the memory system applies; no
+    value back) for add, sub (an add of the negated value), min, max and the bitwise
+    operations; `atom` (whose old value goes unused) for exch and cas."""
+    ints = ("s32", "u32", "u64", "s64")
+    if dtype not in ints + (("f32",) if s.atomic in ("add", "exch") else ()):
         raise lw.refuse(f"an atomic {s.atomic} on {dtype}", s.loc)
+    w = lw.w
     space, addr = lw.places.address(s.view, s.index, s.loc)
-    ty = {"s64": "u64"}.get(dtype, dtype)  # red.add has no .s64: two's complement is the same
+    wide = dtype in ("s64", "u64")
+    if s.atomic in _BITS_OPS:
+        ty = "b64" if wide else "b32"
+    elif s.atomic in ("add", "sub"):  # red.add has no .s64: two's complement is the same
+        ty = {"s64": "u64", "s32": "u32"}.get(dtype, dtype) if s.atomic == "sub" else \
+            {"s64": "u64"}.get(dtype, dtype)
+    else:
+        ty = dtype
     if v.is_const:
-        v = lw.w.reg(v.ty, "c", init=v)
-    lw.w.op(f"red.{space}.add.{ty}", f"ptx.addr({addr.text})", v)
+        v = w.reg(v.ty, "c", init=v)
+    if s.atomic == "sub":
+        neg = w.reg(v.ty, "neg")
+        w.op("neg.s64" if wide else "neg.s32", neg, v)
+        v = neg
+    where = f"ptx.addr({addr.text})"
+    if s.result is not None:  # the old value wanted: atom, whose destination is the variable
+        b = lw.lookup(s.result)
+        if b is None or not b.mutable:
+            raise lw.refuse(f"an atomic's old value in '{s.result}'", s.loc)
+        args = [where] + ([_cas_compare(lw, s)] if s.atomic == "cas" else []) + [v]
+        op = "add" if s.atomic == "sub" else s.atomic
+        w.op(f"atom.{space}.{op}.{ty}", b.value, *args)
+        return
+    if s.atomic == "exch":
+        w.op(f"atom.{space}.exch.{ty}", w.reg(v.ty, "old"), where, v)
+    elif s.atomic == "cas":
+        w.op(f"atom.{space}.cas.{ty}", w.reg(v.ty, "old"), where, _cas_compare(lw, s), v)
+    else:
+        w.op(f"red.{space}.{'add' if s.atomic == 'sub' else s.atomic}.{ty}", where, v)
+
+
+def _cas_compare(lw: ThreadLowering, s: ir.BufStore) -> V:
+    cmp = _expr(lw, s.compare, s.loc, hint="cmp")
+    return lw.w.reg(cmp.ty, "c", init=cmp) if cmp.is_const else cmp
 
 
 def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
@@ -196,6 +235,10 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
                for t in ir.walk(s.body)):
             raise lw.refuse("a block barrier inside a parallel region narrower than the block",
                             s.loc)
+        # The skipped threads of a warp the region only partly covers never reach it.
+        if width % 32 and any(isinstance(t, ir.SyncWarp) for t in ir.walk(s.body)):
+            raise lw.refuse("a warp barrier inside a parallel region that covers part of a "
+                            "warp", s.loc)
         outside = w.reg("pred", f"{s.var}_out")
         w.op("setp.ge.u32", outside, lw.tid, width)
         w.bra(end, outside)
@@ -208,8 +251,9 @@ def _parallel(lw: ThreadLowering, s: ir.Parallel) -> None:
 
 
 def _has_barrier(stmts: list) -> bool:
-    """Whether `stmts` meet at a block barrier: a shared copy, a sync, a parallel join."""
-    return any(isinstance(t, (ir.SyncShared, ir.RoleSync, ir.Parallel, ir.DmaCopy))
+    """Whether `stmts` meet at a barrier: a shared copy, a sync (the block's or the
+    warp's), a parallel join."""
+    return any(isinstance(t, (ir.SyncShared, ir.SyncWarp, ir.RoleSync, ir.Parallel, ir.DmaCopy))
                for t in ir.walk(stmts))
 
 
@@ -221,7 +265,8 @@ def _branch(lw: ThreadLowering, s) -> None:
         per_thread = all(isinstance(t, ir.DmaCopy) and "local" in (
             lw.places.base_shape(t.src.base, t.loc)[0], lw.places.base_shape(t.dst.base, t.loc)[0])
             for b in bodies for t in ir.walk(b)
-            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.RoleSync, ir.Parallel)))
+            if isinstance(t, (ir.DmaCopy, ir.SyncShared, ir.SyncWarp, ir.RoleSync,
+                              ir.Parallel)))
         if not per_thread:
             raise lw.refuse("a block barrier (a shared dma.copy, a sync, a parallel region) "
                             "under a condition that may differ between threads", s.loc)
@@ -306,6 +351,11 @@ _HANDLERS = {
     ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
+    # Every lane of the warp (bar.warp.sync also orders their memory accesses).
+    ir.SyncWarp: lambda lw, s: lw.w.op("bar.warp.sync", -1),
+    # The thread leaves the kernel; later barriers wait only for threads that have not
+    # exited (bar.sync counts the CTA's non-exited threads).
+    ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
     ir.Print: _print,
 }
