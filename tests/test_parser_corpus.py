@@ -62,7 +62,8 @@ def _checked(path: Path):
 def test_accepted_files_pass_check(rec):
     """The conformance score's accept half, in-process: a valid program passes `check`
     (a regression here is a drop of ../shared/tools/conformance.py's score)."""
-    _checked(CORPUS / rec["path"])
+    program = _checked(CORPUS / rec["path"])  # raises ChoreoError on a rejection
+    assert program.loc is not None
 
 
 @pytest.mark.parametrize("rec", [r for r in RECORDS if r["expect"] == "reject"
