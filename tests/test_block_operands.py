@@ -19,6 +19,7 @@ import torch
 import choreo_py
 from choreo_py import cli
 from choreo_py.driver import compile_file
+from block_helpers import assert_no_spills, emulate_strict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_block_p.co"
@@ -159,25 +160,17 @@ def test_ptx_orders_p_before_the_mma_that_reads_it(ptx):
 
 @pytest.mark.ptxas
 def test_ptxas_accepts_it_without_spills(ptx):
-    from choreo_py.runtime import build
-    _, log = build.ptxas(ptx, "sm_100a", verbose=True)
-    assert re.search(r"0 bytes spill stores, 0 bytes spill loads", log), log
+    assert_no_spills(ptx)
 
 
 @pytest.mark.emu
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("schedule", ["round_robin", "reverse", "greedy", "random"])
 def test_emulator_matches_torch_strict(shape, schedule):
-    from choreo_py.emu import EmuStats
-    from choreo_py.emu.api import run_spec
-    from choreo_py.emu.launch import from_co
-
     a, b, c = _inputs(*shape)
-    stats = EmuStats()
-    run_spec(from_co(str(EXAMPLE), "sm_100a"), dict(A=a, B=b, C=c), schedule=schedule,
-             seed=1, strict=True, stats=stats)
+    notes = emulate_strict(EXAMPLE, dict(A=a, B=b, C=c), schedule)
     assert _close(c, a, b)
-    assert stats.notes == []
+    assert notes == []
 
 
 @pytest.mark.emu
