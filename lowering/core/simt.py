@@ -386,7 +386,14 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         out += ["", "# device printf: vprintf and the formats of println", f"PRELUDE = {prelude!r}"]
     for p in parts:
         out += _entry_text(p)
-    out += [
+    return "\n".join(out + module_tail(bool(prelude)))
+
+
+def module_tail(prelude: bool) -> list[str]:
+    """The end of a generated module of several entries: `KERNEL.ptx()` joins the entries'
+    PTX under the first one's header (and the printf prelude, when the module has one)."""
+    joined = "head + PRELUDE + rest" if prelude else "head + rest"
+    return [
         "",
         "",
         "class _Module:",
@@ -395,8 +402,7 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         "    def ptx(self):",
         "        texts = [k['KERNEL'].ptx() for k in KERNELS.values()]",
         "        head, rest = _split(texts[0])",
-        "        return head + rest + ''.join(_split(t)[1] for t in texts[1:])" if not prelude
-        else "        return head + PRELUDE + rest + ''.join(_split(t)[1] for t in texts[1:])",
+        f"        return {joined} + ''.join(_split(t)[1] for t in texts[1:])",
         "",
         "",
         "def _split(text):",
@@ -407,7 +413,6 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
         "KERNEL = _Module()",
         "",
     ]
-    return "\n".join(out)
 
 
 def _prelude(strings: list) -> str:
