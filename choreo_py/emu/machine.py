@@ -227,6 +227,23 @@ class Machine:
             return
         raise RaceError(message, self.where(inst), details)
 
+    def unwritten_read(self, warp, r: int, lanes) -> None:
+        """A register read on lanes that never wrote it (no instruction of those threads
+        had it as a destination): an error in strict mode; relaxed mode notes it once per
+        instruction and register (the hardware reads whatever the register holds)."""
+        inst = warp.inst
+        name = self.kernel.reg_names[r]
+        ids = warp.tid[lanes]
+        more = f" and {len(ids) - 1} other thread(s)" if len(ids) > 1 else ""
+        message = (f"reads {name}, which thread {int(ids[0])}{more} never wrote (no instruction "
+                   f"of the thread has it as a destination; its value is undefined)")
+        if self.strict:
+            raise self.misuse(message, inst)
+        key = (inst.idx if inst is not None else -1, r)
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(f"{self.where(inst)}: {message}")
+
     def check_inflight_regs(self, warp, inst) -> None:
         check_async_registers(self, warp, inst)
 
