@@ -98,7 +98,12 @@ class Warp:
 
     def mark_written(self, r: int, lanes=None) -> None:
         """Register `r` was written on `lanes` (default: the executing lanes)."""
-        lanes = self.mask if lanes is None else lanes
+        if lanes is None:
+            if self.full:  # all 32 lanes: no mask to merge
+                self.unset.discard(r)
+                self.written.pop(r, None)
+                return
+            lanes = self.mask
         m = self.written.get(r)
         m = (self.dead | lanes) if m is None else (m | lanes)
         if m.all():
