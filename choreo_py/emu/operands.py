@@ -4,8 +4,9 @@
 register or symbol as a PTX type; `writer(op, ptype, machine)` gives (w, lanes) -> None, a
 register write under the active mask (recording the lanes written: Warp.mark_written);
 `address_reader(op, machine)` gives w -> per-lane uint64 addresses of an [address]
-operand. A register read checks that every active lane wrote it (Warp.check_read). A leaf of the package's import graph: warp.py
-and the families (isa_alu, isa_mem, ...) import it, it imports none of them.
+operand. A register read checks that every active lane wrote it (Warp.check_read). A
+leaf of the package's import graph: warp.py and the families (isa_alu, isa_mem, ...)
+import it, it imports none of them.
 """
 from __future__ import annotations
 
