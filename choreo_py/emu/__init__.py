@@ -51,7 +51,11 @@ returns None to continue with the next instruction, or
     warp.read(op, "u32")        32 lanes (numpy) of an operand as a PTX type
     warp.write(op, "b32", v)    writes a register under the active mask
     warp.write_reg(r, v)        the same by register number (v: 32 lanes)
-    warp.R[r]                   register r's 32 lanes (never modify in place)
+    warp.R[r]                   register r's 32 lanes (never modify in place); a handler
+                                reading or writing it directly calls, as read/write do,
+                                warp.check_read(r) (if r in warp.unset) and
+                                warp.mark_written(r, lanes=None): the unwritten-register
+                                rule (a lane reading a register it never wrote)
     warp.addr(op)               per-lane uint64 addresses of an [addr] operand
     warp.mask                   active lanes (bool[32]); warp.full: all 32 active
     warp.warp_id, warp.lane, warp.tid   warp index in the CTA; lane ids; thread ids (x)
@@ -79,6 +83,9 @@ returns None to continue with the next instruction, or
                                 a race report (raised in strict mode; relaxable ones
                                 are noted and let pass with --relaxed)
     warp.machine.misuse(msg, inst) -> exception to raise (ill-formed use)
+    warp.machine.misuse_or_note(msg, inst, key)
+                                a misuse the hardware executes anyway: raised in strict
+                                mode, noted once per instruction and key with --relaxed
     warp.machine.where(inst)    "file.ptx:123 (file.co:45)"
     warp.machine.strict / .relaxed
 """

@@ -42,7 +42,7 @@ import numpy as np
 
 from .isa_alu import bf16_bits_to_f32
 from .isa_table import Unsupported, decoder
-from .lanes import LANES
+from .lanes import ALL, LANES
 from .operands import operand_reader
 from .swizzle import swizzle
 
@@ -196,6 +196,8 @@ def _dec_mma(inst):
         else:
             amat = np.zeros((16, 16), dtype=np.float32)
             for j, r in enumerate(a_regs):
+                if r in w.unset:
+                    w.check_read(r)
                 v = w.R[r].view(np.uint32)
                 lo = _to_f32((v & 0xFFFF).astype(np.uint16), atype)
                 hi = _to_f32((v >> 16).astype(np.uint16), atype)
@@ -233,8 +235,14 @@ def _complete(cta, w, key) -> bool:
 
 
 def _current(w, r):
+    """Accumulator r as an MMA with scale-d reads it: the value of an earlier MMA still in
+    flight (chained MMAs), else the register (which the thread must have written)."""
     v = w.async_state.get("wgmma", {}).get("values", {}).get(r)
-    return w.R[r].view(np.float32) if v is None else v
+    if v is not None:
+        return v
+    if r in w.unset:
+        w.check_read(r)
+    return w.R[r].view(np.float32)
 
 
 def _gather(cta, addrs: np.ndarray) -> np.ndarray:
@@ -276,6 +284,7 @@ def _dec_wait(inst):
                 for r in d_regs:
                     if r not in still and r in values:
                         w.R[r] = values.pop(r)
+                        w.mark_written(r, ALL)  # the MMA computed all 32 lanes
                         w.inflight_regs.pop(r, None)
                         fenced = w.async_state.get("wgmma.fence")
                         if fenced is not None:  # the MMA's own result, not a thread's write

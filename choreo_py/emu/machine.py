@@ -227,6 +227,25 @@ class Machine:
             return
         raise RaceError(message, self.where(inst), details)
 
+    def unwritten_read(self, warp, r: int, lanes) -> None:
+        """A register read on lanes that never wrote it (no instruction of those threads
+        had it as a destination; warp.check_read)."""
+        ids = warp.tid[lanes]
+        self.misuse_or_note(f"reads {self.kernel.reg_names[r]}, which {len(ids)} active "
+                            f"thread(s) never wrote (the first: thread {int(ids[0])}; no "
+                            f"instruction of theirs has it as a destination, so it holds an "
+                            f"undefined value)", warp.inst, r)
+
+    def misuse_or_note(self, message: str, inst, key) -> None:
+        """A misuse the hardware executes anyway: an error in strict mode; relaxed mode
+        notes it once per instruction and `key` and lets it pass."""
+        if self.strict:
+            raise self.misuse(message, inst)
+        key = (inst.idx if inst is not None else -1, key)
+        if key not in self._noted:
+            self._noted.add(key)
+            self.notes.append(f"{self.where(inst)}: {message}")
+
     def check_inflight_regs(self, warp, inst) -> None:
         check_async_registers(self, warp, inst)
 

@@ -2,9 +2,11 @@
 
 `operand_reader(op, ptype, machine)` gives w -> 32 lanes of a register, immediate, special
 register or symbol as a PTX type; `writer(op, ptype, machine)` gives (w, lanes) -> None, a
-register write under the active mask; `address_reader(op, machine)` gives w -> per-lane
-uint64 addresses of an [address] operand. A leaf of the package's import graph: warp.py
-and the families (isa_alu, isa_mem, ...) import it, it imports none of them.
+register write under the active mask (recording the lanes written: Warp.mark_written);
+`address_reader(op, machine)` gives w -> per-lane uint64 addresses of an [address]
+operand. A register read checks that every active lane wrote it (Warp.check_read). A
+leaf of the package's import graph: warp.py and the families (isa_alu, isa_mem, ...)
+import it, it imports none of them.
 """
 from __future__ import annotations
 
@@ -91,11 +93,23 @@ def operand_reader(op, ptype: str, machine):
     if op.kind == "reg":
         r = op.reg
         have = np.dtype(_storage(machine, r))
+        # `r in w.unset`: a register some live lane has not written yet (Warp.check_read)
         if have == want:
-            return lambda w: w.R[r]
-        if have.itemsize == want.itemsize:
-            return lambda w: w.R[r].view(want)
-        return lambda w: w.R[r].astype(want)
+            def rd(w):
+                if r in w.unset:
+                    w.check_read(r)
+                return w.R[r]
+        elif have.itemsize == want.itemsize:
+            def rd(w):
+                if r in w.unset:
+                    w.check_read(r)
+                return w.R[r].view(want)
+        else:
+            def rd(w):
+                if r in w.unset:
+                    w.check_read(r)
+                return w.R[r].astype(want)
+        return rd
     if op.kind == "imm":
         c = const(op.value, ptype)
         return lambda w: c
@@ -134,6 +148,8 @@ def writer(op, ptype: str, machine):
                 w.R[r] = v
             else:
                 w.R[r] = np.where(w.mask, v, w.R[r])
+            if r in w.unset:
+                w.mark_written(r)
     else:
         def wr(w, v):
             v = conv(v)
@@ -141,6 +157,8 @@ def writer(op, ptype: str, machine):
                 w.R[r] = v
             else:
                 w.R[r] = np.where(w.mask, v, w.R[r])
+            if r in w.unset:
+                w.mark_written(r)
     return wr
 
 
@@ -157,4 +175,9 @@ def address_reader(op, machine):
         c = np.full(LANES, symbol_value(base.value, machine) + op.offset, dtype=np.uint64)
         return lambda w: c
     r = base.reg
-    return lambda w: w.R[r].astype(np.uint64) + off
+
+    def rd(w):
+        if r in w.unset:
+            w.check_read(r)
+        return w.R[r].astype(np.uint64) + off
+    return rd

@@ -49,6 +49,13 @@ class Warp:
         self.live = tid < nthreads
         zero = {dt: np.zeros(LANES, dtype=dt) for dt in set(REG_STORAGE.values())}
         self.R = [zero[REG_STORAGE[t]] for t in kernel.reg_types]
+        # Written lanes, for the unwritten-register rule (check_read): `unset` holds the
+        # registers some live lane has not written; `written[r]` the lanes that did (dead
+        # lanes count as written). A register leaves `unset` once every lane wrote it, so
+        # the common case costs one set lookup per operand.
+        self.unset = set(range(len(self.R)))
+        self.written: dict = {}
+        self.dead = ~self.live
         self.pc = 0
         self.lane_pc = np.zeros(LANES, dtype=np.int64)
         self.parked = NONE.copy()
@@ -86,6 +93,33 @@ class Warp:
         if v.dtype != cur.dtype:
             v = v.view(cur.dtype) if v.dtype.itemsize == cur.dtype.itemsize else v.astype(cur.dtype)
         self.R[r] = v if self.full else np.where(self.mask, v, cur)
+        if r in self.unset:
+            self.mark_written(r)
+
+    def mark_written(self, r: int, lanes=None) -> None:
+        """Register `r` was written on `lanes` (default: the executing lanes)."""
+        if lanes is None:
+            if self.full:  # all 32 lanes: no mask to merge
+                self.unset.discard(r)
+                self.written.pop(r, None)
+                return
+            lanes = self.mask
+        m = self.written.get(r)
+        m = (self.dead | lanes) if m is None else (m | lanes)
+        if m.all():
+            self.unset.discard(r)
+            self.written.pop(r, None)
+        else:
+            self.written[r] = m
+
+    def check_read(self, r: int, lanes=None) -> None:
+        """A read of register `r` by `lanes` (default: the executing lanes): a lane that
+        never wrote it reads an undefined value (machine.unwritten_read)."""
+        lanes = self.mask if lanes is None else lanes
+        m = self.written.get(r)
+        bad = lanes if m is None else lanes & ~m
+        if bad.any():
+            self.machine.unwritten_read(self, r, bad)
 
     def addr(self, op) -> np.ndarray:
         """Per-lane address of an [address] operand (uint64)."""
@@ -174,10 +208,14 @@ class Warp:
         gmask, gfull = self.gmask, self.gfull
         count = np.count_nonzero
         inflight = self.inflight_regs
+        unset = self.unset
         while n < budget:
             inst = prog[pc]
             g = inst.guard
             if g >= 0:
+                if g in unset:  # the guard predicate is read by every lane of the group
+                    self.pc, self.inst = pc, inst
+                    self.check_read(g, gmask)
                 m = gmask & ~R[g] if inst.guard_neg else gmask & R[g]
                 c = count(m)
                 if c == 0:
