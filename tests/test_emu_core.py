@@ -382,6 +382,17 @@ def test_cli_emulates_a_co_file_and_checks_it(capsys):
     assert "schedule=random seed=2 strict" in out and "check matmul" in out and ": ok" in out
 
 
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_cli_refuses_a_host_program_by_name(target, capsys):
+    """A host program's module holds several entries and no launch of its own: the command
+    names what it cannot run (it raised a KeyError, exit 3, before)."""
+    from choreo_py.cli import main
+    rc = main(["emulate", "examples/vector_add.co", "--shape", "N=1000", "--target", target])
+    captured = capsys.readouterr()
+    assert rc == 1, captured
+    assert "vector_add.co is a host program" in captured.out + captured.err
+
+
 def test_cli_runs_raw_ptx_with_a_launch_description(tmp_path, capsys):
     import json
     from choreo_py.cli import main
