@@ -212,7 +212,12 @@ def test_error_inside_a_with_block_is_skipped_by_check_and_reported_by_compile()
     # accepts such programs at its parse stage; sema finds the mismatch.
     body = ("    shared bf16[32, 128] b;\n    with x in 2 {\n"
             "      dma.copy A.subspan(64, 128).at(t, 0) => b;\n    }\n")
-    program = frontend.check_text(kernel(body), "t.co")
+    from choreo_py.diagnostics import take_warnings
+    take_warnings()
+    program = frontend.check_text(kernel(body), "t.co")  # check: a warning, at its place
+    warned = [w for w in take_warnings() if "into a [32, 128] destination" in w.message]
+    assert warned and "(an error for compile)" in warned[0].message
+    assert (warned[0].loc.line, warned[0].loc.col) == (5, 16)
     with pytest.raises(ChoreoError) as info:
         sema.build_module(program)
     assert "copy of a [64, 128] tile into a [32, 128] destination" in info.value.message

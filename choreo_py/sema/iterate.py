@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
-from ..diagnostics import ChoreoError
+from ..diagnostics import WARNINGS, ChoreoError, warn
 from .exprs import err
 from .values import BoundedTuple, ITupleValue, Scalar, ShapeValue, Unsupported
 
@@ -32,10 +32,10 @@ class IterationBuilder:
 
     def lenient_body(self, kind: str, build, s) -> None:
         """Builds a `with` / `foreach`; for `choreo check` (lenient), an error sema finds
-        inside it skips the block instead, as the tile IR skipped these blocks before it
-        lowered them: the whole-language pass (choreo_py/check/) has checked their rules,
-        some corpus programs the reference accepts break sema's stricter ones there, and
-        `compile` (strict) still reports the error."""
+        inside it is a warning and skips the block, as the tile IR skipped these blocks
+        before it lowered them: the whole-language pass (choreo_py/check/) has checked their
+        rules, programs the reference accepts at its parse stage break sema's stricter ones
+        there, and `compile` (strict) reports the error."""
         try:
             build(s)
         except Unsupported:
@@ -43,6 +43,8 @@ class IterationBuilder:
         except ChoreoError as e:
             if not self.lenient:
                 raise
+            if not any(w.loc == e.loc for w in WARNINGS):  # the whole-language pass's, or ours
+                warn(f"{e.message} (an error for compile)", e.loc)
             raise Unsupported(f"this {kind} block as sema builds it ({e.message})", e.loc) from None
 
     def _with(self, s: A.With) -> None:
