@@ -54,3 +54,18 @@ def gemm_block_p(A, B, BK=128, BN=128):
         s += a[:, k0:k0 + BK] @ b[:, k0:k0 + BK].T
         o += (s * 0.0625).to(torch.bfloat16).float() @ b[:, k0:k0 + BK].T
     return o[:, :B.shape[0]]
+
+
+def gemm_block_p_over_s(A, B, BK=128, BN=128):
+    """gemm_block_p_over_s.co: S = A B^T over every K step, P = bf16(S / 16),
+    O = P B_last^T with the last K step's B tile (B padded to BN rows, K to BK)."""
+    import torch
+    m, k = A.shape
+    kp = -(-k // BK) * BK
+    a = A.new_zeros(m, kp)
+    a[:, :k] = A
+    b = B.new_zeros(BN, kp)
+    b[:B.shape[0], :k] = B
+    s = a @ b.T
+    o = (s * 0.0625).to(torch.bfloat16).float() @ b[:, kp - BK:].T
+    return o[:, :B.shape[0]]

@@ -336,6 +336,8 @@ class FragDecl(Stmt):
     array_dims: list[Expr]
     init: Optional[Expr] = None
     level: Optional[str] = None  # `: block`: the block's tile (an MMA operand roles share)
+    host: Optional[str] = None   # `: block in s`: laid over the columns of block accumulator s
+    host_loc: Optional[Loc] = None
 
 
 @dataclass(kw_only=True, eq=False)

@@ -260,10 +260,14 @@ class StmtBuilder(BuilderBase):
 
     def frag_decl(self, c):
         _, tname, dims, items = c[:4]
-        level = c[-1] if len(c) > 4 else None  # [":" level_name]: the colon token, the name
+        # [":" level_name ["in" NAME]]: the colon token, the level, then "in" and the name
+        level = c[5] if len(c) > 5 else None
+        host = c[-1] if len(c) > 7 else None  # `: block in s`: in the columns of accumulator s
         mtype = self._spanned(tname, dims)
         return [ast.FragDecl(name=str(n), type=mtype, elem=tname, array_dims=arr, init=init,
-                             level=level, loc=self.tloc(n))
+                             level=level, host=str(host) if host is not None else None,
+                             host_loc=self.tloc(host) if host is not None else None,
+                             loc=self.tloc(n))
                 for n, arr, init in items]
 
     def frag_elem(self, c):

@@ -253,6 +253,9 @@ class Frag:
     # `mma.fill ... : block`: the block's accumulator, one tile every role of the block
     # sees (tensor memory on sm_100a), not one per thread group that runs its code
     block: bool = False
+    # `frag bf16[M, K] p : block in s`: the block operand sits in the tensor-memory
+    # columns of block accumulator `s` (FA4's P over S) instead of its own
+    host: Optional[str] = None
 
 
 # ---------------------------------------------------------------- statements
@@ -661,6 +664,9 @@ class TmemRegion:
     lane: int            # first lane: D 0; F inside each subpartition (0 | 16)
     col: int             # first column
     ncols: int
+    # the block accumulator whose region (same instance) this one lies inside, by the
+    # program's `frag ... p : block in s` (FA4's P over S); the only cells two regions share
+    host: Optional[str] = None
 
     @property
     def lanes(self) -> tuple[int, ...]:

@@ -162,17 +162,17 @@ class _Parser:
     def decl_tmem(self, k: ir.Kernel, line: str) -> None:
         staged = re.fullmatch(r"tmem (\w+): staged \((.*)\)", line)
         m = re.fullmatch(r"tmem (\w+)\[(\d+)\]: (acc|operand) layout=([DF]) "
-                         r"lanes=(32q\+)?(\d+)\+:(\d+) cols=(\d+)\+:(\d+)", line)
+                         r"lanes=(32q\+)?(\d+)\+:(\d+) cols=(\d+)\+:(\d+)(?: in=(\w+))?", line)
         if k.tmem is None or (m is None and staged is None):
             raise IRParseError(f"not a tensor-memory region after 'tmem_alloc': '{line}'")
         if staged is not None:
             k.tmem.staged[staged.group(1)] = staged.group(2)
             return
-        frag, inst, kind, layout, per_quarter, lane, count, col, ncols = m.groups()
+        frag, inst, kind, layout, per_quarter, lane, count, col, ncols, host = m.groups()
         if (per_quarter, count) != (("32q+", "16") if layout == "F" else (None, "128")):
             raise IRParseError(f"layout {layout} with lanes '{line.split('lanes=')[1]}'")
         k.tmem.regions.append(ir.TmemRegion(frag, int(inst), kind, layout, int(lane), int(col),
-                                            int(ncols)))
+                                            int(ncols), host))
 
     def decl_tmem_refused(self, k: ir.Kernel, line: str) -> None:
         k.tmem = ir.TmemMap(None, refused=line[len("tmem_refused "):])
@@ -330,12 +330,12 @@ class _Parser:
                           [a.strip() for a in after.split(",")] if after else [])
 
     def s_frag(self, line: str, body) -> ir.Stmt:
-        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)( : block)?(?: = (.*))?",
-                         line)
+        m = re.fullmatch(r"frag (\w+): (\w+)\[([\d, ]*)\] layout=(\w+)( : block(?: in (\w+))?)?"
+                         r"(?: = (.*))?", line)
         f = ir.Frag(m.group(1), m.group(2), tuple(int(d) for d in m.group(3).split(",") if d.strip()),
-                    m.group(4), block=bool(m.group(5)))
+                    m.group(4), block=bool(m.group(5)), host=m.group(6))
         self.scope.k.frags.append(f)
-        init = self.exprs(m.group(6)).expr() if m.group(6) else None
+        init = self.exprs(m.group(7)).expr() if m.group(7) else None
         return ir.FragDecl(f, init)
 
     def s_apply(self, line: str, body) -> ir.Stmt:

@@ -196,6 +196,7 @@ class _Printer:
         f = s.frag
         init = f" = {expr(s.init)}" if s.init is not None else ""
         block = " : block" if f.block else ""  # the block's accumulator
+        block += f" in {f.host}" if f.host else ""
         self.emit(f"frag {f.name}: {f.dtype}{shape(f.shape)} layout={f.layout}{block}{init}")
 
     def s_MmaFill(self, s): self.emit(f"mma.fill {s.acc}, {expr(s.value)}")
@@ -285,7 +286,7 @@ def tmem_lines(m: ir.TmemMap) -> list[str]:
     for r in m.regions:
         lanes = f"{r.lane}+:128" if r.layout == "D" else f"32q+{r.lane}+:16"
         out.append(f"tmem {r.frag}[{r.instance}]: {r.kind} layout={r.layout} lanes={lanes} "
-                   f"cols={r.col}+:{r.ncols}")
+                   f"cols={r.col}+:{r.ncols}" + (f" in={r.host}" if r.host else ""))
     out += [f"tmem {name}: staged ({why})" for name, why in m.staged.items()]
     return out
 

@@ -12,7 +12,10 @@ regions share:
   [M, K]: K / 2);
 - each fragment has exactly one region per instance of the map's role;
 - no two regions have a cell in common. The one sharing the plan makes, two
-  M = 64 instances in one column block at lanes +0 and +16, has none.
+  M = 64 instances in one column block at lanes +0 and +16, has none. The one
+  exception is the program's: `frag bf16[M, K] p : block in s` puts p's region
+  (marked `in=s`) inside s's region of the same instance, and a region marked so
+  must be that fragment's and lie wholly inside its host's cells.
 
 Without a target the geometry is that of the targets with tensor memory.
 """
@@ -58,6 +61,10 @@ def _region(k: ir.Kernel, r: ir.TmemRegion, lanes: int, diags: Diagnostics,
         if r.ncols != want:
             diags.error(f"tensor-memory region {r.frag}[{r.instance}]: {r.ncols} columns, but {frag.dtype}{list(frag.shape)} "
                         f"takes {want}", frag.loc)
+    if r.host != frag.host:
+        diags.error(f"tensor-memory region {r.frag}[{r.instance}]: placed in "
+                    f"{r.host or 'its own columns'}, but the fragment is declared in "
+                    f"{frag.host or 'its own'}", frag.loc)
     if r.col < 0 or r.col + r.ncols > alloc:
         diags.error(f"tensor-memory region {r.frag}[{r.instance}]: columns {r.col}..{r.col + r.ncols - 1} outside the allocation "
                     f"of {alloc}", frag.loc)
@@ -78,11 +85,20 @@ def _instances(k: ir.Kernel, m: ir.TmemMap, diags: Diagnostics) -> None:
             diags.error(f"tensor-memory map: '{name}' is both placed and staged", k.loc)
 
 
+def _hosted_in(a: ir.TmemRegion, b: ir.TmemRegion, a_lanes, b_lanes) -> bool:
+    """`a` is the program's `p : block in s` region inside `b` (s, same instance): the one
+    pair allowed to share cells, and only when all of a's cells are b's."""
+    return (a.host == b.frag and a.instance == b.instance and b.col <= a.col
+            and a.col + a.ncols <= b.col + b.ncols and a_lanes <= b_lanes)
+
+
 def _overlaps(k: ir.Kernel, regions: list[ir.TmemRegion], diags: Diagnostics) -> None:
     lanes = [frozenset(r.lanes) for r in regions]
     for i, a in enumerate(regions):
         for j in range(i):
             b = regions[j]
+            if _hosted_in(a, b, lanes[i], lanes[j]) or _hosted_in(b, a, lanes[j], lanes[i]):
+                continue
             if a.col < b.col + b.ncols and b.col < a.col + a.ncols and lanes[i] & lanes[j]:
                 diags.error(f"tensor-memory regions {b.frag}[{b.instance}] and "
                             f"{a.frag}[{a.instance}] share cells (lanes and columns)", k.loc)

@@ -39,9 +39,12 @@ Layout rules (PTX ISA 9.1, 9.7.16.10.5 "Data path layout organization"):
   the next power of two >= 32 covering every region (9.7.16.7.1); more than
   the target's columns is an error naming each region.
 
-Regions never alias: the seed overlaps QK[current] (writes acc_s) with
-PV[previous] (reads acc_s_cast), so FA4's trick of writing P over S would need
-a second S buffer the schedule does not have.
+Regions never alias, but for one pair the program names: a block operand
+declared `frag bf16[M, K] p : block in s` gets the region of accumulator s's
+first K / 2 columns (FA4's P over S), marked `in=s`, once tmem_host_order.py
+proves nothing touches S after P is written. The seed's P has its own columns:
+it overlaps QK[current] (writes acc_s) with PV[previous] (reads acc_s_cast), so
+P over S would need a second S buffer the schedule does not have.
 
 What cannot be planned (MMAs in several roles, a fragment shape tcgen05 has
 no layout for) is not an error of the program: the map records why
@@ -56,6 +59,7 @@ from typing import Optional
 from .. import ir
 from ..diagnostics import ChoreoError
 from ..targets import Target
+from . import tmem_host_order
 
 ALLOC_UNIT = 32  # tcgen05.alloc columns come in powers of two from 32
 
@@ -150,10 +154,17 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
             else:
                 names.append((use.stmt.a, "operand"))
                 lane0.update((use.stmt.a, use.stmt.acc))
+                host = kernel.frag(use.stmt.a).host
+                lane0.update((host,) if host else ())  # P over S: on the lanes P needs
         for name, kind in names:
             if name not in seen:
                 seen.add(name)
                 wanted.append((kernel.frag(name), kind))
+    for name in staged:
+        if kernel.frag(name).host:
+            f = kernel.frag(name)
+            raise ChoreoError(f"'{name}' is declared in the columns of '{f.host}', but it "
+                              f"cannot be read from tensor memory: {staged[name]}", f.loc)
     roles = {id(u.role): u.role for u in uses}
     if len(roles) > 1:
         raise _Unplanned("tcgen05 lowering: MMAs of one kernel must sit in one role "
@@ -182,6 +193,8 @@ def _place(wanted, instances: int, lane0: frozenset = frozenset()) -> list[ir.Tm
     regions: list[ir.TmemRegion] = []
     next_col = 0
     for frag, kind in wanted:
+        if frag.host:
+            continue  # laid over its accumulator's columns, below
         rows = frag.shape[0]
         ncols = _columns(frag, kind)
         per_block = 2 if rows == 64 and frag.name not in lane0 else 1
@@ -192,7 +205,26 @@ def _place(wanted, instances: int, lane0: frozenset = frozenset()) -> list[ir.Tm
                     frag=frag.name, instance=inst, kind=kind, layout="F" if rows == 64 else "D",
                     lane=16 * (inst % 2) if per_block == 2 else 0, col=start, ncols=ncols))
             next_col = start + ncols
-    return regions
+    return regions + [r for frag, kind in wanted if frag.host
+                      for r in _hosted(frag, kind, regions)]
+
+
+def _hosted(frag: ir.Frag, kind: str, placed: list[ir.TmemRegion]) -> list[ir.TmemRegion]:
+    """`frag ... p : block in s`: p's region of each instance starts at s's first column
+    and lanes. It must fit: the same rows (data-path layout), no more columns than s."""
+    hosts = [r for r in placed if r.frag == frag.host]
+    if kind != "operand" or not hosts or hosts[0].kind != "acc":
+        raise ChoreoError(f"'{frag.name}' is declared in the columns of '{frag.host}': only "
+                          "an MMA's A operand read from tensor memory can lie in the columns "
+                          "of an MMA accumulator", frag.loc)
+    ncols = _columns(frag, kind)
+    layout = "F" if frag.shape[0] == 64 else "D"
+    if layout != hosts[0].layout or ncols > hosts[0].ncols:
+        raise ChoreoError(f"'{frag.name}' ({frag.dtype}{list(frag.shape)}: {ncols} columns, "
+                          f"layout {layout}) does not fit in the columns of '{frag.host}' "
+                          f"({hosts[0].ncols} columns, layout {hosts[0].layout})", frag.loc)
+    return [ir.TmemRegion(frag=frag.name, instance=h.instance, kind=kind, layout=layout,
+                          lane=h.lane, col=h.col, ncols=ncols, host=h.frag) for h in hosts]
 
 
 def _oversubscribed(kernel: ir.Kernel, target: Target, regions, used: int) -> ChoreoError:
@@ -214,6 +246,9 @@ def plan(kernel: ir.Kernel, target: Target) -> Optional[ir.TmemMap]:
         regions = _place(wanted, instances, frozenset(lane0))
     except _Unplanned as why:
         return ir.TmemMap(role=None, refused=why.message, loc=why.loc)
+    for frag, _ in wanted:
+        if frag.host:
+            tmem_host_order.check(kernel, frag)
     used = max((r.col + r.ncols for r in regions), default=0)
     if used > target.tmem_columns:
         raise _oversubscribed(kernel, target, regions, used)

@@ -11,6 +11,7 @@ the rule that needs the roles' thread groups, which sema evaluates.
 from __future__ import annotations
 
 from ..frontend import ast as A
+from ..diagnostics import ChoreoError
 from .exprs import err
 
 
@@ -43,6 +44,17 @@ class BlockAccBuilder:
                       "before its thread-group level", s)
         super().s_FragDecl(s)
         self.kernel.frag(s.name).block = True
+        if s.host is not None:
+            self.kernel.frag(s.name).host = self._host_acc(s)
+
+    def _host_acc(self, s: A.FragDecl) -> str:
+        """`: block in s`: `s` is a block accumulator declared before the operand (the
+        plan checks that the operand fits in its columns)."""
+        if s.host not in self.block_accs:
+            raise ChoreoError(f"'{s.name}' is declared in the columns of '{s.host}', which is no "
+                      "block accumulator declared before it ('s = mma.fill.f32 0.0f : block;')",
+                      s.host_loc or s.loc)
+        return s.host
 
     def s_MmaOp(self, s: A.MmaOp) -> None:
         name = s.acc.id if isinstance(s.acc, A.Name) else None
