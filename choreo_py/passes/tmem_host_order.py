@@ -53,7 +53,7 @@ def _line(stmt) -> str:
     return f"line {loc.line}" if loc else "a statement"
 
 
-def _refuse(frag: ir.Frag, why: str) -> ChoreoError:
+def _not_in_host(frag: ir.Frag, why: str) -> ChoreoError:
     return ChoreoError(f"'{frag.name}' cannot lie in the columns of '{frag.host}': {why}",
                        frag.loc)
 
@@ -70,10 +70,10 @@ def _writer(frag: ir.Frag, roles: list[ir.Role]):
             elif any(_touches(x, frag.name) and not ir.child_blocks(x)
                      and not (isinstance(x, ir.Mma) and x.a == frag.name)
                      for x in ir.walk([s])):
-                raise _refuse(frag, f"{_line(s)} uses '{frag.name}' other than as an MMA's A "
+                raise _not_in_host(frag, f"{_line(s)} uses '{frag.name}' other than as an MMA's A "
                               "operand or in one top-level 'apply' over it")
     if len(found) != 1:
-        raise _refuse(frag, f"'{frag.name}' must be written by exactly one 'apply' at the top "
+        raise _not_in_host(frag, f"'{frag.name}' must be written by exactly one 'apply' at the top "
                       f"level of a role (found {len(found)})")
     return found[0]
 
@@ -89,7 +89,7 @@ def _apply_reads_in_place(frag: ir.Frag, apply: ir.Apply) -> None:
                         len(x.index) == len(apply.indices) and all(
                             isinstance(i, ir.Sym) and i.name == n
                             for i, n in zip(x.index, apply.indices))):
-                    raise _refuse(frag, f"the apply at {_line(apply)} reads '{frag.host}' "
+                    raise _not_in_host(frag, f"the apply at {_line(apply)} reads '{frag.host}' "
                                   "other than at its own indices")
 
 
@@ -139,7 +139,7 @@ def _outside_roles(stmts: list[ir.Stmt]):
             yield s
 
 
-def check(kernel: ir.Kernel, frag: ir.Frag) -> None:
+def check_order(kernel: ir.Kernel, frag: ir.Frag) -> None:
     """Raises a located ChoreoError unless nothing touches S after P is written."""
     roles = [s for s in ir.walk(kernel.body) if isinstance(s, ir.Role)]
     w_role, w_at = _writer(frag, roles)
@@ -161,9 +161,9 @@ def check(kernel: ir.Kernel, frag: ir.Frag) -> None:
                 continue
             if role is not w_role and _published(frag, role, i, waits, triggers):
                 continue
-            raise _refuse(frag, f"{_line(s)} touches '{frag.host}' and is not provably "
+            raise _not_in_host(frag, f"{_line(s)} touches '{frag.host}' and is not provably "
                           f"ordered before '{frag.name}' is written at {_line(apply)}")
     outside = [s for s in _outside_roles(kernel.body)
                if not isinstance(s, (ir.FragDecl, ir.MmaFill)) and _touches(s, frag.host)]
     if outside:
-        raise _refuse(frag, f"{_line(outside[0])} touches '{frag.host}' outside the roles")
+        raise _not_in_host(frag, f"{_line(outside[0])} touches '{frag.host}' outside the roles")

@@ -248,7 +248,7 @@ def plan(kernel: ir.Kernel, target: Target) -> Optional[ir.TmemMap]:
         return ir.TmemMap(role=None, refused=why.message, loc=why.loc)
     for frag, _ in wanted:
         if frag.host:
-            tmem_host_order.check(kernel, frag)
+            tmem_host_order.check_order(kernel, frag)
     used = max((r.col + r.ncols for r in regions), default=0)
     if used > target.tmem_columns:
         raise _oversubscribed(kernel, target, regions, used)
