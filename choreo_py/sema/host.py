@@ -59,6 +59,16 @@ def nested_parallels(stmts) -> list:
     return out
 
 
+
+def bind_row_major(scope, names, extents, bounds, flat: ir.Expr, total: int) -> None:
+    """Binds each of a multi-dimensional level's `names` to its index in `flat`, the
+    instance number of one flat level of `total` instances, in row-major order."""
+    stride = total
+    for name, e, bound in zip(names, extents, bounds):
+        stride //= e
+        index = B.binop("%", B.binop("/", flat, B.const(stride)), B.const(e))
+        scope.bind(name, Scalar(index, bound=bound, kind="index"))
+
 class HostBuilder:
     """Mixin of KernelBuilder: the statements of a function outside its kernels."""
 
@@ -194,11 +204,7 @@ class HostBuilder:
         t = ir.Sym(flat.var, "s32")
         outer = self.scope
         self.scope = outer.child()
-        stride = total
-        for name, e, bound in zip(names, extents, bounds):
-            stride //= e
-            index = B.binop("%", B.binop("/", t, B.const(stride)), B.const(e))
-            self.scope.bind(name, Scalar(index, bound=bound, kind="index"))
+        bind_row_major(self.scope, names, extents, bounds, t, total)
         self.in_parallel = flat
         try:
             flat.body = self.block(s.body.stmts)

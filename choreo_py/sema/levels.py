@@ -18,7 +18,7 @@ from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
 from .exprs import err
-from .values import Scalar
+from .host import bind_row_major
 
 
 def nest_levels(s: A.ParallelBy, threads: dict[str, int]) -> A.ParallelBy:
@@ -61,11 +61,7 @@ class LevelBuilder:
             inst, lanes = ir.Sym(par.var, "s32"), None
         outer = self.scope
         self.scope = outer.child()
-        stride = total
-        for name, e, bound in zip(names, extents, bounds):
-            stride //= e
-            index = B.binop("%", B.binop("/", inst, B.const(stride)), B.const(e))
-            self.scope.bind(name, Scalar(index, bound=bound, kind="index"))
+        bind_row_major(self.scope, names, extents, bounds, inst, total)
         self.in_parallel, self.group_lanes = par, lanes
         try:
             par.body = self.block(s.body.stmts)
