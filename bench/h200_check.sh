@@ -5,13 +5,15 @@
 # compute-sanitizer memcheck and racecheck over every end-to-end case, the kernel cache
 # timed in new processes (bench/compile.py --cache --launch), and the performance
 # model's calibration timings (bench/model_measure.py). Logs under $OUT.
-#   carry: .whl (pyptx, lark: ../shared/tools/gpu_wheels.sh)
+#   carry: .whl (pyptx, lark: ../shared/tools/gpu_wheels.sh) and .shared (a copy of
+#          ../shared/corpus and seeds: the device gets the working tree only)
 #   usage: STEPS=tests,sanitize,cache,model bash bench/h200_check.sh
 set -u
 STEPS=${STEPS:-tests,sanitize,cache,model}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+[[ -d .shared ]] && export CHOREO_SHARED=$PWD/.shared
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "[warn] editable install failed"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"

@@ -11,6 +11,7 @@ of loops without a separate optimisation pass.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -104,6 +105,21 @@ class Lowering:
 
     def pop(self) -> None:
         self.scopes.pop()
+
+    @contextmanager
+    def skippable(self):
+        """Code some threads, or every thread at times, branch around (a zero fill's load,
+        a copy loop that may run no iteration, a leader's block): the statement's values
+        computed inside are forgotten after it, since a register set there is not set on
+        the path that skipped it (a store that reused the load's index wrote the zero of
+        a padded row over the row before it)."""
+        saved = dict(self.stmt_memo)
+        self.depth += 1
+        try:
+            yield
+        finally:
+            self.depth -= 1
+            self.stmt_memo = saved
 
     # ------------------------------------------------------------ regions
     def enter_region(self) -> None:

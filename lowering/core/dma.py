@@ -73,7 +73,17 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     w.bra(end, more)
     w.put_label(top)
     lw.push()
-    lw.depth += 1
+    with lw.skippable():  # no iteration runs where the tile is empty
+        _element(lw, s, i, shape)
+    lw.pop()
+    w.op("add.s32", i, i, step)
+    w.op("setp.lt.s32", more, i, n)
+    w.bra(top, more)
+    w.put_label(end)
+
+
+def _element(lw, s: ir.DmaCopy, i: V, shape) -> None:
+    """One element of the copy: element `i` of the destination from its source."""
     coords = _split(lw, i, shape, s.loc)
     dtype = lw.places.base_shape(s.dst.base, s.loc)[2]
     src_dtype = lw.places.base_shape(s.src.base, s.loc)[2]
@@ -89,12 +99,6 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
         else:
             v = lw.places.load(s.src, coords, moved, s.loc)
     lw.places.store(s.dst, coords, moved, v, s.loc)
-    lw.depth -= 1
-    lw.pop()
-    w.op("add.s32", i, i, step)
-    w.op("setp.lt.s32", more, i, n)
-    w.bra(top, more)
-    w.put_label(end)
 
 
 def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
@@ -144,14 +148,15 @@ def _load_or_zero(lw, s: ir.DmaCopy, coords, dtype: str, zfill, low_bound: bool 
     out = w.reg(reg, "zv", init=V.imm(fill, reg))
     skip, outside = w.label("zfill"), w.reg("pred", "outside")
     x = lw.exprs(s.loc)
-    for k, extent in zfill:
-        c = x.value(coords[k], "zc")
-        w.op("setp.ge.s32", outside, c, x.value(extent, "zext"))
-        w.bra(skip, outside)
-        if low_bound:
-            w.op("setp.lt.s32", outside, c, 0)
+    with lw.skippable():
+        for k, extent in zfill:
+            c = x.value(coords[k], "zc")
+            w.op("setp.ge.s32", outside, c, x.value(extent, "zext"))
             w.bra(skip, outside)
-    v = lw.places.load(s.src, coords, dtype, s.loc)
-    w.op(f"mov.{'f32' if reg == 'f32' else 'b' + reg[1:]}", out, v)
+            if low_bound:
+                w.op("setp.lt.s32", outside, c, 0)
+                w.bra(skip, outside)
+        v = lw.places.load(s.src, coords, dtype, s.loc)
+        w.op(f"mov.{'f32' if reg == 'f32' else 'b' + reg[1:]}", out, v)
     w.put_label(skip)
     return out

@@ -173,6 +173,9 @@ def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
     _hook(lw, "before_stmt", s)
     handler(lw, s, last)
     _hook(lw, "after_stmt", s)
+    # The rest of an enclosing statement (a loop's latch) follows this one's branches:
+    # nothing computed in it is reused there.
+    lw.stmt_memo = {}
 
 
 def _parallel(lw: Lowering, s: ir.Parallel, last: bool) -> None:

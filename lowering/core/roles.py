@@ -174,10 +174,9 @@ def leader_block(lw: Lowering, stmts: list, lower_one) -> None:
     saved = lw.role
     lw.role = RoleCtx(saved.members, saved.threads, saved.instance, saved.local_tid, True,
                       exit_label=saved.exit_label)
-    lw.depth += 1
-    for s in stmts:
-        lower_one(s)
-    lw.depth -= 1
+    with lw.skippable():
+        for s in stmts:
+            lower_one(s)
     lw.role = saved
     w.put_label(skip)
 

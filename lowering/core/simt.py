@@ -127,6 +127,7 @@ def _one(lw: ThreadLowering, s: ir.Stmt) -> None:
         raise lw.refuse(_NAMES.get(type(s), f"the statement {type(s).__name__} in a thread "
                                               "kernel"), getattr(s, "loc", None))
     handler(lw, s)
+    lw.stmt_memo = {}  # an enclosing statement's rest follows this one's branches
 
 
 def _let(lw: ThreadLowering, s: ir.Let) -> None:
