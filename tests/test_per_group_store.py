@@ -16,6 +16,7 @@ import pytest
 import torch
 
 import choreo_py
+from choreo_py.diagnostics import ChoreoError
 from choreo_py.driver import compile_file
 from choreo_py.runtime.build import find_ptxas, ptxas
 
@@ -60,3 +61,33 @@ def test_one_store_per_group_assembles():
         ptxas(text, target)
         # issued by each group's first thread, not by the role's
         assert "is_inst_leader cp.async.bulk.tensor.2d.global.shared::cta" in text
+
+
+F16_PATH = os.path.join(os.path.dirname(__file__), "co", "f16_accumulator.co")
+
+
+@pytest.mark.emu
+def test_an_f16_accumulator_takes_f16_precision_after_each_mma():
+    """The emulated sm_90a kernel against the interpreter (which rounds the accumulator to
+    f16 after each MMA statement): equal but for the f32 summation order of one MMA (a
+    last-place difference in a few elements), and every value an f16."""
+    from choreo_py.emu.api import emulate
+
+    a, b, want = _inputs()
+    ci = torch.zeros(384, 128, dtype=torch.float16)
+    choreo_py.interpret(F16_PATH, {"A": a, "B": b, "C": ci}, target="sm_90a")
+    ce = torch.zeros(384, 128, dtype=torch.float16)
+    emulate(F16_PATH, {"A": a, "B": b, "C": ce}, target="sm_90a", schedule="random", seed=2)
+    assert _rel(ce, want) < 2e-3
+    ulps = (ce.view(torch.int16).int() - ci.view(torch.int16).int()).abs()
+    assert int(ulps.max()) <= 1 and int((ulps > 0).sum()) < ce.numel() // 100
+
+
+def test_f16_accumulators_are_lowered_for_sm_90a_only():
+    text = compile_file(F16_PATH, "ptx", "sm_90a")
+    assert "cvt.rn.f16.f32" in text
+    if find_ptxas() is not None:
+        ptxas(text, "sm_90a")
+    with pytest.raises(ChoreoError) as e:
+        compile_file(F16_PATH, "ptx", "sm_100a")
+    assert "the f16 fragment 'mc'" in str(e.value)

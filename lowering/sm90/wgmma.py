@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.fragments import k_steps, mma_accumulator
+from ..core.fragments import k_steps, mma_accumulator, round_f16
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
@@ -32,6 +32,10 @@ _KINDS = {"bf16": "bf16", "f16": "f16"}
 
 class Sm90Target:
     arch = "sm_90a"
+    #: `mma.fill.f16` accumulators: f32 registers rounded to f16 after every synchronous
+    #: MMA into them (wgmma's own f16 accumulation would round inside a K loop where the
+    #: interpreter rounds once per statement)
+    f16_accumulators = True
 
     # ------------------------------------------------------------ layout
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
@@ -99,6 +103,8 @@ class Sm90Target:
         self._check_warpgroup(lw, s.loc)
         acc = mma_accumulator(lw, s)
         m, n = acc.frag.shape
+        if acc.frag.dtype == "f16" and s.future is not None:
+            raise lw.refuse("an asynchronous MMA into an f16 accumulator", s.loc)
         a_kind, k, a_regs = self._a_operand(lw, s)
         b = lw.memory.layout(s.b.base, s.loc)
         b_shape = _shape(s.b)
@@ -135,6 +141,9 @@ class Sm90Target:
         w.call("ptx.wgmma.commit_group")
         if s.future is None:
             w.call("ptx.wgmma.wait_group", "0")
+            if acc.frag.dtype == "f16":
+                round_f16(lw, [V(f"{acc.array}[{r}]", "f32")
+                               for r in range(self.acc_layout(acc.frag, s.loc).regs)])
 
     def _a_operand(self, lw: Lowering, s: ir.Mma):
         if isinstance(s.a, str):
