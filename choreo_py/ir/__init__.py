@@ -521,9 +521,12 @@ class Mma(Stmt):
 
 @dataclass
 class MmaStore(Stmt):
+    """`mma.store acc, tile` (`.transp`: element (i, j) of acc to (j, i) of the tile)."""
+
     acc: str
     dst: View
     loc: Optional[Loc] = None
+    transposed: bool = False
 
 
 @dataclass

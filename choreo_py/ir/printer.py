@@ -219,7 +219,8 @@ class _Printer:
         self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * "
                   f"{view(s.b)}{sched}{commit}")
 
-    def s_MmaStore(self, s): self.emit(f"mma.store {s.acc} => {view(s.dst)}")
+    def s_MmaStore(self, s):
+        self.emit(f"mma.store{'.transp' if s.transposed else ''} {s.acc} => {view(s.dst)}")
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
 
     def s_Apply(self, s):
