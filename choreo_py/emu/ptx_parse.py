@@ -155,6 +155,8 @@ class _Parser:
             if s.split(".")[0] in SPECIAL_REGS:
                 return Operand("sreg", s, value=s)
             raise PtxSyntaxError(f"line {lineno}: undeclared register {s}")
+        if s in self.reg_index:  # a register declared without '%' (`.reg .u32 t;` in asm)
+            return Operand("reg", s, reg=self.reg_index[s])
         return self.immediate_or_symbol(s, lineno)
 
     def immediate_or_symbol(self, s: str, lineno: int) -> Operand:
