@@ -73,8 +73,9 @@ class LaunchSpec:
                           ptx_name=ptx_name, extra=desc)
 
 
-def traced_ptx(ns: dict, module_text: str, filename: str) -> str:
-    """The module's PTX with `// file.co:N` before each run of instructions from one statement."""
+def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None) -> str:
+    """The module's PTX (or that of `kernel`, one of its KERNELS' entries) with `// file.co:N`
+    before each run of instructions from one statement."""
     import pyptx._trace as trace
     from pyptx.ir.nodes import Comment, Instruction, Label
 
@@ -102,7 +103,7 @@ def traced_ptx(ns: dict, module_text: str, filename: str) -> str:
 
     trace.TraceContext.emit = emit
     try:
-        return ns["KERNEL"].ptx()
+        return (kernel or ns["KERNEL"]).ptx()
     finally:
         trace.TraceContext.emit = original
 

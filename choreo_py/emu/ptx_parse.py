@@ -202,7 +202,11 @@ class _Parser:
             guard = self.reg_index[name]
             body = body.strip()
         opcode, _, rest = body.partition(" ")
-        operands = [self.operand(x, lineno) for x in _split_top(rest)] if rest.strip() else []
+        if opcode.split(".")[0] == "call":  # `call (ret), fn, (args)`: kept as written, for
+            operands = [Operand("sym", x.strip(), value=x.strip())  # the decoder's refusal
+                        for x in _split_top(rest)]
+        else:
+            operands = [self.operand(x, lineno) for x in _split_top(rest)] if rest.strip() else []
         srcs = tuple(sorted({r for op in operands[1:] for r in _regs_of(op)}))
         return Inst(idx, lineno, stmt, opcode, operands, guard, neg, co,
                     tuple(opcode.split(".")), srcs=srcs)
