@@ -32,7 +32,7 @@ import numpy as np
 
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
-from .report import UnsupportedError
+from .report import HostProgramModule
 
 _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
@@ -112,11 +112,13 @@ def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
     ns: dict = {"__name__": "choreo_generated"}
     exec(compile(text, filename, "exec"), ns)  # noqa: S102 - the compiler's own output
     if "grid" not in ns:  # a module of several entries (a host program's kernels)
-        raise UnsupportedError(
-            f"{os.path.basename(filename).split('.co.')[0]}.co is a host program (its functions' "
-            f"host code launches its {len(ns.get('KERNELS', {}))} kernel(s)): the emulator runs a "
-            "file of one kernel; run the program with `choreo run`, or an entry's PTX with "
-            "choreo_py.emu.emulate_ptx")
+        base = os.path.basename(filename)
+        what = base.split(".co.")[0] + ".co" if ".co." in base else base
+        raise HostProgramModule(
+            f"{what} is a host program (its functions' "
+            f"host code launches its {len(ns.get('KERNELS', {}))} kernel(s)): its module runs "
+            "one entry at a time; emulate the program's .co file (`choreo emulate FILE.co`, "
+            "choreo_py.emulate_program), or an entry's PTX with choreo_py.emu.emulate_ptx")
     ptx = traced_ptx(ns, text, filename)
     return LaunchSpec(ptx, ns["grid"], (int(ns["THREADS"]), 1, 1), int(ns["SMEM_BYTES"]),
                       list(ns["PARAMS"]), tuple(ns["TENSORS"]), ns["ENTRY"], ns["ARCH"],
