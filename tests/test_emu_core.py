@@ -399,6 +399,14 @@ def test_a_call_is_refused_by_name_with_its_callee():
     assert "'call' of vprintf" in str(err.value) and "kernel.ptx:" in str(err.value)
 
 
+def test_a_local_variable_is_refused_by_name_where_it_is_used():
+    x, y = torch.zeros(32), torch.zeros(32)
+    body = "\t.local .align 8 .b8 buf[8];\n\tmov.u64 %p, buf;"
+    with pytest.raises(UnsupportedError) as err:
+        run(body, "\t.reg .u64 %p;", x, y)
+    assert "'buf' is a .local variable" in str(err.value) and "kernel.ptx:22:" in str(err.value)
+
+
 def test_shared_access_outside_the_window_is_an_error():
     x, y = torch.zeros(32), torch.zeros(32)
     body = "\tmov.u32 %v, 1000000;\n\tld.shared.u32 %v, [%v];"

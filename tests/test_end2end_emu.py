@@ -28,7 +28,8 @@ TARGETS = ["sm_90a", "sm_100a"]
 #: Cases the emulator refuses, with the words of its refusal (an EmuError naming the PTX
 #: line and the Choreo statement).
 NOT_EMULATED = {
-    "stream.co::foo": "unknown symbol 'pbuf'",  # printf: a .local buffer and `call vprintf`
+    # printf in a kernel: its arguments in a .local buffer, then `call vprintf`
+    "stream.co::foo": "'pbuf' is a .local variable: the emulator gives .local variables no storage",
 }
 
 _programs: dict = {}

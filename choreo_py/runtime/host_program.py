@@ -160,8 +160,7 @@ def library(path: str, target: str, program, rec, first_error=None, launcher=Non
             text = build.pyptx_text(module, path, target)
             if "\nKERNELS = {}" not in text:  # one MMA kernel: as an entry of a program
                 text = build.program_text(module, path, target)
-            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text,
-                                                          launcher))
+            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text, launcher))
         return programs[id(fn)][1].call(fn, args, kwargs)
 
     return Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
