@@ -128,6 +128,20 @@ def test_emulate_program_runs_the_functions_as_the_gpu_would(target, schedule):
 
 
 @pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_emulate_program_runs_a_file_of_one_mma_kernel(target):
+    """examples/gemm.co (`load` gives a kernel, not a library): its PARAMS as a program's."""
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(128, 64, generator=g).bfloat16()
+    b = torch.randn(128, 64, generator=g).bfloat16()
+    c = torch.full((128, 128), float("nan")).bfloat16()
+    gemm = os.path.join(os.path.dirname(HERE), "examples", "gemm.co")
+    assert choreo_py.emulate_program(gemm, target=target).gemm(a, b, c) is None
+    want = a.float() @ b.float().t()
+    assert torch.allclose(c.float(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.emu
 def test_emulate_program_takes_cpu_tensors():
     lib = choreo_py.emulate_program(GEMM_RELU, target="sm_90a")
     with pytest.raises(ValueError, match="the emulator runs on CPU tensors, not meta"):
