@@ -5,8 +5,9 @@ end-to-end programs (`../shared/corpus/tests/gpu/end2end/`) that compile, and
 for the examples. `make(gen, device)` returns the call's arguments; `check(args,
 result)` raises AssertionError as the program's C++ check would fail. The
 checks are ports of the programs' `main()`: the same tolerances, the same
-comparisons. The interpreter's suite (test_end2end.py) and the GPU's
-(test_end2end_gpu.py) run the same cases.
+comparisons. The interpreter's suite (test_end2end.py), the PTX emulator's
+(test_end2end_emu.py: the GPU's launches, each entry's PTX emulated) and the
+GPU's (test_end2end_gpu.py) run the same cases.
 """
 from __future__ import annotations
 
