@@ -152,15 +152,31 @@ def library(path: str, target: str, program, rec, first_error=None, launcher=Non
                                         and _some_function_may_build(funcs)):
         raise first_error
     programs: dict[int, ThreadProgram] = {}
+    needs_sizes: set[int] = set()  # generic IR the backend refused: built per call's sizes
 
-    def run(name, args, kwargs):
-        fn = funcs.get(name, args, kwargs)
+    def compiled(fn) -> None:
         if id(fn) not in programs:
             module = funcs.module(fn)
             text = build.pyptx_text(module, path, target)
             if "\nKERNELS = {}" not in text:  # one MMA kernel: as an entry of a program
                 text = build.program_text(module, path, target)
             programs[id(fn)] = (fn, ThreadProgram(path, target, module, text, launcher))
+
+    def run(name, args, kwargs):
+        from choreo_py.diagnostics import ChoreoError
+
+        fn = funcs.get(name, args, kwargs)
+        if id(fn) not in needs_sizes:
+            try:
+                compiled(fn)
+            except ChoreoError:
+                special = funcs.for_call(name, args, kwargs)
+                if special is None or special is fn:
+                    raise
+                needs_sizes.add(id(fn))
+        if id(fn) in needs_sizes:  # the lowering needs the sizes as numbers
+            fn = funcs.for_call(name, args, kwargs)
+            compiled(fn)
         return programs[id(fn)][1].call(fn, args, kwargs)
 
     return Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))
