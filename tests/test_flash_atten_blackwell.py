@@ -1,6 +1,7 @@
-"""examples/flash_atten_blackwell.co: non-causal attention for sm_100a on the block's
-accumulators (S and O in tensor memory, P over S, a one-thread MMA role, a one-thread TMA
-load role, a softmax warpgroup that also rescales O in place).
+"""examples/flash_atten_blackwell.co (non-causal) and flash_atten_blackwell_causal.co:
+attention for sm_100a on the block's accumulators (S and O in tensor memory, P over S, a
+one-thread MMA role, a one-thread TMA load role, a softmax warpgroup that also rescales O
+in place).
 
 The plan puts P in S's columns (the loop form of the order proof admits the KV loop);
 the interpreter and the strict PTX emulator match torch's SDPA under several schedules
@@ -23,6 +24,8 @@ from fa_helpers import bshd, rel
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "flash_atten_blackwell.co"
+CAUSAL = ROOT / "examples" / "flash_atten_blackwell_causal.co"
+BOTH = [EXAMPLE, CAUSAL]
 
 
 def _inputs(sq, skv, h=1):
@@ -30,26 +33,39 @@ def _inputs(sq, skv, h=1):
     return q, k, v, torch.full_like(q, float("nan"))
 
 
-def _sdpa(q, k, v):
+def _sdpa(q, k, v, causal=False):
     t = [x.float().transpose(1, 2) for x in (q, k, v)]
-    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
+    return torch.nn.functional.scaled_dot_product_attention(
+        *t, is_causal=causal).transpose(1, 2)
 
 
-def _interpret(path, sq, skv, h=1) -> float:
+def _interpret(path, sq, skv, h=1, causal=False) -> float:
     q, k, v, o = _inputs(sq, skv, h)
     choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
-    return rel(o, _sdpa(q, k, v)) if not o.float().isnan().any() else float("nan")
+    return rel(o, _sdpa(q, k, v, causal)) if not o.float().isnan().any() else float("nan")
 
 
-def test_the_plan_puts_p_over_s():
-    text = compile_file(str(EXAMPLE), emit="ir", target="sm_100a")
+@pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
+def test_the_plan_puts_p_over_s(path):
+    text = compile_file(str(path), emit="ir", target="sm_100a")
     assert "tmem p[0]: operand layout=D lanes=0+:128 cols=0+:64 in=s" in text
     assert "tmem_alloc 256 used=256 role={1}" in text
 
 
-@pytest.mark.parametrize("sq, skv, h", [(256, 256, 2), (200, 330, 1)])
-def test_interpreter_matches_sdpa(sq, skv, h):
-    assert _interpret(EXAMPLE, sq, skv, h) < 5e-3
+@pytest.mark.parametrize("path, sq, skv, h", [(EXAMPLE, 256, 256, 2), (EXAMPLE, 200, 330, 1),
+                                              (CAUSAL, 384, 384, 2), (CAUSAL, 200, 200, 1)],
+                         ids=lambda x: getattr(x, "stem", str(x)))
+def test_interpreter_matches_sdpa(path, sq, skv, h):
+    assert _interpret(path, sq, skv, h, causal=path is CAUSAL) < 5e-3
+
+
+def test_the_causal_mask_is_needed(tmp_path):
+    src = CAUSAL.read_text()
+    old = "            if (j >= valid || j > i + diag)\n"
+    assert old in src
+    path = tmp_path / "v.co"
+    path.write_text(src.replace(old, "            if (j >= valid)\n"))
+    assert not _interpret(path, 256, 256, causal=True) < 5e-2
 
 
 @pytest.mark.parametrize("old, new", [
@@ -66,9 +82,9 @@ def test_the_mask_and_the_rescale_are_needed(tmp_path, old, new):
     assert not _interpret(path, 128, 330) < 5e-2
 
 
-@pytest.fixture(scope="module")
-def ptx() -> str:
-    return compile_file(str(EXAMPLE), emit="ptx", target="sm_100a")
+@pytest.fixture(scope="module", params=BOTH, ids=lambda p: p.stem)
+def ptx(request) -> str:
+    return compile_file(str(request.param), emit="ptx", target="sm_100a")
 
 
 def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
@@ -89,24 +105,30 @@ def test_ptxas_accepts_it_without_spills(ptx):
     assert regs <= 255
 
 
-def test_sm90a_refuses_it_by_name(tmp_path, capsys):
-    rc = cli.main(["compile", str(EXAMPLE), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
+@pytest.mark.parametrize("path, line", [(EXAMPLE, 39), (CAUSAL, 35)], ids=["full", "causal"])
+def test_sm90a_refuses_it_by_name(tmp_path, capsys, path, line):
+    rc = cli.main(["compile", str(path), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
     assert rc == 1
-    assert "flash_atten_blackwell.co:39:5: error: a ': block' accumulator (one tile the " \
+    assert f"{path.name}:{line}:5: error: a ': block' accumulator (one tile the " \
         "block's roles share; wgmma accumulates in the registers of the warpgroup that " \
         "issues it) is not lowered for sm_90a yet" in capsys.readouterr().err
 
 
 # The strict emulator: S = 256 (two KV tiles), 384 (three: the 2-slot rings reuse a slot),
-# and Q = 200, KV = 330 (a partial last query tile, a partial last KV tile).
-EMU = [(256, 256, "round_robin"), (256, 256, "reverse"), (256, 256, "random"),
-       (384, 384, "greedy"), (200, 330, "random")]
+# and Q = 200, KV = 330 (a partial last query tile, a partial last KV tile); causal: 256,
+# 384 and 200 (a partial diagonal tile).
+EMU = [(EXAMPLE, 256, 256, "round_robin"), (EXAMPLE, 256, 256, "reverse"),
+       (EXAMPLE, 256, 256, "random"), (EXAMPLE, 384, 384, "greedy"),
+       (EXAMPLE, 200, 330, "random"),
+       (CAUSAL, 256, 256, "reverse"), (CAUSAL, 384, 384, "random"),
+       (CAUSAL, 200, 200, "round_robin")]
 
 
 @pytest.mark.emu
-@pytest.mark.parametrize("sq, skv, schedule", EMU)
-def test_emulator_matches_sdpa_strict(sq, skv, schedule):
+@pytest.mark.parametrize("path, sq, skv, schedule", EMU,
+                         ids=lambda x: getattr(x, "stem", str(x)))
+def test_emulator_matches_sdpa_strict(path, sq, skv, schedule):
     q, k, v, o = _inputs(sq, skv)
-    assert emulate_strict(EXAMPLE, dict(Q=q, K=k, V=v, O=o), schedule) == []
+    assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), schedule) == []
     assert not o.float().isnan().any()
-    assert rel(o, _sdpa(q, k, v)) < 5e-3
+    assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
