@@ -96,6 +96,17 @@ REFUSED = [
     ("          trigger p_full.at(order++);\n",
      "          trigger p_full.at(order++);\n          if (kt == 0)\n            break;\n",
      "the loop at line 59 breaks or continues"),
+    ("          wait s_full.at(order);\n",
+     "          mutable u32 order = 0;\n          wait s_full.at(order);\n",
+     "line 61 names 's_full' at no step number of the loop at line 59"),
+    # more than one thread might issue the MMAs: their order is not one thread's
+    ("        trigger o_done;\n", "        trigger o_done;\n        mma.store o, c_buf;\n",
+     "the MMA role is not issue-only (line 55 is more than a copy, an MMA, a wait or a "
+     "trigger)"),
+    ("    parallel r by 3 : group-4 {\n      inthreads.async (r == 0) {",
+     "    parallel r by 4 : group-4 {\n      inthreads.async (r == 3) {\n        wait o_done;\n"
+     "        mma.store s, c_buf;\n      }\n      inthreads.async (r == 0) {",
+     "line 31 touches 's' in a third role"),
 ]
 
 

@@ -22,10 +22,10 @@ P(t) may still be read:
   that read; W's next write of P waits e_s, which follows the next step's MMA into S;
 - the events pair the same step: e_s and e_p are plain rings (not `= ready`) triggered at
   that one statement only, and x, x' (and y, y') are the step number t of their loop plus
-  the same offset: the loop's own index (the loop starts at 0, steps by 1), or a
-  `mutable` counter set to 0 at the role's top level and increased only by one
-  `+ 1` at the loop body's top level (offset 1 after that increment); neither loop
-  breaks or continues;
+  the same offset: the loop's own index (the loop starts at 0, steps by 1; not
+  assigned or redeclared in it), or a `mutable` counter declared once, set to 0 at the
+  role's top level and increased only by one `+ 1` at the loop body's top level
+  (offset 1 after that increment); neither loop breaks or continues;
 - no other role and no statement outside the roles (but the declarations) names S.
 
 What it cannot prove is refused, located at P's declaration, naming the statement.
@@ -94,6 +94,8 @@ def _counter_step(name: str, role: ir.Role, at: int, i: int) -> Optional[int]:
     init = [s for s in role.body[:at] if isinstance(s, ir.Var) and s.name == name]
     if len(init) != 1 or not (isinstance(init[0].init, ir.Const) and init[0].init.value == 0):
         return None
+    if sum(_binds(s, name) for s in ir.walk(role.body)) != 1:
+        return None  # declared again (a shadow): not the counter the loop increases
     writes = [s for s in ir.walk(role.body) if isinstance(s, ir.Assign) and s.name == name]
     incs = [j for j, s in enumerate(loop.body) if isinstance(s, ir.Assign) and s.name == name]
     if len(writes) != 1 or len(incs) != 1:
@@ -105,12 +107,18 @@ def _counter_step(name: str, role: ir.Role, at: int, i: int) -> Optional[int]:
     return 1 if incs[0] < i else 0
 
 
+def _binds(stmt, name: str) -> bool:
+    """Whether `stmt` declares a scalar or view called `name`."""
+    return isinstance(stmt, (ir.Let, ir.Var, ir.ViewDef)) and stmt.name == name
+
+
 def _step_of(ref: ir.EventRef, stmt, role: ir.Role, at: int, i: int) -> int:
     """The offset k such that `ref`'s order is t + k in step t of the loop role.body[at]."""
     loop = role.body[at]
     e = ref.order
     if ref.index is None and isinstance(e, ir.Sym):
-        if e.name == loop.var:
+        if e.name == loop.var and not any(_binds(s, e.name) or isinstance(s, ir.Assign)
+                                          and s.name == e.name for s in ir.walk(loop.body)):
             return 0
         k = _counter_step(e.name, role, at, i)
         if k is not None:
