@@ -134,3 +134,25 @@ def test_a_read_of_s_before_p_in_its_step_is_admitted(tmp_path):
         "      inthreads.async (r == 2) {\n        frag f32[BM] row_max;\n"))
     text = compile_file(str(path), emit="ir", target="sm_100a")  # a read of S before P: admitted
     assert "cols=0+:64 in=s" in text
+
+
+@pytest.mark.emu
+def test_the_emulated_output_depends_on_the_wait_for_p():
+    """The PTX with the MMA role's wait on p_full removed: the MMA reads S's columns before
+    P is written there. The emulator keeps no happens-before order for tensor memory (it
+    reports an access only while the other one is in flight), so strict mode names nothing
+    here; the output shows it (it does not match torch under any schedule tried)."""
+    import dataclasses
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+
+    spec = from_co(str(EXAMPLE), "sm_100a")
+    at = spec.ptx.index("], %p_full_phase;\n")
+    line = spec.ptx.index("\t@!", at)
+    end = spec.ptx.index("\n", line)
+    assert " bra $_mbar_wait_" in spec.ptx[line:end]
+    broken = dataclasses.replace(spec, ptx=spec.ptx[:line] + spec.ptx[end + 1:])
+    for schedule in ("round_robin", "random"):
+        a, b, c = _inputs(128, 128, 256)
+        run_spec(broken, dict(A=a, B=b, C=c), schedule=schedule, seed=2, strict=True)
+        assert not _close(c, _reference(a, b))
