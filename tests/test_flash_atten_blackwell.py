@@ -61,16 +61,16 @@ def test_interpreter_matches_sdpa(path, sq, skv, h):
 
 def test_the_causal_mask_is_needed(tmp_path):
     src = CAUSAL.read_text()
-    old = "            if (j >= valid || j > i + diag)\n"
+    old = "              if (j >= valid || j > i + diag)\n"
     assert old in src
     path = tmp_path / "v.co"
-    path.write_text(src.replace(old, "            if (j >= valid)\n"))
+    path.write_text(src.replace(old, "              if (j >= valid)\n"))
     assert not _interpret(path, 256, 256, causal=True) < 5e-2
 
 
 @pytest.mark.parametrize("old, new", [
-    ("            if (j >= valid)\n              s.at(i, j) = -inf;\n",
-     "            if (j >= valid + BLOCK_N)\n              s.at(i, j) = -inf;\n"),
+    ("              if (j >= valid)\n                s.at(i, j) = -inf;\n",
+     "              if (j >= valid + BLOCK_N)\n                s.at(i, j) = -inf;\n"),
     ("            o.at(i, j) = o.at(i, j) * scale.at(i);\n",
      "            o.at(i, j) = o.at(i, j) * 1.0f;\n"),
 ])
