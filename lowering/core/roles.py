@@ -100,7 +100,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
         inside = member_pred(lw, inst, members, extent)
         w.bra(skip, inside, negate=True, uni=threads >= 32)
     also = getattr(lw.target, "issue_only_also", None)
-    single = threads > 1 and analysis.issue_only(r, also() if also is not None else ())
+    single = threads > 1 and analysis.issue_only(r, also(lw) if also is not None else ())
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}
     lw.smem_dirty = lw.smem_read = False
