@@ -115,9 +115,8 @@ class ExprBuilder:
             raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
-        if isinstance(v, Scalar) and v.kind == "arg" and self.kernel is not None and \
-                v.expr not in self.kernel.scalars:  # a scalar parameter the kernel reads
-            self.kernel.scalars.append(v.expr)
+        if self.from_host(n.id):  # a scalar parameter or host variable the kernel reads
+            self.note_host_reads(v)
         return v
 
     def _compose(self, n: A.Binary) -> Scalar:
@@ -246,7 +245,9 @@ class ExprBuilder:
         out: list[ir.Expr] = []
         for el in elements:
             v = self.value(el)
-            if isinstance(v, nested):
+            if isinstance(v, nested) or (nested is ShapeValue and type(v) is ITupleValue):
+                # `[b]` of an ituple `b = {1, x, 3}` is the shape of its elements (the
+                # reference compiler takes it so: `with idx in [b]` bounds idx by b)
                 out += v.dims if isinstance(v, ShapeValue) else v.elems
             elif isinstance(v, Scalar):
                 out.append(v.expr)
