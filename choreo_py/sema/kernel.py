@@ -134,10 +134,10 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
                 self.scope.bind(p.name, Opaque(construct=f"a scalar parameter of type {t.name} "
                                                "that is no shape dimension", loc=p.loc))
             return
-        if t.dims is None:
-            raise Unsupported("a parameter without a written shape", p.loc)
+        if t.dims is None and t.rank is None:
+            raise Unsupported("a parameter without a written shape or rank", p.loc)
         shape = []
-        for d in t.dims:
+        for d in t.dims if t.dims is not None else unwritten_dims(p.name, t.rank, p.loc):
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
                 if d.id in self.dims:
                     self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
@@ -160,7 +160,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
     def _shape_dims(self) -> set[str]:
         """Names written as dimensions of the function's mdspan parameters."""
         return {d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
-                for d in (p.type.dims or ()) if isinstance(d, A.Name)}
+                for d in (p.type.dims or ()) if isinstance(d, A.Name)} | {
+                dim_name(p.name, k) for p in self.func.params if isinstance(p.type, A.MdSpanType)
+                and p.type.dims is None and p.type.rank for k in range(p.type.rank)}
 
     def _of_sizes(self, e: ir.Expr) -> bool:
         """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
@@ -564,6 +566,18 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
         finally:
             self.role = None
         self.emit(role)
+
+
+def unwritten_dims(name: str, rank: int, loc) -> list[A.Name]:
+    """`f32 mdspan<2> a`: a shape taken from the argument, one named dimension per rank
+    (`a__dim0`, `a__dim1`), as if written `f32 [a__dim0, a__dim1] a`; a call binds them
+    from its tensor's shape and a build for the call's shapes fixes them
+    (host/specialize.py)."""
+    return [A.Name(id=dim_name(name, k), loc=loc) for k in range(rank)]
+
+
+def dim_name(param: str, k: int) -> str:
+    return f"{param}__dim{k}"
 
 
 def _is_increment(e) -> bool:
