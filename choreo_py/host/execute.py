@@ -17,15 +17,13 @@ from __future__ import annotations
 from typing import Callable
 
 from .. import ir
+from ..construct_names import describe
+from ..diagnostics import ChoreoError
 from ..ir.eval import EvalError, evaluate
 
 
-class HostError(Exception):
-    """A host statement that cannot be run (its `loc` says which)."""
-
-    def __init__(self, message: str, loc=None) -> None:
-        super().__init__(message)
-        self.loc = loc
+class HostError(ChoreoError):
+    """A host statement that cannot be run, located at it (a division by zero, say)."""
 
 
 class _Break(Exception):
@@ -41,7 +39,7 @@ class HostRun:
     `check(stmt, env)` (an assert) and `copy(stmt, env)` (a DmaCopy) are the engine's."""
 
     def __init__(self, env: dict, launch: Callable, show: Callable, check: Callable,
-                 copy: Callable | None = None) -> None:
+                 copy: Callable) -> None:
         self.env = env
         self.launch, self.show, self.check, self.copy = launch, show, check, copy
 
@@ -58,7 +56,8 @@ class HostRun:
     def stmt(self, s: ir.Stmt) -> None:
         rule = _RULES.get(type(s))
         if rule is None:
-            raise HostError(f"host code cannot run {type(s).__name__}", getattr(s, "loc", None))
+            # sema/host_code.py builds no other statement on the host
+            raise HostError(f"host code cannot run {describe(s)}", getattr(s, "loc", None))
         rule(self, s)
 
     def s_Launch(self, s): self.launch(s, self.env)
@@ -67,10 +66,7 @@ class HostRun:
     def s_Break(self, s): raise _Break()
     def s_Continue(self, s): raise _Continue()
 
-    def s_DmaCopy(self, s):
-        if self.copy is None:
-            raise HostError("a host copy, which this engine does not run", s.loc)
-        self.copy(s, self.env)
+    def s_DmaCopy(self, s): self.copy(s, self.env)
 
     def s_Let(self, s): self.env[s.name] = self.value(s.value, s.loc)
     def s_Var(self, s): self.env[s.name] = self.value(s.init, s.loc)

@@ -11,7 +11,7 @@ import torch
 from .. import ir
 from ..passes import event_arrivals
 from ..ir.eval import EvalError, evaluate
-from ..host.execute import HostError, HostRun, kernel_env
+from ..host.execute import HostRun, kernel_env
 from .errors import InterpError
 from . import printing
 from .executor import BlockRun
@@ -239,8 +239,5 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
     run = HostRun(_function_dims(fn, tensors, dims), launch,
                   lambda s, env: printing.host_print(s, env),
                   lambda s, env: check_assert(s, env), copy)
-    try:
-        run.run(fn.body)
-    except HostError as e:
-        raise InterpError(str(e), e.loc) from None
+    run.run(fn.body)
     return total

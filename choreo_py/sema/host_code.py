@@ -94,11 +94,13 @@ class HostCodeBuilder:
             if self.host_depth:
                 raise Unsupported("a 'return' inside host control flow", s.loc)
             return self.host_return(s)
+        # Host code sema refused before it was lowered: for `choreo check`, an error found
+        # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
         if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
-            return self.host_data_region(s)
+            return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, _CONTROL):
-            return self.host_control(s)
-        return self.host_stmt(s)
+            return self.lenient_body("host code", self.host_control, s)
+        return self.lenient_body("host code", self.host_stmt, s)
 
     def host_control(self, s: A.Stmt) -> None:
         """`with` / `foreach` / `if` / `while` / `{...}` on the host: the statement builders
@@ -137,6 +139,11 @@ class HostCodeBuilder:
             old = self.scope.lookup(s.target.id)
             if not (isinstance(old, Scalar) and old.mutable) and self._host_name(s):
                 return
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name):
+            old = self.scope.lookup(s.target.id)
+            if isinstance(old, Scalar) and not old.mutable and old.kind != "dim" and \
+                    not self.from_host(s.target.id):
+                return self._host_rebind(s, old)
         if isinstance(s, A.ExprStmt) and not _host_expr_stmt(s.expr):
             raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
         if isinstance(s, A.DmaOp):
@@ -164,6 +171,17 @@ class HostCodeBuilder:
             self.scope.bind(name, ViewValue(v.view, v.dtype, loc=s.loc))
             return True
         return False
+
+    def _host_rebind(self, s: A.Assign, old: Scalar) -> None:
+        """`c = 6 + 1;`, `f += a + 2;` of a host scalar declared without 'mutable': the
+        whole-language pass reports it (choreo_py/check/: an error for compile, lenient for
+        `choreo check`, as the reference's parser accepts it); the name takes the new value
+        from here on, so that sema's analysis goes on without a second report."""
+        value = self._compound(s, old.expr)
+        if isinstance(value, ir.Const):
+            self.scope.bind(s.target.id, Scalar(value, kind="const", loc=s.loc))
+            return
+        self._let(s.target.id, value, s.loc)
 
     def _host_fold(self, name: str, init: A.Expr, type_: A.TypeRef | None, loc) -> bool:
         """A named constant, or a value of the function's sizes that each kernel reading it
