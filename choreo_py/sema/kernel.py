@@ -50,8 +50,10 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
-                 preset_shapes: dict | None = None, dims: dict | None = None) -> None:
+                 preset_shapes: dict | None = None, dims: dict | None = None,
+                 checking: bool = False) -> None:
         self.func = func
+        self.checking = checking  # for `choreo check` (sema.check_program)
         self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
@@ -134,7 +136,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
                 self.scope.bind(p.name, Opaque(construct=f"a scalar parameter of type {t.name} "
                                                "that is no shape dimension", loc=p.loc))
             return
-        if t.dims is None and (t.rank is None or self.lenient):
+        if t.dims is None and (t.rank is None or self.checking):
             # `choreo check` analyses the function without it, as before it was lowered: the
             # reference's parse-stage programs use such shapes in ways sema's rules refuse
             raise Unsupported("a parameter without a written shape or rank", p.loc)
