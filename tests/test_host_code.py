@@ -252,3 +252,31 @@ def test_host_programs_assemble(tmp_path, target):
     ptx = compile_file(only_host, "ptx", target)
     assert ".entry" not in ptx
     ptxas(ptx, target)
+
+
+SCALAR_RESULT = """
+__co__ auto count(s32 [N] a, int k) {
+  mutable int n = 0;
+  foreach i in [N / 4] {
+    if (i % k == 0) n += 1;
+  }
+  sp : a.span;
+  t = {N, k, 7};
+  picked : [sp, 5][(1), (0)];
+  u = t {(2), (0)};
+  return n * 1000 + picked(0) * 10 + u(0) + u(1);
+}
+"""
+
+
+def test_a_scalar_result_and_selections(tmp_path):
+    """`return <scalar>;`: the call returns the number; `s[(1), (0)]` and `t {(2), (0)}`
+    select elements of a shape and an ituple."""
+    path = _write(tmp_path, "count.co", SCALAR_RESULT)
+    lib = choreo_py.interpret(path, target="sm_90a")
+    for n, k in ((40, 3), (16, 1)):
+        want = sum(1 for i in range(n // 4) if i % k == 0) * 1000 + 5 * 10 + 7 + n
+        assert lib.count(torch.zeros(n, dtype=torch.int32), k) == want
+    fn, program = _gpu_program(path, "count")
+    assert program.call(fn, (torch.zeros(40, dtype=torch.int32), 3), {}) == 4057 + 40
+    assert program._launch.calls == []

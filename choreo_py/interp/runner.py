@@ -211,8 +211,10 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                      function: Optional[str] = None, schedule: str = "round_robin",
                      seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
                      progress: Optional[Callable[[int, int], None]] = None,
-                     **dims: int) -> RunStats:
-    """Runs the `Launch`es of one function (the named one, else the first) in order."""
+                     host_values: Optional[dict] = None, **dims: int) -> RunStats:
+    """Runs the host program of one function (the named one, else the first): its
+    launches in order (host/execute.py). `host_values` receives its host variables' last
+    values (a scalar result among them)."""
     if not module.functions:
         raise InterpError("the module has no function to run")
     fn = module.functions[0] if function is None else \
@@ -240,4 +242,6 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                   lambda s, env: printing.host_print(s, env),
                   lambda s, env: check_assert(s, env), copy)
     run.run(fn.body)
+    if host_values is not None:
+        host_values.update(run.env)
     return total

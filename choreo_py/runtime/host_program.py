@@ -63,7 +63,7 @@ class ThreadProgram:
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
         import torch
 
-        from choreo_py.interp.host import bind_args
+        from choreo_py.interp.host import bind_args, function_result
         from choreo_py.interp.runner import allocate, check_assert
 
         tensors, dims = bind_args(fn, args, kwargs)
@@ -90,8 +90,9 @@ class ThreadProgram:
         def copy(s: ir.DmaCopy, env: dict) -> None:  # on the stream, after the launches
             tensors[s.dst.base].copy_(tensors[s.src.base])
 
-        HostRun(dict(bound), launch, show, check_assert, copy).run(fn.body)
-        return tensors[fn.result] if fn.result is not None else None
+        run = HostRun(dict(bound), launch, show, check_assert, copy)
+        run.run(fn.body)
+        return function_result(fn, tensors, run.env)
 
     def _launch(self, name: str, tensors: dict, dims: dict, device) -> None:
         import torch

@@ -291,6 +291,24 @@ class ExprBuilder:
             raise err(f"index {k} is out of range for a rank-{len(seq)} value", n.index)
         return Scalar(seq[k])
 
+    def _selected(self, base, indices: list[A.Expr]) -> tuple[ir.Expr, ...]:
+        """`s[(2), (0)]`, `t {(2), (0)}`: the elements at these constant positions."""
+        seq = base.dims if isinstance(base, ShapeValue) else base.elems
+        out = []
+        for i in indices:  # `(k)`: A.DimIndex
+            i = getattr(i, "index", i)
+            k = self.const_int(i, "a dimension index")
+            if not 0 <= k < len(seq):
+                raise err(f"index {k} is out of range for a rank-{len(seq)} value", i)
+            out.append(seq[k])
+        return tuple(out)
+
+    def e_ITupleSelect(self, n: A.ITupleSelect, hint):
+        base = self.value(n.base)
+        if not isinstance(base, ITupleValue):
+            raise err(f"'{{(...)}}' selects elements of an ituple, not of {_kind(base)}", n)
+        return ITupleValue(self._selected(base, n.indices))
+
     def shape_of(self, v: Value, node) -> tuple[ir.Expr, ...]:
         if isinstance(v, Tensor):
             return v.param.shape
@@ -323,6 +341,8 @@ class ExprBuilder:
             return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
         if isinstance(base, EventValue):
             return base  # event indexing is resolved by wait/trigger
+        if isinstance(base, ShapeValue):  # `d.span[(2), (1), (0)]`: a shape of its dimensions
+            return ShapeValue(self._selected(base, n.indices))
         raise Unsupported("indexing with '[...]' here", n.loc)
 
     def view_of(self, node: A.Expr) -> ViewValue:
