@@ -100,6 +100,11 @@ class HostBuilder:
             if not isinstance(x, (ir.Const, ir.Sym)):
                 raise Unsupported("a host buffer dimension computed from the parameters' "
                                   "dimensions", node.loc)
+            v = self.scope.lookup(x.name) if isinstance(x, ir.Sym) else None
+            if isinstance(v, Scalar) and v.kind not in ("dim", "arg", "const"):
+                # the call allocates its buffers at entry, before host code gives it a value
+                raise Unsupported(f"a host buffer whose dimension is the host variable "
+                                  f"'{x.name}'", node.loc)
             n = B.as_int(x)
             if n is not None and n <= 0:
                 raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", node)
