@@ -320,3 +320,10 @@ def test_the_host_loops_program():
         want[r] = a[r] * 2 + r + 3 * r
     want[0] += 2
     assert torch.equal(out, want)
+
+
+def test_sema_builds_only_host_statements_the_executor_runs():
+    from choreo_py.host.execute import _RULES
+    from choreo_py.sema.host_code import HOST_STATEMENTS
+
+    assert set(_RULES) == set(HOST_STATEMENTS)

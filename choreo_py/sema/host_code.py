@@ -36,6 +36,10 @@ from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsu
 
 #: Element types a kernel receives a host value in (32-bit words, like its dimensions).
 HOST_ARG_TYPES = ("s32", "u32")
+#: The IR statements a host body may hold: what host/execute.py runs (a test keeps the
+#: two lists equal); build_host_body refuses any other by name.
+HOST_STATEMENTS = (ir.Launch, ir.Print, ir.Assert, ir.Break, ir.Continue, ir.DmaCopy, ir.Let,
+                   ir.Var, ir.Assign, ir.If, ir.While, ir.For)
 #: Statements that are host control flow when they launch kernels.
 _CONTROL = (A.With, A.Foreach, A.If, A.While, A.Block)
 
@@ -102,6 +106,14 @@ class HostCodeBuilder:
             return self.lenient_body("host code", self.host_control, s)
         return self.lenient_body("host code", self.host_stmt, s)
 
+    def check_host_body(self, body: list[ir.Stmt]) -> None:
+        """Every statement the host code became is one the host runs (a view named after a
+        kernel, say, would be an `ir.ViewDef`: refused by name)."""
+        for st in ir.walk(body):
+            if not isinstance(st, HOST_STATEMENTS):
+                raise Unsupported(f"{describe(st)} in host code", getattr(st, "loc", None)
+                                  or self.func.loc)
+
     def host_control(self, s: A.Stmt) -> None:
         """`with` / `foreach` / `if` / `while` / `{...}` on the host: the statement builders
         of kernels (sema/iterate.py, kernel.py) build them, their bodies host statements."""
@@ -117,10 +129,7 @@ class HostCodeBuilder:
                               text="1", loc=s.loc)], bracketed=False, level="block", loc=s.loc)
         self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
                                  body=A.Block(stmts=[s], loc=s.loc), loc=s.loc), self.out)
-        kernel = self.kernels[-1]
-        if any(isinstance(t, ir.Parallel) for t in ir.walk(kernel.body)):
-            raise Unsupported("parallel levels inside host code over tensor elements", s.loc)
-        kernel.device = "cpu"
+        self.kernels[-1].device = "cpu"  # `s` holds no parallel region: one instance
 
     def host_stmt(self, s: A.Stmt) -> None:
         """Scalars, prints, asserts and copies on the host."""
@@ -141,8 +150,7 @@ class HostCodeBuilder:
                 return
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name):
             old = self.scope.lookup(s.target.id)
-            if isinstance(old, Scalar) and not old.mutable and old.kind != "dim" and \
-                    not self.from_host(s.target.id):
+            if isinstance(old, Scalar) and not old.mutable and old.kind != "dim":
                 return self._host_rebind(s, old)
         if isinstance(s, A.ExprStmt) and not _host_expr_stmt(s.expr):
             raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)

@@ -86,6 +86,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
         self.out = host
         for s in self.func.body.stmts:
             self._guarded(self.host_statement, s, declared_names(s))
+        self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
                            locals=self.locals, result=self.result,
                            arg_names=self.arg_names())
