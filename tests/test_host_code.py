@@ -327,3 +327,34 @@ def test_sema_builds_only_host_statements_the_executor_runs():
     from choreo_py.sema.host_code import HOST_STATEMENTS
 
     assert set(_RULES) == set(HOST_STATEMENTS)
+
+
+CHUNKS = """
+__co__ f32 [8, 64] chunks(f32 [8, 64] a) {
+  f32 [a.span] out;
+  foreach i in [4] {
+    parallel p by 1 : block {
+      s = dma.copy a.chunkat(i, _) => shared;
+      parallel q by 64 : thread
+        foreach r in [2]
+          out.chunkat(i, _).at(r, q) = s.data.at(r, q) + 1.0f;
+    }
+  }
+  return out;
+}
+"""
+
+
+def test_a_host_loop_variable_tiles_a_kernels_copy(tmp_path):
+    """The loop variable is a bounded variable in the kernel: `chunkat(i, _)` of a copy
+    into shared memory and of the store, one row pair per launch."""
+    path = _write(tmp_path, "chunks.co", CHUNKS)
+    a = torch.randn(8, 64)
+    assert torch.equal(choreo_py.interpret(path, target="sm_90a").chunks(a), a + 1)
+    fn, program = _gpu_program(path, "chunks")
+    out = program.call(fn, (a,), {})
+    assert torch.equal(out, a + 1)
+    assert [c[2] for c in program._launch.calls] == [{"i": k} for k in range(4)]
+    if find_ptxas() is not None:
+        for target in ("sm_90a", "sm_100a"):
+            ptxas(compile_file(path, "ptx", target), target)
