@@ -489,6 +489,33 @@ CASES += [
 ]
 
 
+# --- end2end/tma_v2.co, tma_f32.co: TMA copies through shared memory, double-buffered with
+# `tma.any` placeholders and `swap`; inputs in [-10, 10) (fp8: [-2, 2)), exact equality
+# (fp8: |got - ref| <= 0.2, as their mains check)
+def _fp8_pair(gen, dev):
+    return tuple(_floats(gen, (16, 16, 128), -2.0, 2.0, torch.float32, "cpu")
+                 .to(torch.float8_e4m3fn).to(dev) for _ in range(2))
+
+
+def _fp8_sum_ref(args):
+    return args[0].cpu().float() + args[1].cpu().float()
+
+
+CASES += [
+    (os.path.join(END2END, "tma_v2.co"), "tma_ab_buffer",
+     lambda gen, dev: tuple(_floats(gen, (6, 16, 128), -10, 10, torch.float32, dev)
+                            for _ in range(2)), lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_async",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_multi_subspan",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_tiled",
+     _copy_input(torch.float32, (6, 16, 128)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_ab_buffer_fp8", _fp8_pair, _fp8_sum_ref,
+     _close(0.2)),
+]
+
+
 def case_id(case) -> str:
     return f"{os.path.basename(case[0])}::{case[1]}"
 

@@ -21,6 +21,7 @@ from .isa_table import Unsupported, decoder
 from .lanes import CONTROL, LANES, NP
 from .operands import _TYPES, _UNSIGNED, operand_reader, ptype_of, writer
 from .isa_f32x2 import decode_f32x2
+from .isa_fp8 import decode_fp8x2
 from .rounding import add_f32, fma_f32, mode_of, mul_f32
 
 F32_TINY = np.float32(1.1754944e-38)
@@ -380,6 +381,9 @@ def _float_to_int(x, dt, rnd: str):
 def _dec_cvt(inst):
     from .isa_support import machine
     m = machine()
+    fp8 = decode_fp8x2(inst, m)
+    if fp8 is not None:
+        return fp8
     types = [p for p in inst.parts[1:] if p in _TYPES]
     rnd = next((p for p in inst.parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi",
                                                    "rmi", "rpi")), "")

@@ -804,11 +804,18 @@ ASYNC_KINDS = (TmaLoad, TmaStore, Mma, MmaFill, MmaStore, MmaLoad, FragDecl, App
                AllReduce, FragCopy, Trigger, Role, SetMaxRegs, NamedBarrier, ElemStore)
 
 
+#: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
+#: observes how a tile moves, and the thread lowering moves it with cooperative loads.
+THREAD_TMA_KINDS = (TmaLoad, TmaStore)
+
+
 def is_thread_kernel(k: Kernel) -> bool:
-    """Whether `k` is lowered thread by thread: no MMA, fragment, event or TMA statement."""
+    """Whether `k` is lowered thread by thread: no MMA, fragment, event or other
+    asynchronous statement (TMA copies alone do not make an MMA kernel)."""
     if k.events or k.frags:
         return False
-    return not any(isinstance(s, ASYNC_KINDS) for s in walk(k.body))
+    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)
+                   for s in walk(k.body))
 
 
 # ---------------------------------------------------------------- walking

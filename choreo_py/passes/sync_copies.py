@@ -20,8 +20,9 @@ kernel. Only copies the TMA can make are rewritten: from a global tensor into a
 whole shared buffer view of the same static shape, without transpose or
 padding, at block level (outside parallel regions and roles, where one issuing
 thread stands for the block). The others stay as they are (and are refused by
-name by a backend that cannot lower them). Thread kernels (no MMA, no event, no
-TMA) keep their copies: they are lowered as cooperative loads there.
+name by a backend that cannot lower them). Thread kernels (no MMA, no event; TMA
+copies alone, `ir.is_thread_kernel`) keep their copies: they are lowered as
+cooperative loads there.
 
 A copy that names no swizzle into a tile that only MMAs read (no element access,
 no other copy observes its layout) gets the widest swizzle that divides its
@@ -38,8 +39,8 @@ _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaSt
 
 
 def run(kernel: ir.Kernel, target=None) -> None:
-    if not (kernel.events or kernel.frags
-            or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
+    if ir.is_thread_kernel(kernel) or not (kernel.events or kernel.frags
+                                           or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
         return
     if any(ev.name == EVENT for ev in kernel.events) or COUNTER in _names(kernel):
         return  # (a program's own names: leave its copies alone)

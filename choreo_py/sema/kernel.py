@@ -26,6 +26,8 @@ from .levels import LevelBuilder, nest_levels
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
 from .ops import OpBuilder
+from .rotations import RotationBuilder
+from . import role_futures
 from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
                      ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
 from ..construct_names import describe
@@ -36,8 +38,8 @@ MAX_DIM = 2**31 - 1
 SCALAR_ARG_TYPES = ("s32", "u32")
 
 
-class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, IterationBuilder,
-                    LevelBuilder, PrintBuilder, ReshapeBuilder):
+class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
+                    IterationBuilder, LevelBuilder, PrintBuilder, ReshapeBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -248,6 +250,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         else:
             self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
+        role_futures.run(self.kernel)
         if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
             # Its launcher binds dimensions from tensor shapes only: a host program builds
             # it for the call's scalars instead (host/specialize.py), as constants.

@@ -103,15 +103,20 @@ class OpBuilder(FragOpBuilder):
 
     # ------------------------------------------------------------ data movement
     def s_DmaOp(self, s: A.DmaOp) -> None:
-        if s.operation == "any" or s.sparse or s.multicast or s.zfill \
-                or s.promote or s.after or (s.operation in ("pad", "transp") and s.engine != "dma"):
+        if s.sparse or s.multicast or s.zfill or s.promote or s.after \
+                or (s.operation in ("pad", "transp") and s.engine != "dma"):
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
+        if s.operation == "any":
+            return self.placeholder(s)
         if s.dst is None:
             raise Unsupported("a copy without a destination", s.loc)
         src = self.view_of(s.src)
         transpose, pad, shape = self.copy_layout(s, src)
-        dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
-            else self.view_of(s.dst)
+        dst = self.rotated_dst(s, src, shape)
+        rotated = dst is not None
+        if dst is None:
+            dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
+                else self.view_of(s.dst)
         if transpose or pad:
             self.check_layout_shape(s, shape, dst)
         else:
@@ -133,12 +138,14 @@ class OpBuilder(FragOpBuilder):
         else:
             op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc,
                             transpose=transpose, pad=pad)
+        if rotated:
+            op.future = None  # complete before the next statement (sema/rotations.py)
         self._emit_collective(op, s)
         if s.future:
             kind = s.engine if s.engine != "tma" else ("tma" if src_store == "global" else "tma_store")
-            fut = FutureValue(s.future, kind, dst.view, loc=s.loc)
+            fut = FutureValue(s.future, kind, dst.view, loc=s.loc, rotated=rotated)
             fut.done = getattr(op, "future", None) is None
-            self.scope.bind(s.future, fut)
+            self.bind_future(fut)
 
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""

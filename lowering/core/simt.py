@@ -1,6 +1,6 @@
 """Kernels of plain threads: element-wise code, `dma.copy`, `parallel ... : thread`.
 
-A kernel with no MMA, fragment, event or TMA statement is lowered here, one
+A kernel with no MMA, fragment or event statement is lowered here, one
 PTX thread per thread of the program: the block has as many threads as its
 widest parallel region (`parallel q by 64` -> 64; `: group` -> 32 per
 instance), statements outside a parallel region run in every thread (they
@@ -11,7 +11,9 @@ threads with `bar.sync 0`.
 the block moves elements tid, tid + THREADS, ... with plain `ld`/`st` (no
 alignment requirement: rows of any width), after a barrier that lets earlier
 writers finish and before one that publishes the tile. A copy from or to a
-thread's `local` buffer is that thread's own loop. Asynchronous copies
+thread's `local` buffer is that thread's own loop. `tma.copy` is such a copy
+too: nothing in a kernel without MMAs, events or roles observes how a tile
+moves (the same values land in the same places). Asynchronous copies
 complete before the statement after them (a stronger order than the program
 asks for), so `wait` on their futures has nothing left to do.
 
@@ -350,6 +352,8 @@ _HANDLERS = {
     ir.Parallel: _parallel,
     ir.BufStore: _store,
     ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
+    ir.TmaLoad: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
+    ir.TmaStore: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
     # Every lane of the warp (bar.warp.sync also orders their memory accesses).
