@@ -516,13 +516,25 @@ CASES += [
 ]
 
 
+# --- end2end/flash_atten.co: attention with a run-time causal flag (flash_atten_ref.py)
+from flash_atten_ref import fa_check as _fa_check, fa_inputs as _fa_inputs, fa_ref as _fa_ref  # noqa: E402
+
+CASES += [
+    (os.path.join(END2END, "flash_atten.co"), "flash_atten", _fa_inputs(causal), _fa_ref,
+     _fa_check, label) for causal, label in ((False, "non-causal"), (True, "causal"))
+]
+
+
 def case_id(case) -> str:
-    return f"{os.path.basename(case[0])}::{case[1]}"
+    """`file::function`, and the case's label where a function has several (its call's
+    scalar arguments)."""
+    label = f"[{case[5]}]" if len(case) > 5 else ""
+    return f"{os.path.basename(case[0])}::{case[1]}{label}"
 
 
 def run_case(case, call, device, dtypes) -> None:
     """Makes the inputs, calls the function through `call(path, function)`, checks."""
-    path, function, make, ref, check = case
+    path, function, make, ref, check = case[:5]
     if not os.path.exists(path):
         import pytest
 

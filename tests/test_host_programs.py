@@ -79,7 +79,9 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(name, args, {})
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
-    tensors = {p.name: a for p, a in zip(fn.params, args)}
+    given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
+    tensors = {p.name: given[p.name] for p in fn.params}
+    scalars = {k: int(v) for k, v in given.items() if k not in tensors}  # bool / int arguments
     allocate(fn, tensors, {})
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point():
@@ -94,7 +96,7 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
                       + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
         spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
                           info["SMEM_BYTES"], params, shapes)
-        run_spec(spec, tensors)
+        run_spec(spec, tensors, scalars=scalars)
     return (tensors[fn.result] if fn.result is not None else tensors), launches
 
 

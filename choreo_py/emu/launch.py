@@ -27,6 +27,7 @@ import json
 import os
 import re
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -147,11 +148,13 @@ def _numpy_of(t):
     return t.view(getattr(torch, _INT_VIEW[es])).numpy() if t.is_floating_point() else t.numpy()
 
 
-def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
-    """(Launch, dims): tensors mapped into global memory, parameters encoded."""
+def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict] = None) -> tuple:
+    """(Launch, dims): tensors mapped into global memory, parameters encoded. `scalars`: the
+    values of the kernel's scalar arguments (a `bool` or `int` parameter that is no tensor
+    dimension), passed as its ("dim", ...) parameters are."""
     gmem = GlobalMemory()
     addr = {}
-    dims: dict = {}
+    dims: dict = {k: int(v) for k, v in (scalars or {}).items()}
     for name, dtype, shape in spec.tensors:
         t = tensors[name]
         for size, want in zip(t.shape, shape):

@@ -35,7 +35,7 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
-SCALAR_ARG_TYPES = ("s32", "u32")
+SCALAR_ARG_TYPES = ("s32", "u32", "bool")
 
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
@@ -251,11 +251,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self.kernel.body = self.block(s.body.stmts, new_scope=False)
         self.scope = outer
         role_futures.run(self.kernel)
-        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
-            # Its launcher binds dimensions from tensor shapes only: a host program builds
-            # it for the call's scalars instead (host/specialize.py), as constants.
-            raise Unsupported(f"the scalar parameter '{self.kernel.scalars[0].name}' in a "
-                              "kernel with MMA, event or TMA statements", s.loc)
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma
+from . import control, dma, params
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
@@ -92,10 +92,7 @@ def _prologue(lw: ThreadLowering) -> None:
         g = w.reg("u64", f"{p.name}_g")
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
-    for d in k.symbolic_dims:  # dimensions, then scalar arguments (their bits: 32-bit words)
-        r = w.reg(next((x.dtype for x in k.scalars if x.name == d), "s32"), d)
-        w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)
+    params.bind_dims(lw)  # dimensions, then scalar arguments (their bits: 32-bit words)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
