@@ -525,6 +525,14 @@ CASES += [
 ]
 
 
+# --- end2end/cooperative_grid_sync.co: two blocks exchange values through global memory
+# across a grid-wide barrier (a cooperative launch); its main: res == {2, 1}
+CASES += [
+    (os.path.join(END2END, "cooperative_grid_sync.co"), "coop_grid_sync", lambda gen, dev: (),
+     lambda a: torch.tensor([2, 1], dtype=torch.int32), _equal),
+]
+
+
 def case_id(case) -> str:
     """`file::function`, and the case's label where a function has several (its call's
     scalar arguments)."""

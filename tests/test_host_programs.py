@@ -94,9 +94,13 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
                       + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        coop = bool(info.get("COOPERATIVE"))
+        if coop:  # the grid barrier's words, zeroed per launch as the runtime does
+            tensors["__grid_sync"] = torch.zeros(2, dtype=torch.int32)
         spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
-                          info["SMEM_BYTES"], params, shapes)
+                          info["SMEM_BYTES"], params, shapes, cooperative=coop)
         run_spec(spec, tensors, scalars=scalars)
+        tensors.pop("__grid_sync", None)
     return (tensors[fn.result] if fn.result is not None else tensors), launches
 
 

@@ -54,6 +54,7 @@ class LaunchSpec:
     arch: str = ""
     ptx_name: str = "kernel.ptx"
     extra: dict = field(default_factory=dict)
+    cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -188,7 +189,8 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
         else:
             ps.set_scalar(pname, int(p[2]), sizes[pname])
     grid = spec.grid(**dims) if callable(spec.grid) else spec.grid
-    return Launch(tuple(int(g) for g in grid), spec.block, spec.shared_bytes, ps, gmem), dims
+    return Launch(tuple(int(g) for g in grid), spec.block, spec.shared_bytes, ps, gmem,
+                  cooperative=spec.cooperative), dims
 
 
 def make_tensors(desc: dict, seed: int = 0) -> dict:

@@ -85,6 +85,36 @@ class CudaKernel:
             ptrs[i] = ctypes.addressof(p) if isinstance(p, ctypes._SimpleCData) else int(p.getPtr())
         return (ptrs, list(params))
 
+    def resident_blocks(self, threads: int) -> tuple[int, int]:
+        """(blocks of this kernel one SM holds at once, SMs of the device)."""
+        drv = driver()
+        per_sm = check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.fn, threads,
+                                                                        self.smem),
+                       "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        dev = check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+        attr = drv.CUdevice_attribute
+        if not check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev),
+                     "cuDeviceGetAttribute"):
+            raise LaunchError("this device does not support cooperative launches")
+        sms = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                    "cuDeviceGetAttribute")
+        return int(per_sm), int(sms)
+
+    def launch_cooperative(self, name: str, grid, threads: int, packed, stream: int) -> None:
+        """cuLaunchCooperativeKernel: every block resident at once (a grid-wide barrier waits
+        for all of them); a grid that cannot be is refused here, by name, before it hangs."""
+        per_sm, sms = self.resident_blocks(threads)
+        blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
+        if blocks > per_sm * sms:
+            raise LaunchError(f"the cooperative kernel '{name}' has {blocks} blocks, but at most "
+                              f"{per_sm * sms} ({per_sm} per SM x {sms} SMs) can be resident at "
+                              "once: its grid-wide barrier needs every block running")
+        drv = driver()
+        err = drv.cuLaunchCooperativeKernel(self.fn, *grid, threads, 1, 1, self.smem,
+                                            drv.CUstream(stream), ctypes.addressof(packed[0]))
+        if err[0] != drv.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"cuLaunchCooperativeKernel failed: {err[0]}")
+
     def launch(self, grid, threads: int, packed, stream: int) -> None:
         drv = driver()
         args = (self.fn, *grid, threads, 1, 1, self.smem, drv.CUstream(stream),

@@ -215,9 +215,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if any(lv.device_target for lv in s.levels):
             return self.device_region(s, host)  # sema/host.py
         lvl, inner = self.split_levels(s)
-        if lvl is not None and lvl.cooperative:  # its `sync.barrier : block` spans the grid
-            raise Unsupported("a cooperative launch (': block<cooperative>', grid-wide sync)",
-                              lvl.loc)
         if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
             lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
                                   bracketed=False, level="block", loc=s.loc)
@@ -233,6 +230,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
+        self.kernel.cooperative = lvl.cooperative  # its `sync.barrier : block` spans the grid
         self.kernel.aliases = list(self.aliases)
         outer = self.scope
         self.scope = outer.child()

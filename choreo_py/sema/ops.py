@@ -325,9 +325,21 @@ class OpBuilder(FragOpBuilder):
         if s.kind == "barrier" and s.level in ("group", "thread"):
             self.emit(ir.SyncWarp(loc=s.loc))
             return
+        if s.kind == "fence" and s.level in ("block", "thread"):
+            self.emit(ir.Fence("gpu" if s.level == "block" else "cta", loc=s.loc))
+            return
+        if block_barrier and self.kernel is not None and self.kernel.cooperative:
+            return self.grid_barrier(s)
         if s.kind != "shared" and not block_barrier:
             raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))
+
+    def grid_barrier(self, s: A.Sync) -> None:
+        """`sync.barrier : block` in a cooperative kernel: all blocks of the grid meet."""
+        if self.in_parallel is not None or self.role is not None:
+            # Valid Choreo; the IR's grid barrier is a statement of the whole block.
+            raise Unsupported("a grid-wide barrier inside a parallel region or role", s.loc)
+        self.emit(ir.GridSync(loc=s.loc))
 
     def device_call(self, c: A.Call) -> None:
         short = c.func.split("::")[-1]

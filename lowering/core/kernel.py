@@ -101,6 +101,8 @@ def _prologue(lw: Lowering) -> None:
     lw.next_statement()
     if k.aliases:
         raise lw.refuse("'span_as' (a reshaped view) in an MMA kernel", k.aliases[0].loc)
+    if k.cooperative:  # (thread kernels have the grid barrier: lowering/core/grid_sync.py)
+        raise lw.refuse("a cooperative launch (': block<cooperative>') of an MMA kernel", k.loc)
     params.bind_dims(lw)  # dimensions, then scalar arguments
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)

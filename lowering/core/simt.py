@@ -25,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma, params
+from . import control, dma, grid_sync, params
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
@@ -78,7 +78,9 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     _body(lw, k.body)
     lw.leave_region()
     return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
-            "dims": k.symbolic_dims, "tensors": [p.name for p in k.params],
+            "dims": k.symbolic_dims,
+            "tensors": [p.name for p in k.params] + ([grid_sync.PARAM] if k.cooperative else []),
+            "cooperative": k.cooperative,
             "grid": k.grid, "types": w.types_used, "strings": lw.printf_formats}
 
 
@@ -93,6 +95,8 @@ def _prologue(lw: ThreadLowering) -> None:
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
     params.bind_dims(lw)  # dimensions, then scalar arguments (their bits: 32-bit words)
+    if k.cooperative:
+        grid_sync.pointer(lw)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
@@ -359,6 +363,8 @@ _HANDLERS = {
     # exited (bar.sync counts the CTA's non-exited threads).
     ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
+    ir.GridSync: grid_sync.grid_sync,
+    ir.Fence: grid_sync.fence,
     ir.Print: _print,
 }
 
@@ -450,6 +456,8 @@ def _entry_text(p: dict) -> str:
         f"    SMEM_BYTES={p['smem'] + SMEM_ALIGN},",
         f"    TENSORS={tuple(p['tensors'])!r},",
         f"    DIMS={tuple(dims)!r},",
+        *(["    COOPERATIVE=True,  # cuLaunchCooperativeKernel (a grid-wide barrier)"]
+          if p.get("cooperative") else []),
         f"    grid=_grid_{name},",
         "    KERNEL=kernel(",
         "        arch=ARCH,",
