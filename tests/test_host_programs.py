@@ -81,7 +81,8 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
     given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
     tensors = {p.name: given[p.name] for p in fn.params}
-    scalars = {k: int(v) for k, v in given.items() if k not in tensors}  # bool / int arguments
+    scalars = {k: v if isinstance(v, float) else int(v)  # bool / int / float arguments
+               for k, v in given.items() if k not in tensors}
     allocate(fn, tensors, {})
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point():

@@ -101,3 +101,66 @@ def test_gpu_flash_atten_both_flags():
         want = F.fa_ref(args)
         err = (out - want).abs()
         assert not bool(((err / (want.abs() + 1e-6) > 0.05) & (err > 0.01)).any()), causal
+
+
+SCALED = os.path.join(HERE, "co", "gemm_scaled.co")
+
+
+def _scaled_want(a, b, alpha, relu):
+    want = (a.float() @ b.float().t()) * alpha
+    return want.clamp(min=0) if relu else want
+
+
+@pytest.mark.parametrize("alpha, relu", [(0.5, False), (-1.25, True)])
+def test_a_float_parameter_in_the_interpreter(alpha, relu):
+    a, b = _ab(64, 128, 128, seed=4)
+    got = choreo_py.interpret(SCALED, target="sm_90a").scaled(a, b, alpha, relu)
+    assert (got - _scaled_want(a, b, alpha, relu)).abs().max().item() < 1e-3
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", TARGETS)
+def test_a_float_parameter_emulated(target):
+    a, b = _ab(64, 128, 128, seed=5)
+    for alpha, relu in ((0.5, False), (-1.25, True)):
+        got, _ = emulate_function(SCALED, "scaled", (a, b, alpha, relu), target)
+        assert (got - _scaled_want(a, b, alpha, relu)).abs().max().item() < 1e-3
+
+
+THREAD_SCALE = """
+__co__ f32 [256] axpb(f32 [256] x, float a, int b) {
+  f32 [256] y;
+  parallel p by 2, t by 128
+    y.at(p # t) = x.at(p # t) * a + b;
+  return y;
+}
+"""
+
+
+@pytest.mark.emu
+def test_float_and_int_arguments_of_a_thread_kernel(tmp_path):
+    path = tmp_path / "axpb.co"
+    path.write_text(THREAD_SCALE)
+    x = torch.randn(256, generator=torch.Generator().manual_seed(6))
+    want = x * -0.75 + (-3)
+    got = choreo_py.interpret(str(path), target="sm_90a").axpb(x, -0.75, -3)
+    assert torch.allclose(got, want, atol=1e-6)
+    for target in TARGETS:
+        got, _ = emulate_function(str(path), "axpb", (x, -0.75, -3), target)
+        assert torch.allclose(got, want, atol=1e-6)
+
+
+def test_the_words_the_launcher_passes():
+    from choreo_py.runtime.launch import word
+
+    assert word(-3) == 0xFFFFFFFD and word(True) == 1 and word(7) == 7
+    assert word(1.0) == 0x3F800000 and word(-0.75) == 0xBF400000
+
+
+@pytest.mark.gpu
+def test_gpu_float_and_bool_arguments():
+    a, b = (t.cuda() for t in _ab(128, 256, 128, seed=7))
+    lib = choreo_py.load(SCALED)
+    for alpha, relu in ((0.5, False), (-1.25, True)):
+        got = lib.scaled(a, b, alpha, relu).cpu()
+        assert (got - _scaled_want(a.cpu(), b.cpu(), alpha, relu)).abs().max().item() < 1e-3

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -155,7 +156,7 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
     dimension), passed as its ("dim", ...) parameters are."""
     gmem = GlobalMemory()
     addr = {}
-    dims: dict = {k: int(v) for k, v in (scalars or {}).items()}
+    dims: dict = {k: v if isinstance(v, float) else int(v) for k, v in (scalars or {}).items()}
     for name, dtype, shape in spec.tensors:
         t = tensors[name]
         for size, want in zip(t.shape, shape):
@@ -172,8 +173,10 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
         kind, pname = p[0], p[1]
         if pname not in sizes:
             raise ValueError(f"launch parameter {pname} is not a parameter of the kernel")
-        if kind == "dim":
-            ps.set_scalar(pname, dims[p[2]], sizes[pname])
+        if kind == "dim":  # a float argument: its f32 bits (runtime/launch.word)
+            v = dims[p[2]]
+            v = struct.unpack("<I", struct.pack("<f", v))[0] if isinstance(v, float) else v
+            ps.set_scalar(pname, v, sizes[pname])
         elif kind == "tmap":
             _, _, tname, dtype, box, swz = p
             t = tensors[tname]

@@ -19,6 +19,7 @@ from choreo_py import ir
 from choreo_py.host import Library
 
 from . import build
+from .launch import word
 
 
 def torch_dtypes() -> dict:
@@ -97,7 +98,7 @@ class ThreadProgram:
                 tensors = dict(tensors, __grid_sync=torch.zeros(2, dtype=torch.int32,
                                                                 device=device))
             params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
-            params += [ctypes.c_uint32(int(dims[d])) for d in info["DIMS"]]
+            params += [ctypes.c_uint32(word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
         if info.get("COOPERATIVE"):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 from typing import Any, Sequence
 
 _DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "u8": "UINT8",
@@ -21,11 +22,19 @@ class ChoreoRuntimeError(ValueError):
     """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
 
 
+def word(value) -> int:
+    """A dimension or scalar argument as the 32-bit word a kernel parameter holds: an
+    integer's two's complement, a float's f32 bits (lowering/core/params.py)."""
+    if isinstance(value, float):
+        return struct.unpack("<I", struct.pack("<f", value))[0]
+    return int(value) & 0xFFFFFFFF
+
+
 def kernel_param(p, tensors: dict, dims: dict):
     """One kernel parameter of a module's PARAMS: ("dim", param, name) -> its value,
     ("tmap", param, tensor, dtype, box, swizzle) -> the tensor's TMA descriptor."""
     if p[0] == "dim":
-        return ctypes.c_uint32(dims[p[2]])
+        return ctypes.c_uint32(word(dims[p[2]]))
     _, _, name, dtype, box, swizzle = p
     t = tensors[name]
     esize = t.element_size()
