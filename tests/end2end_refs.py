@@ -513,13 +513,60 @@ CASES += _more
 NOT_INTERPRETED.update(_not_run)
 
 
+# --- end2end/tma_v2.co, tma_f32.co: TMA copies through shared memory, double-buffered with
+# `tma.any` placeholders and `swap`; inputs in [-10, 10) (fp8: [-2, 2)), exact equality
+# (fp8: |got - ref| <= 0.2, as their mains check)
+def _fp8_pair(gen, dev):
+    return tuple(_floats(gen, (16, 16, 128), -2.0, 2.0, torch.float32, "cpu")
+                 .to(torch.float8_e4m3fn).to(dev) for _ in range(2))
+
+
+def _fp8_sum_ref(args):
+    return args[0].cpu().float() + args[1].cpu().float()
+
+
+CASES += [
+    (os.path.join(END2END, "tma_v2.co"), "tma_ab_buffer",
+     lambda gen, dev: tuple(_floats(gen, (6, 16, 128), -10, 10, torch.float32, dev)
+                            for _ in range(2)), lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_async",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_multi_subspan",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_tiled",
+     _copy_input(torch.float32, (6, 16, 128)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_ab_buffer_fp8", _fp8_pair, _fp8_sum_ref,
+     _close(0.2)),
+]
+
+
+# --- end2end/flash_atten.co: attention with a run-time causal flag (flash_atten_ref.py)
+from flash_atten_ref import fa_check as _fa_check, fa_inputs as _fa_inputs, fa_ref as _fa_ref  # noqa: E402
+
+CASES += [
+    (os.path.join(END2END, "flash_atten.co"), "flash_atten", _fa_inputs(causal), _fa_ref,
+     _fa_check, label) for causal, label in ((False, "non-causal"), (True, "causal"))
+]
+
+
+# --- end2end/cooperative_grid_sync.co: two blocks exchange values through global memory
+# across a grid-wide barrier (a cooperative launch); its main: res == {2, 1}
+CASES += [
+    (os.path.join(END2END, "cooperative_grid_sync.co"), "coop_grid_sync", lambda gen, dev: (),
+     lambda a: torch.tensor([2, 1], dtype=torch.int32), _equal),
+]
+
+
 def case_id(case) -> str:
-    return f"{os.path.basename(case[0])}::{case[1]}"
+    """`file::function`, and the case's label where a function has several (its call's
+    scalar arguments)."""
+    label = f"[{case[5]}]" if len(case) > 5 else ""
+    return f"{os.path.basename(case[0])}::{case[1]}{label}"
 
 
 def run_case(case, call, device, dtypes) -> None:
     """Makes the inputs, calls the function through `call(path, function)`, checks."""
-    path, function, make, ref, check = case
+    path, function, make, ref, check = case[:5]
     if not os.path.exists(path):
         import pytest
 

@@ -79,7 +79,10 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(name, args, {})
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
-    tensors = {p.name: a for p, a in zip(fn.params, args)}
+    given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
+    tensors = {p.name: given[p.name] for p in fn.params}
+    scalars = {k: v if isinstance(v, float) else int(v)  # bool / int / float arguments
+               for k, v in given.items() if k not in tensors}
     allocate(fn, tensors, {})
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point():
@@ -92,9 +95,13 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
                       + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        coop = bool(info.get("COOPERATIVE"))
+        if coop:  # the grid barrier's words, zeroed per launch as the runtime does
+            tensors["__grid_sync"] = torch.zeros(2, dtype=torch.int32)
         spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
-                          info["SMEM_BYTES"], params, shapes)
-        run_spec(spec, tensors)
+                          info["SMEM_BYTES"], params, shapes, cooperative=coop)
+        run_spec(spec, tensors, scalars=scalars)
+        tensors.pop("__grid_sync", None)
     return (tensors[fn.result] if fn.result is not None else tensors), launches
 
 

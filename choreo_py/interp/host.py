@@ -28,7 +28,9 @@ def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
         given[k] = v
     tensor_names = {p.name for p in fn.params}
     tensors = {k: v for k, v in given.items() if k in tensor_names}
-    dims = {k: int(v) for k, v in given.items() if k not in tensor_names}
+    floats = {x.name for k in fn.kernels for x in k.scalars if x.dtype == "f32"}
+    dims = {k: float(v) if k in floats else int(v) for k, v in given.items()
+            if k not in tensor_names}
     missing = [p.name for p in fn.params if p.name not in tensors]
     if missing:
         raise TypeError(f"{fn.name}() is missing the tensor(s) {', '.join(missing)}")
