@@ -8,6 +8,10 @@ checks are ports of the programs' `main()`: the same tolerances, the same
 comparisons. The interpreter's suite (test_end2end.py), the PTX emulator's
 (test_end2end_emu.py: the GPU's launches, each entry's PTX emulated) and the
 GPU's (test_end2end_gpu.py) run the same cases.
+
+Long because: one port per end-to-end program, beside the input makers and checks
+the ports share; the families that stand alone are apart (end2end_gemms.py,
+flash_atten_ref.py).
 """
 from __future__ import annotations
 

@@ -74,8 +74,10 @@ def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
     """(the launch's parameters as LaunchSpec lists them, the tensors they address): an MMA
     entry's PARAMS with its dimensions' values; a thread entry's pointer per tensor, then
     its dimensions (32-bit), in the order of the entry's PTX parameters."""
+    from choreo_py.runtime.launch import word
+
     if "PARAMS" in info:
-        params = [("u32", p[1], int(dims[p[2]])) if p[0] == "dim" else tuple(p)
+        params = [("u32", p[1], word(dims[p[2]])) if p[0] == "dim" else tuple(p)
                   for p in info["PARAMS"]]
         return params, sorted({p[2] for p in params if p[0] == "tmap"})
     tensors, sizes = list(info["TENSORS"]), list(info["DIMS"])
@@ -83,7 +85,8 @@ def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
         raise ValueError(f"the entry has {len(names)} parameters; KERNELS gives {len(tensors)} "
                          f"tensors and {len(sizes)} dimensions")
     params = [("ptr", n, t) for n, t in zip(names, tensors)]
-    params += [("u32", n, int(dims[d])) for n, d in zip(names[len(tensors):], sizes)]
+    # a float argument as its f32 bits, as the GPU's launch packs it (runtime/launch.word)
+    params += [("u32", n, word(dims[d])) for n, d in zip(names[len(tensors):], sizes)]
     return params, tensors
 
 
