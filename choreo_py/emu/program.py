@@ -64,10 +64,15 @@ class EmuLauncher:
     def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
         info = self.program.kernels[name]
         spec, names = self._spec(name)
+        coop = bool(info.get("COOPERATIVE"))
+        if coop:  # the grid barrier's two words, zeroed per launch as the runtime does
+            import torch
+
+            tensors = dict(tensors, __grid_sync=torch.zeros(2, dtype=torch.int32))
         params, used = _params(info, names, dims)
         grid = tuple(int(g) for g in info["grid"](**{d: dims[d] for d in info["DIMS"]}))
-        run_spec(replace(spec, grid=grid, params=params), {t: tensors[t] for t in used},
-                 **self.options)
+        run_spec(replace(spec, grid=grid, params=params, cooperative=coop),
+                 {t: tensors[t] for t in used}, **self.options)
 
 
 def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
