@@ -546,11 +546,11 @@ __co__ s32 [128] r(s32 [128] a, int x) {
 def test_a_scalar_in_an_event_kernel_is_an_argument(tmp_path):
     """An MMA/event kernel takes its scalar parameters as arguments, as a thread kernel
     does (lowering/core/params.py): the shape-generic build keeps `x` (what refuses this
-    kernel is its second region), and the interpreter runs it with the call's value."""
+    kernel is the element store of its second region, after the first joins), and the interpreter runs it with the call's value."""
     from choreo_py.diagnostics import ChoreoError
 
     path = _write(tmp_path, "event_scalar.co", EVENT_AND_SCALAR)
-    with pytest.raises(ChoreoError, match="a statement after a parallel region") as e:
+    with pytest.raises(ChoreoError, match="a store to a buffer element") as e:
         compile_file(path, "ptx", "sm_90a")
     assert "scalar parameter" not in e.value.message
     a = torch.randint(-50, 50, (128,), dtype=torch.int32)

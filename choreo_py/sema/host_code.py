@@ -98,6 +98,8 @@ class HostCodeBuilder:
             if self.host_depth:
                 raise Unsupported("a 'return' inside host control flow", s.loc)
             return self.host_return(s)
+        if _is_assert(s):  # checked by sema before host code was: its errors stay errors
+            return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
         if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
@@ -260,3 +262,8 @@ class HostCodeBuilder:
         if isinstance(v, Scalar) and v.mutable and self.from_host(name):
             raise Unsupported(f"an assignment to the host variable '{name}' inside a kernel "
                               "(the kernel receives a copy of its value)", loc)
+
+
+def _is_assert(s: A.Stmt) -> bool:
+    return (isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr)
+            and s.expr.func == "assert")
