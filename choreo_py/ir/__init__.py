@@ -519,6 +519,20 @@ class Mma(Stmt):
 
 
 @dataclass
+class WarpMma(Stmt):
+    """acc += a @ op(b) of one warp (`parallel ... : group`), both operands register
+    fragments loaded by `mma.load` (the mma.sync / WMMA form). Same `layout` words as
+    Mma: with "row.row" b is [N, K], with "row.col" [K, N]. Synchronous: the warp's
+    lanes hold the operands and the result (`mma.sync` tiles of it)."""
+
+    acc: str
+    a: str
+    b: str
+    layout: str
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class MmaStore(Stmt):
     acc: str
     dst: View
@@ -802,10 +816,26 @@ class Module:
 #: without them, events and fragments is a thread kernel (lowering/core/simt.py).
 ASYNC_KINDS = (TmaLoad, TmaStore, Mma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, Reduce,
                AllReduce, FragCopy, Trigger, Role, SetMaxRegs, NamedBarrier, ElemStore)
+#: The fragment statements a warp-MMA kernel (is_warp_mma_kernel) may hold.
+WARP_FRAG_KINDS = (WarpMma, MmaFill, MmaStore, MmaLoad, FragDecl)
+
+
+def is_warp_mma_kernel(k: Kernel) -> bool:
+    """A kernel whose fragments are only the warp form's (WarpMma and its loads, fills and
+    stores) and that has no event: its lanes hold them in registers, so it is lowered
+    thread by thread like a kernel without fragments."""
+    if k.events:
+        return False
+    kinds = [s for s in walk(k.body) if isinstance(s, ASYNC_KINDS + (WarpMma,))]
+    return any(isinstance(s, WarpMma) for s in kinds) and \
+        all(isinstance(s, WARP_FRAG_KINDS) for s in kinds)
 
 
 def is_thread_kernel(k: Kernel) -> bool:
-    """Whether `k` is lowered thread by thread: no MMA, fragment, event or TMA statement."""
+    """Whether `k` is lowered thread by thread: no MMA, fragment, event or TMA statement,
+    or only the warp form's fragments (is_warp_mma_kernel)."""
+    if is_warp_mma_kernel(k):
+        return True
     if k.events or k.frags:
         return False
     return not any(isinstance(s, ASYNC_KINDS) for s in walk(k.body))

@@ -29,7 +29,7 @@ def run(kernel: ir.Kernel, target=None) -> None:
     regions = [s for s in ir.walk(kernel.body) if isinstance(s, ir.Parallel)]
     if len(regions) != 1 or regions[0].extent != 1:
         return
-    if not (kernel.events or kernel.frags
+    if ir.is_thread_kernel(kernel) or not (kernel.events or kernel.frags
             or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
         return  # a thread kernel joins its regions itself
     region = regions[0]

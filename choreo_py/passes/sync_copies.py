@@ -38,6 +38,8 @@ _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaSt
 
 
 def run(kernel: ir.Kernel, target=None) -> None:
+    if ir.is_warp_mma_kernel(kernel):
+        return  # a thread kernel: its copies are the cooperative ones (lowering/core/dma.py)
     if not (kernel.events or kernel.frags
             or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
         return

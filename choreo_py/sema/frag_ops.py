@@ -94,9 +94,9 @@ class FragOpBuilder:
             a, a_shape, a_dtype = av.view, static_shape(av.view), av.dtype
             if self._storage(av.view) != "shared":
                 raise err("an MMA reads its A operand from shared memory or registers", s.a)
-        if isinstance(self.value(s.b), FragValue):
-            raise Unsupported("an MMA whose B operand is a register fragment (the mma.sync / "
-                              "WMMA form)", s.b.loc)
+        b_val = self.value(s.b)
+        if isinstance(b_val, FragValue):
+            return self._warp_mma(s, acc, a_val, b_val.frag)
         bv = self.view_of(s.b)
         if self._storage(bv.view) != "shared":
             raise err("an MMA reads its B operand from shared memory", s.b)
@@ -111,6 +111,22 @@ class FragOpBuilder:
         self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
         if fut:
             self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
+
+    def _warp_mma(self, s: A.MmaOp, acc: ir.Frag, a_val, b: ir.Frag) -> None:
+        """`mma.row.col c, a, b` with both operands loaded by `mma.load`: one warp's MMA (the
+        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments."""
+        if not isinstance(a_val, FragValue):
+            raise err("an MMA whose B operand is a register fragment takes its A operand as one "
+                      f"too ('a = mma.load ...'); {self.describe(s.a)} is not one", s.a)
+        par = self.in_parallel
+        if par is None or par.level != "group":
+            raise Unsupported("an MMA on register fragments outside a ': group' level (the "
+                              "warp that holds them)", s.loc)
+        if s.is_async or s.issue_order:
+            raise Unsupported("an asynchronous or scheduled MMA on register fragments", s.loc)
+        a = a_val.frag
+        self._check_mma(s, acc, a.shape, b.shape, a.dtype, b.dtype)
+        self.emit(ir.WarpMma(acc.name, a.name, b.name, s.layout, loc=s.loc))
 
     def _check_k_schedule(self, s, a_shape, a_dtype, order) -> None:
         """`[[schedule(k_tiles(...))]]` must list every K step of the MMA exactly once."""

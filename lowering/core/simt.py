@@ -23,7 +23,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma
+from . import control, dma, warp_mma
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
@@ -73,6 +73,7 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
                         k.loc)
     lw.enter_region()
     _prologue(lw)
+    warp_mma.setup(lw)
     _body(lw, k.body)
     lw.leave_region()
     return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
@@ -359,6 +360,7 @@ _HANDLERS = {
     ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
     ir.Print: _print,
+    **warp_mma.HANDLERS,
 }
 
 
