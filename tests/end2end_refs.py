@@ -523,3 +523,75 @@ def case_ptx(case, target: str) -> str:
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(function, args, {})
     return build.emit(funcs.module(fn), path, "ptx", target)
+
+
+# --- end2end/wmma.co and ampere_mma.co: warp MMAs on register fragments (mma.sync). Their
+# mains: lhs, rhs filled with random values in [1, 10) (ints for s8/u8) or set from the
+# indices; ref[i][j] = sum over k of the product rounded to the operands' type (C++'s
+# `lhs[i][k] * rhs[k][j]` on f16/bf16; on f32 and ints its __half2float conversion rounds
+# the product, and the s32 result, to f16); passes when |(ref - res) / ref| < tol.
+def _frag_inputs(dtype, m, k, n, lo=1, hi=10):
+    def make(gen, dev):
+        if dtype.is_floating_point:
+            return (_floats(gen, (m, k), lo, hi, dtype, dev), _floats(gen, (k, n), lo, hi, dtype, dev))
+        return (_ints(gen, (m, k), lo, hi, dev).to(DTYPES[_ET[dtype]]),
+                _ints(gen, (k, n), lo, hi, dev).to(DTYPES[_ET[dtype]]))
+    return make
+
+
+_ET = {torch.int8: "s8", torch.uint8: "u8"}
+
+
+def _indexed(m, k, n, a, b):
+    """lhs[i][j] = f16(i * a[0] + j * a[1]), rhs likewise (ampere_mma.co's ptx_mma_main)."""
+    def make(gen, dev):
+        def grid(r, c, f):
+            i, j = torch.meshgrid(torch.arange(r), torch.arange(c), indexing="ij")
+            return (i * f[0] + j * f[1]).to(torch.float16).to(dev)
+        return grid(m, k, a), grid(k, n, b)
+    return make
+
+
+def _rounded_products(product_type, init=0.0):
+    def ref(args):
+        a, b = (x.cpu().double() for x in args)
+        prods = (a[:, :, None] * b[None, :, :])
+        if product_type is not None:
+            prods = prods.to(product_type)
+        return prods.double().sum(1) + init
+    return ref
+
+
+def _relative(tol, result_type=None):
+    def check(args, res, want):
+        got = res.cpu()
+        got = (got.to(result_type) if result_type is not None else got).double()
+        delta = ((want - got) / want).abs()
+        assert bool((delta < tol).all()), f"values are not equal: delta {delta.max().item()}"
+    return check
+
+
+_WMMA = os.path.join(END2END, "wmma.co")
+_AMPERE = os.path.join(END2END, "ampere_mma.co")
+CASES += [
+    (_WMMA, "matmul_f16_f32", _frag_inputs(torch.float16, 128, 256, 256),
+     _rounded_products(torch.float16), _relative(0.005)),
+    (_WMMA, "matmul_f16_f16", _frag_inputs(torch.float16, 128, 256, 256),
+     _rounded_products(torch.float16), _relative(0.005)),
+    (_WMMA, "matmul_bf16_f32", _frag_inputs(torch.bfloat16, 128, 256, 256),
+     _rounded_products(torch.bfloat16), _relative(0.005)),
+    (_WMMA, "matmul_s8_s32", _frag_inputs(torch.int8, 128, 256, 256),
+     _rounded_products(None), _relative(0.005, torch.float16)),
+    (_WMMA, "matmul_u8_s32", _frag_inputs(torch.uint8, 128, 256, 256),
+     _rounded_products(None), _relative(0.005, torch.float16)),
+    (_WMMA, "matmul_tf32_f32", _frag_inputs(torch.float32, 128, 256, 256),
+     _rounded_products(torch.float16), _relative(0.005, torch.float16)),
+    (_AMPERE, "matmul_group_rc", _frag_inputs(torch.float16, 128, 256, 256),
+     _rounded_products(torch.float16), _relative(0.005)),
+    (_AMPERE, "mma_m8n8k4_f16_f16", _indexed(128, 64, 256, (0.02, 0.1), (0.1, 0.03)),
+     _rounded_products(torch.float16, 1.5), _relative(0.005)),
+    (_AMPERE, "mma_m8n8k16_s8_s32", _frag_inputs(torch.int8, 128, 64, 128, -10, 10),
+     _rounded_products(None), lambda args, res, want: _equal_as_int(args, res, want.long())),
+    (_AMPERE, "mma_m16n8k8_f16_f32", _indexed(64, 64, 128, (0.02, 0.1), (0.07, 0.03)),
+     _rounded_products(torch.float16), _relative(0.002)),
+]
