@@ -114,14 +114,17 @@ class FragOpBuilder:
 
     def _warp_mma(self, s: A.MmaOp, acc: ir.Frag, a_val, b: ir.Frag) -> None:
         """`mma.row.col c, a, b` with both operands loaded by `mma.load`: one warp's MMA (the
-        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments."""
+        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments, or in the
+        block's own code (every warp of the block computes it)."""
         if not isinstance(a_val, FragValue):
             raise err("an MMA whose B operand is a register fragment takes its A operand as one "
                       f"too ('a = mma.load ...'); {self.describe(s.a)} is not one", s.a)
         par = self.in_parallel
-        if par is None or par.level != "group":
-            raise Unsupported("an MMA on register fragments outside a ': group' level (the "
-                              "warp that holds them)", s.loc)
+        if par is not None and par.level != "group":
+            # (`: group-4`: a warpgroup's MMA on register fragments, which no instruction is)
+            raise Unsupported(f"an MMA on register fragments in a ': {par.level}' level (the "
+                              "mma.sync form is one warp's: ': group', or the block's own "
+                              "code)", s.loc)
         if s.is_async or s.issue_order:
             raise Unsupported("an asynchronous or scheduled MMA on register fragments", s.loc)
         a = a_val.frag

@@ -36,7 +36,18 @@ is_thread_kernel = ir.is_thread_kernel  # the kernels lowered here (the rule is 
 
 def block_threads(k: ir.Kernel) -> int:
     par = [s for s in ir.walk(k.body) if isinstance(s, ir.Parallel)]
-    return max((p.extent * p.threads for p in par), default=1)
+    threads = max((p.extent * p.threads for p in par), default=1)
+    if any(isinstance(s, ir.WarpMma) for s in _outside_parallel(k.body)):
+        threads = -(-threads // 32) * 32  # a warp MMA in the block's code: whole warps run it
+    return threads
+
+
+def _outside_parallel(stmts: list):
+    for s in stmts:
+        yield s
+        if not isinstance(s, ir.Parallel):
+            for block in ir.child_blocks(s):
+                yield from _outside_parallel(block)
 
 
 class ThreadLowering(Lowering):

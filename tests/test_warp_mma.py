@@ -1,0 +1,218 @@
+"""MMAs whose operands are register fragments (the mma.sync / WMMA form): ir.WarpMma.
+
+The end-to-end programs that use it (wmma.co, ampere_mma.co) run in the
+interpreter and assemble in test_end2end.py; here their PTX runs in the
+emulator against the same ports of their main() checks, and small programs
+check the lowering's edges (fragments smaller than one instruction, a row.row
+B, shared operands, the block's own code) against torch. The emulator's
+mma.sync is written from the PTX ISA's fragment tables, apart from the
+lowering, so that a wrong lane layout in either shows here.
+"""
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+import choreo_py
+from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.driver import compile_file
+from choreo_py.ir.parse import parse_module
+from choreo_py.ir.printer import print_module
+from choreo_py.runtime.build import find_ptxas, ptxas
+from choreo_py.runtime.host_program import torch_dtypes
+
+from end2end_refs import CASES, DTYPES, case_id, run_case
+from test_host_programs import emulate_function
+
+WARP_CASES = [c for c in CASES if os.path.basename(c[0]) in ("wmma.co", "ampere_mma.co")]
+
+
+def _emulated(target):
+    return lambda path, fn: (lambda *args: emulate_function(path, fn, args, target)[0])
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("case", WARP_CASES, ids=[case_id(c) for c in WARP_CASES])
+def test_emulated_ptx_matches_the_programs_check(case):
+    run_case(case, _emulated("sm_90a"), "cpu", torch_dtypes())
+
+
+@pytest.mark.emu
+def test_emulated_sm100a_ptx_matches():
+    """mma.sync is sm_100a's instruction for this form too."""
+    case = next(c for c in WARP_CASES if c[1] == "matmul_bf16_f32")
+    run_case(case, _emulated("sm_100a"), "cpu", torch_dtypes())
+
+
+def test_the_end2end_cases_are_listed():
+    assert len(WARP_CASES) == 10
+
+
+# ---------------------------------------------------------------- small programs
+
+SMALL = """
+__co__ auto small_rr(f16 [16, 12] lhs, f16 [24, 12] rhs) {
+  f32 [16, 24] output;
+  parallel m by 2 : block {
+    mc = mma.fill.f32 0.5;
+    parallel g by 3 : group {
+      foreach k in 3 {
+        ma = mma.load lhs.chunkat(m, k);
+        mb = mma.load rhs.chunkat(g, k);
+        mma.row.row mc, ma, mb;
+      }
+      mma.store mc, output.chunkat(m, g);
+    }
+  }
+  return output;
+}
+
+__co__ auto shared_block(bf16 [32, 32] lhs, bf16 [32, 16] rhs) {
+  f32 [32, 16] output;
+  parallel p by 1 : block {
+    mc = mma.fill.f32 0.0;
+    a_s = dma.copy lhs => shared;
+    b_s = dma.copy rhs => shared;
+    foreach k in 2 {
+      ma = mma.load a_s.chunkat(_, k);
+      mb = mma.load b_s.chunkat(k, _);
+      mma.row.col mc, ma, mb;
+    }
+    mma.store mc, output;
+  }
+  return output;
+}
+
+__co__ auto ints_8x8(s8 [16, 32] lhs, s8 [32, 16] rhs) {
+  s32 [16, 16] output;
+  parallel {m, n} by [2, 1] : block {
+    mc = mma.fill.s32 0;
+    parallel {g0, g1} by [1, 2] : group {
+      foreach k in 2 {
+        ma = mma.load lhs.chunkat(m#g0, k);
+        mb = mma.load rhs.chunkat(k, n#g1);
+        mma.row.col mc, ma, mb;
+      }
+      mma.store mc, output.chunkat(m#g0, n#g1);
+    }
+  }
+  return output;
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+    path = tmp_path_factory.mktemp("warp") / "small.co"
+    path.write_text(SMALL)
+    return str(path)
+
+
+def _inputs(name):
+    g = torch.Generator().manual_seed(1)
+    if name == "small_rr":  # 8 x 4 A tiles (half an instruction's M, a quarter of its K)
+        return (torch.randn(16, 12, generator=g).half(), torch.randn(24, 12, generator=g).half())
+    if name == "shared_block":
+        return (torch.randn(32, 32, generator=g).bfloat16(),
+                torch.randn(32, 16, generator=g).bfloat16())
+    return (torch.randint(-128, 128, (16, 32), generator=g).to(torch.int8),
+            torch.randint(-128, 128, (32, 16), generator=g).to(torch.int8))
+
+
+def _want(name, args):
+    a, b = (x.double() for x in args)
+    if name == "small_rr":
+        return a @ b.T + 0.5
+    return a @ b
+
+
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "ints_8x8"])
+def test_interpreter_matches_torch(small, name):
+    args = _inputs(name)
+    DTYPES.update(torch_dtypes())
+    got = choreo_py.interpret(small, function=name, target="sm_90a")(*args)
+    assert torch.allclose(got.double(), _want(name, args), rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "ints_8x8"])
+def test_emulator_matches_torch(small, name, target):
+    args = _inputs(name)
+    got, _ = emulate_function(small, name, args, target)
+    want = _want(name, args)
+    if name == "ints_8x8":
+        assert torch.equal(got.long(), want.long())
+    else:
+        assert torch.allclose(got.double(), want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_ptxas_accepts_and_output_is_deterministic(small, target):
+    ptx = compile_file(small, "ptx", target)
+    assert ptx == compile_file(small, "ptx", target)
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in ptx
+    assert "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32" in ptx
+    assert "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32" in ptx
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    _, log = ptxas(ptx, target, verbose=True)
+    assert "error" not in log.lower()
+
+
+def test_ir_prints_and_parses_back(small):
+    from choreo_py import targets
+    from choreo_py.passes.pipeline import ir_of_file
+    module = ir_of_file(small, targets.get("sm_90a"))
+    text = print_module(module)
+    assert "mma.sync.row.row mc += ma * mb" in text
+    again = parse_module(text)
+    assert print_module(again) == text
+    mmas = [s for f in again.functions for k in f.kernels for s in ir.walk(k.body)
+            if isinstance(s, ir.WarpMma)]
+    assert {(s.layout, s.acc, s.a, s.b) for s in mmas} == {("row.row", "mc", "ma", "mb"),
+                                                          ("row.col", "mc", "ma", "mb")}
+
+
+# ---------------------------------------------------------------- refused by name
+
+def _compile_error(tmp_path, src, target="sm_90a") -> ChoreoError:
+    path = tmp_path / "bad.co"
+    path.write_text(src)
+    with pytest.raises(ChoreoError) as e:
+        compile_file(str(path), "ptx", target)
+    assert e.value.loc is not None
+    return e.value
+
+
+WARPGROUP = """
+__co__ auto wg(f16 [64, 16] lhs, f16 [64, 16] rhs) {
+  f32 [64, 64] output;
+  parallel p by 1 : block {
+    mc = mma.fill.f32 0.0;
+    parallel q by 1 : group-4 {
+      ma = mma.load lhs;
+      mb = mma.load rhs;
+      mma.row.row mc, ma, mb;
+    }
+    mma.store mc, output;
+  }
+  return output;
+}
+"""
+
+
+def test_a_warpgroup_level_is_refused_by_name(tmp_path):
+    e = _compile_error(tmp_path, WARPGROUP)
+    assert "register fragments in a ': group-4' level" in e.message and e.loc.line == 9
+
+
+def test_an_f16_accumulator_is_refused_by_name(tmp_path):
+    src = SMALL.split("__co__ auto shared_block")[0].replace("mma.fill.f32 0.5",
+                                                             "mma.fill.f16 0.5")
+    src = src.replace("f32 [16, 24] output", "f16 [16, 24] output")
+    e = _compile_error(tmp_path, src)
+    assert "a f16 accumulator of f16 operands" in e.message
