@@ -79,8 +79,10 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(name, args, {})
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
-    tensors = {p.name: a for p, a in zip(fn.params, args)}
-    allocate(fn, tensors, {})
+    given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
+    tensors = {p.name: given[p.name] for p in fn.params}
+    scalars = {k: int(v) for k, v in given.items() if k not in tensors}  # (kernel arguments)
+    allocate(fn, tensors, dict(scalars))
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point():
             tensors[loc.name].fill_(float("nan"))
@@ -91,8 +93,11 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         info = ns["KERNELS"][kernel]
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
-                      + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
-        spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
+                      + [("u32", f"dim_{d}", scalars[d]) if d in scalars else
+                         ("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        grid = (lambda f: lambda **d: f(**d, **{k: scalars[k] for k in info["DIMS"]
+                                                 if k in scalars}))(info["grid"])
+        spec = LaunchSpec(info["KERNEL"].ptx(), grid, (info["THREADS"], 1, 1),
                           info["SMEM_BYTES"], params, shapes)
         run_spec(spec, tensors)
     return (tensors[fn.result] if fn.result is not None else tensors), launches

@@ -86,6 +86,24 @@ __co__ auto shared_block(bf16 [32, 32] lhs, bf16 [32, 16] rhs) {
   return output;
 }
 
+__co__ auto fused(f16 [32, 32] lhs, f16 [32, 16] rhs, int bias) {
+  f32 [32, 16] output;
+  parallel m by 2 : block {
+    mc = mma.fill.f32 0.0;
+    parallel g by 1 : group {
+      foreach k in 2 {
+        ma = mma.load lhs.chunkat(m, k);
+        mb = mma.load rhs.chunkat(k, _);
+        mma.row.col mc, ma, mb;
+      }
+      mc += bias;
+      mc *= 0.5;
+      mma.store mc, output.chunkat(m, _);
+    }
+  }
+  return output;
+}
+
 __co__ auto ints_8x8(s8 [16, 32] lhs, s8 [32, 16] rhs) {
   s32 [16, 16] output;
   parallel {m, n} by [2, 1] : block {
@@ -115,6 +133,8 @@ def _inputs(name):
     g = torch.Generator().manual_seed(1)
     if name == "small_rr":  # 8 x 4 A tiles (half an instruction's M, a quarter of its K)
         return (torch.randn(16, 12, generator=g).half(), torch.randn(24, 12, generator=g).half())
+    if name == "fused":  # `mc += bias; mc *= 0.5;`: element-wise, each lane its own
+        return (torch.randn(32, 32, generator=g).half(), torch.randn(32, 16, generator=g).half(), 3)
     if name == "shared_block":
         return (torch.randn(32, 32, generator=g).bfloat16(),
                 torch.randn(32, 16, generator=g).bfloat16())
@@ -123,13 +143,15 @@ def _inputs(name):
 
 
 def _want(name, args):
-    a, b = (x.double() for x in args)
+    a, b = (x.double() for x in args[:2])
     if name == "small_rr":
         return a @ b.T + 0.5
+    if name == "fused":
+        return (a @ b + args[2]) * 0.5
     return a @ b
 
 
-@pytest.mark.parametrize("name", ["small_rr", "shared_block", "ints_8x8"])
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "ints_8x8"])
 def test_interpreter_matches_torch(small, name):
     args = _inputs(name)
     DTYPES.update(torch_dtypes())
@@ -139,7 +161,7 @@ def test_interpreter_matches_torch(small, name):
 
 @pytest.mark.emu
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-@pytest.mark.parametrize("name", ["small_rr", "shared_block", "ints_8x8"])
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "ints_8x8"])
 def test_emulator_matches_torch(small, name, target):
     args = _inputs(name)
     got, _ = emulate_function(small, name, args, target)

@@ -817,7 +817,7 @@ class Module:
 ASYNC_KINDS = (TmaLoad, TmaStore, Mma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, Reduce,
                AllReduce, FragCopy, Trigger, Role, SetMaxRegs, NamedBarrier, ElemStore)
 #: The fragment statements a warp-MMA kernel (is_warp_mma_kernel) may hold.
-WARP_FRAG_KINDS = (WarpMma, MmaFill, MmaStore, MmaLoad, FragDecl)
+WARP_FRAG_KINDS = (WarpMma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, ElemStore)
 
 
 def is_warp_mma_kernel(k: Kernel) -> bool:

@@ -213,6 +213,20 @@ class FragOpBuilder:
         self.scope = outer
         self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
 
+    def frag_compound(self, s: A.Assign, frag: ir.Frag) -> None:
+        """`mc += v` (any compound operator, a scalar v): every element of the fragment, as
+        `apply {i, j} in mc.span mc.at(i, j) = mc.at(i, j) + v` would write it."""
+        if not frag.shape:
+            raise Unsupported(f"'{s.op}' on the fragment '{frag.name}' before an MMA gives its "
+                              "shape", s.loc)
+        names = tuple(f"__e{i}" for i in range(len(frag.shape)))
+        index = tuple(ir.Sym(n, "s32") for n in names)
+        rhs = self.scalar(s.value, frag.dtype)
+        value = B.assigned(B.binop(s.op[:-1], ir.Elem(frag.name, index, frag.dtype), rhs,
+                                   frag.dtype), frag.dtype)
+        body = [ir.ElemStore(frag.name, index, value, loc=s.loc)]
+        self.emit(ir.Apply(names, frag.shape, frag.name, body, loc=s.loc))
+
     def element_store(self, s: A.Assign) -> None:
         t = s.target
         base = self.value(t.base)

@@ -387,8 +387,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             value = self._compound(s, old.expr)
             self.emit(ir.Assign(name, value, loc=s.loc))
             return
-        if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise, valid
-            raise Unsupported(f"'{s.op}' on the fragment '{name}'", s.loc)
+        if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
+            return self.frag_compound(s, old.frag)
         if s.op != "=":
             raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
         if local is not None and isinstance(local, (Scalar,)):

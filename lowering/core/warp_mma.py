@@ -25,6 +25,7 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.ir import build as B
 
+from .threads import ThreadExprs
 from .writer import V
 
 #: operand type -> (k of one instruction, elements per b32 register, PTX operand type,
@@ -300,5 +301,62 @@ def warp_mma(lw, s: ir.WarpMma) -> None:
                         [b.reg(kk, j, r) for r in range(2)], d)
 
 
+def apply(lw, s: ir.Apply) -> None:
+    """`apply {i, j} in acc.span { acc.at(i, j) = ... }` (and `acc += v`): the body once per
+    element the lane holds, i and j its row and column; the body's stores and reads are
+    accumulator elements at (i, j) (element-wise: each lane sees only its own)."""
+    wf = _frag(lw, s.domain, s.loc)
+    if wf.role != "acc" or len(s.indices) != 2:
+        raise lw.refuse(f"'apply' over the MMA operand '{s.domain}'", s.loc)
+    frags = _elementwise(lw, s)
+    for i, j, r, _, row, col, limits in _elements(lw, wf):
+        def body(i=i, j=j, r=r, row=row, col=col):
+            lw.stmt_memo = {}  # the names below are this element's
+            lw.push()
+            x = ApplyExprs(lw, {n: f.reg(i, j, r) for n, f in frags.items()}, s.loc)
+            for name, e in zip(s.indices, _index(wf, row, col)):
+                lw.bind(name, x.value(e, name), nonneg=True)
+            for st in s.body:
+                x.value(st.value, "ev", dst=frags[st.frag].reg(i, j, r))
+            lw.pop()
+            lw.stmt_memo = {}
+        _guarded(lw, row, col, limits, body)
+
+
+def _elementwise(lw, s: ir.Apply) -> dict:
+    """The accumulators an element-wise apply body touches (refused otherwise)."""
+    at = tuple(ir.Sym(n, "s32") for n in s.indices)
+    domain = _frag(lw, s.domain, s.loc)
+    out = {s.domain: domain}
+    for st in s.body:
+        if not isinstance(st, ir.ElemStore) or tuple(st.index) != at:
+            raise lw.refuse("an 'apply' body other than element stores at its own index, on "
+                            "register fragments of an MMA", getattr(st, "loc", s.loc))
+        reads = [e for e in ir.expr_walk(st.value) if isinstance(e, ir.Elem)]
+        for name in [st.frag] + [e.frag for e in reads]:
+            f = _frag(lw, name, s.loc)
+            if f.role != "acc" or f.tiles != domain.tiles:
+                raise lw.refuse(f"'apply' on '{name}', which is not an accumulator of "
+                                f"'{s.domain}''s shape", s.loc)
+            out[name] = f
+        if any(tuple(e.index) != at for e in reads):
+            raise lw.refuse("an 'apply' body reading a fragment element at another index",
+                            s.loc)
+    return out
+
+
+class ApplyExprs(ThreadExprs):
+    """Expressions of an apply body: a fragment element is its register in this lane."""
+
+    def __init__(self, lw, regs: dict, loc) -> None:
+        super().__init__(lw, lw.places, loc)
+        self.regs = regs
+
+    def leaf(self, e: ir.Expr):
+        if isinstance(e, ir.Elem):
+            return self.regs[e.frag]
+        return super().leaf(e)
+
+
 HANDLERS = {ir.FragDecl: frag_decl, ir.MmaFill: mma_fill, ir.MmaLoad: mma_load,
-            ir.MmaStore: mma_store, ir.WarpMma: warp_mma}
+            ir.MmaStore: mma_store, ir.WarpMma: warp_mma, ir.Apply: apply}
