@@ -542,6 +542,14 @@ def _frag_inputs(dtype, m, k, n, lo=1, hi=10):
 _ET = {torch.int8: "s8", torch.uint8: "u8"}
 
 
+def _with_bias(make):
+    """... and an f16 scalar in [1, 10) (a float argument: its value, already an f16's)."""
+    def made(gen, dev):
+        bias = _floats(gen, (1,), 1, 10, torch.float16, "cpu")
+        return make(gen, dev) + (float(bias[0]),)
+    return made
+
+
 def _indexed(m, k, n, a, b):
     """lhs[i][j] = f16(i * a[0] + j * a[1]), rhs likewise (ampere_mma.co's ptx_mma_main)."""
     def make(gen, dev):
@@ -588,6 +596,8 @@ CASES += [
      _rounded_products(torch.float16), _relative(0.005, torch.float16)),
     (_AMPERE, "matmul_group_rc", _frag_inputs(torch.float16, 128, 256, 256),
      _rounded_products(torch.float16), _relative(0.005)),
+    (_AMPERE, "matmul_fusion_scalar", _with_bias(_frag_inputs(torch.float16, 128, 256, 256)),
+     lambda args: _rounded_products(torch.float16, args[2])(args[:2]), _relative(0.005)),
     (_AMPERE, "mma_m8n8k4_f16_f16", _indexed(128, 64, 256, (0.02, 0.1), (0.1, 0.03)),
      _rounded_products(torch.float16, 1.5), _relative(0.005)),
     (_AMPERE, "mma_m8n8k16_s8_s32", _frag_inputs(torch.int8, 128, 64, 128, -10, 10),

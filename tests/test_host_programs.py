@@ -74,14 +74,16 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     from choreo_py.emu.api import run_spec
     from choreo_py.emu.launch import LaunchSpec
     from choreo_py.host.specialize import Functions
+    from choreo_py.interp.host import bind_args
     from choreo_py.interp.runner import allocate
+    from choreo_py.runtime.host_program import scalar_word
 
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(name, args, {})
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
     given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
     tensors = {p.name: given[p.name] for p in fn.params}
-    scalars = {k: int(v) for k, v in given.items() if k not in tensors}  # (kernel arguments)
+    _, scalars = bind_args(fn, args, {})  # (kernel arguments: ints, or floats' f32 bits)
     allocate(fn, tensors, dict(scalars))
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point():
@@ -93,7 +95,7 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         info = ns["KERNELS"][kernel]
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
-                      + [("u32", f"dim_{d}", scalars[d]) if d in scalars else
+                      + [("u32", f"dim_{d}", scalar_word(scalars[d])) if d in scalars else
                          ("dim", f"dim_{d}", d) for d in info["DIMS"]])
         grid = (lambda f: lambda **d: f(**d, **{k: scalars[k] for k in info["DIMS"]
                                                  if k in scalars}))(info["grid"])

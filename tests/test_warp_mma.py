@@ -48,7 +48,7 @@ def test_emulated_sm100a_ptx_matches():
 
 
 def test_the_end2end_cases_are_listed():
-    assert len(WARP_CASES) == 10
+    assert len(WARP_CASES) == 11
 
 
 # ---------------------------------------------------------------- small programs

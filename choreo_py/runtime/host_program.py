@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 
 from choreo_py import ir
 from choreo_py.host import Library
@@ -92,10 +93,18 @@ class ThreadProgram:
             params = [kernel_param(p, tensors, dims) for p in info["PARAMS"]]
         else:
             params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
-            params += [ctypes.c_uint32(int(dims[d])) for d in info["DIMS"]]
+            params += [ctypes.c_uint32(scalar_word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
         k.launch(grid, info["THREADS"], k.pack(params), stream)
+
+
+def scalar_word(value) -> int:
+    """The 32-bit kernel argument of a dimension or scalar: an int as it is (two's
+    complement), a float (a float parameter's value, interp.host.bind_args) as its f32 bits."""
+    if isinstance(value, float):
+        return struct.unpack("<I", struct.pack("<f", value))[0]
+    return int(value) & 0xFFFFFFFF
 
 
 def run_on_host(kernel: ir.Kernel, tensors: dict, dims: dict, device) -> None:

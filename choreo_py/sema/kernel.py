@@ -33,7 +33,7 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
-SCALAR_ARG_TYPES = ("s32", "u32")
+SCALAR_ARG_TYPES = ("s32", "u32", "f32", "f16", "bf16")  # floats: their f32 bits
 
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, IterationBuilder,

@@ -103,7 +103,15 @@ def _prologue(lw: ThreadLowering) -> None:
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
     for d in k.symbolic_dims:  # dimensions, then scalar arguments (their bits: 32-bit words)
-        r = w.reg(next((x.dtype for x in k.scalars if x.name == d), "s32"), d)
+        dtype = next((x.dtype for x in k.scalars if x.name == d), "s32")
+        if ir.is_float(dtype):  # a float argument: the f32 bits of its value (runtime.host_program.scalar_word)
+            word = w.reg("u32", f"{d}_bits")
+            w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={word.text}")
+            r = w.reg("f32", d)
+            w.op("mov.b32", r, word)
+            lw.bind(d, r, uniform=True)
+            continue
+        r = w.reg(dtype, d)
         w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
         lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)
     for g, special in zip(k.grid, _SPECIAL):
