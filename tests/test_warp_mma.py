@@ -24,7 +24,7 @@ from choreo_py.ir.printer import print_module
 from choreo_py.runtime.build import find_ptxas, ptxas
 from choreo_py.runtime.host_program import torch_dtypes
 
-from end2end_refs import CASES, DTYPES, case_id, run_case
+from end2end_refs import CASES, DTYPES, SHARED, case_id, run_case
 from test_host_programs import emulate_function
 
 WARP_CASES = [c for c in CASES if os.path.basename(c[0]) in ("wmma.co", "ampere_mma.co")]
@@ -104,6 +104,22 @@ __co__ auto fused(f16 [32, 32] lhs, f16 [32, 16] rhs, int bias) {
   return output;
 }
 
+__co__ auto warpgroups(f16 [128, 32] lhs, f16 [64, 32] rhs) {
+  f32 [128, 64] output;
+  parallel p by 1 : block {
+    parallel q by 2 : group-4 {
+      mc = mma.fill.f32 0.0;
+      foreach k in 2 {
+        ma = mma.load lhs.chunkat(q, k);
+        mb = mma.load rhs.chunkat(_, k);
+        mma.row.row mc, ma, mb;
+      }
+      mma.store mc, output.chunkat(q, _);
+    }
+  }
+  return output;
+}
+
 __co__ auto ints_8x8(s8 [16, 32] lhs, s8 [32, 16] rhs) {
   s32 [16, 16] output;
   parallel {m, n} by [2, 1] : block {
@@ -135,6 +151,8 @@ def _inputs(name):
         return (torch.randn(16, 12, generator=g).half(), torch.randn(24, 12, generator=g).half())
     if name == "fused":  # `mc += bias; mc *= 0.5;`: element-wise, each lane its own
         return (torch.randn(32, 32, generator=g).half(), torch.randn(32, 16, generator=g).half(), 3)
+    if name == "warpgroups":  # each warp of a warpgroup: 16 of its 64 rows, all of B
+        return (torch.randn(128, 32, generator=g).half(), torch.randn(64, 32, generator=g).half())
     if name == "shared_block":
         return (torch.randn(32, 32, generator=g).bfloat16(),
                 torch.randn(32, 16, generator=g).bfloat16())
@@ -146,12 +164,14 @@ def _want(name, args):
     a, b = (x.double() for x in args[:2])
     if name == "small_rr":
         return a @ b.T + 0.5
+    if name == "warpgroups":
+        return a @ b.T
     if name == "fused":
         return (a @ b + args[2]) * 0.5
     return a @ b
 
 
-@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "ints_8x8"])
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "warpgroups", "ints_8x8"])
 def test_interpreter_matches_torch(small, name):
     args = _inputs(name)
     DTYPES.update(torch_dtypes())
@@ -161,7 +181,7 @@ def test_interpreter_matches_torch(small, name):
 
 @pytest.mark.emu
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "ints_8x8"])
+@pytest.mark.parametrize("name", ["small_rr", "shared_block", "fused", "warpgroups", "ints_8x8"])
 def test_emulator_matches_torch(small, name, target):
     args = _inputs(name)
     got, _ = emulate_function(small, name, args, target)
@@ -210,15 +230,15 @@ def _compile_error(tmp_path, src, target="sm_90a") -> ChoreoError:
     return e.value
 
 
-WARPGROUP = """
-__co__ auto wg(f16 [64, 16] lhs, f16 [64, 16] rhs) {
-  f32 [64, 64] output;
+THREADS = """
+__co__ auto th(f16 [16, 16] lhs, f16 [16, 8] rhs) {
+  f32 [16, 8] output;
   parallel p by 1 : block {
     mc = mma.fill.f32 0.0;
-    parallel q by 1 : group-4 {
+    parallel q by 32 : thread {
       ma = mma.load lhs;
       mb = mma.load rhs;
-      mma.row.row mc, ma, mb;
+      mma.row.col mc, ma, mb;
     }
     mma.store mc, output;
   }
@@ -227,9 +247,9 @@ __co__ auto wg(f16 [64, 16] lhs, f16 [64, 16] rhs) {
 """
 
 
-def test_a_warpgroup_level_is_refused_by_name(tmp_path):
-    e = _compile_error(tmp_path, WARPGROUP)
-    assert "register fragments in a ': group-4' level" in e.message and e.loc.line == 9
+def test_a_thread_level_is_refused_by_name(tmp_path):
+    e = _compile_error(tmp_path, THREADS)
+    assert "register fragments in a ': thread' level" in e.message and e.loc.line == 9
 
 
 def test_an_f16_accumulator_is_refused_by_name(tmp_path):
@@ -238,3 +258,55 @@ def test_an_f16_accumulator_is_refused_by_name(tmp_path):
     src = src.replace("f32 [16, 24] output", "f16 [16, 24] output")
     e = _compile_error(tmp_path, src)
     assert "a f16 accumulator of f16 operands" in e.message
+
+
+# ---------------------------------------------------------------- corpus codegen files
+
+CODEGEN = os.path.join(SHARED, "corpus", "tests", "gpu", "codegen", "cute")
+BARRIER_TOGGLE = os.path.join(CODEGEN, "ptx_barrier_codegen_toggle.co")
+MMA_LOAD_FRAG = os.path.join(SHARED, "corpus", "tests", "parse", "mma_load_frag.co")
+
+
+def _need(path):
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not available (set CHOREO_SHARED to the shared folder)")
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_warpgroup_file_with_tma_copies_matches_torch(target):
+    """ptx_barrier_codegen_toggle.co: synchronous tma.copy tiles (cooperative copies here,
+    pass warp-copies), a `: group-4` region's register fragments, an f32 accumulator stored
+    at block level into a global f16 tile."""
+    _need(BARRIER_TOGGLE)
+    g = torch.Generator().manual_seed(2)
+    lhs, rhs = (torch.randn(64, 64, generator=g).half() for _ in range(2))
+    want = lhs.double() @ rhs.double().T
+    out = torch.zeros(64, 64).half()
+    choreo_py.interpret(BARRIER_TOGGLE, function="ptx_barrier_toggle_case",
+                        target=target)(lhs, rhs, out)
+    assert torch.allclose(out.double(), want, rtol=1e-2, atol=2e-2)
+    got, _ = emulate_function(BARRIER_TOGGLE, "ptx_barrier_toggle_case",
+                              (lhs, rhs, torch.zeros(64, 64).half()), target)
+    assert torch.allclose(got["output"].double(), want, rtol=1e-2, atol=2e-2)
+
+
+@pytest.mark.emu
+def test_block_level_mma_file_matches_torch():
+    """mma_load_frag.co: the MMA in the block's own code (a block of one warp)."""
+    _need(MMA_LOAD_FRAG)
+    g = torch.Generator().manual_seed(3)
+    lhs, rhs = (torch.randn(16, 16, generator=g).half() for _ in range(2))
+    got, _ = emulate_function(MMA_LOAD_FRAG, "mma_load_frag", (lhs, rhs), "sm_100a")
+    assert torch.allclose(got.double(), lhs.double() @ rhs.double(), rtol=1e-2, atol=2e-2)
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+@pytest.mark.parametrize("path", [BARRIER_TOGGLE, MMA_LOAD_FRAG], ids=["barrier_toggle",
+                                                                       "mma_load_frag"])
+def test_codegen_files_assemble(path, target):
+    _need(path)
+    if find_ptxas() is None:
+        pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
+    _, log = ptxas(compile_file(path, "ptx", target), target, verbose=True)
+    assert "error" not in log.lower()

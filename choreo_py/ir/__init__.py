@@ -523,7 +523,9 @@ class WarpMma(Stmt):
     """acc += a @ op(b) of one warp (`parallel ... : group`), both operands register
     fragments loaded by `mma.load` (the mma.sync / WMMA form). Same `layout` words as
     Mma: with "row.row" b is [N, K], with "row.col" [K, N]. Synchronous: the warp's
-    lanes hold the operands and the result (`mma.sync` tiles of it)."""
+    lanes hold the operands and the result (`mma.sync` tiles of it); in a `: group-4`
+    level each of its 4 warps holds a quarter of the rows of A and of the accumulator,
+    and all of B."""
 
     acc: str
     a: str
@@ -821,14 +823,20 @@ WARP_FRAG_KINDS = (WarpMma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, ElemSto
 
 
 def is_warp_mma_kernel(k: Kernel) -> bool:
-    """A kernel whose fragments are only the warp form's (WarpMma and its loads, fills and
-    stores) and that has no event: its lanes hold them in registers, so it is lowered
-    thread by thread like a kernel without fragments."""
+    """A kernel whose fragments are only the warp form's (WarpMma and its loads, fills,
+    stores and element-wise applies) and that has no event and no asynchronous TMA copy:
+    its lanes hold them in registers, so it is lowered thread by thread like a kernel
+    without fragments."""
     if k.events:
         return False
     kinds = [s for s in walk(k.body) if isinstance(s, ASYNC_KINDS + (WarpMma,))]
     return any(isinstance(s, WarpMma) for s in kinds) and \
-        all(isinstance(s, WARP_FRAG_KINDS) for s in kinds)
+        all(isinstance(s, WARP_FRAG_KINDS) or _sync_tma(s) for s in kinds)
+
+
+def _sync_tma(s: Stmt) -> bool:
+    """A synchronous TMA copy (pass warp-copies makes it a dma.copy in a warp-MMA kernel)."""
+    return isinstance(s, (TmaLoad, TmaStore)) and s.future is None
 
 
 def is_thread_kernel(k: Kernel) -> bool:

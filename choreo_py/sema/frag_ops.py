@@ -114,17 +114,17 @@ class FragOpBuilder:
 
     def _warp_mma(self, s: A.MmaOp, acc: ir.Frag, a_val, b: ir.Frag) -> None:
         """`mma.row.col c, a, b` with both operands loaded by `mma.load`: one warp's MMA (the
-        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments, or in the
-        block's own code (every warp of the block computes it)."""
+        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments, a
+        `: group-4` level (its 4 warps share the rows), or in the block's own code (every warp
+        of the block computes it)."""
         if not isinstance(a_val, FragValue):
             raise err("an MMA whose B operand is a register fragment takes its A operand as one "
                       f"too ('a = mma.load ...'); {self.describe(s.a)} is not one", s.a)
         par = self.in_parallel
-        if par is not None and par.level != "group":
-            # (`: group-4`: a warpgroup's MMA on register fragments, which no instruction is)
+        if par is not None and par.level not in ("group", "group-4"):
             raise Unsupported(f"an MMA on register fragments in a ': {par.level}' level (the "
-                              "mma.sync form is one warp's: ': group', or the block's own "
-                              "code)", s.loc)
+                              "mma.sync form is a warp's or a warpgroup's: ': group', "
+                              "': group-4', or the block's own code)", s.loc)
         if s.is_async or s.issue_order:
             raise Unsupported("an asynchronous or scheduled MMA on register fragments", s.loc)
         a = a_val.frag

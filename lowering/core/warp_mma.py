@@ -37,6 +37,7 @@ FAMILIES = {
 }
 TILE_M, TILE_N = 16, 8  # every family's m and n
 _G, _T = "__mma_g", "__mma_t"  # the lane's group id (lane / 4) and its thread in the group
+_W = "__mma_w"  # in a warpgroup: the warp's index (its share of the rows)
 
 
 @dataclass
@@ -50,21 +51,34 @@ class WarpFrag:
     tiles: tuple[int, int]
     array: str
     regs_per_tile: int
+    split: int = 1  # warps sharing its rows (4 in a `: group-4` level; B is whole in each)
 
     def reg(self, i: int, j: int, r: int) -> V:
         ty = "b32" if self.role != "acc" else self.frag.dtype
         return V(f"{self.array}[{(i * self.tiles[1] + j) * self.regs_per_tile + r}]", ty)
 
 
-def roles(k: ir.Kernel) -> dict[str, tuple[str, Optional[str], str]]:
-    """fragment -> (role, B's layout, operand type) from the kernel's warp MMAs."""
+def roles(k: ir.Kernel) -> dict[str, list]:
+    """fragment -> [(role, B's layout, operand type, warps sharing the rows, where)] from the
+    kernel's warp MMAs."""
     out: dict = {}
-    for s in ir.walk(k.body):
+    for s, level in _with_levels(k.body, None):
         if isinstance(s, ir.WarpMma):
             dtype = k.frag(s.a).dtype
+            split = 4 if level == "group-4" else 1
             for name, role, lay in ((s.acc, "acc", None), (s.a, "a", None), (s.b, "b", s.layout)):
-                out.setdefault(name, []).append((role, lay, dtype, s.loc))
+                out.setdefault(name, []).append((role, lay, dtype, split if role != "b" else 1,
+                                                 s.loc))
     return out
+
+
+def _with_levels(stmts: list, level):
+    """(statement, level of the innermost parallel region around it)."""
+    for s in stmts:
+        yield s, level
+        inner = s.level if isinstance(s, ir.Parallel) else level
+        for block in ir.child_blocks(s):
+            yield from _with_levels(block, inner)
 
 
 def _frag(lw, name: str, loc) -> WarpFrag:
@@ -77,25 +91,33 @@ def _frag(lw, name: str, loc) -> WarpFrag:
     uses = lw.warp_roles.get(name)
     if f is None or not uses or len(f.shape) != 2:
         raise lw.refuse(f"the fragment '{name}', which no MMA on register fragments uses,", loc)
-    role, lay, dtype, _ = uses[0]
-    if any(u[:3] != uses[0][:3] for u in uses):
+    role, lay, dtype, split, _ = uses[0]
+    if any(u[:4] != uses[0][:4] for u in uses):
         raise lw.refuse(f"the fragment '{name}' used in two ways (operand roles, layouts or "
                         "types) by MMAs on register fragments", loc)
     family = FAMILIES.get(dtype)
     if family is None:
-        raise lw.refuse(f"an MMA on register fragments of {dtype}", uses[0][3])
+        raise lw.refuse(f"an MMA on register fragments of {dtype}", uses[0][4])
     if role == "acc" and f.dtype != family[3]:
         raise lw.refuse(f"a {f.dtype} accumulator of {dtype} operands (the mma.sync form "
-                        f"accumulates them in {family[3]})", uses[0][3])
-    rows, cols = _logical(f.shape, role, lay)
+                        f"accumulates them in {family[3]})", uses[0][4])
+    if f.shape[0] % split:
+        raise lw.refuse(f"the fragment '{name}' of {f.shape[0]} rows, shared by the {split} "
+                        "warps of a warpgroup", uses[0][4])
+    rows, cols = _logical(_local_shape(f.shape, split), role, lay)
     tile = _tile(role, family)
     tiles = (-(-rows // tile[0]), -(-cols // tile[1]))
     per = {"a": 4, "b": 2, "acc": 4}[role]
     ty = "b32" if role != "acc" else f.dtype
     wf = WarpFrag(f, role, lay, family, tiles, lw.w.array(ty, tiles[0] * tiles[1] * per, name),
-                  per)
+                  per, split)
     lw.warp_frags[name] = wf
     return wf
+
+
+def _local_shape(shape, split: int) -> tuple[int, int]:
+    """The part of a fragment one warp holds: its rows split among `split` warps."""
+    return (shape[0] // split, shape[1])
 
 
 def _logical(shape, role: str, layout) -> tuple[int, int]:
@@ -119,6 +141,11 @@ def setup(lw) -> None:
     w.op("and.b32", t, lw.tid, 3)
     lw.bind(_G, g, nonneg=True)
     lw.bind(_T, t, nonneg=True)
+    if any(u[3] > 1 for uses in lw.warp_roles.values() for u in uses):
+        wi = w.reg("s32", "mma_w")  # the warp's place in its warpgroup
+        w.op("shr.u32", wi, lw.tid, 5)
+        w.op("and.b32", wi, wi, 3)
+        lw.bind(_W, wi, nonneg=True)
 
 
 # ---------------------------------------------------------------- element positions
@@ -161,7 +188,7 @@ def _elements(lw, wf: WarpFrag):
     """(tile i, tile j, register, element, logical (row, col) exprs, in-bounds) of every
     element a lane holds; rows and columns are the fragment's logical [rows, cols] (B:
     [K, N])."""
-    limits = _logical(wf.frag.shape, wf.role, wf.layout)
+    limits = _logical(_local_shape(wf.frag.shape, wf.split), wf.role, wf.layout)
     th, tw = _tile(wf.role, wf.family)
     per_reg = 1 if wf.role == "acc" else wf.family[1]
     for i in range(wf.tiles[0]):
@@ -173,8 +200,12 @@ def _elements(lw, wf: WarpFrag):
 
 
 def _index(wf: WarpFrag, row, col) -> tuple[ir.Expr, ir.Expr]:
-    """The view's index of logical (row, col): a row.row B is stored [N, K]."""
+    """The view's index of logical (row, col) of this warp's part: a row.row B is stored
+    [N, K]; in a warpgroup, warp w's rows start at w * rows / 4."""
     r, c = _axis_expr(*row), _axis_expr(*col)
+    if wf.split > 1:
+        share = B.binop("*", ir.Sym(_W, "s32"), B.const(wf.frag.shape[0] // wf.split), "s32")
+        r = B.binop("+", r, share, "s32")
     return (c, r) if wf.role == "b" and wf.layout == "row.row" else (r, c)
 
 
