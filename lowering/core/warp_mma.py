@@ -209,6 +209,12 @@ def _index(wf: WarpFrag, row, col) -> tuple[ir.Expr, ir.Expr]:
     return (c, r) if wf.role == "b" and wf.layout == "row.row" else (r, c)
 
 
+def _always_inside(row, col, limits) -> bool:
+    """Whether the element is inside the fragment in every lane."""
+    return all(base + c + 7 * a + 3 * b < limit
+               for ((a, b, c), base), limit in zip((row, col), limits))
+
+
 def _guarded(lw, row, col, limits, body) -> None:
     """body() for an element inside the fragment; nothing for one past its edges."""
     w = lw.w
@@ -272,8 +278,9 @@ def mma_load(lw, s: ir.MmaLoad) -> None:
     parts: dict = {}
     for i, j, r, e, row, col, limits in _elements(lw, wf):
         v = w.reg(rty, "fe")
-        w.op(f"mov.{'b16' if rty == 'b16' else ('f32' if rty == 'f32' else 'b32')}", v,
-             V.imm(0, "s32") if rty != "f32" else V.imm(0.0, "f32"))
+        if not _always_inside(row, col, limits):  # zero where the fragment has no element
+            w.op(f"mov.{'b16' if rty == 'b16' else ('f32' if rty == 'f32' else 'b32')}", v,
+                 V.imm(0, "s32") if rty != "f32" else V.imm(0.0, "f32"))
 
         def read(v=v, row=row, col=col):
             space, addr = lw.places.address(s.src, _index(wf, row, col), s.loc)
