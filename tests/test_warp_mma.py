@@ -310,3 +310,24 @@ def test_codegen_files_assemble(path, target):
         pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
     _, log = ptxas(compile_file(path, "ptx", target), target, verbose=True)
     assert "error" not in log.lower()
+
+
+AMPERE = os.path.join(SHARED, "corpus", "tests", "gpu", "end2end", "ampere_mma.co")
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("name,shape", [("matmul_f16_sm86", (32, 48, 32)),
+                                        ("matmul_persis_sta_sm86", (48, 64, 32))])
+def test_functions_main_does_not_call_match_torch(name, shape):
+    """ampere_mma.co's sm86 functions (row.row, tiles copied into shared memory inside the
+    `: group` region, a persistent loop over tiles): interpreter and emulator vs torch."""
+    _need(AMPERE)
+    m, n, k = shape
+    g = torch.Generator().manual_seed(4)
+    lhs, rhs = torch.randn(m, k, generator=g).half(), torch.randn(n, k, generator=g).half()
+    want = lhs.double() @ rhs.double().T
+    out = torch.zeros(m, n).half()
+    choreo_py.interpret(AMPERE, function=name, target="sm_90a")(lhs, rhs, out)
+    assert torch.allclose(out.double(), want, rtol=1e-2, atol=2e-2)
+    got, _ = emulate_function(AMPERE, name, (lhs, rhs, torch.zeros(m, n).half()), "sm_90a")
+    assert torch.allclose(got["output"].double(), want, rtol=1e-2, atol=2e-2)
