@@ -563,10 +563,8 @@ def _indexed(m, k, n, a, b):
 def _rounded_products(product_type, init=0.0):
     def ref(args):
         a, b = (x.cpu().double() for x in args)
-        prods = (a[:, :, None] * b[None, :, :])
-        if product_type is not None:
-            prods = prods.to(product_type)
-        return prods.double().sum(1) + init
+        prods = a[:, :, None] * b[None, :, :]
+        return (prods.to(product_type) if product_type else prods).double().sum(1) + init
     return ref
 
 
@@ -579,29 +577,22 @@ def _relative(tol, result_type=None):
     return check
 
 
-_WMMA = os.path.join(END2END, "wmma.co")
-_AMPERE = os.path.join(END2END, "ampere_mma.co")
+_WMMA, _AMPERE = (os.path.join(END2END, f) for f in ("wmma.co", "ampere_mma.co"))
+_F16, _BF16 = torch.float16, torch.bfloat16
+CASES += [(_WMMA, f"matmul_{name}", _frag_inputs(dtype, 128, 256, 256), _rounded_products(prod),
+           _relative(0.005, res)) for name, dtype, prod, res in [
+    ("f16_f32", _F16, _F16, None), ("f16_f16", _F16, _F16, None), ("bf16_f32", _BF16, _BF16, None),
+    ("s8_s32", torch.int8, None, _F16), ("u8_s32", torch.uint8, None, _F16),
+    ("tf32_f32", torch.float32, _F16, _F16)]]
 CASES += [
-    (_WMMA, "matmul_f16_f32", _frag_inputs(torch.float16, 128, 256, 256),
-     _rounded_products(torch.float16), _relative(0.005)),
-    (_WMMA, "matmul_f16_f16", _frag_inputs(torch.float16, 128, 256, 256),
-     _rounded_products(torch.float16), _relative(0.005)),
-    (_WMMA, "matmul_bf16_f32", _frag_inputs(torch.bfloat16, 128, 256, 256),
-     _rounded_products(torch.bfloat16), _relative(0.005)),
-    (_WMMA, "matmul_s8_s32", _frag_inputs(torch.int8, 128, 256, 256),
-     _rounded_products(None), _relative(0.005, torch.float16)),
-    (_WMMA, "matmul_u8_s32", _frag_inputs(torch.uint8, 128, 256, 256),
-     _rounded_products(None), _relative(0.005, torch.float16)),
-    (_WMMA, "matmul_tf32_f32", _frag_inputs(torch.float32, 128, 256, 256),
-     _rounded_products(torch.float16), _relative(0.005, torch.float16)),
-    (_AMPERE, "matmul_group_rc", _frag_inputs(torch.float16, 128, 256, 256),
-     _rounded_products(torch.float16), _relative(0.005)),
-    (_AMPERE, "matmul_fusion_scalar", _with_bias(_frag_inputs(torch.float16, 128, 256, 256)),
-     lambda args: _rounded_products(torch.float16, args[2])(args[:2]), _relative(0.005)),
+    (_AMPERE, "matmul_group_rc", _frag_inputs(_F16, 128, 256, 256),
+     _rounded_products(_F16), _relative(0.005)),
+    (_AMPERE, "matmul_fusion_scalar", _with_bias(_frag_inputs(_F16, 128, 256, 256)),
+     lambda args: _rounded_products(_F16, args[2])(args[:2]), _relative(0.005)),
     (_AMPERE, "mma_m8n8k4_f16_f16", _indexed(128, 64, 256, (0.02, 0.1), (0.1, 0.03)),
-     _rounded_products(torch.float16, 1.5), _relative(0.005)),
+     _rounded_products(_F16, 1.5), _relative(0.005)),
     (_AMPERE, "mma_m8n8k16_s8_s32", _frag_inputs(torch.int8, 128, 64, 128, -10, 10),
      _rounded_products(None), lambda args, res, want: _equal_as_int(args, res, want.long())),
     (_AMPERE, "mma_m16n8k8_f16_f32", _indexed(64, 64, 128, (0.02, 0.1), (0.07, 0.03)),
-     _rounded_products(torch.float16), _relative(0.002)),
+     _rounded_products(_F16), _relative(0.002)),
 ]
