@@ -42,6 +42,8 @@ def main() -> None:
     ap.add_argument("--ptxas", action="store_true", help="count only PTX that ptxas accepts")
     ap.add_argument("--generic-only", action="store_true",
                     help="no shape-specialised builds (see the module docstring)")
+    ap.add_argument("--by-file", action="store_true",
+                    help="also list each refused file with its first refusal and location")
     args = ap.parse_args()
     from choreo_py.diagnostics import ChoreoError
     from choreo_py.driver import compile_file
@@ -50,6 +52,7 @@ def main() -> None:
     manifest = json.load(open(os.path.join(args.corpus, "manifest.json"), encoding="utf-8"))
     entries = manifest if isinstance(manifest, list) else manifest.get("files", [])
     compiled, specialised, reasons, total = [], [], collections.Counter(), 0
+    refused: list[tuple[str, str]] = []
     for e in entries:
         path = os.path.join(args.corpus, e["path"])
         if e.get("expect") != "accept" or not os.path.exists(path):
@@ -68,6 +71,9 @@ def main() -> None:
         except ChoreoError as err:
             first = err.diagnostics[0].message if err.diagnostics else str(err)
             reasons[re.sub(r"'[^']*'", "'_'", first.splitlines()[0])] += 1
+            at = err.diagnostics[0].loc if err.diagnostics else None
+            where = f":{at.line}:{at.col}" if at is not None else ""
+            refused.append((e["path"] + where, first.splitlines()[0]))
         except Exception as err:  # noqa: BLE001 - an internal error is itself a finding
             reasons[f"INTERNAL ERROR {type(err).__name__}"] += 1
     checked = " that ptxas accepts" if args.ptxas else ""
@@ -83,6 +89,10 @@ def main() -> None:
     print("first refusal of the others:")
     for reason, n in reasons.most_common(args.top):
         print(f"  {n:4d}  {reason}")
+    if args.by_file:
+        print("refused files:")
+        for where, reason in sorted(refused, key=lambda r: (r[1], r[0])):
+            print(f"  {where}: {reason}")
 
 
 def _specialise(path: str, err, target: str, check_ptxas: bool) -> bool:

@@ -489,6 +489,20 @@ CASES += [
 ]
 
 
+# --- end2end/asm_basic.co: inline PTX moving a value through registers; its main checks
+# each function's one element against the value passed in
+def _asm_result(args, res, want):
+    assert int(res.cpu()[0]) == args[0], f"asm result {int(res.cpu()[0])} != {args[0]}"
+
+
+ASM = [("test_volatile_copy", 42), ("test_basic_copy", 7), ("test_readwrite", 99),
+       ("test_named_copy", 42), ("test_named_readwrite", 7)]
+CASES += [(os.path.join(END2END, "asm_basic.co"), fn, (lambda v: lambda gen, dev: (v,))(v),
+           None, _asm_result) for fn, v in ASM]
+NOT_INTERPRETED.update({f"asm_basic.co::{fn}": "inline asm is PTX: the interpreter does not "
+                        "run it (the emulator and the GPU do)" for fn, _ in ASM})
+
+
 def case_id(case) -> str:
     return f"{os.path.basename(case[0])}::{case[1]}"
 

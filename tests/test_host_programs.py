@@ -86,7 +86,7 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     _, scalars = bind_args(fn, args, {})  # (kernel arguments: ints, or floats' f32 bits)
     allocate(fn, tensors, dict(scalars))
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
-        if tensors[loc.name].is_floating_point():
+        if tensors[loc.name].is_floating_point() and loc.init is None:  # ({0.0f}: it is read)
             tensors[loc.name].fill_(float("nan"))
     shapes = tuple((p.name, p.dtype, tuple(x.name if isinstance(x, ir.Sym) else x.value
                                            for x in p.shape)) for p in fn.params + fn.locals)

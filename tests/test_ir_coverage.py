@@ -58,6 +58,7 @@ SAMPLES = {
     ir.BufStore: "buf<0+:64, 0+:64>[0, 0] = 0:bf16", ir.Reduce: "r = reduce_max(acc, dim=1)",
     ir.AllReduce: "all_reduce_sum(r)", ir.FragCopy: "r = copy(acc)",
     ir.Print: "print 't=', t, ', x, y: ', t + 1, t * 2, '\\n'",
+    ir.Asm: "asm.volatile 'add.s32 %0, %0, %[c];'; out '+r' v; in [c] 'r' t + 1; clobber 'memory'",
 }
 KERNEL = """kernel k(A: global bf16[M, 64]) {
   grid t < 4

@@ -132,7 +132,7 @@ def test_shared_memory_budget() -> None:
 def test_collective_copy_that_depends_on_the_instance() -> None:
     body = ("    shared bf16[128, 128] buf;\n    parallel p by 2 : group-4 {\n"
             "      inthreads.async (p >= 0) {\n"
-            "        tma.copy buf.subspan(64, 128).at(p, 0) => C.subspan(64, 128).at(t * 2 + p, 0);\n"
+            "        tma.copy C.subspan(64, 128).at(t * 2 + p, 0) => buf.subspan(64, 128).at(p, 0);\n"
             "      }\n    }\n")
     program = frontend.check_text(kernel(body), "t.co")  # valid Choreo: check accepts it
     with pytest.raises(ChoreoError) as info:  # compile refuses it by name

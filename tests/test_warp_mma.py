@@ -252,12 +252,46 @@ def test_a_thread_level_is_refused_by_name(tmp_path):
     assert "register fragments in a ': thread' level" in e.message and e.loc.line == 9
 
 
-def test_an_f16_accumulator_is_refused_by_name(tmp_path):
-    src = SMALL.split("__co__ auto shared_block")[0].replace("mma.fill.f32 0.5",
-                                                             "mma.fill.f16 0.5")
-    src = src.replace("f32 [16, 24] output", "f16 [16, 24] output")
+def test_an_integer_product_into_f32_is_refused_by_name(tmp_path):
+    src = SMALL.split("__co__ auto ints_8x8")[1].replace("mma.fill.s32 0", "mma.fill.f32 0.0")
+    src = "__co__ auto ints_8x8" + src.replace("s32 [16, 16] output", "f32 [16, 16] output")
     e = _compile_error(tmp_path, src)
-    assert "a f16 accumulator of f16 operands" in e.message
+    assert "a f32 accumulator of s8 operands" in e.message
+
+
+F16_ACC = """
+__co__ auto f16_acc(f16 [32, 64] lhs, f16 [64, 32] rhs) {
+  f16 [32, 32] output{0.5f};
+  parallel m by 2 : block {
+    parallel g by 2 : group {
+      mc = mma.load output.chunkat(m, g);
+      foreach k in 4 {
+        ma = mma.load lhs.chunkat(m, k);
+        mb = mma.load rhs.chunkat(k, g);
+        mma.row.col mc, ma, mb;
+      }
+      mc += 1.0;
+      mma.store mc, output.chunkat(m, g);
+    }
+  }
+  return output;
+}
+"""
+
+
+@pytest.mark.emu
+def test_f16_accumulator_rounds_as_the_interpreter(tmp_path):
+    """An f16 accumulator (here loaded from an f16 tile) is summed in f32 by each MMA and
+    rounded to f16 after it and after each element store: the emulated PTX gives the
+    interpreter's values exactly."""
+    path = tmp_path / "f16acc.co"
+    path.write_text(F16_ACC)
+    g = torch.Generator().manual_seed(5)
+    lhs, rhs = torch.randn(32, 64, generator=g).half(), torch.randn(64, 32, generator=g).half()
+    want = choreo_py.interpret(str(path), function="f16_acc", target="sm_90a")(lhs, rhs)
+    assert torch.allclose(want.double(), lhs.double() @ rhs.double() + 1.5, atol=0.05)
+    got, _ = emulate_function(str(path), "f16_acc", (lhs, rhs), "sm_90a")
+    assert torch.equal(got, want)
 
 
 # ---------------------------------------------------------------- corpus codegen files
@@ -317,17 +351,22 @@ AMPERE = os.path.join(SHARED, "corpus", "tests", "gpu", "end2end", "ampere_mma.c
 
 @pytest.mark.emu
 @pytest.mark.parametrize("name,shape", [("matmul_f16_sm86", (32, 48, 32)),
-                                        ("matmul_persis_sta_sm86", (48, 64, 32))])
+                                        ("matmul_persis_sta_sm86", (48, 64, 32)),
+                                        ("matmul_trans_sm86", (32, 48, 32))])
 def test_functions_main_does_not_call_match_torch(name, shape):
     """ampere_mma.co's sm86 functions (row.row, tiles copied into shared memory inside the
-    `: group` region, a persistent loop over tiles): interpreter and emulator vs torch."""
+    `: group` region, a persistent loop over tiles, mma.store.transp): interpreter and
+    emulator vs torch."""
     _need(AMPERE)
     m, n, k = shape
     g = torch.Generator().manual_seed(4)
     lhs, rhs = torch.randn(m, k, generator=g).half(), torch.randn(n, k, generator=g).half()
     want = lhs.double() @ rhs.double().T
-    out = torch.zeros(m, n).half()
+    if name == "matmul_trans_sm86":  # mma.store.transp: output is [N, M]
+        want = want.T
+    out = torch.zeros(*want.shape).half()
     choreo_py.interpret(AMPERE, function=name, target="sm_90a")(lhs, rhs, out)
     assert torch.allclose(out.double(), want, rtol=1e-2, atol=2e-2)
-    got, _ = emulate_function(AMPERE, name, (lhs, rhs, torch.zeros(m, n).half()), "sm_90a")
+    got, _ = emulate_function(AMPERE, name, (lhs, rhs, torch.zeros(*want.shape).half()),
+                              "sm_90a")
     assert torch.allclose(got["output"].double(), want, rtol=1e-2, atol=2e-2)

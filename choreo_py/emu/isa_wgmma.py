@@ -2,6 +2,8 @@
 
 wgmma.mma_async.sync.aligned.m64nNk16.f32.{bf16,f16}.{bf16,f16}
     d, a-desc | {a0..a3}, b-desc, scale-d, imm-scale-a, imm-scale-b[, imm-trans-a], imm-trans-b
+wgmma.mma_async.sync.aligned.m64nNk32.f32.{e4m3,e5m2}.{e4m3,e5m2}
+    d, a-desc, b-desc, scale-d, imm-scale-a, imm-scale-b    (K-major, shared memory only)
 
 The four warps of a warpgroup hold 16 rows each of the 64-row D (and of a
 register A); warp (id % 4) owns rows 16*(id % 4) ... +15, so every warp's
@@ -24,8 +26,8 @@ bytes of elements):
     MN-major, interleave:((T,m),(8,k)) : ((1,SBO),(T,LBO))
 then the swizzle of the absolute address (swizzle.py).
 
-Numerics: the products of bf16/f16 pairs are exact in float32; each k16
-step sums its 16 products and the accumulator in float64 and rounds once
+Numerics: the products of bf16/f16 (and fp8) pairs are exact in float32; each
+k-step sums its 16 (32) products and the accumulator in float64 and rounds once
 to float32. The hardware's internal accumulation order and precision are
 not documented; the calibration (docs/emulator.md) measures the difference.
 
@@ -80,9 +82,28 @@ def operand_addrs(desc: int, rows: int, k: int, es: int, mn_major: bool) -> np.n
     return swizzle(d["start"] + off, sw)
 
 
+#: input kind -> bytes per element
+_ESIZE = {"bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
+
+
+def _fp8_table(kind: str) -> np.ndarray:
+    """The 256 values of an fp8 format as float32 (torch's float8 types decode the bits)."""
+    import torch
+
+    dt = torch.float8_e4m3fn if kind == "e4m3" else torch.float8_e5m2
+    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt).float().numpy()
+
+
+_FP8 = {}
+
+
 def _to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         return bf16_bits_to_f32(bits)
+    if dtype in ("e4m3", "e5m2"):
+        if dtype not in _FP8:
+            _FP8[dtype] = _fp8_table(dtype)
+        return _FP8[dtype][bits.astype(np.uint8)]
     return bits.view(np.float16).astype(np.float32)
 
 
@@ -145,9 +166,10 @@ def _dec_mma(inst):
     types = [p for p in inst.parts if p in ("f32", "f16", "bf16", "e4m3", "e5m2", "tf32", "s8",
                                              "u8", "s32")]
     dtype, atype, btype = types[0], types[1], types[2]
-    if mm != 64 or k != 16 or dtype != "f32" or atype not in ("bf16", "f16") or atype != btype:
-        raise Unsupported(f"'{inst.opcode}' (modelled: m64nNk16 with f32 accumulators and "
-                          f"bf16/f16 inputs)")
+    es = _ESIZE.get(atype)
+    if mm != 64 or dtype != "f32" or es is None or atype != btype or k != 32 // es:
+        raise Unsupported(f"'{inst.opcode}' (modelled: m64nNk16 with bf16/f16 inputs, m64nNk32 "
+                          f"with e4m3/e5m2 inputs, f32 accumulators)")
     ops = inst.operands
     d_regs = [op.reg for op in ops[0].items]
     if len(d_regs) != n // 2:
@@ -157,7 +179,11 @@ def _dec_mma(inst):
     b_desc = operand_reader(ops[2], "b64", m)
     scale_d = operand_reader(ops[3], "pred" if ops[3].kind == "reg" else "s32", m)
     imms = [op.value for op in ops[4:]]
-    if a_regs is None:
+    if es == 1:  # 8-bit inputs: K-major from shared memory, no transpose operands
+        if a_regs is not None or len(imms) != 2:
+            raise Unsupported(f"'{inst.opcode}' with A in registers")
+        (sa, sb), ta, tb = imms, 0, 0
+    elif a_regs is None:
         sa, sb, ta, tb = imms
     else:
         sa, sb, tb = imms
@@ -165,7 +191,6 @@ def _dec_mma(inst):
     if (sa, sb) != (1, 1):
         raise Unsupported(f"'{inst.opcode}' with negated inputs (imm-scale {sa}, {sb})")
     d_rows, d_cols = _d_index(n)
-    es = 2
 
     def ex(w):
         if not w.gfull:
@@ -183,16 +208,16 @@ def _dec_mma(inst):
         _warpgroup(cta, w)["issued"].setdefault(seq, set()).add(w.warp_id)
         cta.notify()
         bdesc = int(b_desc(w)[lane0])
-        b_addr = operand_addrs(bdesc, n, 16, es, bool(tb))
+        b_addr = operand_addrs(bdesc, n, k, es, bool(tb))
         cta.races.async_read(inst, int(b_addr.min()), int(b_addr.max()) + es,
                              "the wgmma B operand", key)
-        bmat = _to_f32(_gather(cta, b_addr), btype)  # (n, 16)
+        bmat = _to_f32(_gather(cta, b_addr, es), btype)  # (n, k)
         if a_regs is None:
             adesc = int(a_desc(w)[lane0])
-            a_addr = operand_addrs(adesc, 64, 16, es, bool(ta))[16 * rank:16 * rank + 16]
+            a_addr = operand_addrs(adesc, 64, k, es, bool(ta))[16 * rank:16 * rank + 16]
             cta.races.async_read(inst, int(a_addr.min()), int(a_addr.max()) + es,
                                  "the wgmma A operand", key)
-            amat = _to_f32(_gather(cta, a_addr), atype)  # (16, 16)
+            amat = _to_f32(_gather(cta, a_addr, es), atype)  # (16, k)
         else:
             amat = np.zeros((16, 16), dtype=np.float32)
             for j, r in enumerate(a_regs):
@@ -245,8 +270,10 @@ def _current(w, r):
     return w.R[r].view(np.float32)
 
 
-def _gather(cta, addrs: np.ndarray) -> np.ndarray:
+def _gather(cta, addrs: np.ndarray, es: int = 2) -> np.ndarray:
     lo = addrs.astype(np.int64)
+    if es == 1:
+        return cta.smem[lo]
     return cta.smem[lo[..., None] + np.arange(2)].view(np.uint16)[..., 0]
 
 

@@ -37,7 +37,8 @@ from .report import UnsupportedError
 _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
 TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
-                "u8": "uint8", "f64": "float64", "s64": "int64"}
+                "u8": "uint8", "f64": "float64", "s64": "int64", "s8": "int8",
+                "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2"}
 
 
 @dataclass

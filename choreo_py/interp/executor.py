@@ -490,4 +490,5 @@ PLAIN = {
     ir.BufStore: BlockRun.s_buf_store, ir.Print: printing.print_line,
 }
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
-REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel"}
+REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel",
+           ir.Asm: "inline asm (PTX: `choreo emulate` and the GPU run it)"}

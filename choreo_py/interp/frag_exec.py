@@ -127,7 +127,7 @@ class FragmentStatements:
             raise InterpError(f"mma.store of '{s.acc}', which is not a 2-D accumulator", s.loc)
         dst = self.mem.resolve(s.dst, th.env, self.ev, s.loc)
         self.mem.access(dst, True, th, s.loc, "mma.store")
-        self.mem.write(dst, acc.data, s.loc)
+        self.mem.write(dst, acc.data.T.contiguous() if s.transposed else acc.data, s.loc)
 
     def s_mma_load(self, s, th):
         self.check_frag(th, s.frag, True, s.loc)

@@ -26,6 +26,7 @@ reads the IR (build, printer, parse, verify, eval) is already apart, in this fol
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Optional, Union
@@ -536,9 +537,12 @@ class WarpMma(Stmt):
 
 @dataclass
 class MmaStore(Stmt):
+    """`mma.store acc, tile` (`.transp`: element (i, j) of acc to (j, i) of the tile)."""
+
     acc: str
     dst: View
     loc: Optional[Loc] = None
+    transposed: bool = False
 
 
 @dataclass
@@ -624,6 +628,46 @@ class Print(Stmt):
 
     items: list  # str (text, printed as written) or Expr (a value: print_format's spec)
     loc: Optional[Loc] = None
+
+
+@dataclass
+class AsmOperand:
+    """One operand of inline asm: its constraint as written (`=r`, `+r`, `r`, `n`, ...),
+    the value (an input) or the place written (an output: a buffer element or a mutable
+    scalar), and its symbolic name (`%[name]` in the template) if it has one."""
+
+    constraint: str
+    expr: Expr
+    name: Optional[str] = None
+
+
+@dataclass
+class Asm(Stmt):
+    """`__asm__ [volatile] ("template" : outputs : inputs : clobbers)` in a thread kernel:
+    PTX text pasted into the kernel with `%N` / `%[name]` replaced by the operands'
+    registers (outputs first, then inputs, as GCC numbers them)."""
+
+    template: str
+    outputs: list  # AsmOperand
+    inputs: list  # AsmOperand
+    volatile: bool = False
+    clobbers: list = field(default_factory=list)
+    loc: Optional[Loc] = None
+
+
+_ASM_REFERENCE = re.compile(r"%(%|\d+|\[(\w*)\])")
+
+
+def asm_letter(constraint: str) -> str:
+    """The kind letter of an asm constraint (`=r` -> `r`, `+l` -> `l`; `&` ignored)."""
+    return constraint.lstrip("=+&")
+
+
+def asm_references(template: str) -> list[tuple[str, int, int]]:
+    """The operand references of an asm template: (`%` for `%%`, a number, or `[name]`;
+    start; end)."""
+    return [(m.group(1) if m.group(2) is None else "[" + m.group(2) + "]", m.start(), m.end())
+            for m in _ASM_REFERENCE.finditer(template)]
 
 
 def print_format(items: list) -> tuple[str, list]:

@@ -310,6 +310,30 @@ class _Parser:
             rest = rest[m.end():]
         return ir.Print(items)
 
+    def s_asm(self, line: str, body) -> ir.Stmt:
+        m = re.match(r"asm(\.volatile)? ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"); ", line)
+        if m is None:
+            raise IRParseError(f"not an asm statement: '{line}'")
+        parts = line[m.end():].split("; ")
+        if len(parts) != 3 or not parts[0].startswith("out") or not parts[1].startswith("in") \
+                or not parts[2].startswith("clobber"):
+            raise IRParseError(f"an asm statement needs 'out ...; in ...; clobber ...': '{line}'")
+        outs, ins = (self._asm_operands(p.split(" ", 1)[1] if " " in p else "")
+                     for p in parts[:2])
+        clob = parts[2][len("clobber"):].strip()
+        clobbers = [ast.literal_eval(c.strip()) for c in _split_top(clob)] if clob else []
+        return ir.Asm(ast.literal_eval(m.group(2)), outs, ins, m.group(1) is not None, clobbers)
+
+    def _asm_operands(self, text: str) -> list:
+        out = []
+        for item in (_split_top(text) if text.strip() else []):
+            m = re.fullmatch(r"\s*(?:\[(\w+)\] )?('[^']*'|\"[^\"]*\") (.*)", item)
+            if m is None:
+                raise IRParseError(f"not an asm operand: '{item}'")
+            out.append(ir.AsmOperand(ast.literal_eval(m.group(2)), self.exprs(m.group(3)).expr(),
+                                     m.group(1)))
+        return out
+
     def s_setmaxnreg(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"setmaxnreg\.(inc|dec) (\d+)", line)
         return ir.SetMaxRegs(int(m.group(2)), m.group(1) == "inc")
@@ -354,9 +378,10 @@ class _Parser:
         if line.startswith("mma.fill "):
             acc, _, value = line[9:].partition(", ")
             return ir.MmaFill(acc, self.exprs(value).expr())
-        if line.startswith("mma.store "):
-            acc, _, dst = line[10:].partition(" => ")
-            return ir.MmaStore(acc, self.exprs(dst).view())
+        if line.startswith("mma.store ") or line.startswith("mma.store.transp "):
+            head, _, dst = line.partition(" => ")
+            op, acc = head.split(" ", 1)
+            return ir.MmaStore(acc, self.exprs(dst).view(), transposed=op.endswith(".transp"))
         if line.startswith("mma.load "):
             src, _, frag = line[9:].partition(" => ")
             return ir.MmaLoad(frag, self.exprs(src).view())
@@ -476,7 +501,8 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
-    ("assert", _Parser.s_assert), ("print", _Parser.s_print),
+    ("assert", _Parser.s_assert), ("print", _Parser.s_print), ("asm", _Parser.s_asm),
+    ("asm.", _Parser.s_asm),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),
     ("tma.", _copy_stmt), ("dma.", _copy_stmt), ("mma.", _Parser.s_mma),

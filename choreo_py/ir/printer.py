@@ -139,6 +139,16 @@ class _Printer:
         self.emit("print " + ", ".join(repr(x) if isinstance(x, str) else expr(x)
                                        for x in s.items))
 
+    def s_Asm(self, s):
+        def ops(xs):
+            return ", ".join((f"[{o.name}] " if o.name else "") + f"{o.constraint!r} {expr(o.expr)}"
+                             for o in xs)
+        def part(word, text):
+            return f"{word} {text}" if text else word
+        self.emit(f"asm{'.volatile' if s.volatile else ''} {s.template!r}; "
+                  f"{part('out', ops(s.outputs))}; {part('in', ops(s.inputs))}; "
+                  f"{part('clobber', ', '.join(repr(c) for c in s.clobbers))}")
+
     def s_For(self, s):
         step = "" if s.step == ir.Const(1, "s32") else f" step {expr(s.step)}"
         self.region(f"for {s.var} in {expr(s.start)}..{expr(s.stop)}{step}", s.body)
@@ -210,7 +220,9 @@ class _Printer:
                   f"{view(s.b)}{sched}{commit}")
 
     def s_WarpMma(self, s): self.emit(f"mma.sync.{s.layout} {s.acc} += {s.a} * {s.b}")
-    def s_MmaStore(self, s): self.emit(f"mma.store {s.acc} => {view(s.dst)}")
+
+    def s_MmaStore(self, s):
+        self.emit(f"mma.store{'.transp' if s.transposed else ''} {s.acc} => {view(s.dst)}")
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
 
     def s_Apply(self, s):
@@ -238,7 +250,7 @@ STATEMENTS = {
     ir.Let: _Printer.s_Let, ir.Var: _Printer.s_Var, ir.Assign: _Printer.s_Assign,
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Yield: _Printer.s_Yield,
     ir.Continue: _Printer.s_Continue,
-    ir.Print: _Printer.s_Print, ir.SyncShared: _Printer.s_SyncShared,
+    ir.Print: _Printer.s_Print, ir.Asm: _Printer.s_Asm, ir.SyncShared: _Printer.s_SyncShared,
     ir.SyncWarp: _Printer.s_SyncWarp, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,

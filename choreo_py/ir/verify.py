@@ -206,6 +206,13 @@ class _Verifier:
                 self.expr(x, s.loc)
     def s_RoleSync(self, s): pass
 
+    def s_Asm(self, s):
+        for o in s.outputs + s.inputs:
+            self.expr(o.expr, s.loc)
+        for o in s.outputs:
+            if not isinstance(o.expr, (ir.BufElem, ir.Sym)):
+                self.err("an asm output must be a buffer element or a scalar variable", s.loc)
+
     def s_NamedBarrier(self, s):
         self.expr(s.barrier, s.loc)
         if s.op not in ("sync", "arrive"):
@@ -383,7 +390,7 @@ STATEMENTS = {
     ir.ViewDef: _Verifier.s_ViewDef, ir.For: _Verifier.s_For, ir.While: _Verifier.s_While,
     ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Yield: _Verifier.s_Yield,
     ir.Continue: _Verifier.s_Continue,
-    ir.Print: _Verifier.s_Print, ir.SyncShared: _Verifier.s_SyncShared,
+    ir.Print: _Verifier.s_Print, ir.Asm: _Verifier.s_Asm, ir.SyncShared: _Verifier.s_SyncShared,
     ir.SyncWarp: _Verifier.s_SyncWarp, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,

@@ -29,7 +29,9 @@ def layout_free(k: ir.Kernel) -> tuple[set[str], set[str]]:
     A TMA load keeps the swizzle the program wrote; element accesses see row-major."""
     bad, operands = set(), set()
     for s in ir.walk(k.body):
-        if isinstance(s, (ir.MmaStore, ir.TmaStore, ir.MmaLoad)):
+        if isinstance(s, ir.MmaStore) and s.transposed:
+            bad.add(s.dst.base)  # stored element by element (no 16-byte pieces to swizzle)
+        elif isinstance(s, (ir.MmaStore, ir.TmaStore, ir.MmaLoad)):
             pass
         elif isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
             bad.add(s.dst.base)

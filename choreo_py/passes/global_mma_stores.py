@@ -56,4 +56,5 @@ def _staged(kernel: ir.Kernel, s: ir.MmaStore, region, n: int) -> list:
     slot = ir.Sym(region.var, "s32") if count else None
     tile = ir.View(name, (ir.Const(0, "s32"),) * 2, tuple(ir.Const(x, "s32") for x in shape),
                    (True, True), slot=slot)
-    return [ir.MmaStore(s.acc, tile, loc=s.loc), ir.TmaStore(tile, s.dst, loc=s.loc)]
+    return [ir.MmaStore(s.acc, tile, loc=s.loc, transposed=s.transposed),
+            ir.TmaStore(tile, s.dst, loc=s.loc)]

@@ -186,15 +186,17 @@ class FragOpBuilder:
         self.emit(ir.MmaLoad(frag.name, src.view, loc=s.loc))
 
     def s_MmaStore(self, s: A.MmaStore) -> None:
-        if s.is_async or s.transposed or s.mask:
+        if s.is_async or s.mask:
             raise Unsupported("'mma.store' with modifiers", s.loc)
         acc = self._frag_of(s.source, "the stored value")
         dst = self.view_of(s.dst)
         shape = static_shape(dst.view)
-        if shape is not None and acc.shape and shape != acc.shape:
-            raise err(f"'mma.store' of a {fmt_shape(acc.shape)} accumulator into a {fmt_shape(shape)} "
+        want = tuple(reversed(acc.shape)) if s.transposed and acc.shape else acc.shape
+        if shape is not None and want and shape != want:
+            what = "'mma.store.transp'" if s.transposed else "'mma.store'"
+            raise err(f"{what} of a {fmt_shape(acc.shape)} accumulator into a {fmt_shape(shape)} "
                       "destination", s.dst)
-        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc))
+        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc, transposed=s.transposed))
 
     # ------------------------------------------------------------ apply and element stores
     def s_Apply(self, s: A.Apply) -> None:

@@ -23,6 +23,7 @@ from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .block_accs import BlockAccBuilder
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
+from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
 from .ops import OpBuilder
@@ -37,7 +38,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "f32", "f16", "bf16")  # floats: their f32 bit
 
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, IterationBuilder,
-                    LevelBuilder, PrintBuilder, ReshapeBuilder):
+                    LevelBuilder, PrintBuilder, ReshapeBuilder, AsmBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is

@@ -165,8 +165,14 @@ class OpBuilder(FragOpBuilder):
         elif getattr(op, "future", None):
             raise Unsupported("an asynchronous copy issued by a role of several thread groups",
                               s.loc)
-        op.leader_only = True
         varying = self._instance_varying(op)
+        if varying and isinstance(op, ir.TmaStore):
+            # Each group stores its own tile (`output_s[wg - 1] => output...at(wg - 1)`):
+            # one copy per group, issued by the group's first thread, as a copy of a role
+            # of one group is.
+            self.emit(op)
+            return
+        op.leader_only = True
         if varying:
             # Valid Choreo (the reference compiles such copies, one per group); the tile IR
             # issues a role's copy once, for all its groups.

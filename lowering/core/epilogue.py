@@ -31,6 +31,8 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     fi = info(lw, s.acc, s.loc)
     if fi.kind != "acc":
         raise lw.refuse(f"mma.store of '{s.acc}', which is not an accumulator", s.loc)
+    if s.transposed:
+        return _store_transposed(lw, s, fi)
     buf, places = _places(lw, fi, s.dst, s.loc, "mma.store")
     if buf.dtype not in ("bf16", "f16", "f32"):
         raise lw.refuse(f"mma.store into a {buf.dtype} tile", s.loc)
@@ -46,6 +48,36 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
             w.op("st.shared.b32", addr(reg, off), tmp)
         else:
             w.op("st.shared.f32", addr(reg, off), fi.reg(k))
+    lw.smem_dirty = True
+
+
+def _store_transposed(lw: Lowering, s: ir.MmaStore, fi) -> None:
+    """`mma.store.transp acc, tile`: element (i, j) to (j, i) of an unswizzled tile, one
+    store per element (neighbouring columns of the accumulator land in different rows)."""
+    lay = fi.layout
+    shape = tuple(e.value if isinstance(e, ir.Const) else None for e in s.dst.shape)
+    if shape != (lay.cols, lay.rows):
+        raise lw.refuse(f"mma.store.transp of a [{lay.rows}, {lay.cols}] fragment into a tile "
+                        f"of shape {list(shape)}", s.loc)
+    buf, origin, const, col0 = lw.memory.view_origin(s.dst, s.loc)
+    if buf.swizzle:
+        raise lw.refuse("mma.store.transp into a swizzled tile", s.loc)
+    if buf.dtype not in ("bf16", "f16", "f32"):
+        raise lw.refuse(f"mma.store.transp into a {buf.dtype} tile", s.loc)
+    lw.target.access(lw, fi.frag)
+    w = lw.w
+    rb, cb = lw.target.thread_bases(lw)
+    base = w.reg("u32", f"{s.acc}_stt")  # tile row = the accumulator's column, and back
+    w.op("mad.lo.u32", base, cb, buf.row_bytes, origin)
+    w.op("mad.lo.u32", base, rb, buf.esize, base)
+    half = w.reg("b16", f"{s.acc}_h") if buf.esize == 2 else None
+    for k in range(lay.regs):
+        off = const + lay.col_off[k] * buf.row_bytes + lay.row_off[k] * buf.esize
+        if half is None:
+            w.op("st.shared.f32", addr(base, off), fi.reg(k))
+        else:
+            w.op(f"cvt.rn.{buf.dtype}.f32", half, fi.reg(k))
+            w.op("st.shared.b16", addr(base, off), half)
     lw.smem_dirty = True
 
 

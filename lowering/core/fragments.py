@@ -61,7 +61,9 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         raise lw.refuse(f"the per-thread fragment '{f.name}' (layout {f.layout})", s.loc)
     if f.layout == "operand" and f.dtype not in ("bf16", "f16"):
         raise lw.refuse(f"a register operand of {f.dtype}", s.loc)
-    if f.layout != "operand" and f.dtype != "f32":
+    f16_acc = f.layout == "acc" and f.dtype == "f16" and getattr(lw.target, "f16_accumulators",
+                                                                   False)
+    if f.layout != "operand" and f.dtype != "f32" and not f16_acc:
         raise lw.refuse(f"the {f.dtype} fragment '{f.name}'", s.loc)
     if not f.shape:  # only filled: no MMA gives it a size, so no registers can hold it
         raise lw.refuse(f"the accumulator '{f.name}' that no MMA gives a shape", s.loc)
@@ -79,7 +81,7 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         fi = FragInfo(f, "row", w.array("f32", len(lay.row_slots), f.name), lay)
     lw.frags[f.name] = fi
     if s.init is not None:
-        init = V.imm(s.init.value, "f32")
+        init = V.imm(round_to_dtype(s.init.value, f.dtype), "f32")
         if fi.kind == "acc":
             lw.target.fill(lw, f, init)
         elif fi.kind == "operand":  # packed pairs of 16-bit elements: the value's bits twice
@@ -106,7 +108,26 @@ def fill(lw: Lowering, s: ir.MmaFill) -> None:
         lw.w.comment(f"{s.acc} = 0 folds into the next MMA (its first k-step does not accumulate)")
         return
     fi = info(lw, s.acc, s.loc)
-    lw.target.fill(lw, fi.frag, V.imm(s.value.value, "f32"))
+    lw.target.fill(lw, fi.frag, V.imm(round_to_dtype(s.value.value, fi.frag.dtype), "f32"))
+
+
+def round_to_dtype(value: float, dtype: str) -> float:
+    """A constant as the accumulator's type holds it (f16: rounded to nearest even)."""
+    import struct
+
+    if dtype != "f16":
+        return value
+    return struct.unpack("<e", struct.pack("<e", value))[0]
+
+
+def round_f16(lw: Lowering, regs: list[V]) -> None:
+    """f32 registers of an f16 accumulator rounded to f16 values (an f16 accumulator lives
+    in f32 registers and takes f16 precision after every update, as the interpreter's
+    does: each MMA into it and each element stored)."""
+    h = lw.w.reg("b16", "acc_h")
+    for r in regs:
+        lw.w.op("cvt.rn.f16.f32", h, r)
+        lw.w.op("cvt.f32.f16", r, h)
 
 
 def copy(lw: Lowering, s: ir.FragCopy) -> None:
@@ -399,6 +420,8 @@ class ApplyLowering(ExprLowering):
             else:
                 v = self.value(s.value, "v")
                 self.w.op("selp.f32", dst, v, dst, cond[k])
+            if fi.kind == "acc" and fi.frag.dtype == "f16":
+                round_f16(self.lw, [dst])
             self.wrote(dst)
 
     def reduction(self, s: ir.ElemStore, fi: FragInfo) -> None:

@@ -207,7 +207,7 @@ def _mma(lw: Lowering, s: ir.Mma) -> None:
 _NAMES = {ir.Role: "inthreads.async outside a parallel region",
           ir.ElemStore: "a fragment element store outside an apply",
           ir.Assert: "an assert inside a kernel (asserts are checked at the function's entry)",
-          ir.Print: "println in an MMA kernel"}
+          ir.Print: "println in an MMA kernel", ir.Asm: "inline asm in an MMA kernel"}
 
 _HANDLERS = {
     ir.Let: lambda lw, s, last: control.let(lw, s),

@@ -36,7 +36,7 @@ from .exprs import ExprLowering
 from .writer import V
 
 SMEM_ALIGN = 1024
-_TMA_DTYPES = ("bf16", "f16", "f32", "u8", "s8", "s32", "u32")
+_TMA_DTYPES = ("bf16", "f16", "f32", "u8", "s8", "s32", "u32", "f8_e4m3", "f8_e5m2")
 
 
 @dataclass

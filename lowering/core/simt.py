@@ -24,6 +24,7 @@ from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
 from . import control, dma, warp_mma
+from .asm import lower_asm
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN
@@ -332,6 +333,24 @@ def _print(lw: ThreadLowering, s: ir.Print) -> None:
         w.call("ptx.raw", repr(line))
 
 
+def _asm(lw: ThreadLowering, s: ir.Asm) -> None:
+    def store(place, reg: V) -> None:
+        if isinstance(place, ir.BufElem):
+            dtype = lw.places.base_shape(place.view.base, s.loc)[2]
+            lw.places.store(place.view, place.index, dtype, reg, s.loc)
+            return
+        b = lw.lookup(place.name)
+        if b is None or not b.mutable:
+            raise lw.refuse(f"an asm output into '{place.name}', which is not a mutable scalar,",
+                            s.loc)
+        if b.value.ty == reg.ty or b.value.ty[1:] == reg.ty[1:]:
+            lw.w.op(f"mov.{reg.ty}", b.value, reg)
+        else:
+            lw.w.op(f"cvt.{b.value.ty}.{reg.ty.replace('b', 'u')}", b.value, reg)
+
+    lower_asm(lw, s, lambda e, hint: _expr(lw, e, s.loc, hint=hint), store)
+
+
 def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
     """A printf argument: an integer as a signed (or unsigned) 64-bit word, a float as a
     double, a condition as 0 or 1."""
@@ -379,6 +398,7 @@ _HANDLERS = {
     ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
     ir.Print: _print,
+    ir.Asm: _asm,
     **warp_mma.HANDLERS,
 }
 

@@ -54,7 +54,7 @@ class WarpFrag:
     split: int = 1  # warps sharing its rows (4 in a `: group-4` level; B is whole in each)
 
     def reg(self, i: int, j: int, r: int) -> V:
-        ty = "b32" if self.role != "acc" else self.frag.dtype
+        ty = "b32" if self.role != "acc" else _acc_reg(self.frag.dtype)
         return V(f"{self.array}[{(i * self.tiles[1] + j) * self.regs_per_tile + r}]", ty)
 
 
@@ -98,7 +98,7 @@ def _frag(lw, name: str, loc) -> WarpFrag:
     family = FAMILIES.get(dtype)
     if family is None:
         raise lw.refuse(f"an MMA on register fragments of {dtype}", uses[0][4])
-    if role == "acc" and f.dtype != family[3]:
+    if role == "acc" and f.dtype != family[3] and not (f.dtype == "f16" and family[3] == "f32"):
         raise lw.refuse(f"a {f.dtype} accumulator of {dtype} operands (the mma.sync form "
                         f"accumulates them in {family[3]})", uses[0][4])
     if f.shape[0] % split:
@@ -108,11 +108,23 @@ def _frag(lw, name: str, loc) -> WarpFrag:
     tile = _tile(role, family)
     tiles = (-(-rows // tile[0]), -(-cols // tile[1]))
     per = {"a": 4, "b": 2, "acc": 4}[role]
-    ty = "b32" if role != "acc" else f.dtype
+    ty = "b32" if role != "acc" else _acc_reg(f.dtype)
     wf = WarpFrag(f, role, lay, family, tiles, lw.w.array(ty, tiles[0] * tiles[1] * per, name),
                   per, split)
     lw.warp_frags[name] = wf
     return wf
+
+
+def _acc_reg(dtype: str) -> str:
+    """An accumulator's register type: an f16 one is held in f32 registers, rounded to f16
+    after every MMA and element store (what the interpreter's f16 fragment holds)."""
+    return "f32" if dtype in ("f32", "f16") else dtype
+
+
+def _round_f16(lw, reg: V) -> None:
+    h = lw.w.reg("b16", "h")
+    lw.w.op("cvt.rn.f16.f32", h, reg)
+    lw.w.op("cvt.f32.f16", reg, h)
 
 
 def _local_shape(shape, split: int) -> tuple[int, int]:
@@ -251,11 +263,12 @@ def mma_fill(lw, s: ir.MmaFill) -> None:
 def _fill(lw, wf: WarpFrag, value) -> None:
     if wf.role != "acc":
         raise lw.refuse(f"filling the MMA operand '{wf.frag.name}' (a register fragment)", None)
-    imm = V.imm(value, wf.frag.dtype)
+    ty = _acc_reg(wf.frag.dtype)
+    imm = V.imm(value, ty)  # (an f16 accumulator's value: sema rounded it to f16)
     for i in range(wf.tiles[0]):
         for j in range(wf.tiles[1]):
             for r in range(wf.regs_per_tile):
-                lw.w.op(f"mov.{'f32' if wf.frag.dtype == 'f32' else 'b32'}", wf.reg(i, j, r), imm)
+                lw.w.op(f"mov.{'f32' if ty == 'f32' else 'b32'}", wf.reg(i, j, r), imm)
 
 
 #: how one element is read: (ld type, register type) per element type
@@ -293,7 +306,9 @@ def mma_load(lw, s: ir.MmaLoad) -> None:
 
 def _pack(lw, wf: WarpFrag, dst: V, elems: list) -> None:
     w = lw.w
-    if wf.role == "acc":
+    if wf.role == "acc" and wf.frag.dtype == "f16":
+        w.op("cvt.f32.f16", dst, elems[0])
+    elif wf.role == "acc":
         w.op(f"mov.{'f32' if wf.frag.dtype == 'f32' else 'b32'}", dst, elems[0])
     elif len(elems) == 2:
         w.op("mov.b32", dst, elems)
@@ -308,7 +323,8 @@ def _pack(lw, wf: WarpFrag, dst: V, elems: list) -> None:
 
 
 def mma_store(lw, s: ir.MmaStore) -> None:
-    """Each accumulator element the lane holds, rounded to the destination's type."""
+    """Each accumulator element the lane holds, rounded to the destination's type
+    (`mma.store.transp`: element (i, j) to (j, i) of the destination)."""
     wf = _frag(lw, s.acc, s.loc)
     if wf.role != "acc":
         raise lw.refuse(f"mma.store of the MMA operand '{s.acc}'", s.loc)
@@ -319,12 +335,14 @@ def mma_store(lw, s: ir.MmaStore) -> None:
         value = wf.reg(i, j, r)
 
         def write(value=value, row=row, col=col):
-            lw.places.store(s.dst, _index(wf, row, col), dtype, value, s.loc)
+            at = _index(wf, row, col)
+            lw.places.store(s.dst, at[::-1] if s.transposed else at, dtype, value, s.loc)
         _guarded(lw, row, col, limits, write)
 
 
 def warp_mma(lw, s: ir.WarpMma) -> None:
-    """acc += a @ b as mma.sync instructions: one per (m tile, n tile, k tile)."""
+    """acc += a @ b as mma.sync instructions: one per (m tile, n tile, k tile); an f16
+    accumulator is summed in f32 and rounded to f16 after the MMA."""
     acc, a, b = (_frag(lw, n, s.loc) for n in (s.acc, s.a, s.b))
     if (acc.role, a.role, b.role) != ("acc", "a", "b"):
         raise lw.refuse("an MMA whose fragments are used in other roles elsewhere", s.loc)
@@ -337,6 +355,9 @@ def warp_mma(lw, s: ir.WarpMma) -> None:
             for kk in range(a.tiles[1]):
                 lw.w.op(opcode, d, [a.reg(i, kk, r) for r in range(4)],
                         [b.reg(kk, j, r) for r in range(2)], d)
+            if acc.frag.dtype == "f16":  # the MMA's sum, rounded once (as the interpreter)
+                for reg in d:
+                    _round_f16(lw, reg)
 
 
 def apply(lw, s: ir.Apply) -> None:
@@ -355,7 +376,10 @@ def apply(lw, s: ir.Apply) -> None:
             for name, e in zip(s.indices, _index(wf, row, col)):
                 lw.bind(name, x.value(e, name), nonneg=True)
             for st in s.body:
-                x.value(st.value, "ev", dst=frags[st.frag].reg(i, j, r))
+                dst = frags[st.frag].reg(i, j, r)
+                x.value(st.value, "ev", dst=dst)
+                if frags[st.frag].frag.dtype == "f16":
+                    _round_f16(lw, dst)
             lw.pop()
             lw.stmt_memo = {}
         _guarded(lw, row, col, limits, body)

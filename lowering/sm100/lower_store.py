@@ -25,6 +25,9 @@ from ..core.memory import addr as _addr
 
 def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     t = lw.target
+    if s.transposed:
+        raise lw.refuse("mma.store.transp (a transposed store of a tensor-memory accumulator)",
+                        s.loc)
     fi = info(lw, s.acc, s.loc)
     if fi.kind != "acc":
         raise lw.refuse(f"mma.store of '{s.acc}', which is not an accumulator", s.loc)

@@ -20,18 +20,24 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.fragments import k_steps, mma_accumulator
+from ..core.fragments import k_steps, mma_accumulator, round_f16
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
 from ..core.writer import V
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
-_KINDS = {"bf16": "bf16", "f16": "f16"}
+_KINDS = {"bf16": "bf16", "f16": "f16", "f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
+#: input kind -> K of one wgmma (32 bytes of each row: k16 for 16-bit inputs, k32 for fp8)
+_K_STEP = {"bf16": 16, "f16": 16, "e4m3": 32, "e5m2": 32}
 
 
 class Sm90Target:
     arch = "sm_90a"
+    #: `mma.fill.f16` accumulators: f32 registers rounded to f16 after every synchronous
+    #: MMA into them (wgmma's own f16 accumulation would round inside a K loop where the
+    #: interpreter rounds once per statement)
+    f16_accumulators = True
 
     # ------------------------------------------------------------ layout
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
@@ -99,6 +105,8 @@ class Sm90Target:
         self._check_warpgroup(lw, s.loc)
         acc = mma_accumulator(lw, s)
         m, n = acc.frag.shape
+        if acc.frag.dtype == "f16" and s.future is not None:
+            raise lw.refuse("an asynchronous MMA into an f16 accumulator", s.loc)
         a_kind, k, a_regs = self._a_operand(lw, s)
         b = lw.memory.layout(s.b.base, s.loc)
         b_shape = _shape(s.b)
@@ -109,32 +117,42 @@ class Sm90Target:
         kind = _KINDS.get(b.dtype)
         if kind is None or kind != a_kind:
             raise lw.refuse(f"an MMA on {a_kind} x {b.dtype}", s.loc)
-        if k % 16:
-            raise lw.refuse(f"an MMA with K = {k} (a multiple of 16)", s.loc)
+        ks = _K_STEP[kind]
+        if k % ks:
+            raise lw.refuse(f"an MMA with K = {k} (a multiple of {ks})", s.loc)
         trans_b = 0 if s.layout == "row.row" else 1
+        fp8 = ks == 32
+        if fp8 and (trans_b or a_regs is not None):
+            # wgmma takes 8-bit inputs K-major from shared memory only (no transpose bits)
+            raise lw.refuse(f"an fp8 MMA with {'B as mma.row.col' if trans_b else 'A in registers'}",
+                            s.loc)
         b_desc, b_col0 = self._desc(lw, s.b, s.loc, mn_major=bool(trans_b))
         a_desc = None
         if a_regs is None:
             a_desc, a_col0 = self._desc(lw, s.a, s.loc, mn_major=False)
             a_lay = lw.memory.layout(s.a.base, s.loc)
         w = lw.w
-        opcode = f"wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{kind}.{kind}"
+        opcode = f"wgmma.mma_async.sync.aligned.m64n{n}k{ks}.f32.{kind}.{kind}"
         w.call("ptx.wgmma.fence")
-        for i, kk in enumerate(k_steps(lw, s, k, 16)):
+        for i, kk in enumerate(k_steps(lw, s, k, ks)):
             scale_d = 0 if (zero_first and i == 0) else 1
             if trans_b:
                 bd = desc_add(lw, b_desc, kk * 16 * b.row_bytes)
             else:
-                bd = desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk))
+                bd = desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk, ks))
             if a_regs is None:
-                ad = desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk))
-                w.op(opcode, f"list({acc.array})", ad, bd, scale_d, 1, 1, 0, trans_b)
+                ad = desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk, ks))
+                trans = () if fp8 else (0, trans_b)
+                w.op(opcode, f"list({acc.array})", ad, bd, scale_d, 1, 1, *trans)
             else:
                 regs = "[" + ", ".join(f"{a_regs}[{4 * kk + j}]" for j in range(4)) + "]"
                 w.op(opcode, f"list({acc.array})", regs, bd, scale_d, 1, 1, trans_b)
         w.call("ptx.wgmma.commit_group")
         if s.future is None:
             w.call("ptx.wgmma.wait_group", "0")
+            if acc.frag.dtype == "f16":
+                round_f16(lw, [V(f"{acc.array}[{r}]", "f32")
+                               for r in range(self.acc_layout(acc.frag, s.loc).regs)])
 
     def _a_operand(self, lw: Lowering, s: ir.Mma):
         if isinstance(s.a, str):
@@ -168,10 +186,10 @@ def _shape(v: ir.View) -> tuple:
     return tuple(e.value if isinstance(e, ir.Const) else None for e in v.shape)
 
 
-def _kmajor_step(lay, col0: int, kk: int) -> int:
+def _kmajor_step(lay, col0: int, kk: int, ks: int = 16) -> int:
     def at(c: int) -> int:
         return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
-    return at(col0 + 16 * kk) - at(col0)
+    return at(col0 + ks * kk) - at(col0)
 
 
 def _refuse(what: str, loc):
