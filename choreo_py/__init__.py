@@ -4,7 +4,7 @@ __version__ = "0.1.0"
 
 from .diagnostics import ChoreoError  # noqa: E402 - errors in a program, located (file, line, col)
 
-__all__ = ["ChoreoError", "__version__", "interpret", "load"]
+__all__ = ["ChoreoError", "__version__", "emulate", "emulate_program", "interpret", "load"]
 
 
 def interpret(path, tensors=None, *, schedule="round_robin", seed=0, owners=None, **kwargs):
@@ -28,6 +28,16 @@ def emulate(path, tensors, *, target="sm_100a", **kwargs):
     from .emu.api import emulate as _emulate
 
     return _emulate(path, tensors, target=target, **kwargs)
+
+
+def emulate_program(path, *, target=None, **kwargs):
+    """The `__co__` functions of `path` as callables over CPU tensors, like `load`'s, with
+    every kernel launch run on the CPU emulator (`lib = emulate_program(p, target="sm_90a");
+    out = lib.ele_add(a, b)`). See `choreo_py.emu.program.emulate_program`.
+    """
+    from .emu.program import emulate_program as _emulate_program
+
+    return _emulate_program(path, target=target, **kwargs)
 
 
 def _register_semantic_checks() -> None:

@@ -58,6 +58,9 @@ CASES = {
     # named operands, a constant, and the literal %% of a special register
     '__asm__ volatile("{ .reg .u32 %%t; mov.u32 %%t, %%laneid; add.u32 %[d], %%t, %[c]; }"'
     ' : [d] "=r"(x) : [c] "n"(5));': lambda a, v: torch.arange(32, dtype=torch.int32) + 5,
+    # a register the template declares without '%' (valid PTX: any identifier)
+    '__asm__("{ .reg .s32 t; add.s32 t, %1, 1; mul.lo.s32 %0, t, 2; }" : "=r"(x) : "r"(x));':
+        lambda a, v: (a + 1) * 2,
     # an output straight into a buffer element, then read back
     '__asm__("mul.lo.s32 %0, %1, %2;" : "=r"(out.at(q)) : "r"(x), "r"(v)); x = out.at(q);':
         lambda a, v: a * v,
@@ -65,7 +68,7 @@ CASES = {
 
 
 @pytest.mark.emu
-@pytest.mark.parametrize("body", list(CASES), ids=["readwrite", "named_const", "buffer_out"])
+@pytest.mark.parametrize("body", list(CASES), ids=["readwrite", "named_const", "bare_register", "buffer_out"])
 def test_inline_asm_runs_in_the_emulator(tmp_path, body):
     path = _write(tmp_path, body)
     a = torch.randint(-100, 100, (32,), dtype=torch.int32)

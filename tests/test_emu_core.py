@@ -356,6 +356,31 @@ def test_named_barrier_orders_a_shared_exchange():
     np.testing.assert_array_equal(y.numpy(), np.arange(64) ^ 63)
 
 
+@pytest.mark.parametrize("fmt,dtype", [("e4m3", torch.float8_e4m3fn),
+                                       ("e5m2", torch.float8_e5m2)])
+def test_cvt_fp8x2_to_f16x2_matches_torch_for_every_byte(fmt, dtype):
+    """cvt.rn.f16x2.e4m3x2 (.e5m2x2): the upper byte of the 16-bit source to the upper half;
+    every one of the 65,536 pairs (2,048 lanes of 32 source pairs each) against torch."""
+    pairs = torch.arange(65536, dtype=torch.int64).to(torch.int32).reshape(2048, 32)
+    x = pairs.clone()
+    y = torch.zeros(2048, 32, dtype=torch.int32)
+    body = ("\tmov.u32 %i, %ctaid.x;\n\tmul.wide.u32 %c64, %i, 128;\n"
+            "\tadd.s64 %a64, %a64, %c64;\n\tadd.s64 %b64, %b64, %c64;\n"
+            "\tld.global.u32 %w, [%a64];\n\tcvt.u16.u32 %h, %w;\n"
+            f"\tcvt.rn.f16x2.{fmt}x2 %r, %h;\n\tst.global.b32 [%b64], %r;")
+    regs = "\t.reg .u32 %i, %w;\n\t.reg .u64 %c64;\n\t.reg .b16 %h;\n\t.reg .b32 %r;"
+    desc = launch(x, y, grid=(2048, 1, 1))
+    emulate_ptx(kernel(body, regs), desc, {"X": x, "Y": y})
+    lo = (pairs & 0xFF).to(torch.uint8).view(dtype).to(torch.float16)
+    hi = (pairs >> 8).to(torch.uint8).view(dtype).to(torch.float16)
+    got = y.numpy().view(np.uint32)
+    got_lo = (got & 0xFFFF).astype(np.uint16).view(np.float16)
+    got_hi = (got >> 16).astype(np.uint16).view(np.float16)
+    for mine, want in ((got_lo, lo.numpy()), (got_hi, hi.numpy())):
+        same = (mine == want) | (np.isnan(mine) & np.isnan(want))
+        assert same.all(), int((~same).sum())
+
+
 # ---------------------------------------------------------------- refusals
 def test_unknown_instruction_is_refused_by_name_with_its_line():
     x, y = torch.zeros(32), torch.zeros(32)
@@ -363,6 +388,23 @@ def test_unknown_instruction_is_refused_by_name_with_its_line():
     with pytest.raises(UnsupportedError) as err:
         run(body, "\t.reg .b32 %r;", x, y)
     assert "'brev.b32'" in str(err.value) and "kernel.ptx:21:" in str(err.value)
+
+
+def test_a_call_is_refused_by_name_with_its_callee():
+    """`call` (vprintf: printf in a kernel) is read, then refused when the kernel loads."""
+    x, y = torch.zeros(32), torch.zeros(32)
+    body = "\tcall (ret), vprintf, (fmt, args);"
+    with pytest.raises(UnsupportedError) as err:
+        run(body, "", x, y)
+    assert "'call' of vprintf" in str(err.value) and "kernel.ptx:" in str(err.value)
+
+
+def test_a_local_variable_is_refused_by_name_where_it_is_used():
+    x, y = torch.zeros(32), torch.zeros(32)
+    body = "\t.local .align 8 .b8 buf[8];\n\tmov.u64 %p, buf;"
+    with pytest.raises(UnsupportedError) as err:
+        run(body, "\t.reg .u64 %p;", x, y)
+    assert "'buf' is a .local variable" in str(err.value) and "kernel.ptx:22:" in str(err.value)
 
 
 def test_shared_access_outside_the_window_is_an_error():
@@ -383,14 +425,30 @@ def test_cli_emulates_a_co_file_and_checks_it(capsys):
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-def test_cli_refuses_a_host_program_by_name(target, capsys):
-    """A host program's module holds several entries and no launch of its own: the command
-    names what it cannot run (it raised a KeyError, exit 3, before)."""
+def test_cli_emulates_a_host_program_against_the_interpreter(target, capsys):
+    """A host program (a result buffer, here one thread kernel) runs through
+    emulate_program on `choreo run`'s inputs; its result is compared with the
+    interpreter's (the command refused host programs by name before)."""
     from choreo_py.cli import main
     rc = main(["emulate", "examples/vector_add.co", "--shape", "N=1000", "--target", target])
-    captured = capsys.readouterr()
-    assert rc == 1, captured
-    assert "vector_add.co is a host program" in captured.out + captured.err
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert f"emulated vector_add [N=1000] (host program) target={target}" in out
+    assert "check interpreter: result max abs error 0.000e+00" in out and ": ok" in out
+    assert main(["emulate", "examples/vector_add.co", "--shape", "N=64", "--check", "none",
+                 "--schedule", "random", "--seed", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "schedule=random seed=3 strict" in out
+    assert "check none (--check none): outputs (result) not compared" in out
+
+
+def test_cli_refuses_a_host_programs_pyptx_module_by_name(tmp_path, capsys):
+    """Its module holds several entries and no launch of its own."""
+    from choreo_py.cli import main
+    mod = tmp_path / "vector_add.sm90a.py"
+    assert main(["compile", "examples/vector_add.co", "--target", "sm_90a", "-o", str(mod)]) == 0
+    assert main(["emulate", str(mod), "--shape", "N=64"]) == 1
+    assert "is a host program" in capsys.readouterr().err
 
 
 def test_cli_runs_raw_ptx_with_a_launch_description(tmp_path, capsys):

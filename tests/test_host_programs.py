@@ -116,6 +116,45 @@ def test_emulated_launches_match_torch():
     assert (c.float() >= 0).all()
 
 
+@pytest.mark.emu
+@pytest.mark.parametrize("target,schedule", [("sm_90a", "greedy"), ("sm_100a", "random")])
+def test_emulate_program_runs_the_functions_as_the_gpu_would(target, schedule):
+    """choreo_py.emulate_program: the runtime's own launches (the MMA entry with its tensor
+    maps, then the thread entry over the buffer the call allocated), each in the emulator."""
+    from choreo_py.emu import EmuStats
+
+    stats = EmuStats()
+    lib = choreo_py.emulate_program(GEMM_RELU, target=target, schedule=schedule, stats=stats)
+    a, b = _inputs(128, 128, 64)
+    c = lib.gemm_relu(a, b)
+    want = _want(a, b)
+    assert (c.float() - want).abs().max().item() < 0.02 * want.abs().max().item()
+    assert stats.ctas == 1 + 128 and stats.instructions > 0  # one GEMM tile, one CTA a row
+    x = torch.randn(5, 64)
+    assert torch.equal(lib.relu(x), torch.relu(x))
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_emulate_program_runs_a_file_of_one_mma_kernel(target):
+    """examples/gemm.co (`load` gives a kernel, not a library): its PARAMS as a program's."""
+    g = torch.Generator().manual_seed(1)
+    a = torch.randn(128, 64, generator=g).bfloat16()
+    b = torch.randn(128, 64, generator=g).bfloat16()
+    c = torch.full((128, 128), float("nan")).bfloat16()
+    gemm = os.path.join(os.path.dirname(HERE), "examples", "gemm.co")
+    assert choreo_py.emulate_program(gemm, target=target).gemm(a, b, c) is None
+    want = a.float() @ b.float().t()
+    assert torch.allclose(c.float(), want, rtol=2e-2, atol=2e-2)
+
+
+@pytest.mark.emu
+def test_emulate_program_takes_cpu_tensors():
+    lib = choreo_py.emulate_program(GEMM_RELU, target="sm_90a")
+    with pytest.raises(ValueError, match="the emulator runs on CPU tensors, not meta"):
+        lib.relu(torch.empty(5, 64, device="meta"))
+
+
 @pytest.mark.gpu
 def test_gpu_runs_the_host_program():
     lib = choreo_py.load(GEMM_RELU)

@@ -75,10 +75,29 @@ def test_early_parity_pass_is_reported():
         run_kernel(kernel([cons], 1, [ev("e", 2)]), {})
 
 
-def test_arrival_for_a_later_phase_is_reported():
+def test_a_trigger_arrives_on_its_slots_current_phase():
+    """`trigger e.at(2)` on a 2-slot event selects slot 0 and triggers its current generation
+    (0), whatever generation the order names: the waiter of generation 0 proceeds, and one
+    of generation 1 still waits (a deadlock, reported)."""
     prod = role("producer", [0], [trig("e", order=2)])
-    with pytest.raises(EventError, match="generation 0 is still incomplete"):
-        run_kernel(kernel([prod], 1, [ev("e", 2)]), {})
+    cons = role("consumer", [1], [wait("e", order=0)])
+    run_kernel(kernel([prod, cons], 2, [ev("e", 2)]), {})
+    late = role("consumer", [1], [wait("e", order=2)])
+    with pytest.raises(DeadlockError, match=r"waits e\[0\] generation 1"):
+        run_kernel(kernel([prod, late], 2, [ev("e", 2)]), {})
+
+
+def test_a_primed_ring_released_by_its_loop_order():
+    """wgmma_ss.co's pattern: each slot triggered once up front (generation 0), then the
+    loop's `trigger empty.at(k)` completes each slot's next generation, which the producer's
+    `wait empty.at(k + 2)` waits for."""
+    prime = [trig("empty", order=0), trig("empty", order=1)]
+    release = [x for k in range(4) for x in (wait("full", order=k), trig("empty", order=k))]
+    cons = role("consumer", [1], prime + release)
+    fill = [x for k in range(4) for x in (wait("empty", order=k), trig("full", order=k))]
+    prod = role("producer", [0], fill)
+    st = run_kernel(kernel([prod, cons], 2, [ev("empty", 2), ev("full", 2)]), {})
+    assert st is not None  # ran to the end: no deadlock, no event error
 
 
 def test_a_generation_needs_every_triggering_instance():

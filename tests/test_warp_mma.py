@@ -1,9 +1,9 @@
 """MMAs whose operands are register fragments (the mma.sync / WMMA form): ir.WarpMma.
 
-The end-to-end programs that use it (wmma.co, ampere_mma.co) run in the
-interpreter and assemble in test_end2end.py; here their PTX runs in the
-emulator against the same ports of their main() checks, and small programs
-check the lowering's edges (fragments smaller than one instruction, a row.row
+The end-to-end programs that use it (wmma.co, ampere_mma.co: cases in
+end2end_warp_refs.py) run in the interpreter and assemble in test_end2end.py, and
+their PTX runs in the emulator against the same ports of their main() checks in
+test_end2end_emu.py (both targets); here small programs check the lowering's edges (fragments smaller than one instruction, a row.row
 B, shared operands, the block's own code) against torch. The emulator's
 mma.sync is written from the PTX ISA's fragment tables, apart from the
 lowering, so that a wrong lane layout in either shows here.
@@ -24,27 +24,10 @@ from choreo_py.ir.printer import print_module
 from choreo_py.runtime.build import find_ptxas, ptxas
 from choreo_py.runtime.host_program import torch_dtypes
 
-from end2end_refs import CASES, DTYPES, SHARED, case_id, run_case
+from end2end_refs import CASES, DTYPES, SHARED
 from test_host_programs import emulate_function
 
 WARP_CASES = [c for c in CASES if os.path.basename(c[0]) in ("wmma.co", "ampere_mma.co")]
-
-
-def _emulated(target):
-    return lambda path, fn: (lambda *args: emulate_function(path, fn, args, target)[0])
-
-
-@pytest.mark.emu
-@pytest.mark.parametrize("case", WARP_CASES, ids=[case_id(c) for c in WARP_CASES])
-def test_emulated_ptx_matches_the_programs_check(case):
-    run_case(case, _emulated("sm_90a"), "cpu", torch_dtypes())
-
-
-@pytest.mark.emu
-def test_emulated_sm100a_ptx_matches():
-    """mma.sync is sm_100a's instruction for this form too."""
-    case = next(c for c in WARP_CASES if c[1] == "matmul_bf16_f32")
-    run_case(case, _emulated("sm_100a"), "cpu", torch_dtypes())
 
 
 def test_the_end2end_cases_are_listed():

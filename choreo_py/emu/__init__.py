@@ -3,7 +3,8 @@
 Independent of the backend: it parses PTX text (ptx_parse.py), decodes every
 instruction, descriptor and tensor map itself from the PTX ISA and CUTLASS's
 definitions, and never imports lowering/. Entry points: `emulate(path,
-tensors, target=...)`, `emulate_ptx(ptx, launch, tensors)`, and the
+tensors, target=...)`, `emulate_ptx(ptx, launch, tensors)`, `emulate_program(path)`
+(a host program's functions, every launch emulated: program.py), and the
 `choreo emulate` command (command.py). docs/emulator.md says what is
 modelled and what is not.
 
@@ -16,7 +17,7 @@ tcgen05 / tmem / sm100_desc (sm_100a forms), swizzle (shared by TMA and both MMA
 (registers, divergence, the execution loop), barriers (mbarriers, named
 barriers), machine (CTA, async completion queue, reports), races (strict-mode
 shared-memory rules), scheduler (warp orders), memory (global, params, tensor
-maps), launch (module/JSON -> launch), api, command, report.
+maps), launch (module/JSON -> launch), api, program (host programs), command, report.
 
 Handler interface (stable; changes are announced in commits starting
 "emu-interface:")
@@ -94,8 +95,8 @@ from __future__ import annotations
 from .isa import HANDLERS, handler
 from .report import DeadlockError, EmuError, RaceError
 
-__all__ = ["emulate", "emulate_ptx", "EmuStats", "HANDLERS", "handler", "EmuError",
-           "RaceError", "DeadlockError"]
+__all__ = ["emulate", "emulate_ptx", "emulate_program", "EmuStats", "HANDLERS", "handler",
+           "EmuError", "RaceError", "DeadlockError"]
 
 
 def __getattr__(name: str):
@@ -105,4 +106,8 @@ def __getattr__(name: str):
         from . import api
 
         return getattr(api, name)
+    if name == "emulate_program":
+        from .program import emulate_program
+
+        return emulate_program
     raise AttributeError(f"module 'choreo_py.emu' has no attribute '{name}'")

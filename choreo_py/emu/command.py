@@ -20,7 +20,7 @@ from ..interp import checks
 from ..interp.api import UsageError, function_dims, load_module, param_shape, param_usage, pick_function
 from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
 from .api import EmuStats, emulate, emulate_ptx
-from .report import EmuError
+from .report import EmuError, HostProgramModule
 
 
 def emulate_command(args) -> int:
@@ -60,9 +60,13 @@ def _co(args) -> int:
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     expected = _expected(check, args, fn, tensors, reads, writes)
     stats = EmuStats()
-    emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
-            strict=not args.relaxed, include_dirs=args.include, defines=defines,
-            step_limit=args.step_limit, stats=stats)
+    try:
+        emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
+                strict=not args.relaxed, include_dirs=args.include, defines=defines,
+                step_limit=args.step_limit, stats=stats)
+    except HostProgramModule:  # several kernels, or buffers and a result of the call's own
+        return _host_program(args, fn, dims, defines, writes,
+                             checks.make_inputs(fn, dims, reads, args.seed, param_shape))
     shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
     _summary(args, f"{fn.name} [{shape}]", stats)
     if not expected:
@@ -72,6 +76,56 @@ def _co(args) -> int:
     for name, ref in expected.items():
         failed += _report(args, check, why, name, tensors[name], ref)
     return EXIT_PROGRAM if failed else EXIT_OK
+
+
+def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> int:
+    """A host program: the function called with the inputs `choreo run` makes, every launch
+    emulated (emulate_program); its result and the arguments it writes compared with the
+    interpreter's run of the same inputs (--check auto), or not at all (--check none)."""
+    import choreo_py
+    from choreo_py.runtime.host_program import torch_dtypes
+
+    if args.check not in ("auto", "none") or args.ref is not None:
+        raise UsageError(f"{fn.name} is a host program: it is checked against the interpreter "
+                         "(--check auto) or not at all (--check none)")
+    exact = torch_dtypes()  # the GPU's widths (the interpreter widens unsigned types)
+    mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
+    sizes = {d: dims[d] for d in function_dims(fn)}
+    stats = EmuStats()
+    lib = choreo_py.emulate_program(args.file, target=args.target, schedule=args.schedule,
+                                    seed=args.seed, strict=not args.relaxed,
+                                    include_dirs=args.include, defines=defines,
+                                    step_limit=args.step_limit, stats=stats)
+    out = lib[fn.name](**mine, **sizes)
+    shape = " ".join(f"{d}={v}" for d, v in sizes.items())
+    _summary(args, f"{fn.name} [{shape}] (host program)", stats)
+    compared = sorted(writes & set(mine)) + (["result"] if out is not None else [])
+    if args.check == "none" or not compared:
+        why = "--check none" if args.check == "none" else "it returns and writes nothing"
+        print(f"check none ({why}): outputs ({', '.join(compared) or 'none'}) not compared")
+        return EXIT_OK
+    theirs = {k: v.clone() for k, v in inputs.items()}
+    ref = choreo_py.interpret(args.file, function=fn.name, target=args.target,
+                              include_dirs=args.include, defines=defines)(**theirs, **sizes)
+    got = {**mine, "result": out}
+    want = {**theirs, "result": ref}
+    failed = 0
+    for name in compared:
+        failed += _compare_with_interpreter(args, name, got[name], want[name])
+    return EXIT_PROGRAM if failed else EXIT_OK
+
+
+def _compare_with_interpreter(args, name: str, out, ref) -> int:
+    cmp = checks.compare(name, out.float(), ref.float())
+    verdict = "ok" if cmp.ok(args.rtol) else "FAILED"
+    print(f"check interpreter: {name} max abs error {cmp.max_abs:.3e}, relative error "
+          f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
+    if cmp.ok(args.rtol):
+        return 0
+    print(f"{args.file}: error: {name} differs from the interpreter's: relative error "
+          f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g} (max abs error "
+          f"{cmp.max_abs:.3e})", file=sys.stderr)
+    return 1
 
 
 def _summary(args, what: str, stats: EmuStats, target: str = "") -> None:

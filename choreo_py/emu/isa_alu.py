@@ -376,13 +376,49 @@ def _float_to_int(x, dt, rnd: str):
     return f.astype(dt)
 
 
+def _fp8_to_f16_bits(fmt: str) -> np.ndarray:
+    """f16 bit patterns of the 256 values of an fp8 format (exact: f16 holds them all).
+    e5m2 is f16's upper byte (1-5-2 against 1-5-10, the same bias); e4m3 ("fn": no
+    infinities, S.1111.111 is NaN) has bias 7 and subnormals of 2^-9 steps."""
+    b = np.arange(256, dtype=np.uint16)
+    if fmt == "e5m2":
+        return b << np.uint16(8)
+    sign = np.where(b & 0x80, -1.0, 1.0)
+    exp, man = (b >> 3) & 0xF, (b & 7).astype(np.float64)
+    mag = np.where(exp == 0, man / 8 * 2.0 ** -6, (1 + man / 8) * 2.0 ** (exp.astype(np.int64) - 7))
+    bits = (sign * mag).astype(np.float16).view(np.uint16)
+    return np.where((b & 0x7F) == 0x7F, np.uint16(0x7FFF), bits)
+
+
+def _dec_cvt_fp8x2(inst, m):
+    """`cvt.rn.f16x2.e4m3x2 d, a` (and .e5m2x2): the 16-bit `a`'s upper byte to d's upper
+    half, its lower byte to the lower half (the PTX ISA's packing, as for the f16x2 ->
+    fp8x2 direction)."""
+    src_t = next(p for p in inst.parts if p in ("e4m3x2", "e5m2x2"))
+    if inst.parts[1:] != ("rn", "f16x2", src_t):
+        raise Unsupported(f"'{inst.opcode}' (of the fp8 conversions only cvt.rn.f16x2.e4m3x2 "
+                          "and .e5m2x2 are modelled)")
+    table = _fp8_to_f16_bits(src_t[:-2]).astype(np.uint32)
+    src = operand_reader(inst.operands[1], "b16", m)
+    wr = writer(inst.operands[0], "b32", m)
+
+    def unpack(w):
+        a = src(w).astype(np.uint32)
+        wr(w, (table[(a >> 8) & 0xFF] << np.uint32(16)) | table[a & 0xFF])
+    return unpack
+
+
 @decoder("cvt")
 def _dec_cvt(inst):
     from .isa_support import machine
     m = machine()
+    if any(p.startswith(("e4m3", "e5m2")) for p in inst.parts):
+        return _dec_cvt_fp8x2(inst, m)
     types = [p for p in inst.parts[1:] if p in _TYPES]
     rnd = next((p for p in inst.parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi",
                                                    "rmi", "rpi")), "")
+    if len(types) != 2:
+        raise Unsupported(f"'{inst.opcode}'")
     dst_t, src_t = types[0], types[1]
     ops = inst.operands
     if dst_t in ("bf16x2", "f16x2"):  # d = {cvt(a) in the upper half, cvt(b) in the lower}
@@ -446,6 +482,13 @@ def _dec_bra(inst):
             w.split(m, target)
         return CONTROL
     return ex
+
+
+@decoder("call")
+def _dec_call(inst):
+    callee = next((op.text for op in inst.operands if not op.text.startswith("(")), "?")
+    raise Unsupported(f"'call' of {callee}: calls of device functions (vprintf: printf in a "
+                      "kernel) are not modelled")
 
 
 @decoder("ret", "exit")

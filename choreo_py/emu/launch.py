@@ -32,7 +32,7 @@ import numpy as np
 
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
-from .report import UnsupportedError
+from .report import HostProgramModule
 
 _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
@@ -74,8 +74,9 @@ class LaunchSpec:
                           ptx_name=ptx_name, extra=desc)
 
 
-def traced_ptx(ns: dict, module_text: str, filename: str) -> str:
-    """The module's PTX with `// file.co:N` before each run of instructions from one statement."""
+def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None) -> str:
+    """The module's PTX (or that of `kernel`, one of its KERNELS' entries) with `// file.co:N`
+    before each run of instructions from one statement."""
     import pyptx._trace as trace
     from pyptx.ir.nodes import Comment, Instruction, Label
 
@@ -103,7 +104,7 @@ def traced_ptx(ns: dict, module_text: str, filename: str) -> str:
 
     trace.TraceContext.emit = emit
     try:
-        return ns["KERNEL"].ptx()
+        return (kernel or ns["KERNEL"]).ptx()
     finally:
         trace.TraceContext.emit = original
 
@@ -112,11 +113,13 @@ def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
     ns: dict = {"__name__": "choreo_generated"}
     exec(compile(text, filename, "exec"), ns)  # noqa: S102 - the compiler's own output
     if "grid" not in ns:  # a module of several entries (a host program's kernels)
-        raise UnsupportedError(
-            f"{os.path.basename(filename).split('.co.')[0]}.co is a host program (its functions' "
-            f"host code launches its {len(ns.get('KERNELS', {}))} kernel(s)): the emulator runs a "
-            "file of one kernel; run the program with `choreo run`, or an entry's PTX with "
-            "choreo_py.emu.emulate_ptx")
+        base = os.path.basename(filename)
+        what = base.split(".co.")[0] + ".co" if ".co." in base else base
+        raise HostProgramModule(
+            f"{what} is a host program (its functions' "
+            f"host code launches its {len(ns.get('KERNELS', {}))} kernel(s)): its module runs "
+            "one entry at a time; emulate the program's .co file (`choreo emulate FILE.co`, "
+            "choreo_py.emulate_program), or an entry's PTX with choreo_py.emu.emulate_ptx")
     ptx = traced_ptx(ns, text, filename)
     return LaunchSpec(ptx, ns["grid"], (int(ns["THREADS"]), 1, 1), int(ns["SMEM_BYTES"]),
                       list(ns["PARAMS"]), tuple(ns["TENSORS"]), ns["ENTRY"], ns["ARCH"],

@@ -84,6 +84,10 @@ def symbol_value(name: str, machine) -> int:
     offs = machine.launch.params.offsets
     if name in offs:
         return offs[name]
+    space = machine.kernel.variables.get(name)
+    if space is not None:
+        raise Unsupported(f"'{name}' is a .{space} variable: the emulator gives .{space} variables "
+                          "no storage (a kernel's printf keeps its arguments in one)")
     raise Unsupported(f"unknown symbol '{name}'")
 
 

@@ -82,6 +82,7 @@ class Kernel:
     maxntid: tuple = ()
     reg_index: dict = field(default_factory=dict)
     shared_window: tuple = ("smem",)  # names of the dynamic shared window (.extern .shared)
+    variables: dict = field(default_factory=dict)  # other .global/.local/.param variables: space
 
     def reg(self, name: str) -> int:
         return self.reg_index[name]
@@ -91,6 +92,8 @@ _CO = re.compile(r"//\s*([\w./-]+\.co:\d+)")
 _REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+(.+?);")
 # `.extern .shared .align 128 .b8 NAME[];`: the dynamic shared memory window, whatever its name
 _EXTERN_SHARED = re.compile(r"\.extern\s+\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)\s*\[\s*\]")
+#: a variable of a state space the emulator gives no storage (`.local .align 8 .b8 buf[8];`)
+_VARIABLE = re.compile(r"\.(global|local|param|const)\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)")
 _PARAM = re.compile(r"\.param\s+(?:\.align\s+(\d+)\s+)?\.(\w+)\s+(\w+)(?:\[(\d+)\])?")
 _SIZES = {"b8": 1, "u8": 1, "s8": 1, "b16": 2, "u16": 2, "s16": 2, "f16": 2, "b32": 4,
           "u32": 4, "s32": 4, "f32": 4, "b64": 8, "u64": 8, "s64": 8, "f64": 8}
@@ -155,6 +158,8 @@ class _Parser:
             if s.split(".")[0] in SPECIAL_REGS:
                 return Operand("sreg", s, value=s)
             raise PtxSyntaxError(f"line {lineno}: undeclared register {s}")
+        if s in self.reg_index:  # a register declared without '%' (`.reg .u32 t;` in asm)
+            return Operand("reg", s, reg=self.reg_index[s])
         return self.immediate_or_symbol(s, lineno)
 
     def immediate_or_symbol(self, s: str, lineno: int) -> Operand:
@@ -202,7 +207,11 @@ class _Parser:
             guard = self.reg_index[name]
             body = body.strip()
         opcode, _, rest = body.partition(" ")
-        operands = [self.operand(x, lineno) for x in _split_top(rest)] if rest.strip() else []
+        if opcode.split(".")[0] == "call":  # `call (ret), fn, (args)`: kept as written, for
+            operands = [Operand("sym", x.strip(), value=x.strip())  # the decoder's refusal
+                        for x in _split_top(rest)]
+        else:
+            operands = [self.operand(x, lineno) for x in _split_top(rest)] if rest.strip() else []
         srcs = tuple(sorted({r for op in operands[1:] for r in _regs_of(op)}))
         return Inst(idx, lineno, stmt, opcode, operands, guard, neg, co,
                     tuple(opcode.split(".")), srcs=srcs)
@@ -215,6 +224,7 @@ class _Parser:
         co = None
         in_params = in_body = False
         windows: list[str] = []
+        variables: dict[str, str] = {}
         for lineno, raw in enumerate(lines, 1):
             cm = _CO.search(raw)
             if cm:
@@ -229,6 +239,10 @@ class _Parser:
             if xm and name is None:  # module scope: the dynamic shared window's name
                 windows.append(xm.group(1))
                 self.symbols.add(xm.group(1))
+                continue
+            vm = _VARIABLE.match(line)
+            if vm and not in_params:  # named by the refusal of an instruction that uses it
+                variables[vm.group(2)] = vm.group(1)
                 continue
             if ".entry" in line:
                 m = re.search(r"\.entry\s+([\w$]+)\s*\(?", line)
@@ -276,7 +290,7 @@ class _Parser:
         # last join's bar.sync; a branch may target a label just before the brace).
         insts.append(self.instruction("ret", len(lines), len(insts), co))
         return Kernel(name, params, self.reg_names, self.reg_types, insts, labels, target,
-                      maxntid, self.reg_index, tuple(windows) or ("smem",))
+                      maxntid, self.reg_index, tuple(windows) or ("smem",), variables)
 
 
 def _regs_of(op: Operand):

@@ -47,6 +47,10 @@ class UnsupportedError(EmuError):
     kind = "unsupported"
 
 
+class HostProgramModule(UnsupportedError):
+    """A generated module of several entries (a host program's) where one kernel's is needed."""
+
+
 class StepLimitError(EmuError):
     kind = "step limit"
 

@@ -92,5 +92,23 @@ class Functions:
             raise got
         return got
 
+    def for_call(self, name: str, args: tuple = (), kwargs: Optional[dict] = None):
+        """The function built for this call's sizes (None: the call gives none), for a
+        function whose shape-generic IR builds but whose lowering needs numbers (a TMA box
+        of `N / cdiv(N, 128)` rows). Raises the build's refusal."""
+        dims = call_dims(self.ast[name], args, kwargs or {})
+        if not dims:
+            return None
+        key = (name, tuple(sorted(dims.items())))
+        if key not in self._special:
+            try:
+                self._special[key] = self._build(name, dims)
+            except ChoreoError as e:
+                self._special[key] = e
+        got = self._special[key]
+        if isinstance(got, ChoreoError):
+            raise got
+        return got
+
     def module(self, fn: ir.Function) -> ir.Module:
         return ir.Module([fn], self.program.file)

@@ -8,8 +8,12 @@ memory accesses are checked against it (see memory.py).
 Events. `e.at(order)` on an event of N slots is slot `order % N`, generation
 `order // N`. A slot counts its completed phases, starting at 1 for a
 `ready` event (phase 0 is pre-completed). A wait for generation g is
-satisfied once phase g has completed; a trigger of generation g arrives on
-phase g (g + 1 for a `ready` event, whose generation 0 is the initial one).
+satisfied once phase g has completed. A trigger arrives on its slot's
+current phase: `trigger e.at(order)` selects the slot `order % N` and
+"triggers the current generation" (the language's words); the generation
+`order // N` it names plays no part, as an mbarrier arrive takes no phase
+(a ring primed by `trigger empty.at(s)` for each slot, then released with
+`trigger empty.at(k)` in the loop, is valid and runs so on the hardware).
 
 Arrival count (one rule for every event): a phase completes when it has
 received one arrival from every role instance that can trigger the event,
@@ -21,8 +25,7 @@ once; `trigger e after f, g` arrives when all of f, g have completed.
 
 Because the hardware waits on a phase's parity, the interpreter reports a
 wait for generation g while fewer than g phases completed (the parity test
-would pass early) or after g + 2 completed (it would hang), and an arrival
-for a phase other than the slot's current one.
+would pass early) or after g + 2 completed (it would hang).
 """
 from __future__ import annotations
 
@@ -73,15 +76,8 @@ class EventState:
         return generation + (1 if self.ready else 0)
 
     def arrive(self, slot: int, phase: Optional[int], clock: dict, loc, who: str) -> None:
-        """One arrival on `slot`; `phase` None means the slot's current phase."""
-        cur = self.completed[slot]
-        if phase is not None and phase != cur:
-            gen = phase - (1 if self.ready else 0)
-            state = (f"its generation {cur - (1 if self.ready else 0)} is still incomplete "
-                     f"({self.arrivals[slot]}/{self.expected} arrivals)") if phase > cur else \
-                "that generation has already completed"
-            raise EventError(f"{who} triggers {self.label(slot)} generation {gen}, but {state}; "
-                             f"the arrival would count toward the wrong phase", loc)
+        """One arrival on `slot`'s current phase (`phase`, the generation a trigger names,
+        does not choose it: see the module docstring)."""
         join(self.pending[slot], clock)
         self.arrivals[slot] += 1
         if self.arrivals[slot] == self.expected:

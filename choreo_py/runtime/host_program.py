@@ -34,47 +34,36 @@ def torch_dtypes() -> dict:
 
 
 class ThreadProgram:
-    """The compiled kernels of one file and their launches."""
+    """The compiled kernels of one file and their launches. `launcher(program)` makes what
+    runs each launch: CudaLauncher (the GPU, by default), or the PTX emulator's
+    (choreo_py/emu/program.py), which runs the same launches on CPU tensors."""
 
-    def __init__(self, path: str, target: str, module: ir.Module, text: str) -> None:
+    def __init__(self, path: str, target: str, module: ir.Module, text: str,
+                 launcher=None) -> None:
         self.path, self.target, self.module, self.text = path, target, module, text
-        self.loaded = build.run_module(text, f"<choreo {os.path.basename(path)}>")
+        self.filename = f"<choreo {os.path.basename(path)}>"  # of the module's code objects
+        self.loaded = build.run_module(text, self.filename)
         self.kernels = self.loaded.KERNELS
-        self._cuda: dict = {}  # (device, kernel) -> CudaKernel
+        self.launcher = (launcher or CudaLauncher)(self)
 
     def ptx(self) -> str:
         return self.loaded.ptx()
 
-    def _kernel(self, name: str, device):
-        from .launch import CudaKernel
-
-        key = (str(device), name)
-        if key not in self._cuda:
-            if "cubin" not in self.__dict__:
-                self.cubin = build.ptxas(self.ptx(), self.target)[0]
-            info = self.kernels[name]
-            self._cuda[key] = CudaKernel(self.cubin, info.get("ENTRY", name),
-                                         info["SMEM_BYTES"], device)
-        return self._cuda[key]
-
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
-        import torch
-
         from choreo_py.interp.host import bind_args
         from choreo_py.interp.runner import allocate
 
         tensors, dims = bind_args(fn, args, kwargs)
-        device = next(iter(tensors.values())).device if tensors else torch.device("cuda")
+        device = self.launcher.device(tensors)
         for name, t in tensors.items():
             if t.device != device or not t.is_contiguous():
                 raise ValueError(f"'{name}' must be a contiguous tensor on {device}")
         bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
-        stream = torch.cuda.current_stream(device).cuda_stream
         for s in fn.body:
             if isinstance(s, ir.Print):  # after the device's work (and its printf) so far
                 from choreo_py.interp.printing import host_print
 
-                torch.cuda.synchronize(device)
+                self.launcher.sync(device)
                 host_print(s, bound)
             if not isinstance(s, ir.Launch):
                 continue
@@ -82,11 +71,47 @@ class ThreadProgram:
             if kernel is not None and kernel.device == "cpu":
                 run_on_host(kernel, tensors, bound, device)
             else:
-                self._launch(s.kernel, tensors, bound, device, stream)
+                self.launcher.launch(s.kernel, tensors, bound, device)
         return tensors[fn.result] if fn.result is not None else None
 
-    def _launch(self, name: str, tensors: dict, dims: dict, device, stream: int) -> None:
-        info = self.kernels[name]
+
+class CudaLauncher:
+    """Launches a program's kernels on a CUDA device, on torch's current stream (the module
+    assembled by ptxas once, loaded once per device)."""
+
+    def __init__(self, program: ThreadProgram) -> None:
+        self.program = program
+        self._cuda: dict = {}  # (device, kernel) -> CudaKernel
+        self._cubin = None
+
+    @staticmethod
+    def device(tensors: dict):
+        import torch
+
+        return next(iter(tensors.values())).device if tensors else torch.device("cuda")
+
+    @staticmethod
+    def sync(device) -> None:
+        import torch
+
+        torch.cuda.synchronize(device)
+
+    def _kernel(self, name: str, device):
+        from .launch import CudaKernel
+
+        key = (str(device), name)
+        if key not in self._cuda:
+            if self._cubin is None:
+                self._cubin = build.ptxas(self.program.ptx(), self.program.target)[0]
+            info = self.program.kernels[name]
+            self._cuda[key] = CudaKernel(self._cubin, info.get("ENTRY", name),
+                                         info["SMEM_BYTES"], device)
+        return self._cuda[key]
+
+    def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
+        import torch
+
+        info = self.program.kernels[name]
         if "PARAMS" in info:  # an MMA kernel: tensor maps and dimensions (program.py)
             from .launch import kernel_param
 
@@ -96,6 +121,7 @@ class ThreadProgram:
             params += [ctypes.c_uint32(scalar_word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
+        stream = torch.cuda.current_stream(device).cuda_stream
         k.launch(grid, info["THREADS"], k.pack(params), stream)
 
 
@@ -123,10 +149,11 @@ def run_on_host(kernel: ir.Kernel, tensors: dict, dims: dict, device) -> None:
         tensors[name].copy_(t.to(tensors[name].dtype))
 
 
-def library(path: str, target: str, program, rec, first_error=None) -> Library:
-    """The file's functions as callables on the GPU, each compiled on its first call (for
-    the call's shapes where it needs them). `first_error`: the whole file did not build;
-    unless some function can (or may, once its dimensions are known), it is raised here."""
+def library(path: str, target: str, program, rec, first_error=None, launcher=None) -> Library:
+    """The file's functions as callables on the GPU (or what `launcher` runs launches on:
+    ThreadProgram), each compiled on its first call (for the call's shapes where it needs
+    them). `first_error`: the whole file did not build; unless some function can (or may,
+    once its dimensions are known), it is raised here."""
     from choreo_py.host.specialize import Functions
 
     funcs = Functions(program, rec, strict=True)
@@ -134,15 +161,31 @@ def library(path: str, target: str, program, rec, first_error=None) -> Library:
                                         and _some_function_may_build(funcs)):
         raise first_error
     programs: dict[int, ThreadProgram] = {}
+    needs_sizes: set[int] = set()  # generic IR the backend refused: built per call's sizes
 
-    def run(name, args, kwargs):
-        fn = funcs.get(name, args, kwargs)
+    def compiled(fn) -> None:
         if id(fn) not in programs:
             module = funcs.module(fn)
             text = build.pyptx_text(module, path, target)
             if "\nKERNELS = {}" not in text:  # one MMA kernel: as an entry of a program
                 text = build.program_text(module, path, target)
-            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text))
+            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text, launcher))
+
+    def run(name, args, kwargs):
+        from choreo_py.diagnostics import ChoreoError
+
+        fn = funcs.get(name, args, kwargs)
+        if id(fn) not in needs_sizes:
+            try:
+                compiled(fn)
+            except ChoreoError:
+                special = funcs.for_call(name, args, kwargs)
+                if special is None or special is fn:
+                    raise
+                needs_sizes.add(id(fn))
+        if id(fn) in needs_sizes:  # the lowering needs the sizes as numbers
+            fn = funcs.for_call(name, args, kwargs)
+            compiled(fn)
         return programs[id(fn)][1].call(fn, args, kwargs)
 
     return Library({n: funcs.arg_names(n) for n in funcs.names()}, run, os.path.basename(path))

@@ -211,7 +211,7 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     and compiler) is read from the on-disk cache instead (runtime/cache.py).
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
     """
-    from choreo_py import check, frontend, targets
+    from choreo_py import frontend, targets
     from choreo_py.diagnostics import ChoreoError, take_warnings
     from choreo_py.lowering.core import simt
     from choreo_py.passes import pipeline
@@ -231,9 +231,7 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
         fn = ChoreoFunction(path, target, text, entry, writes.split())
         fn.from_cache = True
     else:
-        program = frontend.parse_unit(unit)
-        frontend.check_parse_rules(program)
-        check.check_program(program, True)  # every language rule, as `compile` applies them
+        program = _checked(unit)
         try:
             module = pipeline.build_module(program, rec)
         except ChoreoError as e:  # perhaps some functions only (host/specialize.py)
@@ -258,6 +256,38 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
         fn = ChoreoFunction(path, target, text, entry, writes)
     fn.include_dirs, fn.defines = include_dirs, dict(defines or {})
     return fn
+
+
+def _checked(unit):
+    """The preprocessed file parsed, with every language rule checked as `compile` does."""
+    from choreo_py import check, frontend
+
+    program = frontend.parse_unit(unit)
+    frontend.check_parse_rules(program)
+    check.check_program(program, True)
+    return program
+
+
+def open_library(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
+                 defines: Optional[dict] = None, launcher=None):
+    """The file's `__co__` functions as a `host.Library` whose launches `launcher` runs
+    (host_program.ThreadProgram; the PTX emulator's: choreo_py/emu/program.py). Unlike
+    `load`, a file of one MMA kernel is a host program too, and nothing is cached."""
+    from choreo_py import frontend, targets
+    from choreo_py.diagnostics import ChoreoError, take_warnings
+    from choreo_py.passes import pipeline
+
+    from .host_program import library
+
+    rec = targets.resolve(target)  # None: the GPU present, else sm_100a
+    unit = frontend.preprocess(path, tuple(include_dirs), defines)
+    _warn_python(take_warnings())
+    program = _checked(unit)
+    try:
+        pipeline.build_module(program, rec)
+    except ChoreoError as e:  # perhaps some functions only (host/specialize.py)
+        return library(path, rec.name, program, rec, first_error=e, launcher=launcher)
+    return library(path, rec.name, program, rec, launcher=launcher)
 
 
 def _warn_python(found) -> None:

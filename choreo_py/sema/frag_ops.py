@@ -186,10 +186,12 @@ class FragOpBuilder:
         self.emit(ir.MmaLoad(frag.name, src.view, loc=s.loc))
 
     def s_MmaStore(self, s: A.MmaStore) -> None:
-        if s.is_async or s.mask:
+        if s.is_async:
             raise Unsupported("'mma.store' with modifiers", s.loc)
         acc = self._frag_of(s.source, "the stored value")
         dst = self.view_of(s.dst)
+        if s.mask:
+            self._check_mask(s, dst.view)
         shape = static_shape(dst.view)
         want = tuple(reversed(acc.shape)) if s.transposed and acc.shape else acc.shape
         if shape is not None and want and shape != want:
@@ -197,6 +199,24 @@ class FragOpBuilder:
             raise err(f"{what} of a {fmt_shape(acc.shape)} accumulator into a {fmt_shape(shape)} "
                       "destination", s.dst)
         self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc, transposed=s.transposed))
+
+    def _check_mask(self, s: A.MmaStore, view: ir.View) -> None:
+        """A mask the plain store already applies (the tensor's edge), or a refusal."""
+        from .store_mask import mask_is_the_edge
+
+        param = self.kernel.param(view.base)
+        if param is None:
+            raise Unsupported("'mma.store.mask' into a shared tile", s.loc)
+        guards = []
+        for g in s.mask:
+            v = self.value(g)
+            if not isinstance(v, Scalar):
+                raise err("a guard of 'mma.store.mask' must be an integer", g)
+            guards.append(v.expr)
+        why = mask_is_the_edge(view, param, guards, getattr(self, "let_defs", {}))
+        if why is not None:
+            raise Unsupported(f"'mma.store.mask' whose mask is not the tensor's edge ({why})",
+                              s.loc)
 
     # ------------------------------------------------------------ apply and element stores
     def s_Apply(self, s: A.Apply) -> None:

@@ -372,6 +372,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             return
         self.emit(ir.Let(name, value, loc=loc))
         self.scope.bind(name, Scalar(ir.Sym(name, value.dtype), kind="let", loc=loc))
+        defs = self.__dict__.setdefault("let_defs", {})  # for proofs over values (store_mask)
+        defs[name] = value if name not in defs else None
 
     def s_Assign(self, s: A.Assign) -> None:
         t = s.target

@@ -1,0 +1,63 @@
+"""Host programs in the PTX emulator: the cases of end2end_refs.py through `emulate_program`.
+
+Each case runs as on a GPU (test_end2end_gpu.py), with the GPU's dtypes and the
+host program runtime's bindings, allocations and launch order, but every kernel
+launch executes its PTX entry in the emulator, strict, on CPU tensors; the
+result is checked as the program's own main() checks it. So code that is wrong
+only on the GPU (a register reused from a branch the PTX skips: tiled_dma.co
+foo2, which the interpreter, running the IR, cannot see) fails here. Both
+targets; a case a target refuses by name (REFUSED_ON) must be refused so, a
+case the emulator does not model is skipped with its refusal (NOT_EMULATED,
+checked to still be refused: an entry that starts passing fails the test).
+"""
+from __future__ import annotations
+
+import pytest
+
+import choreo_py
+from choreo_py.diagnostics import ChoreoError
+from choreo_py.emu import EmuError
+from choreo_py.runtime.host_program import torch_dtypes
+
+from end2end_refs import CASES, REFUSED_ON, case_id, run_case
+
+pytestmark = pytest.mark.emu
+
+TARGETS = ["sm_90a", "sm_100a"]
+
+#: Cases the emulator refuses, with the words of its refusal (an EmuError naming the PTX
+#: line and the Choreo statement).
+NOT_EMULATED = {
+    # printf in a kernel: its arguments in a .local buffer, then `call vprintf`
+    "stream.co::foo": "'pbuf' is a .local variable: the emulator gives .local variables no storage",
+}
+
+_programs: dict = {}
+
+
+def _emulated(target: str):
+    def call(path: str, function: str):
+        key = (path, target)
+        if key not in _programs:
+            _programs[key] = choreo_py.emulate_program(path, target=target)
+        return _programs[key][function]
+    return call
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
+def test_emulator_matches_the_programs_check(case, target):
+    refused = REFUSED_ON.get(case_id(case))
+    if refused is not None and refused[0] == target:
+        with pytest.raises(ChoreoError) as e:  # by name, with its place
+            run_case(case, _emulated(target), "cpu", torch_dtypes())
+        assert refused[1] in e.value.message and e.value.loc is not None
+        return
+    reason = NOT_EMULATED.get(case_id(case))
+    if reason is None:
+        run_case(case, _emulated(target), "cpu", torch_dtypes())
+        return
+    with pytest.raises(EmuError) as e:
+        run_case(case, _emulated(target), "cpu", torch_dtypes())
+    assert reason in str(e.value)
+    pytest.skip(f"not emulated: {e.value.render().splitlines()[0]}")
