@@ -69,3 +69,20 @@ def gemm_block_p_over_s(A, B, BK=128, BN=128):
     s = a @ b.T
     o = (s * 0.0625).to(torch.bfloat16).float() @ b[:, kp - BK:].T
     return o[:, :B.shape[0]]
+
+
+def gemm_block_fresh_s(A, B, BK=128, BN=128):
+    """gemm_block_fresh_s.co: per K step S = A_k B_k^T (this step's alone), P = bf16(S / 16),
+    O += P B_k^T (B padded to BN rows, each K step to BK columns, as the TMA loads are)."""
+    import torch
+    m, k = A.shape
+    kp = -(-k // BK) * BK
+    a = A.new_zeros(m, kp)
+    a[:, :k] = A
+    b = B.new_zeros(BN, kp)
+    b[:B.shape[0], :k] = B
+    o = A.new_zeros(m, BN)
+    for k0 in range(0, kp, BK):
+        s = a[:, k0:k0 + BK] @ b[:, k0:k0 + BK].T
+        o += (s * 0.0625).to(torch.bfloat16).float() @ b[:, k0:k0 + BK].T
+    return o[:, :B.shape[0]]

@@ -336,6 +336,9 @@ HETERO = [
 REFUSED_ON = {
     "wgmma_rs.co::wgmma_rs2": ("sm_100a", "mma.load (a register A operand"),
     "wgmma_ss.co::matmul_f16_ws_1p1c": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::matmul_f16_ws_1p3c": ("sm_100a", "in a kernel with tensor-memory accumulators"),
+    "wgmma_persis.co::matmul_f16_ws_1p3c_persis": ("sm_100a",
+                                                   "in a kernel with tensor-memory accumulators"),
 }
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
@@ -528,7 +531,27 @@ def _wgmma_ss_check(transposed=False):
 
 CASES += [(os.path.join(END2END, "wgmma_ss.co"), fn,
            _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
-          for fn in ("matmul_f16_ws_1p1c",)]
+          for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
+
+
+# --- end2end/wgmma_persis.co, the persistent 1-producer 3-consumer GEMM: its main's sizes
+# (1536 x 2048 x 128, inputs uniform in [0, 2)) and its sampled check's tolerance
+# (|out - ref| <= 0.5 + 0.02 |ref|), here over every element
+def _persis_inputs(gen, dev):
+    m, n, k = 1536, 2048, 128
+    lhs = (torch.rand(m, k, generator=gen) * 2).half().to(dev)
+    rhs = (torch.rand(n, k, generator=gen) * 2).half().to(dev)
+    return lhs, rhs, torch.zeros(m, n, dtype=torch.float16).to(dev)
+
+
+def _persis_check(args, res, want):
+    lhs, rhs, out = (a.cpu().float() for a in args)
+    ref = lhs @ rhs.T
+    assert bool(((out - ref).abs() <= 0.5 + 0.02 * ref.abs()).all()), "persistent mismatch"
+
+
+CASES += [(os.path.join(END2END, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
+           _persis_inputs, None, _persis_check)]
 
 
 def case_id(case) -> str:

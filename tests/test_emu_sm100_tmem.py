@@ -339,3 +339,30 @@ def test_vote_ballot_after_a_reconverged_branch():
                          "tensors": {"Y": {"dtype": "s32", "shape": [64]}}}, {"Y": y},
                 schedule="random", seed=4)
     assert (y.numpy().view(np.uint32) == 0xAAAAAAAA).all()       # the odd lanes' votes
+
+
+def test_st_onto_cells_an_mma_in_flight_reads_or_writes_is_a_race():
+    """P written over S while the MMA reading P (as A) or writing S (as D) is in flight."""
+    smem = np.zeros(32768, np.uint8)
+    st = Tcgen05State()
+    st.tmem.alloc(256)
+    vals = np.zeros((32, 8), np.uint32)
+    ones = np.ones(32, bool)
+    for w in range(4):
+        st.st(w, 30, (32 * w) << 16 | 128, "32x32b", 8, False, None, vals, ones)
+        st.wait_st(w)
+        st.fence_before(w)
+    st.mma(0, 40, "f16", _idesc(128, 64), 0, ("tmem", 128), _kdesc(16384), False, smem)
+    assert not st.reports
+    st.st(1, 50, 32 << 16 | 128, "32x32b", 8, False, None, vals, ones)   # A still read
+    assert [r.kind for r in st.reports] == ["tmem-race"]
+    assert "lane 32 column 128 that the tcgen05.mma at line 40 reads as its A operand" in \
+        st.reports[0].message
+    st.reports.clear()
+    st.st(2, 51, 64 << 16 | 0, "32x32b", 8, False, None, vals, ones)      # D still written
+    assert "lane 64 column 0 that the tcgen05.mma at line 40 writes" in st.reports[0].message
+    st.reports.clear()
+    st.commit(0)
+    st.st(1, 52, 32 << 16 | 128, "32x32b", 8, False, None, vals, ones)
+    st.st(2, 53, 64 << 16 | 0, "32x32b", 8, False, None, vals, ones)
+    assert not st.reports                                  # completed: nothing in flight

@@ -304,15 +304,22 @@ def test_constant_operand_bits_against_torch():
             assert _half_bits(v, dtype) == want & 0xFFFF, (v, dtype)
 
 
-def test_a_parallel_region_inside_a_loop_is_refused_by_name(tmp_path):
-    """Its roles end their threads (`ret`), so the loop could not go on: refused by name
-    rather than compiled into a kernel whose warps leave after the first iteration (a
-    region with roles: passes/one_region.py does not apply)."""
+@pytest.mark.emu
+def test_a_parallel_region_inside_a_loop_joins(tmp_path):
+    """Its roles end at a join where the block's threads meet (lowering/core/roles.py), so
+    the loop goes on: the emulated sm_90a kernel runs both iterations and
+    matches torch (a kernel whose warps left after the first would hang or differ); sm_100a
+    refuses it by name."""
     src = SRC.replace("    parallel p by 1 : group-4 {\n", "    foreach {it} in [2] {\n"
                       "    parallel p by 1 : group-4 {\n").replace("  return C;", "  }\n  return C;")
     src = src.replace("    }\n  }\n  }\n  return C;", "    }\n    }\n  }\n  return C;")
     path = tmp_path / "in_loop.co"
     path.write_text(src)
-    for target in ("sm_90a", "sm_100a"):
-        with pytest.raises(ChoreoError, match="a parallel region inside a loop or branch"):
-            compile_file(str(path), "ptx", target)
+    a, b = _ab(128, 256, seed=4)
+    want = a.float() @ b.float().t()
+    text = compile_file(str(path), "ptx", "sm_90a")
+    assert "_join_" in text and "bar.sync 0;" in text.split("_join_")[-1]
+    c = choreo_py.emulate_program(str(path), target="sm_90a").gemm_sync(a, b)
+    assert _rel(c, want) <= 2 ** -9
+    with pytest.raises(ChoreoError, match="in a kernel with tensor-memory accumulators"):
+        compile_file(str(path), "ptx", "sm_100a")  # sm_100a frees tensor memory at role end

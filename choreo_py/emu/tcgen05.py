@@ -84,6 +84,7 @@ class _PendingMma:
     line: int
     seq: int                    # issue number (the pipe is in order)
     key: object = None          # the caller's handle of its shared-memory reads
+    a_cells: tuple = ()         # (lanes, cols) it reads as A from tensor memory
 
 
 _ST_STAGES = {1: "tcgen05.wait::st", 2: "tcgen05.fence::before_thread_sync"}
@@ -104,6 +105,8 @@ class Tcgen05State:
     uncommitted: dict = field(default_factory=dict)
     # issue number of the in-flight MMA writing each cell (0: none); its PTX line
     in_flight: np.ndarray = _grid(0, np.int64)
+    # issue number of the last in-flight MMA reading each cell as its A operand (0: none)
+    a_in_flight: np.ndarray = _grid(0, np.int64)
     seq_line: dict = field(default_factory=dict)
     # tcgen05.st not yet ordered before an MMA: writer warp, line, stage missing (_ST_STAGES)
     st_warp: np.ndarray = _grid(-1, np.int64)
@@ -155,7 +158,7 @@ class Tcgen05State:
             raise DescriptorError("an A operand in tensor memory is K-major; transpose A is set")
         reader = (lambda what: (lambda lo, hi: smem_read(lo, hi, what))) if smem_read else \
             (lambda what: None)
-        a = self._read_a(a_operand, idesc, smem, line, reader("A"))
+        a, a_cells = self._read_a(a_operand, idesc, smem, line, reader("A"))
         b = read_smem_operand(smem, b_desc, idesc.b_major, idesc.n, idesc, idesc.b_dtype,
                               reader("B"))
         if idesc.negate_a:
@@ -174,15 +177,17 @@ class Tcgen05State:
         seq = len(self.seq_line) + 1
         self.seq_line[seq] = line
         self.uncommitted.setdefault(thread, []).append(
-            _PendingMma(lanes, cols, out, line, seq, key))
+            _PendingMma(lanes, cols, out, line, seq, key, a_cells))
         self.overlay[lanes, cols] = out
         self.in_flight[lanes, cols] = seq
+        if a_cells:
+            self.a_in_flight[a_cells] = seq
 
     def _read_a(self, a_operand, idesc: InstrDesc, smem, line, on_read) -> np.ndarray:
         where, value = a_operand
         if where == "smem":
             return read_smem_operand(smem, value, idesc.a_major, idesc.m, idesc, idesc.a_dtype,
-                                     on_read)
+                                     on_read), ()
         if idesc.a_dtype not in _DECODE_16:
             raise DescriptorError(f"A in tensor memory of type {idesc.a_dtype} is not modelled")
         addr = decode_tmem_addr(value)
@@ -205,7 +210,7 @@ class Tcgen05State:
                 f"tcgen05.mma at line {line} reads A from tensor memory never written")))
         lo, hi = cells & 0xFFFF, cells >> 16
         packed = np.stack([lo, hi], axis=-1).reshape(idesc.m, idesc.k)
-        return _DECODE_16[idesc.a_dtype](packed)
+        return _DECODE_16[idesc.a_dtype](packed), (lanes, cols)
 
     def commit(self, thread: int) -> None:
         """tcgen05.commit completing at once (commit_take + complete)."""
@@ -228,6 +233,10 @@ class Tcgen05State:
                 self.tmem.write(op.lanes, op.cols, op.values)
                 mine = self.in_flight[op.lanes, op.cols] == op.seq
                 self.in_flight[op.lanes[mine], op.cols[mine]] = 0
+                if op.a_cells:
+                    la, ca = op.a_cells
+                    read = self.a_in_flight[la, ca] == op.seq
+                    self.a_in_flight[la[read], ca[read]] = 0
                 keys.append(op.key)
             if head is group:
                 break
@@ -286,11 +295,27 @@ class Tcgen05State:
         lanes, lo, hi = self._fragment_cells(warp, taddr, shape, num, unpack16, half_split, what)
         values = values.astype(np.uint32)
         parts = [(lo, values & 0xFFFF), (hi, values >> 16)] if unpack16 else [(lo, values)]
+        self._check_st_races(lanes, [c for c, _ in parts], line)
         for cols, vals in parts:
             self.tmem.write(lanes, cols, vals)
             self.st_warp[lanes, cols] = warp
             self.st_line[lanes, cols] = line
             self.st_stage[lanes, cols] = 1
+
+    def _check_st_races(self, lanes, parts, line) -> None:
+        """A tcgen05.st onto cells an issued, not completed MMA still reads as its A
+        operand or still writes as D (P written over S while the previous PV reads it)."""
+        for cols in parts:
+            for grid, what in ((self.a_in_flight, "reads as its A operand"),
+                               (self.in_flight, "writes")):
+                busy = grid[lanes, cols]
+                if busy.any():
+                    t, r = np.argwhere(busy)[0]
+                    self.reports.append(Report("tmem-race", (
+                        f"tcgen05.st at line {line} writes tensor memory lane "
+                        f"{int(lanes[t, r])} column {int(cols[t, r])} that the tcgen05.mma at "
+                        f"line {self.seq_line[int(busy[t, r])]} {what} and has not completed")))
+                    return
 
     def _advance_st(self, warp: int, stage: int, to: int) -> None:
         mine = (self.st_warp == warp) & (self.st_stage == stage)

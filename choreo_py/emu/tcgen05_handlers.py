@@ -267,6 +267,7 @@ def _st(warp, inst):
     taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.st address", True)
     values = np.stack([_scalar(warp, item, "b32") for item in vec.items], axis=1)
     st.st(warp.warp_id, inst.line, taddr, shape, num, pack, split, values, warp.mask)
+    _flush(warp, st)  # a store onto cells an MMA in flight reads or writes: reported here
     return None
 
 

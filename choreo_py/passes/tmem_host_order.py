@@ -19,33 +19,15 @@ refused, located at the declaration, naming the statement in the way):
 
 Reading P (the MMA that takes it as A) is not restricted: S's cells hold P until
 nothing is left to read them as S.
+
+An apply at the top level of a loop at its role's top level is FA4's KV loop (S fresh
+every step, P over it, the next step's MMA into S over P): tmem_host_loop.py proves it.
 """
 from __future__ import annotations
 
-import dataclasses
-
 from .. import ir
 from ..diagnostics import ChoreoError
-
-
-def _names(obj, out: set) -> set:
-    """Every string inside `obj` (fields, lists, nested bodies): a statement that names
-    S anywhere counts as touching it (a variable of the same name only makes the check
-    refuse more)."""
-    if isinstance(obj, str):
-        out.add(obj)
-    elif isinstance(obj, (list, tuple)):
-        for x in obj:
-            _names(x, out)
-    elif dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        for f in dataclasses.fields(obj):
-            if f.name != "loc":
-                _names(getattr(obj, f.name), out)
-    return out
-
-
-def _touches(stmt: ir.Stmt, name: str) -> bool:
-    return name in _names(stmt, set())
+from .tmem_host_loop import Refused, check_loop, touches as _touches
 
 
 def _line(stmt) -> str:
@@ -59,23 +41,34 @@ def _not_in_host(frag: ir.Frag, why: str) -> ChoreoError:
 
 
 def _writer(frag: ir.Frag, roles: list[ir.Role]):
-    """(role, index) of the one top-level `apply` over p; anything else writing p refuses."""
+    """(role, index, index in the loop or None) of the one `apply` over p at the top level
+    of a role, or of a loop at its top level; anything else writing p refuses."""
     found = []
     for role in roles:
         for i, s in enumerate(role.body):
-            if not _touches(s, frag.name):
-                continue
             if isinstance(s, ir.Apply) and s.domain == frag.name:
-                found.append((role, i))
-            elif any(_touches(x, frag.name) and not ir.child_blocks(x)
-                     and not (isinstance(x, ir.Mma) and x.a == frag.name)
-                     for x in ir.walk([s])):
-                raise _not_in_host(frag, f"{_line(s)} uses '{frag.name}' other than as an MMA's A "
-                              "operand or in one top-level 'apply' over it")
+                found.append((role, i, None))
+            elif isinstance(s, ir.For):
+                for j, x in enumerate(s.body):
+                    if isinstance(x, ir.Apply) and x.domain == frag.name:
+                        found.append((role, i, j))
+                    else:
+                        _no_other_use(frag, x)
+            else:
+                _no_other_use(frag, s)
     if len(found) != 1:
-        raise _not_in_host(frag, f"'{frag.name}' must be written by exactly one 'apply' at the top "
-                      f"level of a role (found {len(found)})")
+        raise _not_in_host(frag, f"'{frag.name}' must be written by exactly one 'apply' at the "
+                      "top level of a role or of a loop at its top level "
+                      f"(found {len(found)})")
     return found[0]
+
+
+def _no_other_use(frag: ir.Frag, s: ir.Stmt) -> None:
+    if any(_touches(x, frag.name) and not ir.child_blocks(x)
+           and not (isinstance(x, ir.Mma) and x.a == frag.name) for x in ir.walk([s])):
+        raise _not_in_host(frag, f"{_line(s)} uses '{frag.name}' other than as an MMA's A "
+                           "operand or in one 'apply' over it at the top level of a role or "
+                           "of a loop at its top level")
 
 
 def _apply_reads_in_place(frag: ir.Frag, apply: ir.Apply) -> None:
@@ -142,9 +135,26 @@ def _outside_roles(stmts: list[ir.Stmt]):
 def check_order(kernel: ir.Kernel, frag: ir.Frag) -> None:
     """Raises a located ChoreoError unless nothing touches S after P is written."""
     roles = [s for s in ir.walk(kernel.body) if isinstance(s, ir.Role)]
-    w_role, w_at = _writer(frag, roles)
-    apply = w_role.body[w_at]
+    w_role, w_at, in_loop = _writer(frag, roles)
+    apply = w_role.body[w_at] if in_loop is None else w_role.body[w_at].body[in_loop]
     _apply_reads_in_place(frag, apply)
+    if in_loop is not None:  # FA4's KV loop: tmem_host_loop.py
+        try:
+            check_loop(kernel, frag, roles, w_role, w_at, in_loop)
+        except Refused as why:
+            raise _not_in_host(frag, why.message) from None
+    else:
+        _straight(kernel, frag, roles, w_role, w_at)
+    outside = [s for s in _outside_roles(kernel.body)
+               if not isinstance(s, (ir.FragDecl, ir.MmaFill)) and _touches(s, frag.host)]
+    if outside:
+        raise _not_in_host(frag, f"{_line(outside[0])} touches '{frag.host}' outside the roles")
+
+
+def _straight(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role,
+              w_at: int) -> None:
+    """P written once: every other statement naming S is ordered before the apply."""
+    apply = w_role.body[w_at]
     ready = {e.name for e in kernel.events if e.ready}  # a wait on these passes at once
     waits = {_event(e) for s in w_role.body[:w_at] if isinstance(s, ir.Wait)
              for e in s.items if isinstance(e, ir.EventRef)} - {None} - ready
@@ -163,7 +173,3 @@ def check_order(kernel: ir.Kernel, frag: ir.Frag) -> None:
                 continue
             raise _not_in_host(frag, f"{_line(s)} touches '{frag.host}' and is not provably "
                           f"ordered before '{frag.name}' is written at {_line(apply)}")
-    outside = [s for s in _outside_roles(kernel.body)
-               if not isinstance(s, (ir.FragDecl, ir.MmaFill)) and _touches(s, frag.host)]
-    if outside:
-        raise _not_in_host(frag, f"{_line(outside[0])} touches '{frag.host}' outside the roles")

@@ -54,7 +54,8 @@ def analyse(kernel: ir.Kernel, arch: str) -> Facts:
     f = Facts()
     f.mma_futures = {s.future for s in ir.walk(kernel.body) if isinstance(s, ir.Mma) and s.future}
     _InFlight(f).block(kernel.body, ())
-    _blocks(kernel.body, lambda b: _fold_fills(b, f))
+    shared = {fr.name for fr in kernel.frags if fr.block}
+    _blocks(kernel.body, lambda b: _fold_fills(b, f, shared))
     _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, arch))
     f.arrivals = event_arrivals.arrivals(kernel)  # the fact the pass stored
     return f
@@ -151,11 +152,17 @@ def _reads_frag(e: ir.Expr, name: str) -> bool:
     return any(_reads_frag(c, name) for c in children(e))
 
 
-def _fold_fills(stmts: list, f: Facts) -> None:
+def _fold_fills(stmts: list, f: Facts, shared: set) -> None:
+    """A fill 0 whose next use in its block is an MMA into the accumulator folds into that
+    MMA (its first k-step overwrites). The block's accumulator (`shared`) is seen by other
+    roles: a trigger between the two could publish the tile to one that reads it expecting
+    the zeros, so such a fill does not fold (and a fill kept inside a role is refused)."""
     for i, s in enumerate(stmts):
         if not (isinstance(s, ir.MmaFill) and s.value.value == 0):
             continue
         for t in stmts[i + 1:]:
+            if s.acc in shared and any(isinstance(x, ir.Trigger) for x in ir.walk([t])):
+                break
             if not _mentions(t, s.acc):
                 continue
             if isinstance(t, ir.Mma) and t.acc == s.acc:
@@ -227,5 +234,8 @@ def _elem_type(kernel: ir.Kernel, s) -> str:
 
 def issue_only(role: ir.Role, also: tuple = ()) -> bool:
     """Whether one thread per instance can run the role: it only issues asynchronous work
-    (`also`: statement kinds the target issues from one thread too)."""
-    return all(isinstance(s, _ISSUE_ONLY + also) for s in ir.walk(role.body))
+    (`also`: statement kinds the target issues from one thread too, or predicates on a
+    statement saying so)."""
+    kinds = _ISSUE_ONLY + tuple(a for a in also if isinstance(a, type))
+    preds = [a for a in also if not isinstance(a, type)]
+    return all(isinstance(s, kinds) or any(p(s) for p in preds) for s in ir.walk(role.body))

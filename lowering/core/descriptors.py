@@ -21,7 +21,7 @@ from .writer import V
 def tile_descriptor(lw: Lowering, view: ir.View, loc, bits_of: Callable) -> tuple[V, int]:
     """(descriptor register, first column) of a shared tile; `bits_of(layout)` gives the
     target's layout bits for the tile's buffer layout."""
-    lay, const, terms, col0 = lw.memory.origin_terms(view, loc)
+    lay, const, terms, col0 = lw.memory.origin_terms(view, loc, runtime_col=True)
     if lay.swizzle not in (32, 64, 128):
         raise lw.refuse(f"an MMA operand '{view.base}' without a 32/64/128-byte swizzle", loc)
     bits = bits_of(lay)
@@ -48,6 +48,9 @@ def tile_descriptor(lw: Lowering, view: ir.View, loc, bits_of: Callable) -> tupl
         if v.is_const:
             d = desc_add(lw, d, v.const * scale)
             continue
+        if scale % 16:  # the descriptor's address field counts 16-byte units
+            raise lw.refuse(f"an MMA operand '{view.base}' moving by {scale} bytes per step",
+                            loc)
         wide = lw.w.reg("u64", f"{view.base}_step")
         lw.w.op("cvt.u64.u32", wide, v)
         out = lw.w.reg("u64", f"{view.base}_desc")

@@ -150,10 +150,6 @@ def _stmt(lw: Lowering, s: ir.Stmt, stmts: list, i: int) -> int:
         rest = stmts[j:]
         roles.leader_block(lw, stmts[i:j], lambda t: _one(lw, t, last=not rest))
         return j
-    if isinstance(s, ir.Parallel) and i + 1 < len(stmts):
-        nxt = stmts[i + 1]
-        raise lw.refuse("a statement after a parallel region (joining its instances)",
-                        getattr(nxt, "loc", s.loc))
     _one(lw, s, last=i == len(stmts) - 1)
     return i + 1
 
@@ -242,8 +238,10 @@ _HANDLERS = {
 # ---------------------------------------------------------------- module text
 
 def _threads(k: ir.Kernel) -> int:
-    par = [s for s in k.body if isinstance(s, ir.Parallel)]
-    return par[0].extent * (par[0].threads or 1) if par else 1
+    """The block's threads: its widest parallel region's (one at the top, or several that
+    join, in loops and branches too)."""
+    par = [s for s in ir.walk(k.body) if isinstance(s, ir.Parallel)]
+    return max((p.extent * (p.threads or 1) for p in par), default=1)
 
 
 #: C operators on sizes (non-negative: `/` and `%` agree with Python's) -> Python.

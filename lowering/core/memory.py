@@ -114,13 +114,30 @@ class Memory:
         reg, extra = self.address(terms, loc, hint)
         return lay, reg, const + extra, col
 
-    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8):
-        """(layout, constant bytes, [(expr, bytes per unit)], first column) of a tile's origin."""
+    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8, runtime_col=False):
+        """(layout, constant bytes, [(expr, bytes per unit)], first column) of a tile's origin.
+
+        `runtime_col` (an MMA operand's descriptor): a first column known only at run time
+        (`chunkat(_, k)` in a loop over k) is a term of its own where the buffer's rows are
+        one swizzle stripe and the column is a whole number of 16-byte chunks: the
+        descriptor then moves by `column * element bytes`, as it does for a constant
+        column; the first column returned is then 0 (the stepping inside the stripe is the
+        same from any start)."""
         lw = self.lw
         lay = self.layout(view.base, loc)
         r0, c0 = view.offsets
         if not isinstance(c0, ir.Const):
-            raise lw.refuse("a shared tile whose first column is not a constant", loc)
+            chunk = 16 // lay.esize
+            if not (runtime_col and lay.swizzle and lay.stripe_cols >= lay.cols
+                    and multiple_of(c0, chunk)):
+                raise lw.refuse("a shared tile whose first column is not a constant", loc)
+            if not multiple_of(r0, row_align):
+                raise lw.refuse(f"a swizzled tile whose first row is not a multiple of "
+                                f"{row_align}", loc)
+            terms = [(view.slot, lay.slot_bytes)] if view.slot is not None else []
+            # in 16-byte chunks (a descriptor counts addresses in 16 bytes): exact, checked
+            chunks = ir.Bin("/", c0, ir.Const(chunk, "s32"), "s32")
+            return lay, lay.offset, terms + [(r0, lay.row_bytes), (chunks, 16)], 0
         col = c0.value
         if lay.swizzle and (col % lay.stripe_cols) * lay.esize % 16:
             raise lw.refuse("a swizzled tile starting inside a 16-byte chunk", loc)

@@ -3,7 +3,7 @@
 `parallel p by [n] : group-4` runs n warpgroups; p = tid / 128. Each role is
 one branch taken by its instances (members), and the instances that run it
 leave the kernel at its end, so no join is needed when nothing follows the
-region (the only form lowered so far):
+region:
 
     @!(p in members) bra skip_role
     setmaxnreg ...            (first, by every thread of the warpgroup)
@@ -15,6 +15,13 @@ region (the only form lowered so far):
 Asynchronous copies and event arrivals are operations of a role instance,
 not of each thread: in an issue-only role the single remaining thread
 issues them; in other roles thread 0 of the instance does, predicated.
+A region that something follows, or that sits in a loop or branch, joins
+instead: each role ends with a jump to the join, where every thread of the
+block meets (`bar.sync 0`) before the code after it (a loop's next
+iteration, a store of what the roles wrote). Refused where the threads could
+not all meet there: roles that change their register counts, accumulators in
+tensor memory (sm_100a frees it as its roles end).
+
 `leader_only` statements (after `role.sync`) are issued once for the whole
 role by its first thread, after a named barrier over the role's threads and
 `fence.proxy.async.shared::cta` (thread-written shared memory becomes
@@ -36,10 +43,7 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     w = lw.w
     if lw.role is not None:
         raise lw.refuse("a parallel region inside another one", s.loc)
-    if not last:
-        raise lw.refuse("a statement after a parallel region (joining its instances)", s.loc)
-    if lw.depth or lw.loops:  # its roles end their threads (`ret`): the loop would not go on
-        raise lw.refuse("a parallel region inside a loop or branch", s.loc)
+    join = _join(lw, s) if (not last or lw.depth or lw.loops) else None
     threads = s.threads or _LEVEL_THREADS.get(s.level, 0)
     if threads <= 0 or threads & (threads - 1):
         raise lw.refuse(f"parallel instances of {threads} threads", s.loc)
@@ -59,13 +63,33 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
         roles = [ir.Role("all", ir.Const(True, "bool"), tuple(range(s.extent)), s.body,
                          loc=s.loc)]
     for r in roles:
-        role(lw, r, inst, local, threads, s.extent, region)
+        role(lw, r, inst, local, threads, s.extent, region, join)
+    if join is not None:
+        w.put_label(join)
+        w.comment("the roles' threads meet: what follows the region sees their work (their "
+                  "shared-memory writes fenced for the TMA engine that may read them next)")
+        w.call("ptx.fence.proxy_async_shared_cta")
+        w.call("ptx.bar.sync", "0")
+        return
     after = getattr(lw.target, "after_roles", None)
     if after is not None:  # e.g. the roles meet to free what they shared
         after(lw)
 
 
-def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int, region) -> None:
+def _join(lw: Lowering, s: ir.Parallel) -> str:
+    """The label where a region's roles meet (see the module docstring), or a refusal."""
+    if getattr(lw.target, "block", None) or getattr(lw.target, "uses_tmem", False):
+        # the roles free tensor memory as they end (sm_100a): a loop would find it gone
+        raise lw.refuse("a parallel region that joins (code after it, or a loop or branch "
+                        "around it) in a kernel with tensor-memory accumulators", s.loc)
+    if any(isinstance(t, ir.SetMaxRegs) for t in ir.walk(s.body)):
+        raise lw.refuse("a parallel region that joins (code after it, or a loop or branch "
+                        "around it) whose roles set their register counts", s.loc)
+    return lw.w.label(f"{s.var}_join")
+
+
+def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int, region,
+         join=None) -> None:
     w = lw.w
     w.blank()
     w.source(r.loc)
@@ -76,7 +100,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
         inside = member_pred(lw, inst, members, extent)
         w.bra(skip, inside, negate=True, uni=threads >= 32)
     also = getattr(lw.target, "issue_only_also", None)
-    single = threads > 1 and analysis.issue_only(r, also() if also is not None else ())
+    single = threads > 1 and analysis.issue_only(r, also(lw) if also is not None else ())
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}
     lw.smem_dirty = lw.smem_read = False
@@ -91,7 +115,9 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     region(body)
     w.put_label(exit_)
     ends = getattr(lw.target, "role_exit", None)
-    if ends is None or not ends(lw):
+    if join is not None:
+        w.bra(join)
+    elif ends is None or not ends(lw):
         w.call("ptx.ret")
     w.put_label(skip)
     lw.role = None

@@ -93,7 +93,8 @@ class TargetHooks(Protocol):
     after_stmt(lw, s)
     block_boundary(lw)            at the head of a loop or branch body
     enter_role(lw) / leave_role(lw)  around the statements of a parallel instance
-    issue_only_also() -> kinds    statement kinds an issue-only role may also hold
+    issue_only_also(lw) -> kinds  statement kinds (or predicates) an issue-only role may
+                                  also hold
     role_exit(lw) -> bool         ends a role itself (True), instead of `ret`
     after_roles(lw)               after the last role of a parallel region
     handlers                      {ir statement type: handler(lw, s, last)} overriding the core's

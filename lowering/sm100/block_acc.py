@@ -11,7 +11,10 @@ roles read it after an event. What that takes here:
   `fence::after_thread_sync` order it before every role's first access.
 - The issuing role needs no warpgroup: its body is MMAs, waits, triggers and
   control, so it is issue-only and one thread runs it (no election, no
-  instance barrier; every MMA accumulates onto the fill).
+  instance barrier; every MMA accumulates onto the fill). A fill 0 of the tile
+  in that role, right before an MMA into it (no trigger between), is the MMA's
+  first k-step with enable-input-d false (lowering/core/analysis.py folds it):
+  a fresh S per KV step costs no store to tensor memory.
 - A reading role fences (`fence::after_thread_sync`) after each wait on an
   event (lower_wait.py) and loads the tile at each statement that touches it
   (its registers are never assumed current across the other role's MMAs); one
@@ -108,9 +111,15 @@ class BlockAccHooks:
             raise _refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
                           "operand", loc)
 
-    def issue_only_also(self) -> tuple:
-        """Statements an issue-only role may hold here: MMAs into block accumulators."""
-        return (ir.Mma,) if self.block else ()
+    def issue_only_also(self, lw: Lowering) -> tuple:
+        """Statements an issue-only role may hold here: MMAs into block accumulators, and a
+        fill of one that folds into the next MMA (its enable-input-d: no instruction on the
+        tile, so the MMA role that starts a fresh S each step stays one thread)."""
+        if not self.block:
+            return ()
+        folded = lw.facts.folded_fills
+        return (ir.Mma, lambda s: isinstance(s, ir.MmaFill) and s.acc in self.block
+                and id(s) in folded)
 
     def check_block_role(self, lw: Lowering, loc, name: str) -> None:
         """A role using the block's accumulator `name`: the issue-only one issues its MMAs;
