@@ -470,6 +470,11 @@ def _returns_nothing(args, res, want):
     assert res is None, "a void function returned a value"
 
 
+def _untouched_and_void(args, res, want):
+    _returns_nothing(args, res, want)
+    assert not args[0].cpu().any(), "the input was written"
+
+
 def _span_as_ref(args):
     """res[i][j] == a[i/3][i%3][j] + b[i/3][i%3][j]"""
     a, b = (x.cpu() for x in args)
@@ -485,6 +490,12 @@ CASES += [
     # end2end/stream.co: foo(100, s) prints a + p in each of 6 blocks; its main checks that it
     # runs (test_kernel_language.py checks the printed lines)
     (os.path.join(END2END, "stream.co"), "foo", lambda gen, dev: (100,), None, _returns_nothing),
+    # end2end/debug_rtti_GDB_types.co: host code around the kernel (`with idx in [b]`, b an
+    # ituple of the scalar argument); its main calls it on zeros with x = 1 and checks that
+    # it runs (the printed lines: test_host_code.py)
+    (os.path.join(END2END, "debug_rtti_GDB_types.co"), "debug_builtin_non_scalar_types",
+     lambda gen, dev: (torch.zeros((32, 64), dtype=torch.int32).to(dev), 1), None,
+     _untouched_and_void),
     (os.path.join(END2END, "numerics.co"), "numerics_core6", _numerics_in(1), _core6_ref,
      _numerics_check),
     (os.path.join(END2END, "numerics.co"), "unary_mix", _numerics_in(1), _unary_ref,

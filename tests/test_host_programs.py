@@ -200,11 +200,28 @@ def test_host_values_of_the_sizes(tmp_path):
         ptxas(ptx, target)
 
 
-def test_a_host_value_of_a_mutable_is_refused_by_name(tmp_path):
+def test_a_mutable_host_value_sizes_the_grid(tmp_path):
+    """A mutable host scalar (sema/host_code.py): the kernel's grid and body read it as a
+    scalar argument, its value at the launch."""
     path = tmp_path / "mut.co"
     path.write_text(SIZES.replace("int tiles = cdiv(N, 32);", "mutable int tiles = 1;\n"
                                   "  tiles = cdiv(N, 32);"))
-    with pytest.raises(choreo_py.ChoreoError, match="host-side code .* not supported"):
+    n = 70
+    a = torch.randint(0, 9, (n,), dtype=torch.int32)
+    out = choreo_py.interpret(str(path), target="sm_90a").offsets(a)
+    assert torch.equal(out, a + 3 * 1000 + (torch.arange(n) < n // 2).int())
+    ir_text = compile_file(str(path), "ir", "sm_90a")
+    assert "scalars tiles: s32" in ir_text and "var tiles: s32 = 1" in ir_text
+    if find_ptxas() is not None:
+        ptxas(compile_file(str(path), "ptx", "sm_90a"), "sm_90a")
+
+
+def test_a_kernel_assigning_a_host_variable_is_refused_by_name(tmp_path):
+    path = tmp_path / "mut.co"
+    path.write_text(SIZES.replace("int tiles = cdiv(N, 32);", "mutable int tiles = 3;")
+                    .replace("i = t * 32 + q;", "i = t * 32 + q; tiles = 2;"))
+    with pytest.raises(choreo_py.ChoreoError, match="assignment to the host variable 'tiles' "
+                       "inside a kernel"):
         compile_file(str(path), "ptx", "sm_90a")
 
 

@@ -18,6 +18,7 @@ from ..frontend import ast as A
 from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError
 from ..passes import pipeline
+from ..sema.kernel import unwritten_dims
 
 
 def call_dims(func: A.FunctionDef, args: tuple, kwargs: dict) -> dict[str, int]:
@@ -35,9 +36,12 @@ def call_dims(func: A.FunctionDef, args: tuple, kwargs: dict) -> dict[str, int]:
                 dims[p.name] = int(v)
             continue
         shape = getattr(v, "shape", None)
-        if shape is None or p.type.dims is None or len(p.type.dims) != len(shape):
+        written = p.type.dims
+        if written is None and p.type.rank:  # `f32 mdspan<2> a`: sema/kernel.py names them
+            written = unwritten_dims(p.name, p.type.rank, p.loc)
+        if shape is None or written is None or len(written) != len(shape):
             continue
-        for d, n in zip(p.type.dims, shape):
+        for d, n in zip(written, shape):
             if isinstance(d, A.Name):
                 dims.setdefault(d.id, int(n))
     return dims

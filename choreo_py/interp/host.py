@@ -53,8 +53,18 @@ def call_function(module: ir.Module, fn: ir.Function, args: tuple, kwargs: dict,
     tensors, dims = bind_args(fn, args, kwargs)
     bound = allocate(fn, tensors, dims)
     kernel_dims = {k: v for k, v in bound.items() if k not in {p.name for p in fn.params}}
-    st = interpret_module(module, tensors, function=fn.name, **run_options, **kernel_dims)
+    values: dict = {}
+    st = interpret_module(module, tensors, function=fn.name, host_values=values,
+                          **run_options, **kernel_dims)
     if stats is not None:
         stats.blocks += st.blocks
         stats.statements += st.statements
-    return tensors[fn.result] if fn.result is not None else None
+    return function_result(fn, tensors, values)
+
+
+def function_result(fn: ir.Function, tensors: dict, values: dict):
+    """What a call returns: the result tensor, a scalar result's number (a host variable,
+    sema/host.py), or None for a function that returns nothing."""
+    if fn.result is None:
+        return None
+    return tensors[fn.result] if fn.result in tensors else values[fn.result]

@@ -11,6 +11,7 @@ import torch
 from .. import ir
 from ..passes import event_arrivals
 from ..ir.eval import EvalError, evaluate
+from ..host.execute import HostRun, kernel_env
 from .errors import InterpError
 from . import printing
 from .executor import BlockRun
@@ -210,8 +211,10 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
                      function: Optional[str] = None, schedule: str = "round_robin",
                      seed: int = 0, step_limit: int = DEFAULT_STEP_LIMIT, owners: int = 4,
                      progress: Optional[Callable[[int, int], None]] = None,
-                     **dims: int) -> RunStats:
-    """Runs the `Launch`es of one function (the named one, else the first) in order."""
+                     host_values: Optional[dict] = None, **dims: int) -> RunStats:
+    """Runs the host program of one function (the named one, else the first): its
+    launches in order (host/execute.py). `host_values` receives its host variables' last
+    values (a scalar result among them)."""
     if not module.functions:
         raise InterpError("the module has no function to run")
     fn = module.functions[0] if function is None else \
@@ -220,20 +223,25 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
         raise InterpError(f"no function named '{function}'")
     allocate(fn, tensors, dims)  # the function's host buffers the caller did not give
     total = RunStats()
-    for s in ir.walk(fn.body):
-        if isinstance(s, ir.Assert):
-            check_assert(s, _function_dims(fn, tensors, dims))
-        if isinstance(s, ir.Print):
-            printing.host_print(s, _function_dims(fn, tensors, dims))
-        if not isinstance(s, ir.Launch):
-            continue
+
+    def launch(s: ir.Launch, env: dict) -> None:
         kernel = module.kernel(s.kernel)
         if kernel is None:
             raise InterpError(f"launch of unknown kernel '{s.kernel}'", s.loc)
         args = {p.name: tensors[p.name] for p in kernel.params if p.name in tensors}
-        st = run_kernel(kernel, args, dims, schedule=schedule, seed=seed,
-                        step_limit=step_limit, owners=owners, progress=progress)
+        st = run_kernel(kernel, args, dict(dims, **kernel_env(kernel, env)), schedule=schedule,
+                        seed=seed, step_limit=step_limit, owners=owners, progress=progress)
         total.blocks += st.blocks
         total.statements += st.statements
         total.scheduling_steps += st.scheduling_steps
+
+    def copy(s: ir.DmaCopy, env: dict) -> None:  # whole tensors (sema/host_code.py)
+        tensors[s.dst.base].copy_(tensors[s.src.base])
+
+    run = HostRun(_function_dims(fn, tensors, dims), launch,
+                  lambda s, env: printing.host_print(s, env),
+                  lambda s, env: check_assert(s, env), copy)
+    run.run(fn.body)
+    if host_values is not None:
+        host_values.update(run.env)
     return total

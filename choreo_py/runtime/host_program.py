@@ -7,8 +7,11 @@ PARAMS (tensor maps), its dimensions, grid() and block size. A call of a
 `__co__` function binds its arguments, allocates its host buffers on the
 arguments' device, launches its kernels in order on torch's current stream
 (a `: device(cpu)` region runs on the host in its place: run_on_host) and
-returns its result. The module is assembled once per device (one cubin, an
-entry per kernel).
+returns its result. The host statements around the launches (loops, branches,
+host scalars, prints, whole-tensor copies) run as host/execute.py defines them,
+the interpreter's semantics: a launch inside a host loop passes that
+iteration's values as the kernel's scalar arguments. The module is assembled
+once per device (one cubin, an entry per kernel).
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import struct
 
 from choreo_py import ir
 from choreo_py.host import Library
+from choreo_py.host.execute import HostRun
 
 from . import build
 
@@ -50,8 +54,8 @@ class ThreadProgram:
         return self.loaded.ptx()
 
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
-        from choreo_py.interp.host import bind_args
-        from choreo_py.interp.runner import allocate
+        from choreo_py.interp.host import bind_args, function_result
+        from choreo_py.interp.runner import allocate, check_assert
 
         tensors, dims = bind_args(fn, args, kwargs)
         device = self.launcher.device(tensors)
@@ -59,20 +63,26 @@ class ThreadProgram:
             if t.device != device or not t.is_contiguous():
                 raise ValueError(f"'{name}' must be a contiguous tensor on {device}")
         bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
-        for s in fn.body:
-            if isinstance(s, ir.Print):  # after the device's work (and its printf) so far
-                from choreo_py.interp.printing import host_print
 
-                self.launcher.sync(device)
-                host_print(s, bound)
-            if not isinstance(s, ir.Launch):
-                continue
+        def launch(s: ir.Launch, env: dict) -> None:
             kernel = self.module.kernel(s.kernel)
             if kernel is not None and kernel.device == "cpu":
-                run_on_host(kernel, tensors, bound, device)
+                run_on_host(kernel, tensors, env, device)
             else:
-                self.launcher.launch(s.kernel, tensors, bound, device)
-        return tensors[fn.result] if fn.result is not None else None
+                self.launcher.launch(s.kernel, tensors, env, device)
+
+        def show(s: ir.Print, env: dict) -> None:  # after the device's work (and printf)
+            from choreo_py.interp.printing import host_print
+
+            self.launcher.sync(device)
+            host_print(s, env)
+
+        def copy(s: ir.DmaCopy, env: dict) -> None:  # on the stream, after the launches
+            tensors[s.dst.base].copy_(tensors[s.src.base])
+
+        run = HostRun(dict(bound), launch, show, check_assert, copy)
+        run.run(fn.body)
+        return function_result(fn, tensors, run.env)
 
 
 class CudaLauncher:

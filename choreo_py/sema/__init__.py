@@ -23,17 +23,18 @@ __all__ = ["build_function", "build_module", "check_program", "Unsupported"]
 
 
 def build_function(func: A.FunctionDef, strict: bool = True,
-                   dims: dict | None = None) -> ir.Function:
+                   dims: dict | None = None, checking: bool = False) -> ir.Function:
     """`dims`: values of dimension names and scalar parameters to build the function for
-    (they become constants; see host/specialize.py)."""
-    builder = KernelBuilder(func, lenient=not strict, dims=dims)
+    (they become constants; see host/specialize.py). `checking`: for `choreo check`
+    (check_program), which analyses what sema can and reports no IR."""
+    builder = KernelBuilder(func, lenient=not strict, dims=dims, checking=checking)
     try:
         fn = builder.build()
     except ShapeNotYetKnown:
-        builder, fn = _build_with_accumulator_shapes(func, strict, dims)
+        builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking)
     else:
         if any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
-            builder, fn = _build_with_accumulator_shapes(func, strict, dims)
+            builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking)
     if builder.skipped:
         # Analysed for errors, but the IR is incomplete: no passes on it.
         raise builder.skipped[0]
@@ -42,14 +43,16 @@ def build_function(func: A.FunctionDef, strict: bool = True,
     return fn
 
 
-def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None):
+def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None,
+                                   checking: bool = False):
     """An accumulator's shape is used (an `apply`, a reduction) before the MMA that gives
     it, in program order: a lenient first pass skips those uses and lets the MMAs give the
     shapes, and the second pass starts each accumulator with its shape."""
     scout = KernelBuilder(func, lenient=True, dims=dims)
     scout.build()
     shapes = {(k.loc, f.name): f.shape for k in scout.kernels for f in k.frags if f.shape}
-    builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes, dims=dims)
+    builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes, dims=dims,
+                            checking=checking)
     return builder, builder.build()
 
 
@@ -76,7 +79,7 @@ def check_program(program: A.Program, on_function=None) -> list[Unsupported]:
     skipped, errors = [], []
     for func in program.functions:
         try:
-            fn = build_function(func, strict=False)
+            fn = build_function(func, strict=False, checking=True)
             if on_function is not None:
                 on_function(fn)
         except Unsupported as u:

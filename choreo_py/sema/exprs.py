@@ -115,9 +115,8 @@ class ExprBuilder:
             raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
-        if isinstance(v, Scalar) and v.kind == "arg" and self.kernel is not None and \
-                v.expr not in self.kernel.scalars:  # a scalar parameter the kernel reads
-            self.kernel.scalars.append(v.expr)
+        if self.from_host(n.id):  # a scalar parameter or host variable the kernel reads
+            self.note_host_reads(v)
         return v
 
     def _compose(self, n: A.Binary) -> Scalar:
@@ -246,7 +245,9 @@ class ExprBuilder:
         out: list[ir.Expr] = []
         for el in elements:
             v = self.value(el)
-            if isinstance(v, nested):
+            if isinstance(v, nested) or (nested is ShapeValue and type(v) is ITupleValue):
+                # `[b]` of an ituple `b = {1, x, 3}` is the shape of its elements (the
+                # reference compiler takes it so: `with idx in [b]` bounds idx by b)
                 out += v.dims if isinstance(v, ShapeValue) else v.elems
             elif isinstance(v, Scalar):
                 out.append(v.expr)
@@ -290,6 +291,24 @@ class ExprBuilder:
             raise err(f"index {k} is out of range for a rank-{len(seq)} value", n.index)
         return Scalar(seq[k])
 
+    def _selected(self, base, indices: list[A.Expr]) -> tuple[ir.Expr, ...]:
+        """`s[(2), (0)]`, `t {(2), (0)}`: the elements at these constant positions."""
+        seq = base.dims if isinstance(base, ShapeValue) else base.elems
+        out = []
+        for i in indices:  # `(k)`: A.DimIndex
+            i = getattr(i, "index", i)
+            k = self.const_int(i, "a dimension index")
+            if not 0 <= k < len(seq):
+                raise err(f"index {k} is out of range for a rank-{len(seq)} value", i)
+            out.append(seq[k])
+        return tuple(out)
+
+    def e_ITupleSelect(self, n: A.ITupleSelect, hint):
+        base = self.value(n.base)
+        if not isinstance(base, ITupleValue):
+            raise err(f"'{{(...)}}' selects elements of an ituple, not of {_kind(base)}", n)
+        return ITupleValue(self._selected(base, n.indices))
+
     def shape_of(self, v: Value, node) -> tuple[ir.Expr, ...]:
         if isinstance(v, Tensor):
             return v.param.shape
@@ -322,6 +341,8 @@ class ExprBuilder:
             return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
         if isinstance(base, EventValue):
             return base  # event indexing is resolved by wait/trigger
+        if isinstance(base, ShapeValue):  # `d.span[(2), (1), (0)]`: a shape of its dimensions
+            return ShapeValue(self._selected(base, n.indices))
         raise Unsupported("indexing with '[...]' here", n.loc)
 
     def view_of(self, node: A.Expr) -> ViewValue:

@@ -100,6 +100,11 @@ class HostBuilder:
             if not isinstance(x, (ir.Const, ir.Sym)):
                 raise Unsupported("a host buffer dimension computed from the parameters' "
                                   "dimensions", node.loc)
+            v = self.scope.lookup(x.name) if isinstance(x, ir.Sym) else None
+            if isinstance(v, Scalar) and v.kind not in ("dim", "arg", "const"):
+                # the call allocates its buffers at entry, before host code gives it a value
+                raise Unsupported(f"a host buffer whose dimension is the host variable "
+                                  f"'{x.name}'", node.loc)
             n = B.as_int(x)
             if n is not None and n <= 0:
                 raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", node)
@@ -112,13 +117,26 @@ class HostBuilder:
     def host_return(self, s: A.Return) -> None:
         """`return name;`: the function's result is one of its global tensors."""
         if not isinstance(s.value, A.Name):
-            raise Unsupported("returning a value other than a named buffer", s.loc)
+            return self._scalar_result(s)
         v = self.scope.lookup(s.value.id)
+        if isinstance(v, Scalar):
+            return self._scalar_result(s)
         if not isinstance(v, Tensor):
             raise Unsupported("returning a value other than a global buffer", s.loc)
         if self.result is not None:
             raise Unsupported("a function with several return statements", s.loc)
         self.result = s.value.id
+
+    def _scalar_result(self, s: A.Return) -> None:
+        """`return 0xFF;`, `return n;` of a host scalar: the call returns the number (the
+        value of the host variable `<function>__result`, ir.Function.result)."""
+        v = self.value(s.value)
+        if not isinstance(v, Scalar):
+            raise Unsupported("returning a value other than a named buffer or a scalar", s.loc)
+        if self.result is not None:
+            raise Unsupported("a function with several return statements", s.loc)
+        self.result = f"{self.func.name}__result"
+        self.emit(ir.Let(self.result, v.expr, loc=s.loc))
 
     def device_region(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
         """`parallel.async by 1 : device(gpu) { parallel ... : block {...} }` launches the

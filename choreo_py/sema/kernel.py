@@ -20,6 +20,7 @@ from . import limits
 MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
+from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
@@ -37,8 +38,8 @@ MAX_DIM = 2**31 - 1
 SCALAR_ARG_TYPES = ("s32", "u32", "f32", "f16", "bf16")  # floats: their f32 bits
 
 
-class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, IterationBuilder,
-                    LevelBuilder, PrintBuilder, ReshapeBuilder, AsmBuilder):
+class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCodeBuilder,
+                    IterationBuilder, LevelBuilder, PrintBuilder, ReshapeBuilder, AsmBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -50,8 +51,10 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
-                 preset_shapes: dict | None = None, dims: dict | None = None) -> None:
+                 preset_shapes: dict | None = None, dims: dict | None = None,
+                 checking: bool = False) -> None:
         self.func = func
+        self.checking = checking  # for `choreo check` (sema.check_program)
         self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
@@ -70,6 +73,11 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         self.block_accs: dict[str, ir.Role | None] = {}  # the block's accumulators -> issuer
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
         self.aliases: list[ir.Alias] = []  # host-side span_as (sema/reshape.py)
+        # Host code (sema/host_code.py): whether statements are built as the host's, how
+        # deep in host control flow, and the host's scope around the kernel being built.
+        self.on_host = True
+        self.host_depth = 0
+        self.host_scope: Scope | None = None
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -78,20 +86,11 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         host: list[ir.Stmt] = []
         self.out = host
         for s in self.func.body.stmts:
-            if isinstance(s, A.ParallelBy):
-                self._guarded(lambda st: self.launch(st, host), s, declared_names(s))
-            elif isinstance(s, A.BufferDecl):
-                self._guarded(self.host_buffer, s, declared_names(s))
-            elif isinstance(s, (A.MdSpanDecl, A.ITupleDecl)):
-                self._guarded(getattr(self, "s_" + type(s).__name__), s, declared_names(s))
-            elif isinstance(s, A.Return):
-                if s.value is not None:
-                    self._guarded(self.host_return, s, [])
-            else:
-                self._guarded(self.host_stmt, s, declared_names(s))
+            self._guarded(self.host_statement, s, declared_names(s))
+        self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
                            locals=self.locals, result=self.result,
-                           arg_names=[p.name for p in self.func.params if p.name])
+                           arg_names=self.arg_names())
 
     def assert_stmt(self, c: A.CallExpr) -> None:
         """`assert(cond, "message")`: decided here when constant; on the function's sizes,
@@ -139,10 +138,12 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
                 self.scope.bind(p.name, Opaque(construct=f"a scalar parameter of type {t.name} "
                                                "that is no shape dimension", loc=p.loc))
             return
-        if t.dims is None:
-            raise Unsupported("a parameter without a written shape", p.loc)
+        if t.dims is None and (t.rank is None or self.checking):
+            # `choreo check` analyses the function without it, as before it was lowered: the
+            # reference's parse-stage programs use such shapes in ways sema's rules refuse
+            raise Unsupported("a parameter without a written shape or rank", p.loc)
         shape = []
-        for d in t.dims:
+        for d in t.dims if t.dims is not None else unwritten_dims(p.name, t.rank, p.loc):
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
                 if d.id in self.dims:
                     self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
@@ -165,45 +166,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
     def _shape_dims(self) -> set[str]:
         """Names written as dimensions of the function's mdspan parameters."""
         return {d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
-                for d in (p.type.dims or ()) if isinstance(d, A.Name)}
-
-    def host_stmt(self, s: A.Stmt) -> None:
-        """Statements outside any parallel block: compile-time constants only."""
-        if isinstance(s, A.ScalarDecl):
-            self._check_decl(s)
-        if isinstance(s, A.ScalarDecl) and not s.mutable and s.init is not None:
-            v = self.scalar(s.init, s.type.name if s.type else None)
-            if isinstance(v, ir.Const):
-                self.scope.bind(s.name, Scalar(v, kind="const"))
-                return
-            if self._of_sizes(v):
-                # `int tiles = cdiv(M, 64) * cdiv(N, 128);`: a value of the function's sizes,
-                # immutable; each kernel that reads it computes it from its dimensions.
-                self.scope.bind(s.name, Scalar(v, kind="let"))
-                return
-            raise Unsupported("a host-side value that is not a compile-time constant", s.loc)
-        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
-                s.expr.func == "assert":
-            return self.assert_stmt(s.expr)
-        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
-                s.expr.func in ("print", "println"):
-            return self.print_stmt(s.expr)  # printed by the host, between the launches
-        if isinstance(s, A.Sync) and s.kind == "global":
-            return  # launches and host regions run in order (see sema/host.py, device_region)
-        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
-            v = self.value(s.value)
-            if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
-                self.scope.bind(s.target.id, Scalar(v.expr, kind="const"))
-                return
-            if isinstance(v, Scalar) and self.scope.local(s.target.id) is None \
-                    and self._of_sizes(v.expr):  # `n = cdiv(SEQ, 64);` declares a value
-                self.scope.bind(s.target.id, Scalar(v.expr, kind="let"))
-                return
-            if isinstance(v, ViewValue) and self.kernel not in self.kernels:
-                # `l = lhs.span_as(6, 64)`: a name for a view of a parameter or host buffer
-                self.scope.bind(s.target.id, ViewValue(v.view, v.dtype, loc=s.loc))
-                return
-        raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
+                for d in (p.type.dims or ()) if isinstance(d, A.Name)} | {
+                dim_name(p.name, k) for p in self.func.params if isinstance(p.type, A.MdSpanType)
+                and p.type.dims is None and p.type.rank for k in range(p.type.rank)}
 
     def _of_sizes(self, e: ir.Expr) -> bool:
         """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
@@ -235,6 +200,27 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         self.kernel.aliases = list(self.aliases)
         outer = self.scope
         self.scope = outer.child()
+        self.on_host, self.host_scope = False, outer
+        try:
+            for b in bounds:  # a grid of a host value's size is launched with that value
+                self.note_host_reads(Scalar(b))
+            self._kernel_body(s, names, bounds, inner)
+        finally:
+            self.scope, self.on_host, self.host_scope = outer, True, None
+        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
+            # Its launcher binds dimensions from tensor shapes only: a host program builds
+            # it for the call's scalars instead (host/specialize.py), as constants.
+            name = self.kernel.scalars[0].name
+            what = "scalar parameter" if name in self.arg_names() else "host value"
+            raise Unsupported(f"the {what} '{name}' in a kernel with MMA, event or TMA "
+                              "statements", s.loc)
+        self.kernels.append(self.kernel)
+        host.append(ir.Launch(self.kernel.name, loc=s.loc))
+
+    def arg_names(self) -> list[str]:
+        return [p.name for p in self.func.params if p.name]
+
+    def _kernel_body(self, s: A.ParallelBy, names, bounds, inner) -> None:
         for var, bound in zip(names, bounds):
             self.kernel.grid.append(ir.GridDim(var, bound))
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
@@ -248,14 +234,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
             self.kernel.body = self.block([nested], new_scope=False)
         else:
             self.kernel.body = self.block(s.body.stmts, new_scope=False)
-        self.scope = outer
-        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
-            # Its launcher binds dimensions from tensor shapes only: a host program builds
-            # it for the call's scalars instead (host/specialize.py), as constants.
-            raise Unsupported(f"the scalar parameter '{self.kernel.scalars[0].name}' in a "
-                              "kernel with MMA, event or TMA statements", s.loc)
-        self.kernels.append(self.kernel)
-        host.append(ir.Launch(self.kernel.name, loc=s.loc))
 
     def _bounds(self, lvl: A.ParallelLevel) -> list[ir.Expr]:
         out = []
@@ -301,6 +279,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         self.out.append(s)
 
     def stmt(self, s: A.Stmt) -> None:
+        if self.on_host:  # inside host control flow (sema/host_code.py)
+            return self._guarded(self.host_statement, s, declared_names(s))
         method = getattr(self, "s_" + type(s).__name__, None)
         if method is None:
             method = self._unknown_stmt
@@ -384,6 +364,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         raise Unsupported("this assignment target", t.loc)
 
     def _assign_name(self, s: A.Assign, name: str) -> None:
+        self.check_not_host_var(name, s.loc)
         old = self.scope.lookup(name)
         local = self.scope.local(name)
         if isinstance(old, Scalar) and old.mutable:
@@ -452,6 +433,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
     def increment(self, e: A.Unary) -> None:
         if not isinstance(e.operand, A.Name):
             raise err(f"'{e.op.replace('post', '')}' needs a mutable variable", e)
+        self.check_not_host_var(e.operand.id, e.loc)
         v = self.scope.lookup(e.operand.id)
         if not isinstance(v, Scalar) or not v.mutable:
             raise err(f"'{e.operand.id}' is not mutable", e.operand)
@@ -592,6 +574,18 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, Iterat
         finally:
             self.role = None
         self.emit(role)
+
+
+def unwritten_dims(name: str, rank: int, loc) -> list[A.Name]:
+    """`f32 mdspan<2> a`: a shape taken from the argument, one named dimension per rank
+    (`a__dim0`, `a__dim1`), as if written `f32 [a__dim0, a__dim1] a`; a call binds them
+    from its tensor's shape and a build for the call's shapes fixes them
+    (host/specialize.py)."""
+    return [A.Name(id=dim_name(name, k), loc=loc) for k in range(rank)]
+
+
+def dim_name(param: str, k: int) -> str:
+    return f"{param}__dim{k}"
 
 
 def _is_increment(e) -> bool:

@@ -1,14 +1,15 @@
 """`println(...)` / `print(...)` in a kernel: text and scalar values, one line per thread.
 
-String literals are printed as written; every other argument must be a
-scalar (an integer, a float or a condition). The statement becomes an
+String literals are printed as written; an ituple as its elements in braces
+(`{0, 1, 3}`, the form the reference compiler prints); every other argument
+must be a scalar (an integer, a float or a condition). The statement becomes an
 `ir.Print` (lowered to a device printf). Outside a kernel it is host code.
 """
 from __future__ import annotations
 
 from ..frontend import ast as A
 from .. import ir
-from .values import Scalar, Unsupported
+from .values import ITupleValue, Scalar, Unsupported
 
 
 class PrintBuilder:
@@ -21,6 +22,12 @@ class PrintBuilder:
                 items.append(a.value)
                 continue
             v = self.value(a)
+            if isinstance(v, ITupleValue):  # a bounded one prints its current values
+                items.append("{")
+                for k, e in enumerate(v.elems):
+                    items += [", "] * (k > 0) + [e]
+                items.append("}")
+                continue
             if not isinstance(v, Scalar):
                 raise Unsupported(f"printing {self.describe(a)}, which is not a scalar", a.loc)
             items.append(v.expr)

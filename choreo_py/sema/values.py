@@ -154,6 +154,19 @@ class Scope:
     def local(self, name: str) -> Value | None:
         return self.names.get(name)
 
+    def owner(self, name: str) -> "Scope | None":
+        """The scope whose table holds the `name` this scope sees."""
+        s: Scope | None = self
+        while s is not None and name not in s.names:
+            s = s.parent
+        return s
+
+    def encloses(self, other: "Scope | None") -> bool:
+        """Whether this scope is `other` or one of the scopes around it."""
+        while other is not None and other is not self:
+            other = other.parent
+        return other is self
+
     def bind(self, name: str, value: Value) -> None:
         self.names[name] = value
 

@@ -39,6 +39,8 @@ def lower_module(module: ir.Module, target, source_name: str) -> str:
     among them as one module of entries (below)."""
     module = gpu_kernels(module)
     found = [k for f in module.functions for k in f.kernels]
+    if not found and module.functions:
+        return host_only_module(target.arch, source_name)
     if len(found) > 1 and not all(simt.is_thread_kernel(k) for k in found):
         return lower_program_module(module, target, source_name)
     return lower_one_kernel_module(module, target, source_name)
@@ -46,6 +48,8 @@ def lower_module(module: ir.Module, target, source_name: str) -> str:
 
 def lower_program_module(module: ir.Module, target, source_name: str) -> str:
     module = gpu_kernels(module)
+    if not any(f.kernels for f in module.functions):
+        return host_only_module(target.arch, source_name)
     entries, types = [], {"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
     for fn in module.functions:
         for k in fn.kernels:
@@ -59,6 +63,35 @@ def lower_program_module(module: ir.Module, target, source_name: str) -> str:
                 types |= facts["types"]
                 entries += _mma_entry(lw.k, facts, body)
     return _text(entries, sorted(types), target.arch, source_name)
+
+
+def host_only_module(arch: str, source_name: str) -> str:
+    """A file whose functions launch no GPU kernel (host code only, or `: device(cpu)`
+    regions and host code over tensor elements, which the host runs): a module of no
+    entries, its PTX the header alone (ptxas assembles it; the host program needs no
+    cubin). The header's PTX version is the one pyptx writes for `arch`."""
+    from pyptx.kernel import _default_version_for_arch  # the version its kernels carry
+
+    major, minor = _default_version_for_arch(arch)
+    header = f".version {major}.{minor}\n.target {arch}\n.address_size 64\n"
+    return "\n".join([
+        f'"""Kernels of {source_name}, compiled by choreo-py for {arch}: none (its functions',
+        'are host code; they launch no GPU kernel)."""',
+        "",
+        f'ARCH = "{arch}"',
+        "KERNELS = {}",
+        "",
+        "",
+        "class _Module:",
+        '    """The PTX module: the header, no entry."""',
+        "",
+        "    def ptx(self):",
+        f"        return {header!r}",
+        "",
+        "",
+        "KERNEL = _Module()",
+        "",
+    ])
 
 
 def _mma_entry(k: ir.Kernel, f: dict, body: str) -> list[str]:

@@ -1,0 +1,261 @@
+"""Host code of a `__co__` function: the statements around its kernels.
+
+A function body outside its parallel regions is a host program: its
+statements run on the host, in order, and each parallel region is a kernel
+launched where it is written (host/execute.py runs the host statements; the
+interpreter and the GPU runtime share it). Here they become the IR of
+`ir.Function.body`:
+
+- `with` / `foreach` / `if` / `while` / `break` / `continue` around kernels
+  become host `ir.For` / `ir.If` / ... statements; a kernel inside a host loop
+  is launched once per iteration, and reads the loop variables (and any other
+  host value it uses) as scalar kernel arguments (`ir.Kernel.scalars`);
+- host scalars: named constants and values of the function's sizes are
+  folded into the kernels that read them, as before; any other value
+  (`int d = b;` of a scalar parameter, `mutable int a = 3; a += 3;`) is a host
+  variable (`ir.Let` / `ir.Var` / `ir.Assign` in the host body);
+- host code that reads or writes tensor elements and launches nothing
+  (`foreach i in a.span { a.at(i) = b.at(i); }`, a lone `b.at(0) = 1;`) runs as a
+  `: device(cpu)` region would: a kernel of one instance that the host runs
+  (sema/host.py, device_region);
+- a host `dma.copy` of a whole tensor or buffer into another of the same shape and
+  element type is a copy on the host's stream (`ir.DmaCopy` in the host body).
+
+A kernel may not assign a host variable (it receives a copy of its value), and
+a host variable it reads must be a 32-bit integer (kernel arguments are 32-bit
+words); both are refused by name.
+"""
+from __future__ import annotations
+
+from ..frontend import ast as A
+from .. import ir
+from ..construct_names import describe
+from .host import nested_parallels
+from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsupported,
+                     ViewValue)
+
+#: Element types a kernel receives a host value in (32-bit words, like its dimensions).
+HOST_ARG_TYPES = ("s32", "u32")
+#: The IR statements a host body may hold: what host/execute.py runs (a test keeps the
+#: two lists equal); build_host_body refuses any other by name.
+HOST_STATEMENTS = (ir.Launch, ir.Print, ir.Assert, ir.Break, ir.Continue, ir.DmaCopy, ir.Let,
+                   ir.Var, ir.Assign, ir.If, ir.While, ir.For)
+#: Statements that are host control flow when they launch kernels.
+_CONTROL = (A.With, A.Foreach, A.If, A.While, A.Block)
+
+
+def _touches_data(s: A.Stmt) -> bool:
+    """Whether `s` reads or writes tensor elements or copies data (`.at(...)`, dma, atomics)."""
+    for n in A.walk(s):
+        if isinstance(n, A.MethodCall) and n.method == "at":
+            return True
+        if isinstance(n, A.DmaOp) or (isinstance(n, A.CallExpr) and
+                                      n.func.startswith("__atomic_")):
+            return True
+    return False
+
+
+def _host_expr_stmt(e: A.Expr) -> bool:
+    """Expression statements the host runs: prints and increments of a variable."""
+    if isinstance(e, A.CallExpr):
+        return e.func in ("print", "println")
+    return isinstance(e, A.Unary) and e.op in ("post++", "post--", "++", "--")
+
+
+def _value_syms(v) -> list[ir.Sym]:
+    """The symbols a value's expressions read (its value, bound, elements, view)."""
+    exprs: list[ir.Expr] = []
+    if isinstance(v, Scalar):
+        exprs += [v.expr] + ([v.bound] if v.bound is not None else [])
+    elif isinstance(v, (ITupleValue, BoundedTuple)):
+        exprs += list(v.elems)
+    elif isinstance(v, ShapeValue):
+        exprs += list(v.dims)
+    elif isinstance(v, ViewValue):
+        exprs += [x for x in (*v.view.offsets, *v.view.extents) if isinstance(x, ir.Expr)]
+    out: list[ir.Sym] = []
+    for e in exprs:
+        out += [x for x in ir.expr_walk(e) if isinstance(x, ir.Sym) and x not in out]
+    return out
+
+
+class HostCodeBuilder:
+    """Mixin of KernelBuilder: host statements (see the module docstring)."""
+
+    def host_statement(self, s: A.Stmt) -> None:
+        """One statement outside any kernel."""
+        if isinstance(s, A.ParallelBy):
+            return self.launch(s, self.out)
+        if isinstance(s, A.BufferDecl):
+            if self.host_depth:
+                raise Unsupported("a host buffer declared inside host control flow", s.loc)
+            return self.host_buffer(s)
+        if isinstance(s, (A.MdSpanDecl, A.ITupleDecl)):
+            return getattr(self, "s_" + type(s).__name__)(s)
+        if isinstance(s, A.Return):
+            if s.value is None:
+                return None
+            if self.host_depth:
+                raise Unsupported("a 'return' inside host control flow", s.loc)
+            return self.host_return(s)
+        # Host code sema refused before it was lowered: for `choreo check`, an error found
+        # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
+        if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
+            return self.lenient_body("host code", self.host_data_region, s)
+        if isinstance(s, _CONTROL):
+            return self.lenient_body("host code", self.host_control, s)
+        return self.lenient_body("host code", self.host_stmt, s)
+
+    def check_host_body(self, body: list[ir.Stmt]) -> None:
+        """Every statement the host code became is one the host runs (a view named after a
+        kernel, say, would be an `ir.ViewDef`: refused by name)."""
+        for st in ir.walk(body):
+            if not isinstance(st, HOST_STATEMENTS):
+                raise Unsupported(f"{describe(st)} in host code", getattr(st, "loc", None)
+                                  or self.func.loc)
+
+    def host_control(self, s: A.Stmt) -> None:
+        """`with` / `foreach` / `if` / `while` / `{...}` on the host: the statement builders
+        of kernels (sema/iterate.py, kernel.py) build them, their bodies host statements."""
+        self.host_depth += 1
+        try:
+            getattr(self, "s_" + type(s).__name__)(s)
+        finally:
+            self.host_depth -= 1
+
+    def host_data_region(self, s: A.Stmt) -> None:
+        """Host code over tensor elements: a kernel of one instance the host runs."""
+        one = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="",
+                              text="1", loc=s.loc)], bracketed=False, level="block", loc=s.loc)
+        self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
+                                 body=A.Block(stmts=[s], loc=s.loc), loc=s.loc), self.out)
+        self.kernels[-1].device = "cpu"  # `s` holds no parallel region: one instance
+
+    def host_stmt(self, s: A.Stmt) -> None:
+        """Scalars, prints, asserts and copies on the host."""
+        if isinstance(s, A.ScalarDecl):
+            self._check_decl(s)
+            if not s.mutable and s.init is not None and self._host_fold(s.name, s.init,
+                                                                         s.type, s.loc):
+                return
+            return self.s_ScalarDecl(s)
+        if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
+                s.expr.func == "assert":
+            return self.assert_stmt(s.expr)
+        if isinstance(s, A.Sync) and s.kind == "global":
+            return  # launches and host regions run in order (see sema/host.py, device_region)
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
+            old = self.scope.lookup(s.target.id)
+            if not (isinstance(old, Scalar) and old.mutable) and self._host_name(s):
+                return
+        if isinstance(s, A.Assign) and isinstance(s.target, A.Name):
+            old = self.scope.lookup(s.target.id)
+            if isinstance(old, Scalar) and not old.mutable and old.kind != "dim":
+                return self._host_rebind(s, old)
+        if isinstance(s, A.ExprStmt) and not _host_expr_stmt(s.expr):
+            raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
+        if isinstance(s, A.DmaOp):
+            return self.host_copy(s)
+        if isinstance(s, A.EventDecl):
+            raise Unsupported("an event declared on the host (outside any parallel region: "
+                              "host code runs in order and has no asynchronous path to wait "
+                              "for)", s.loc)
+        if isinstance(s, (A.Assign, A.ScalarDecl, A.ExprStmt, A.Break, A.Continue)):
+            return self.stmt_in_kernel_form(s)
+        raise Unsupported(f"host-side code ({describe(s)}) around the kernel", s.loc)
+
+    def _host_name(self, s: A.Assign) -> bool:
+        """`x = 3;`, `n = cdiv(SEQ, 64);` (a value of the sizes, declared here), `l =
+        lhs.span_as(6, 64)` (a view of a parameter or host buffer): bound, nothing run."""
+        v = self.value(s.value)
+        name = s.target.id
+        if isinstance(v, Scalar) and isinstance(v.expr, ir.Const):
+            self.scope.bind(name, Scalar(v.expr, kind="const"))
+            return True
+        if isinstance(v, Scalar) and self.scope.local(name) is None and self._of_sizes(v.expr):
+            self.scope.bind(name, Scalar(v.expr, kind="let"))
+            return True
+        if isinstance(v, ViewValue) and self.kernel not in self.kernels:
+            self.scope.bind(name, ViewValue(v.view, v.dtype, loc=s.loc))
+            return True
+        return False
+
+    def _host_rebind(self, s: A.Assign, old: Scalar) -> None:
+        """`c = 6 + 1;`, `f += a + 2;` of a host scalar declared without 'mutable': the
+        whole-language pass reports it (choreo_py/check/: an error for compile, lenient for
+        `choreo check`, as the reference's parser accepts it); the name takes the new value
+        from here on, so that sema's analysis goes on without a second report."""
+        value = self._compound(s, old.expr)
+        if isinstance(value, ir.Const):
+            self.scope.bind(s.target.id, Scalar(value, kind="const", loc=s.loc))
+            return
+        self._let(s.target.id, value, s.loc)
+
+    def _host_fold(self, name: str, init: A.Expr, type_: A.TypeRef | None, loc) -> bool:
+        """A named constant, or a value of the function's sizes that each kernel reading it
+        computes from its dimensions (`int tiles = cdiv(M, 64) * cdiv(N, 128);`): bound,
+        nothing run on the host. False for any other value."""
+        v = self.value(init, type_.name if type_ else None)
+        if not isinstance(v, Scalar):
+            return False
+        if isinstance(v.expr, ir.Const):
+            self.scope.bind(name, Scalar(v.expr, kind="const", loc=loc))
+            return True
+        if self._of_sizes(v.expr):
+            self.scope.bind(name, Scalar(v.expr, kind="let", loc=loc))
+            return True
+        return False
+
+    def stmt_in_kernel_form(self, s: A.Stmt) -> None:
+        """Scalar statements the kernel builders build the same on the host."""
+        getattr(self, "s_" + type(s).__name__)(s)
+
+    def host_copy(self, s: A.DmaOp) -> None:
+        """`dma.copy a => b;` on the host between whole global tensors of one shape and type:
+        a copy on the host's stream, after the kernels launched before it."""
+        if s.operation != "copy" or s.is_async or s.dst is None or \
+                isinstance(s.dst, A.StorageTarget) or s.future:
+            what = "'dma.any' (a placeholder future)" if s.operation == "any" else \
+                f"'{s.engine}.{s.operation}' other than a plain synchronous copy"
+            raise Unsupported(f"{what} on the host (outside any parallel region)", s.loc)
+        src, dst = self.value(s.src), self.value(s.dst)
+        if not (isinstance(src, Tensor) and isinstance(dst, Tensor)):
+            raise Unsupported("a host copy of a part of a tensor (only whole tensors and "
+                              "buffers are copied on the host)", s.loc)
+        a, b = src.param, dst.param
+        if a.dtype != b.dtype or [str(x) for x in a.shape] != [str(x) for x in b.shape]:
+            raise Unsupported(f"a host copy of a {a.dtype} tensor into a {b.dtype} tensor or "
+                              "one of another shape", s.loc)
+        whole = lambda p: ir.View(p.name, tuple(ir.Const(0, "s32") for _ in p.shape),
+                                  tuple(p.shape), tuple(True for _ in p.shape))
+        self.emit(ir.DmaCopy(whole(a), whole(b), loc=s.loc))
+
+    # ------------------------------------------------------------ kernels reading host values
+    def from_host(self, name: str) -> bool:
+        """Whether `name`, seen from inside a kernel, is a value of the host program."""
+        if self.on_host or self.host_scope is None:
+            return False
+        owner = self.scope.owner(name)
+        return owner is not None and owner.encloses(self.host_scope)
+
+    def note_host_reads(self, v) -> None:
+        """A kernel reads the host value `v`: the host variables it depends on become the
+        kernel's scalar arguments (the function's sizes reach it as its dimensions)."""
+        for sym in _value_syms(v):
+            bound = self.host_scope.lookup(sym.name)
+            if not isinstance(bound, Scalar) or bound.kind in ("dim", "const"):
+                continue
+            if sym in self.kernel.scalars:
+                continue
+            if sym.dtype not in HOST_ARG_TYPES:
+                raise Unsupported(f"the host value '{sym.name}' of type {sym.dtype} in a kernel "
+                                  "(kernels receive host values as 32-bit integers)",
+                                  getattr(bound, "loc", None) or self.kernel.loc)
+            self.kernel.scalars.append(sym)
+
+    def check_not_host_var(self, name: str, loc) -> None:
+        """A kernel receives a copy of a host variable: assigning it there is refused."""
+        v = self.scope.lookup(name)
+        if isinstance(v, Scalar) and v.mutable and self.from_host(name):
+            raise Unsupported(f"an assignment to the host variable '{name}' inside a kernel "
+                              "(the kernel receives a copy of its value)", loc)
