@@ -1,7 +1,9 @@
 """Warp MMAs on register fragments (the mma.sync / WMMA form) in thread kernels.
 
 A kernel whose MMAs take both operands from `mma.load` (ir.WarpMma, in a
-`: group` level: one warp) keeps its fragments in the registers of the
+`: group` level: one warp; in a `: group-4` level each of the 4 warps holds a
+quarter of the rows of A and of the accumulator, and all of B; in the block's
+code every warp computes it) keeps its fragments in the registers of the
 warp's lanes, as `mma.sync` wants them; it is otherwise a thread kernel
 (simt.py). A fragment is cut into tiles of one instruction (m16n8k16 for
 f16/bf16, m16n8k32 for s8/u8, m16n8k8 for f32 operands, taken as tf32) and
@@ -15,7 +17,11 @@ any alignment, either Choreo layout) and packs them; `mma.store` writes
 the accumulator's elements the same way (rounded to the destination's
 type). Elements past the fragment's edges are neither read nor written.
 Which tile layout a fragment has (A, B or accumulator) follows from the
-MMAs that use it (`roles`).
+MMAs that use it (`roles`). An f16 accumulator is kept in f32 registers and
+rounded to f16 after every MMA and element store (the interpreter's f16
+fragment); an element-wise `apply` (and `acc += v`) runs per element a lane
+holds. Not done: ldmatrix / stmatrix and vector loads for tiles that would
+allow them (every element is its own `ld` / `st`).
 """
 from __future__ import annotations
 
