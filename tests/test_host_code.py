@@ -51,12 +51,21 @@ def test_a_host_loop_launches_its_kernel_per_iteration(tmp_path):
 
 
 class _Recorder:
-    """Stands in for ThreadProgram._launch: the launch, its grid and its scalar words."""
+    """A launcher for ThreadProgram (as CudaLauncher is): records the launch, its grid and
+    its scalar words, and runs the kernel in the interpreter in the GPU's place."""
 
     def __init__(self, program):
         self.program, self.calls = program, []
 
-    def __call__(self, name, tensors, dims, device):
+    @staticmethod
+    def device(tensors):
+        return torch.device("cpu")
+
+    @staticmethod
+    def sync(device):
+        pass
+
+    def launch(self, name, tensors, dims, device):
         info = self.program.kernels[name]
         args = {d: int(dims[d]) for d in info["DIMS"]}
         self.calls.append((name, info["grid"](**args), args))
@@ -76,8 +85,8 @@ def _gpu_program(path, function, target="sm_90a"):
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(function)
     module = funcs.module(fn)
-    program = ThreadProgram(path, target, module, build.pyptx_text(module, path, target))
-    program._launch = _Recorder(program)
+    program = ThreadProgram(path, target, module, build.pyptx_text(module, path, target),
+                            launcher=_Recorder)
     return fn, program
 
 
@@ -89,7 +98,7 @@ def test_the_runtime_launch_sequence_of_a_host_loop(tmp_path):
     x = torch.zeros((4, 64), dtype=torch.int32)
     program.call(fn, (x, 7), {})
     assert program.kernels["rows"]["DIMS"] == ("R", "i", "total")
-    assert program._launch.calls == [
+    assert program.launcher.calls == [
         ("rows", (1, 1, 1), {"R": 4, "i": k, "total": 7 * k}) for k in range(4)]
     assert torch.equal(x, _rows_want(torch.zeros((4, 64), dtype=torch.int32), 7))
 
@@ -127,8 +136,8 @@ def test_with_foreach_and_break_around_a_kernel(tmp_path):
     assert torch.equal(out, want)
     fn, program = _gpu_program(path, "tiles")
     program.call(fn, (a,), {})
-    assert [c[2]["tm"] * 10 + c[2]["tn"] for c in program._launch.calls] == [0, 2, 10, 20, 22]
-    assert all(c[1] == (16, 1, 1) for c in program._launch.calls)
+    assert [c[2]["tm"] * 10 + c[2]["tn"] for c in program.launcher.calls] == [0, 2, 10, 20, 22]
+    assert all(c[1] == (16, 1, 1) for c in program.launcher.calls)
 
 
 HOST_DATA = """
@@ -263,8 +272,8 @@ def test_debug_rtti_prints_its_ituples(capfd):
     assert capfd.readouterr().out == "111{0, 0, 0}\n222{0, 0, 0}\n"
     fn, program = _gpu_program(path, "debug_builtin_non_scalar_types")
     program.call(fn, (torch.zeros((32, 64), dtype=torch.int32), 1), {})
-    assert [c[0] for c in program._launch.calls] == ["debug_builtin_non_scalar_types"]
-    assert program._launch.calls[0][2] == {"x": 1}
+    assert [c[0] for c in program.launcher.calls] == ["debug_builtin_non_scalar_types"]
+    assert program.launcher.calls[0][2] == {"x": 1}
     assert capfd.readouterr().out == "111{0, 0, 0}\n222{0, 0, 0}\n"
 
 
@@ -307,7 +316,7 @@ def test_a_scalar_result_and_selections(tmp_path):
         assert lib.count(torch.zeros(n, dtype=torch.int32), k) == want
     fn, program = _gpu_program(path, "count")
     assert program.call(fn, (torch.zeros(40, dtype=torch.int32), 3), {}) == 4057 + 40
-    assert program._launch.calls == []
+    assert program.launcher.calls == []
 
 
 def test_the_host_loops_program():
@@ -354,7 +363,7 @@ def test_a_host_loop_variable_tiles_a_kernels_copy(tmp_path):
     fn, program = _gpu_program(path, "chunks")
     out = program.call(fn, (a,), {})
     assert torch.equal(out, a + 1)
-    assert [c[2] for c in program._launch.calls] == [{"i": k} for k in range(4)]
+    assert [c[2] for c in program.launcher.calls] == [{"i": k} for k in range(4)]
     if find_ptxas() is not None:
         for target in ("sm_90a", "sm_100a"):
             ptxas(compile_file(path, "ptx", target), target)
