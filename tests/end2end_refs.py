@@ -8,6 +8,9 @@ checks are ports of the programs' `main()`: the same tolerances, the same
 comparisons. The interpreter's suite (test_end2end.py), the PTX emulator's
 (test_end2end_emu.py: the GPU's launches, each entry's PTX emulated) and the
 GPU's (test_end2end_gpu.py) run the same cases.
+
+Long because: every end-to-end case is listed here with its inputs and its check (the
+warp-MMA ones, wmma.co and ampere_mma.co, are in end2end_warp_refs.py).
 """
 from __future__ import annotations
 

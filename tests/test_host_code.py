@@ -244,8 +244,8 @@ REFUSED = [
      "  parallel p by 1 : block {}\n}\n", "a host copy of a part of a tensor"),
     ("__co__ void f(s32 [N] a) {\n  foreach i in [2] {\n    s32 [4] t;\n"
      "    parallel p by 1 : block {}\n  }\n}\n", "a host buffer declared inside host control"),
-    ("__co__ void f(f32 [N] a) {\n  mutable float s = 1.0f;\n  parallel p by 1 : block\n"
-     "    a.at(0) = s;\n}\n", "the host value 's' of type f32 in a kernel"),
+    ("__co__ void f(f32 [N] a) {\n  mutable f64 s = 1.0;\n  parallel p by 1 : block\n"
+     "    a.at(0) = s;\n}\n", "the host value 's' of type f64 in a kernel"),
     (TMA_IN_LOOP, "the host value 'i' in a kernel with MMA, event or TMA statements"),
     ("__co__ void f(s32 [N] a, int b) {\n  int d = b * 2;\n  s32 [d] t;\n"
      "  parallel p by 1 : block\n    t.at(0) = a.at(0);\n}\n",

@@ -390,3 +390,25 @@ def test_warpgroup_tma_functions_match_torch(name, shape, dtype):
     got, _ = emulate_function(STMATRIX, name, (lhs, rhs, torch.zeros(*want.shape).to(dtype)),
                               "sm_90a")
     _as_the_interpreter(got["output"], out)
+
+
+FLOAT_HOST_VALUE = """
+__co__ void f(f32 [N] a) {
+  mutable float s = 1.5f;
+  s = s * 2.0f;
+  parallel p by 1 : block
+    a.at(0) = s;
+}
+"""
+
+
+@pytest.mark.emu
+def test_a_float_host_value_reaches_the_kernel(tmp_path):
+    """A float host value (like ampere_mma.co's f16 bias) is a kernel argument: its f32 bits."""
+    from choreo_py.emu.program import emulate_program
+    path = tmp_path / "hv.co"
+    path.write_text(FLOAT_HOST_VALUE)
+    a, b = torch.zeros(4), torch.zeros(4)
+    choreo_py.interpret(str(path), function="f", target="sm_90a")(a)
+    emulate_program(str(path), target="sm_90a").f(b)
+    assert a.tolist() == b.tolist() == [3.0, 0.0, 0.0, 0.0]
