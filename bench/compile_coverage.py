@@ -53,6 +53,7 @@ def main() -> None:
     entries = manifest if isinstance(manifest, list) else manifest.get("files", [])
     compiled, specialised, reasons, total = [], [], collections.Counter(), 0
     refused: list[tuple[str, str]] = []
+    host_only: list[str] = []
     for e in entries:
         path = os.path.join(args.corpus, e["path"])
         if e.get("expect") != "accept" or not os.path.exists(path):
@@ -64,6 +65,8 @@ def main() -> None:
                 if args.ptxas:
                     ptxas(ptx, args.target)
                 compiled.append(e["path"])
+                if ".entry" not in ptx:  # host code only: a module without kernel entries
+                    host_only.append(e["path"])
             except ChoreoError as err:
                 if args.generic_only or not _specialise(path, err, args.target, args.ptxas):
                     raise
@@ -79,8 +82,10 @@ def main() -> None:
     checked = " that ptxas accepts" if args.ptxas else ""
     print(f"{len(compiled)} of {total} valid corpus programs compile to {args.target} PTX{checked}"
           " shape-generically")
+    print(f"  of which {len(host_only)} are host code only (a module without kernel entries: "
+          "the host program runs in the interpreter and the runtime)")
     for path in compiled:
-        print(f"  {path}")
+        print(f"  {path}{'  (host only)' if path in host_only else ''}")
     if not args.generic_only:
         print(f"{len(compiled) + len(specialised)} of {total} with {len(specialised)} built per "
               "function for the sizes of their main()'s calls:")

@@ -59,6 +59,8 @@ IR_WORDS = {
     "DmaCopy": "dma.copy", "Wait": "a wait", "Trigger": "a trigger",
     "RoleSync": "a collective copy's synchronization", "SyncShared": "sync.shared",
     "SyncWarp": "sync.barrier : group",
+    "GridSync": "a grid-wide barrier (sync.barrier : block in a cooperative launch)",
+    "Fence": "sync.fence",
     "NamedBarrier": "a named barrier (__bar_sync / __bar_arrive)",
     "FragDecl": "a fragment declaration", "MmaFill": "mma.fill", "Mma": "an mma operation",
     "MmaStore": "mma.store", "MmaLoad": "mma.load",

@@ -47,6 +47,8 @@ _COMMON_REFUSALS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "SyncShared": "sync.shared",
     "SyncWarp": "a warp barrier (sync.barrier : group)",
+    "GridSync": "a grid-wide barrier (its cooperative launch is refused first)",
+    "Fence": "sync.fence",
     "Yield": "a yield",
     "Launch": "a launch inside a kernel",
     # (lowered per thread, lowering/core/warp_mma.py, in kernels of no other MMA form)

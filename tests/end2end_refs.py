@@ -9,8 +9,9 @@ comparisons. The interpreter's suite (test_end2end.py), the PTX emulator's
 (test_end2end_emu.py: the GPU's launches, each entry's PTX emulated) and the
 GPU's (test_end2end_gpu.py) run the same cases.
 
-Long because: every end-to-end case is listed here with its inputs and its check (the
-warp-MMA ones, wmma.co and ampere_mma.co, are in end2end_warp_refs.py).
+Long because: one port per end-to-end program, beside the input makers and checks
+the ports share; the families that stand alone are apart (end2end_gemms.py,
+flash_atten_ref.py, end2end_warp_refs.py: wmma.co and ampere_mma.co).
 """
 from __future__ import annotations
 
@@ -508,73 +509,68 @@ CASES += [
 ]
 
 
-# --- end2end/asm_basic.co: inline PTX moving a value through registers; its main checks
-# each function's one element against the value passed in
-def _asm_result(args, res, want):
-    assert int(res.cpu()[0]) == args[0], f"asm result {int(res.cpu()[0])} != {args[0]}"
+# --- asm_basic.co, wgmma_ss.co, wgmma_persis.co: end2end_gemms.py
+from end2end_gemms import cases as _gemm_cases  # noqa: E402
+
+_more, _not_run = _gemm_cases(END2END)
+CASES += _more
+NOT_INTERPRETED.update(_not_run)
 
 
-ASM = [("test_volatile_copy", 42), ("test_basic_copy", 7), ("test_readwrite", 99),
-       ("test_named_copy", 42), ("test_named_readwrite", 7)]
-CASES += [(os.path.join(END2END, "asm_basic.co"), fn, (lambda v: lambda gen, dev: (v,))(v),
-           None, _asm_result) for fn, v in ASM]
-NOT_INTERPRETED.update({f"asm_basic.co::{fn}": "inline asm is PTX: the interpreter does not "
-                        "run it (the emulator and the GPU do)" for fn, _ in ASM})
+# --- end2end/tma_v2.co, tma_f32.co: TMA copies through shared memory, double-buffered with
+# `tma.any` placeholders and `swap`; inputs in [-10, 10) (fp8: [-2, 2)), exact equality
+# (fp8: |got - ref| <= 0.2, as their mains check)
+def _fp8_pair(gen, dev):
+    return tuple(_floats(gen, (16, 16, 128), -2.0, 2.0, torch.float32, "cpu")
+                 .to(torch.float8_e4m3fn).to(dev) for _ in range(2))
 
 
-# --- end2end/wgmma_ss.co: GEMMs of its main()'s data (lhs[m][k] = ((m + 2k) % 3) / 2,
-# rhs[n][k] = ((2n + k) % 3) / 2) at M = N = 384, K = 128; |out - ref| <= 0.1
-def _wgmma_ss_inputs(dtype, out_dtype, transposed=False):
-    def make(gen, dev):
-        m, n, k = 384, 384, 128
-        kk = torch.arange(k)
-        lhs = (((torch.arange(m)[:, None] + 2 * kk) % 3) * 0.5).to(dtype).to(dev)
-        rhs = (((2 * torch.arange(n)[:, None] + kk) % 3) * 0.5).to(dtype).to(dev)
-        return lhs, rhs, torch.zeros((n, m) if transposed else (m, n), dtype=out_dtype).to(dev)
-    return make
+def _fp8_sum_ref(args):
+    return args[0].cpu().float() + args[1].cpu().float()
 
 
-def _wgmma_ss_check(transposed=False):
-    def check(args, res, want):
-        lhs, rhs, out = (a.cpu().float() for a in args)
-        ref = lhs @ rhs.T
-        got = out.T if transposed else out
-        assert float((got - ref).abs().max()) <= 0.1, "values are not equal"
-    return check
+CASES += [
+    (os.path.join(END2END, "tma_v2.co"), "tma_ab_buffer",
+     lambda gen, dev: tuple(_floats(gen, (6, 16, 128), -10, 10, torch.float32, dev)
+                            for _ in range(2)), lambda a: a[0] + a[1], _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_async",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_multi_subspan",
+     _copy_input(torch.float32, (6, 16, 64)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_copy_tiled",
+     _copy_input(torch.float32, (6, 16, 128)), _copy_ref, _equal),
+    (os.path.join(END2END, "tma_f32.co"), "tma_ab_buffer_fp8", _fp8_pair, _fp8_sum_ref,
+     _close(0.2)),
+]
 
 
-CASES += [(os.path.join(END2END, "wgmma_ss.co"), fn,
-           _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
-          for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
+# --- end2end/flash_atten.co: attention with a run-time causal flag (flash_atten_ref.py)
+from flash_atten_ref import fa_check as _fa_check, fa_inputs as _fa_inputs, fa_ref as _fa_ref  # noqa: E402
+
+CASES += [
+    (os.path.join(END2END, "flash_atten.co"), "flash_atten", _fa_inputs(causal), _fa_ref,
+     _fa_check, label) for causal, label in ((False, "non-causal"), (True, "causal"))
+]
 
 
-# --- end2end/wgmma_persis.co, the persistent 1-producer 3-consumer GEMM: its main's sizes
-# (1536 x 2048 x 128, inputs uniform in [0, 2)) and its sampled check's tolerance
-# (|out - ref| <= 0.5 + 0.02 |ref|), here over every element
-def _persis_inputs(gen, dev):
-    m, n, k = 1536, 2048, 128
-    lhs = (torch.rand(m, k, generator=gen) * 2).half().to(dev)
-    rhs = (torch.rand(n, k, generator=gen) * 2).half().to(dev)
-    return lhs, rhs, torch.zeros(m, n, dtype=torch.float16).to(dev)
-
-
-def _persis_check(args, res, want):
-    lhs, rhs, out = (a.cpu().float() for a in args)
-    ref = lhs @ rhs.T
-    assert bool(((out - ref).abs() <= 0.5 + 0.02 * ref.abs()).all()), "persistent mismatch"
-
-
-CASES += [(os.path.join(END2END, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
-           _persis_inputs, None, _persis_check)]
+# --- end2end/cooperative_grid_sync.co: two blocks exchange values through global memory
+# across a grid-wide barrier (a cooperative launch); its main: res == {2, 1}
+CASES += [
+    (os.path.join(END2END, "cooperative_grid_sync.co"), "coop_grid_sync", lambda gen, dev: (),
+     lambda a: torch.tensor([2, 1], dtype=torch.int32), _equal),
+]
 
 
 def case_id(case) -> str:
-    return f"{os.path.basename(case[0])}::{case[1]}"
+    """`file::function`, and the case's label where a function has several (its call's
+    scalar arguments)."""
+    label = f"[{case[5]}]" if len(case) > 5 else ""
+    return f"{os.path.basename(case[0])}::{case[1]}{label}"
 
 
 def run_case(case, call, device, dtypes) -> None:
     """Makes the inputs, calls the function through `call(path, function)`, checks."""
-    path, function, make, ref, check = case
+    path, function, make, ref, check = case[:5]
     if not os.path.exists(path):
         import pytest
 

@@ -45,6 +45,10 @@ def warp_cases(end2end: str, dtypes: dict, floats, ints, equal_as_int) -> list:
          _rounded_products(_F16), _relative(0.005)),
         (ampere, "matmul_fusion_scalar", with_bias(inputs(_F16, 128, 256, 256)),
          lambda args: _rounded_products(_F16, args[2])(args[:2]), _relative(0.005)),
+        # (its main: verify_matmul_row_col_subset with base 0.001, relative 0.002 on a
+        # sample of elements; here every element)
+        (ampere, "matmul_pipeline", inputs(_F16, 64, 16, 32), _rounded_products(None),
+         _within(0.001, 0.002)),
         (ampere, "mma_m8n8k4_f16_f16", _indexed(128, 64, 256, (0.02, 0.1), (0.1, 0.03)),
          _rounded_products(_F16, 1.5), _relative(0.005)),
         (ampere, "mma_m8n8k16_s8_s32", inputs(torch.int8, 128, 64, 128, -10, 10),
@@ -78,4 +82,11 @@ def _relative(tol, result_type=None):
         got = (got.to(result_type) if result_type is not None else got).double()
         delta = ((want - got) / want).abs()
         assert bool((delta < tol).all()), f"values are not equal: delta {delta.max().item()}"
+    return check
+
+
+def _within(base, rel):
+    def check(args, res, want):
+        diff = (res.cpu().double() - want).abs()
+        assert bool((diff <= base + rel * want.abs()).all()), f"max difference {diff.max().item()}"
     return check

@@ -8,9 +8,9 @@ from choreo_py import cli, driver, frontend
 from choreo_py.diagnostics import ChoreoError, take_warnings
 
 SCALAR_PARAMS = """\
-__co__ void f(global f32 [M, N] a, int n, s32 k, bool b) {
+__co__ void f(global f32 [M, N] a, int n, s32 k, double b) {
   parallel p by 4 : block {
-    if (b) {
+    if (b > 0.5) {
       x = n + k;
     }
   }

@@ -76,15 +76,14 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     from choreo_py.host.specialize import Functions
     from choreo_py.interp.host import bind_args
     from choreo_py.interp.runner import allocate
-    from choreo_py.runtime.host_program import scalar_word
 
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
     fn = funcs.get(name, args, {})
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
     given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
     tensors = {p.name: given[p.name] for p in fn.params}
-    _, scalars = bind_args(fn, args, {})  # (kernel arguments: ints, or floats' f32 bits)
-    allocate(fn, tensors, dict(scalars))
+    _, scalars = bind_args(fn, args, {})  # bool / int / float arguments (f16 rounded)
+    allocate(fn, tensors, {})
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
         if tensors[loc.name].is_floating_point() and loc.init is None:  # ({0.0f}: it is read)
             tensors[loc.name].fill_(float("nan"))
@@ -95,13 +94,14 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
         info = ns["KERNELS"][kernel]
         params = list(info.get("PARAMS") or
                       [("ptr", f"ptr_{t}", t) for t in info["TENSORS"]]
-                      + [("u32", f"dim_{d}", scalar_word(scalars[d])) if d in scalars else
-                         ("dim", f"dim_{d}", d) for d in info["DIMS"]])
-        grid = (lambda f: lambda **d: f(**d, **{k: scalars[k] for k in info["DIMS"]
-                                                 if k in scalars}))(info["grid"])
-        spec = LaunchSpec(info["KERNEL"].ptx(), grid, (info["THREADS"], 1, 1),
-                          info["SMEM_BYTES"], params, shapes)
-        run_spec(spec, tensors)
+                      + [("dim", f"dim_{d}", d) for d in info["DIMS"]])
+        coop = bool(info.get("COOPERATIVE"))
+        if coop:  # the grid barrier's words, zeroed per launch as the runtime does
+            tensors["__grid_sync"] = torch.zeros(2, dtype=torch.int32)
+        spec = LaunchSpec(info["KERNEL"].ptx(), info["grid"], (info["THREADS"], 1, 1),
+                          info["SMEM_BYTES"], params, shapes, cooperative=coop)
+        run_spec(spec, tensors, scalars=scalars)
+        tensors.pop("__grid_sync", None)
     return (tensors[fn.result] if fn.result is not None else tensors), launches
 
 

@@ -41,7 +41,9 @@ def test_there_are_statement_and_expression_kinds():
 SAMPLES = {
     ir.Let: "let x = t + 1", ir.Var: "var v: u32 = 0:u32", ir.Assign: "v := v + 1",
     ir.ViewDef: "view A_t = A<t * 64+:64, 0+:64>", ir.Break: "break", ir.Continue: "continue",
-    ir.SyncShared: "sync.shared", ir.SyncWarp: "sync.warp", ir.Yield: "yield",
+    ir.SyncShared: "sync.shared", ir.SyncWarp: "sync.warp", ir.GridSync: "sync.grid",
+    ir.Fence: "fence.gpu",
+    ir.Yield: "yield",
     ir.RoleSync: "role.sync", ir.NamedBarrier: "bar.sync 1, 256",
     ir.Launch: "launch k", ir.Assert: "assert M == 64, 'one tile of rows'", ir.For: "for i in 0..4 {\n}", ir.While: "while v < 4 {\n}",
     ir.If: "if t == 0 {\n}", ir.Parallel: "parallel p < 2 : group-4 (128 threads each) {\n}",

@@ -186,13 +186,14 @@ def test_accumulator_shape_that_no_mma_gives() -> None:
 # Valid Choreo that the reference accepts and sema builds only in part: `check` accepts
 # it, `compile` (strict sema) refuses it by name at its place, never as a program error.
 VALID_NOT_BUILT = [
-    # an index of chunkat that is an expression, not a bounded variable
+    # an index of chunkat that is an expression of no bounded variable (`k - 1` chunks
+    # by k's bound)
     ("    parallel p by 4 : thread {\n      foreach k in 2 {\n"
-     "        x = dma.copy A.chunkat(t, k - 1) => local;\n      }\n    }\n",
+     "        x = dma.copy A.chunkat(t, 2 - 1) => local;\n      }\n    }\n",
      "'chunkat' of an index that is no bounded variable", 5, 35),
-    # the offset form of a bounded variable
+    # the offset form of a bounded variable other than `x(-n)` (its last values)
     ("    parallel p by 4 : thread {\n      with x in 2 {\n"
-     "        x1 = dma.copy A.chunkat(t, x(-1)) => local;\n      }\n    }\n",
+     "        x1 = dma.copy A.chunkat(t, x(1)) => local;\n      }\n    }\n",
      "the offset form of a bounded variable", 5, 36),
 ]
 

@@ -104,7 +104,8 @@ def test_several_kernels_and_functions_in_one_file(tmp_path):
 
 @pytest.mark.parametrize("src,message", [
     ("__co__ s32[2] f() {\n  s32[2] a;\n  parallel bx by 2 : block<cooperative> {\n"
-     "    a.at(bx) = 1;\n  }\n  return a;\n}\n", "a cooperative launch"),
+     "    parallel t by 32 : thread { sync.barrier : block; }\n    a.at(bx) = 1;\n  }\n"
+     "  return a;\n}\n", "a grid-wide barrier inside a parallel region"),
     ("__co__ auto f(f6_e2m3 [4] a) {\n  f6_e2m3 [4] o;\n  parallel p by 1, q by 4\n"
      "    o.at(q) = a.at(q);\n  return o;\n}\n", "the element type 'f6_e2m3'"),
 ])

@@ -31,7 +31,7 @@ WARP_CASES = [c for c in CASES if os.path.basename(c[0]) in ("wmma.co", "ampere_
 
 
 def test_the_end2end_cases_are_listed():
-    assert len(WARP_CASES) == 11
+    assert len(WARP_CASES) == 12
 
 
 # ---------------------------------------------------------------- small programs

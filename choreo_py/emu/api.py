@@ -26,9 +26,9 @@ class EmuStats:
 
 def run_spec(spec: LaunchSpec, tensors: dict, *, schedule: str = "round_robin", seed: int = 0,
              strict: bool = True, step_limit: int = DEFAULT_STEP_LIMIT,
-             stats: Optional[EmuStats] = None) -> dict:
+             stats: Optional[EmuStats] = None, scalars: Optional[dict] = None) -> dict:
     kernel = parse_ptx(spec.ptx)
-    launch, _ = bind(spec, tensors, kernel.params)
+    launch, _ = bind(spec, tensors, kernel.params, scalars)
     start = time.perf_counter()
     with np.errstate(all="ignore"):
         m = Machine(kernel, launch, schedule=schedule, seed=seed, strict=strict,

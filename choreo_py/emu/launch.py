@@ -26,7 +26,9 @@ from __future__ import annotations
 import json
 import os
 import re
+import struct
 from dataclasses import dataclass, field
+from typing import Optional
 
 import numpy as np
 
@@ -54,6 +56,7 @@ class LaunchSpec:
     arch: str = ""
     ptx_name: str = "kernel.ptx"
     extra: dict = field(default_factory=dict)
+    cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -151,11 +154,13 @@ def _numpy_of(t):
     return t.view(getattr(torch, _INT_VIEW[es])).numpy() if t.is_floating_point() else t.numpy()
 
 
-def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
-    """(Launch, dims): tensors mapped into global memory, parameters encoded."""
+def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict] = None) -> tuple:
+    """(Launch, dims): tensors mapped into global memory, parameters encoded. `scalars`: the
+    values of the kernel's scalar arguments (a `bool` or `int` parameter that is no tensor
+    dimension), passed as its ("dim", ...) parameters are."""
     gmem = GlobalMemory()
     addr = {}
-    dims: dict = {}
+    dims: dict = {k: v if isinstance(v, float) else int(v) for k, v in (scalars or {}).items()}
     for name, dtype, shape in spec.tensors:
         t = tensors[name]
         for size, want in zip(t.shape, shape):
@@ -172,8 +177,10 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
         kind, pname = p[0], p[1]
         if pname not in sizes:
             raise ValueError(f"launch parameter {pname} is not a parameter of the kernel")
-        if kind == "dim":
-            ps.set_scalar(pname, dims[p[2]], sizes[pname])
+        if kind == "dim":  # a float argument: its f32 bits (runtime/launch.word)
+            v = dims[p[2]]
+            v = struct.unpack("<I", struct.pack("<f", v))[0] if isinstance(v, float) else v
+            ps.set_scalar(pname, v, sizes[pname])
         elif kind == "tmap":
             _, _, tname, dtype, box, swz = p
             t = tensors[tname]
@@ -189,7 +196,8 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params) -> tuple:
         else:
             ps.set_scalar(pname, int(p[2]), sizes[pname])
     grid = spec.grid(**dims) if callable(spec.grid) else spec.grid
-    return Launch(tuple(int(g) for g in grid), spec.block, spec.shared_bytes, ps, gmem), dims
+    return Launch(tuple(int(g) for g in grid), spec.block, spec.shared_bytes, ps, gmem,
+                  cooperative=spec.cooperative), dims
 
 
 def make_tensors(desc: dict, seed: int = 0) -> dict:

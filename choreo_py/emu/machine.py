@@ -2,8 +2,10 @@
 
 CTAs of the examples do not communicate through global memory while they
 run, so executing them one at a time gives the results of any concurrent
-execution; a kernel whose CTAs wait on each other would deadlock here (and
-is reported as such).
+execution. A cooperative launch (all CTAs resident: a grid-wide barrier)
+runs its CTAs together instead, in turns, so that one may spin on global
+memory until the others write it; a wait that never ends there is reported
+at the step limit.
 
 Per CTA: shared memory (bytes; the dynamic window starts at SMEM_BASE, as
 on sm_90 where the first 1 KiB of the window is reserved), the mbarriers
@@ -29,6 +31,8 @@ from .report import DeadlockError, EmuError, MisuseError, RaceError, StepLimitEr
 from .warp import Warp
 
 DEFAULT_STEP_LIMIT = 20_000_000
+#: Warp instructions a CTA of a cooperative launch runs before the next CTA's turn.
+TURN = 64
 
 
 class CTA:
@@ -125,8 +129,11 @@ class CTA:
             force = False
         return done
 
-    def run(self) -> None:
+    def run(self, budget: Optional[int] = None) -> bool:
+        """Runs the CTA to its end (True); with `budget`, stops after about that many warp
+        instructions (False: not done; a cooperative launch's CTAs take turns)."""
         warps = self.warps
+        start = self.step
         order = self.order
         limit = self.machine.step_limit
         seen_epoch = -1
@@ -144,7 +151,7 @@ class CTA:
                     self._complete_due(force=True)
                     continue
                 if all(w.done for w in warps):
-                    return
+                    return True
                 if any([w.wake() for w in warps if w.blocked and not w.done]):
                     continue  # a wait already satisfied when it parked
                 raise self._deadlock()
@@ -152,6 +159,8 @@ class CTA:
             self.running = w
             self.step += w.run(quantum)
             self.running = None
+            if budget is not None and self.step - start >= budget:
+                return all(w.done for w in warps)
             if self.step > limit:
                 raise StepLimitError(
                     f"CTA {self.ctaid} executed more than {limit} warp instructions "
@@ -169,13 +178,14 @@ class CTA:
 class Launch:
     """What a launch needs: grid, block, dynamic shared bytes, parameter values."""
 
-    def __init__(self, grid, block, smem_bytes, params, gmem) -> None:
+    def __init__(self, grid, block, smem_bytes, params, gmem, cooperative: bool = False) -> None:
         self.grid = tuple(grid) + (1,) * (3 - len(grid))
         self.block = tuple(block) + (1,) * (3 - len(block))
         self.threads = self.block[0] * self.block[1] * self.block[2]
         self.smem_bytes = smem_bytes
         self.params = params  # ParamSpace
         self.gmem = gmem      # GlobalMemory
+        self.cooperative = cooperative  # all CTAs resident, run together (Machine.run)
 
 
 class Machine:
@@ -251,6 +261,8 @@ class Machine:
 
     # ------------------------------------------------------------ running
     def run(self) -> None:
+        if self.launch.cooperative:
+            return self._run_together()
         gx, gy, gz = self.launch.grid
         for z in range(gz):
             for y in range(gy):
@@ -264,6 +276,25 @@ class Machine:
                         raise
                     self.finish_cta(cta)
                     self.instructions += sum(w.instructions for w in cta.warps)
+
+    def _run_together(self) -> None:
+        """A cooperative launch: every CTA resident, so CTAs may wait on each other through
+        global memory (a grid-wide barrier spins until the others arrive); they take turns
+        of TURN warp instructions each, in grid order, until all have exited."""
+        gx, gy, gz = self.launch.grid
+        live = [CTA(self, (x, y, z)) for z in range(gz) for y in range(gy) for x in range(gx)]
+        while live:
+            for cta in list(live):
+                try:
+                    done = cta.run(budget=TURN)
+                except EmuError as err:
+                    if not err.where and cta.running is not None:
+                        err.where = self.where(cta.running.inst)
+                    raise
+                if done:
+                    self.finish_cta(cta)
+                    self.instructions += sum(w.instructions for w in cta.warps)
+                    live.remove(cta)
 
     def finish_cta(self, cta) -> None:
         """At exit: async operations still in flight complete (bulk stores drain)."""

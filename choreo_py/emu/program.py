@@ -64,18 +64,25 @@ class EmuLauncher:
     def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
         info = self.program.kernels[name]
         spec, names = self._spec(name)
+        coop = bool(info.get("COOPERATIVE"))
+        if coop:  # the grid barrier's two words, zeroed per launch as the runtime does
+            import torch
+
+            tensors = dict(tensors, __grid_sync=torch.zeros(2, dtype=torch.int32))
         params, used = _params(info, names, dims)
         grid = tuple(int(g) for g in info["grid"](**{d: dims[d] for d in info["DIMS"]}))
-        run_spec(replace(spec, grid=grid, params=params), {t: tensors[t] for t in used},
-                 **self.options)
+        run_spec(replace(spec, grid=grid, params=params, cooperative=coop),
+                 {t: tensors[t] for t in used}, **self.options)
 
 
 def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
     """(the launch's parameters as LaunchSpec lists them, the tensors they address): an MMA
     entry's PARAMS with its dimensions' values; a thread entry's pointer per tensor, then
     its dimensions (32-bit), in the order of the entry's PTX parameters."""
+    from choreo_py.runtime.launch import word
+
     if "PARAMS" in info:
-        params = [("u32", p[1], int(dims[p[2]])) if p[0] == "dim" else tuple(p)
+        params = [("u32", p[1], word(dims[p[2]])) if p[0] == "dim" else tuple(p)
                   for p in info["PARAMS"]]
         return params, sorted({p[2] for p in params if p[0] == "tmap"})
     tensors, sizes = list(info["TENSORS"]), list(info["DIMS"])
@@ -83,8 +90,8 @@ def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
         raise ValueError(f"the entry has {len(names)} parameters; KERNELS gives {len(tensors)} "
                          f"tensors and {len(sizes)} dimensions")
     params = [("ptr", n, t) for n, t in zip(names, tensors)]
-    from choreo_py.runtime.host_program import scalar_word  # (a float argument: its bits)
-    params += [("u32", n, scalar_word(dims[d])) for n, d in zip(names[len(tensors):], sizes)]
+    # a float argument as its f32 bits, as the GPU's launch packs it (runtime/launch.word)
+    params += [("u32", n, word(dims[d])) for n, d in zip(names[len(tensors):], sizes)]
     return params, tensors
 
 

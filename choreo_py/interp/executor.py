@@ -24,6 +24,7 @@ from .. import ir
 from .errors import FutureError, InterpError
 from . import atomics, lanes, printing
 from .frag_exec import FragmentStatements
+from .grid import GridWait
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
@@ -83,15 +84,26 @@ class BlockRun(FragmentStatements):
         self.shared = SharedFrags()  # fragments of the block, seen by its roles
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
         self.partial_yield = None  # where some (not all) instances of a region yielded
+        self.grid, self.grid_generation = None, 0  # a cooperative launch's barrier (grid.py)
         # the handlers of this block's statements (GENERATORS / PLAIN below), bound
         self.gens = {t: fn.__get__(self) for t, fn in GENERATORS.items()}
         self.plain = {t: fn.__get__(self) for t, fn in PLAIN.items()}
 
     # ---------------------------------------------------------------- threads
     def start(self, env: dict) -> None:
+        self.begin(env)
+        self.sched.run()
+
+    def begin(self, env: dict) -> None:
+        """The block's thread, added to the scheduler (which may hold other blocks' too)."""
         th = Thread("block", None, dict(env), {})
         self.launch(th, self.k.body)
-        self.sched.run()
+
+    def s_grid_sync(self, s, th):
+        b = self.grid.at(self.grid_generation, s.loc)
+        self.grid_generation += 1
+        b.arrive(th, None)
+        yield from self.block_on(th, GridWait(b, s.loc))
 
     def launch(self, th: Thread, body: list[ir.Stmt]) -> None:
         th.gen = self._main(th, body)
@@ -465,7 +477,8 @@ class BlockRun(FragmentStatements):
 
 
 def _no_op(self, s, th) -> None:
-    """`setmaxnreg`: a register budget; nothing to model on the CPU. A warp barrier
+    """`setmaxnreg`: a register budget; nothing to model on the CPU. A fence: one thread
+    runs at a time here, and its writes are seen in program order. A warp barrier
     (`sync.warp`): the interpreter has no warps, so it orders nothing here (an access of
     another thread ordered only by it is reported as a race: stricter than the GPU)."""
 
@@ -477,12 +490,13 @@ GENERATORS = {
     ir.Trigger: BlockRun.s_trigger, ir.TmaLoad: BlockRun.s_copy, ir.DmaCopy: BlockRun.s_copy,
     ir.TmaStore: BlockRun.s_tma_store, ir.Mma: BlockRun.s_mma, ir.SyncShared: BlockRun.s_sync,
     ir.NamedBarrier: BlockRun.s_named_barrier, ir.RoleSync: BlockRun.s_sync,
+    ir.GridSync: BlockRun.s_grid_sync,
 }
 #: Statements that run to completion at once.
 PLAIN = {
     ir.Let: BlockRun.s_let, ir.Var: BlockRun.s_var, ir.Assign: BlockRun.s_assign,
     ir.ViewDef: BlockRun.s_viewdef, ir.Break: BlockRun.s_break, ir.Continue: BlockRun.s_continue,
-    ir.SetMaxRegs: _no_op, ir.SyncWarp: _no_op, ir.Yield: BlockRun.s_yield, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
+    ir.SetMaxRegs: _no_op, ir.SyncWarp: _no_op, ir.Fence: _no_op, ir.Yield: BlockRun.s_yield, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
     ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
     ir.WarpMma: BlockRun.s_warp_mma,
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,

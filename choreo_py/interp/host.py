@@ -31,7 +31,8 @@ def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
         given[k] = v
     tensor_names = {p.name for p in fn.params}
     tensors = {k: v for k, v in given.items() if k in tensor_names}
-    floats = {x.name: x.dtype for k in fn.kernels for x in k.scalars if ir.is_float(x.dtype)}
+    floats = {x.name: x.dtype for k in fn.kernels for x in k.scalars
+              if x.dtype in ("f32", "f16", "bf16")}
     dims = {k: _scalar(v, floats.get(k)) for k, v in given.items() if k not in tensor_names}
     missing = [p.name for p in fn.params if p.name not in tensors]
     if missing:

@@ -15,6 +15,7 @@ from ..host.execute import HostRun, kernel_env
 from .errors import InterpError
 from . import printing
 from .executor import BlockRun
+from .grid import GridBarrier, has_grid_sync
 from .memory import Memory
 from .scalars import TORCH_DTYPES, Evaluator
 from .scheduler import Scheduler
@@ -170,6 +171,9 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
     if schedule == "random":  # blocks are independent: their order must not matter either
         rng.shuffle(blocks)
     stats = RunStats()
+    if has_grid_sync(kernel):
+        return _run_together(kernel, tensors, env0, blocks, arrivals, instances, owners,
+                             Scheduler(schedule, rng, step_limit, max_delay=max_delay), stats)
     for coords in blocks:
         env = dict(env0, **{g.var: c for g, c in zip(kernel.grid, coords)})
         events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
@@ -181,6 +185,25 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
         stats.scheduling_steps += sched.ticks
         if progress is not None:
             progress(stats.blocks, len(blocks))
+    return stats
+
+
+def _run_together(kernel, tensors, env0, blocks, arrivals, instances, owners, sched,
+                  stats) -> RunStats:
+    """A cooperative launch with a grid-wide barrier: every block's thread in one scheduler
+    (grid.py), as the GPU has them all resident."""
+    grid = GridBarrier(len(blocks))
+    for coords in blocks:
+        env = dict(env0, **{g.var: c for g, c in zip(kernel.grid, coords)})
+        events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
+                  for e in kernel.events}
+        run = BlockRun(kernel, Memory(kernel, tensors), events, sched, owners, instances)
+        run.grid = grid
+        run.begin(env)
+    sched.run()
+    stats.blocks += len(blocks)
+    stats.statements += sched.steps
+    stats.scheduling_steps += sched.ticks
     return stats
 
 

@@ -468,6 +468,24 @@ class SyncWarp(Stmt):
 
 
 @dataclass
+class GridSync(Stmt):
+    """`sync.barrier : block` in a `: block<cooperative>` kernel: every thread of every
+    block of the grid meets here (the kernel is launched cooperatively, all blocks
+    resident), and the writes to global memory before it are seen by the reads after it."""
+
+    loc: Optional[Loc] = None
+
+
+@dataclass
+class Fence(Stmt):
+    """`sync.fence : block` (scope "gpu": this thread's earlier writes are seen by other
+    blocks before its later ones) / `: thread` (scope "cta": by the block's threads)."""
+
+    scope: str
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class NamedBarrier(Stmt):
     """`__bar_sync(id, count)` / `__bar_arrive(id, count)`: hardware named barrier `id`.
 
@@ -778,6 +796,7 @@ class Kernel:
     body: list[Stmt] = field(default_factory=list)
     launch_bounds: Optional[tuple[Optional[int], Optional[int]]] = None
     loc: Optional[Loc] = None
+    cooperative: bool = False  # `: block<cooperative>`: all blocks resident (GridSync)
     smem_total: Optional[int] = None  # bytes of shared memory the plan uses
     tmem_slot: Optional[int] = None  # smem offset of the tensor-memory base address (mma_barriers)
     # Scalar parameters of the function that the kernel reads and that are no shape
@@ -883,14 +902,21 @@ def _sync_tma(s: Stmt) -> bool:
     return isinstance(s, (TmaLoad, TmaStore)) and s.future is None
 
 
+#: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
+#: observes how a tile moves, and the thread lowering moves it with cooperative loads.
+THREAD_TMA_KINDS = (TmaLoad, TmaStore)
+
+
 def is_thread_kernel(k: Kernel) -> bool:
-    """Whether `k` is lowered thread by thread: no MMA, fragment, event or TMA statement,
-    or only the warp form's fragments (is_warp_mma_kernel)."""
+    """Whether `k` is lowered thread by thread: no MMA, fragment, event or other
+    asynchronous statement (TMA copies alone do not make an MMA kernel), or only the
+    warp form's fragments (is_warp_mma_kernel)."""
     if is_warp_mma_kernel(k):
         return True
     if k.events or k.frags:
         return False
-    return not any(isinstance(s, ASYNC_KINDS) for s in walk(k.body))
+    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)
+                   for s in walk(k.body))
 
 
 # ---------------------------------------------------------------- walking

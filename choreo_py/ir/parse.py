@@ -142,6 +142,9 @@ class _Parser:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
                                 for x in line[len("launch_bounds "):].split(","))
 
+    def decl_cooperative(self, k: ir.Kernel, line: str) -> None:
+        k.cooperative = True
+
     def decl_device(self, k: ir.Kernel, line: str) -> None:
         k.device = line.split()[1]
 
@@ -285,7 +288,10 @@ class _Parser:
 
     def s_simple(self, line: str, body) -> ir.Stmt:
         return {"break": ir.Break, "continue": ir.Continue, "sync.shared": ir.SyncShared,
-                "sync.warp": ir.SyncWarp, "yield": ir.Yield}[line]()
+                "sync.warp": ir.SyncWarp, "sync.grid": ir.GridSync, "yield": ir.Yield}[line]()
+
+    def s_fence(self, line: str, body) -> ir.Stmt:
+        return ir.Fence(line[len("fence."):])
 
     def s_bar(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"bar\.(sync|arrive) (.*), (\d+)", line)
@@ -486,6 +492,7 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 _DECLS: dict[str, Callable] = {
     "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars, "alias": _Parser.decl_alias,
     "launch_bounds": _Parser.decl_bounds,
+    "cooperative": _Parser.decl_cooperative,
     "device": _Parser.decl_device,
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "tmem_alloc": _Parser.decl_tmem_alloc, "tmem": _Parser.decl_tmem,
@@ -500,7 +507,8 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("for", _Parser.s_for), ("while", _Parser.s_while), ("if", _Parser.s_if),
     ("parallel", _Parser.s_parallel), ("role", _Parser.s_role), ("role.", _Parser.s_role),
     ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
-    ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple),
+    ("sync.grid", _Parser.s_simple), ("fence.", _Parser.s_fence), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
     ("assert", _Parser.s_assert), ("print", _Parser.s_print), ("asm", _Parser.s_asm),
     ("asm.", _Parser.s_asm),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),

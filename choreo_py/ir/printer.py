@@ -130,6 +130,8 @@ class _Printer:
     def s_Continue(self, s): self.emit("continue")
     def s_SyncShared(self, s): self.emit("sync.shared")
     def s_SyncWarp(self, s): self.emit("sync.warp")
+    def s_GridSync(self, s): self.emit("sync.grid")
+    def s_Fence(self, s): self.emit(f"fence.{s.scope}")
     def s_RoleSync(self, s): self.emit("role.sync")
     def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
@@ -251,7 +253,8 @@ STATEMENTS = {
     ir.ViewDef: _Printer.s_ViewDef, ir.Break: _Printer.s_Break, ir.Yield: _Printer.s_Yield,
     ir.Continue: _Printer.s_Continue,
     ir.Print: _Printer.s_Print, ir.Asm: _Printer.s_Asm, ir.SyncShared: _Printer.s_SyncShared,
-    ir.SyncWarp: _Printer.s_SyncWarp, ir.RoleSync: _Printer.s_RoleSync,
+    ir.SyncWarp: _Printer.s_SyncWarp, ir.GridSync: _Printer.s_GridSync,
+    ir.Fence: _Printer.s_Fence, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,
@@ -315,6 +318,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit("scalars " + ", ".join(f"{x.name}: {x.dtype}" for x in k.scalars))
     if k.device:
         p.emit(f"device {k.device}")
+    if k.cooperative:
+        p.emit("cooperative")
     if k.launch_bounds:
         p.emit("launch_bounds " + ", ".join("_" if x is None else str(x) for x in k.launch_bounds))
     if k.smem_total is not None:

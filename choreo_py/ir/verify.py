@@ -200,6 +200,14 @@ class _Verifier:
     def s_SyncShared(self, s): pass
     def s_SyncWarp(self, s): pass
 
+    def s_GridSync(self, s):
+        if not self.k.cooperative:
+            self.err("a grid-wide barrier in a kernel not launched cooperatively", s.loc)
+
+    def s_Fence(self, s):
+        if s.scope not in ("gpu", "cta"):
+            self.err(f"fence scope '{s.scope}' (gpu or cta)", s.loc)
+
     def s_Print(self, s):
         for x in s.items:
             if not isinstance(x, str):
@@ -391,7 +399,8 @@ STATEMENTS = {
     ir.If: _Verifier.s_If, ir.Break: _Verifier.s_Break, ir.Yield: _Verifier.s_Yield,
     ir.Continue: _Verifier.s_Continue,
     ir.Print: _Verifier.s_Print, ir.Asm: _Verifier.s_Asm, ir.SyncShared: _Verifier.s_SyncShared,
-    ir.SyncWarp: _Verifier.s_SyncWarp, ir.RoleSync: _Verifier.s_RoleSync,
+    ir.SyncWarp: _Verifier.s_SyncWarp, ir.GridSync: _Verifier.s_GridSync,
+    ir.Fence: _Verifier.s_Fence, ir.RoleSync: _Verifier.s_RoleSync,
     ir.NamedBarrier: _Verifier.s_NamedBarrier, ir.SetMaxRegs: _Verifier.s_SetMaxRegs,
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,

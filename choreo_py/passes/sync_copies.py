@@ -19,9 +19,11 @@ with one event `__copied` and one counter `__copies` (its generation) per
 kernel. Only copies the TMA can make are rewritten: from a global tensor into a
 whole shared buffer view of the same static shape, without transpose or
 padding, at block level (outside parallel regions and roles, where one issuing
-thread stands for the block). The others stay as they are (and are refused by
-name by a backend that cannot lower them). Thread kernels (no MMA, no event, no
-TMA) keep their copies: they are lowered as cooperative loads there.
+thread stands for the block, or inside the kernel's only region when it has one
+instance and no roles: its threads are the block's). The others stay as they are
+(and are refused by name by a backend that cannot lower them). Thread kernels (no MMA, no event; TMA
+copies alone, `ir.is_thread_kernel`) keep their copies: they are lowered as
+cooperative loads there.
 
 A copy that names no swizzle into a tile that only MMAs read (no element access,
 no other copy observes its layout) gets the widest swizzle that divides its
@@ -38,10 +40,8 @@ _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaSt
 
 
 def run(kernel: ir.Kernel, target=None) -> None:
-    if ir.is_warp_mma_kernel(kernel):
-        return  # a thread kernel: its copies are the cooperative ones (lowering/core/dma.py)
-    if not (kernel.events or kernel.frags
-            or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
+    if ir.is_thread_kernel(kernel) or not (kernel.events or kernel.frags
+                                           or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
         return
     if any(ev.name == EVENT for ev in kernel.events) or COUNTER in _names(kernel):
         return  # (a program's own names: leave its copies alone)
@@ -121,7 +121,8 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
             continue
         for attr in ("body", "then", "orelse"):
             sub = getattr(s, attr, None)
-            if isinstance(sub, list) and not isinstance(s, (ir.Parallel, ir.Role)):
+            inside = not isinstance(s, (ir.Parallel, ir.Role)) or _the_block(kernel, s)
+            if isinstance(sub, list) and inside:
                 new, ch = _rewrite(kernel, sub, names, free)
                 if ch:
                     setattr(s, attr, new)
@@ -129,6 +130,17 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
         out.append(s)
         i += 1
     return out, changed
+
+
+def _the_block(kernel: ir.Kernel, s) -> bool:
+    """A kernel's only parallel region, of one instance and without roles: its threads are
+    the block's (passes/one_region.py makes it the whole kernel), so a copy in it is a copy
+    at block level."""
+    if not isinstance(s, ir.Parallel) or s.extent != 1:
+        return False
+    if any(isinstance(x, ir.Role) for x in s.body):
+        return False
+    return [x for x in ir.walk(kernel.body) if isinstance(x, ir.Parallel)] == [s]
 
 
 def _group(copies: list, names, swizzles: list) -> list:

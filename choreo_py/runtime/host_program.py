@@ -24,6 +24,7 @@ from choreo_py.host import Library
 from choreo_py.host.execute import HostRun
 
 from . import build
+from .launch import word
 
 
 def torch_dtypes() -> dict:
@@ -127,20 +128,20 @@ class CudaLauncher:
 
             params = [kernel_param(p, tensors, dims) for p in info["PARAMS"]]
         else:
+            if info.get("COOPERATIVE"):  # the grid barrier's two words, zeroed on the stream
+                import torch
+
+                tensors = dict(tensors, __grid_sync=torch.zeros(2, dtype=torch.int32,
+                                                                device=device))
             params = [ctypes.c_uint64(tensors[t].data_ptr()) for t in info["TENSORS"]]
-            params += [ctypes.c_uint32(scalar_word(dims[d])) for d in info["DIMS"]]
+            params += [ctypes.c_uint32(word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
         stream = torch.cuda.current_stream(device).cuda_stream
-        k.launch(grid, info["THREADS"], k.pack(params), stream)
-
-
-def scalar_word(value) -> int:
-    """The 32-bit kernel argument of a dimension or scalar: an int as it is (two's
-    complement), a float (a float parameter's value, interp.host.bind_args) as its f32 bits."""
-    if isinstance(value, float):
-        return struct.unpack("<I", struct.pack("<f", value))[0]
-    return int(value) & 0xFFFFFFFF
+        if info.get("COOPERATIVE"):
+            k.launch_cooperative(name, grid, info["THREADS"], k.pack(params), stream)
+        else:
+            k.launch(grid, info["THREADS"], k.pack(params), stream)
 
 
 def run_on_host(kernel: ir.Kernel, tensors: dict, dims: dict, device) -> None:

@@ -241,9 +241,10 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
             return lib if function is None else lib[function]
         kernels = [k for f in module.functions for k in f.kernels]
         one_kernel = len(kernels) == 1 and not module.functions[0].locals
-        if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel):
+        if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel
+                        or any(k.scalars for k in kernels)):
             # a host program: thread kernels, or several kernels (MMA ones among them), or
-            # result buffers the call allocates (runtime/host_program.py)
+            # result buffers the call allocates, or scalar arguments (runtime/host_program.py)
             from .host_program import library
 
             lib = library(path, target, program, rec)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import struct
 from typing import Any, Sequence
 
 #: element type -> the tensor map's data type (1-byte types move as bytes: a TMA copy
@@ -24,11 +25,19 @@ class ChoreoRuntimeError(ValueError):
     """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
 
 
+def word(value) -> int:
+    """A dimension or scalar argument as the 32-bit word a kernel parameter holds: an
+    integer's two's complement, a float's f32 bits (lowering/core/params.py)."""
+    if isinstance(value, float):
+        return struct.unpack("<I", struct.pack("<f", value))[0]
+    return int(value) & 0xFFFFFFFF
+
+
 def kernel_param(p, tensors: dict, dims: dict):
     """One kernel parameter of a module's PARAMS: ("dim", param, name) -> its value,
     ("tmap", param, tensor, dtype, box, swizzle) -> the tensor's TMA descriptor."""
     if p[0] == "dim":
-        return ctypes.c_uint32(dims[p[2]])
+        return ctypes.c_uint32(word(dims[p[2]]))
     _, _, name, dtype, box, swizzle = p
     t = tensors[name]
     esize = t.element_size()
@@ -87,6 +96,36 @@ class CudaKernel:
         for i, p in enumerate(params):
             ptrs[i] = ctypes.addressof(p) if isinstance(p, ctypes._SimpleCData) else int(p.getPtr())
         return (ptrs, list(params))
+
+    def resident_blocks(self, threads: int) -> tuple[int, int]:
+        """(blocks of this kernel one SM holds at once, SMs of the device)."""
+        drv = driver()
+        per_sm = check(drv.cuOccupancyMaxActiveBlocksPerMultiprocessor(self.fn, threads,
+                                                                        self.smem),
+                       "cuOccupancyMaxActiveBlocksPerMultiprocessor")
+        dev = check(drv.cuCtxGetDevice(), "cuCtxGetDevice")
+        attr = drv.CUdevice_attribute
+        if not check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, dev),
+                     "cuDeviceGetAttribute"):
+            raise LaunchError("this device does not support cooperative launches")
+        sms = check(drv.cuDeviceGetAttribute(attr.CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+                    "cuDeviceGetAttribute")
+        return int(per_sm), int(sms)
+
+    def launch_cooperative(self, name: str, grid, threads: int, packed, stream: int) -> None:
+        """cuLaunchCooperativeKernel: every block resident at once (a grid-wide barrier waits
+        for all of them); a grid that cannot be is refused here, by name, before it hangs."""
+        per_sm, sms = self.resident_blocks(threads)
+        blocks = int(grid[0]) * int(grid[1]) * int(grid[2])
+        if blocks > per_sm * sms:
+            raise LaunchError(f"the cooperative kernel '{name}' has {blocks} blocks, but at most "
+                              f"{per_sm * sms} ({per_sm} per SM x {sms} SMs) can be resident at "
+                              "once: its grid-wide barrier needs every block running")
+        drv = driver()
+        err = drv.cuLaunchCooperativeKernel(self.fn, *grid, threads, 1, 1, self.smem,
+                                            drv.CUstream(stream), ctypes.addressof(packed[0]))
+        if err[0] != drv.CUresult.CUDA_SUCCESS:
+            raise LaunchError(f"cuLaunchCooperativeKernel failed: {err[0]}")
 
     def launch(self, grid, threads: int, packed, stream: int) -> None:
         drv = driver()

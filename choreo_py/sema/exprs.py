@@ -277,7 +277,7 @@ class ExprBuilder:
     def e_DimOf(self, n: A.DimOf, hint):
         base = self.value(n.base)
         if isinstance(base, Scalar) and base.bound is not None:
-            raise Unsupported("the offset form of a bounded variable ('x(-1)')", n.loc)
+            return self._offset_form(base, n)
         if B.as_int(self.scalar(n.index)) is None:  # `dims(c)`: valid Choreo, known at run time
             raise Unsupported("a dimension index known only at run time", n.index.loc)
         k = self.const_int(n.index, "a dimension index")
@@ -308,6 +308,18 @@ class ExprBuilder:
         if not isinstance(base, ITupleValue):
             raise err(f"'{{(...)}}' selects elements of an ituple, not of {_kind(base)}", n)
         return ITupleValue(self._selected(base, n.indices))
+
+    def _offset_form(self, base: Scalar, n: A.DimOf) -> Scalar:
+        """`k(-1)`: the last value of `k` within its bound (`k(-2)` the one before); the
+        value keeps `k`'s bound, so it chunks as `k` does."""
+        i = B.as_int(self.scalar(n.index))
+        if i is None or i >= 0:
+            raise Unsupported("the offset form of a bounded variable other than 'x(-n)'", n.loc)
+        b = B.as_int(base.bound)
+        if b is not None and b + i < 0:
+            raise err(f"'({i})' is before the first value of a variable bounded by {b}", n.index)
+        value = ir.Bin("+", B.convert(base.bound, base.dtype), B.const(i), base.dtype)
+        return Scalar(value, bound=base.bound)
 
     def shape_of(self, v: Value, node) -> tuple[ir.Expr, ...]:
         if isinstance(v, Tensor):
@@ -460,12 +472,25 @@ class ExprBuilder:
                     x = self.scope.lookup(part)
                     out.append((x.expr, x.bound))
                 continue
-            if isinstance(v, Scalar) and v.bound is None:  # `chunkat(k - 1, n)`: valid Choreo
-                raise Unsupported("'chunkat' of an index that is no bounded variable", a.loc)
+            if isinstance(v, Scalar) and v.bound is None:
+                v = Scalar(v.expr, bound=self._bound_of_expression(a))
             if not isinstance(v, Scalar):
                 raise err("'chunkat' takes bounded variables (or '_')", a)
             out.append((v.expr, v.bound))
         return out
+
+    def _bound_of_expression(self, a: A.Expr) -> ir.Expr:
+        """`chunkat(_, k - 1)`: an index computed from one bounded variable chunks by that
+        variable's bound (the previous chunk's position, `k - 1`, within the same tiling)."""
+        bounds = {}
+        for node in A.walk(a):
+            x = self.scope.lookup(node.id) if isinstance(node, A.Name) else None
+            if isinstance(x, Scalar) and x.bound is not None:
+                bounds[node.id] = x.bound
+        if len(bounds) != 1:
+            # Valid Choreo; without one bounded variable the chunk count is not known here.
+            raise Unsupported("'chunkat' of an index that is no bounded variable", a.loc)
+        return next(iter(bounds.values()))
 
     def _elem(self, frag: FragValue, n: A.MethodCall, hint):
         f = frag.frag

@@ -24,10 +24,18 @@ def fmt_shape(shape) -> str:
 
 class FragOpBuilder:
     # ------------------------------------------------------------ fragments
-    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node) -> ir.Frag:
-        if self.kernel.frag(name) is not None:
+    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node,
+                  rename: bool = False) -> ir.Frag:
+        """`rename`: a name declared again in another scope (`ma = mma.load ...` in a loop
+        body and after it) is a new fragment, whose IR name gets a suffix."""
+        ir_name = name
+        if rename:
+            n = 2
+            while self.kernel.frag(ir_name) is not None:
+                ir_name, n = f"{name}_{n}", n + 1
+        if self.kernel.frag(ir_name) is not None:
             raise Unsupported(f"a second fragment named '{name}' in one kernel", node.loc)
-        f = ir.Frag(name, dtype, shape, loc=node.loc)
+        f = ir.Frag(ir_name, dtype, shape, loc=node.loc)
         self.kernel.frags.append(f)
         self.scope.bind(name, FragValue(f, loc=node.loc))
         return f
@@ -176,7 +184,7 @@ class FragOpBuilder:
             if isinstance(self.scope.lookup(name), FragValue):
                 raise err(f"'{name}' is already a fragment; 'mma.load tile, {name}' refills it",
                           s.target)
-            frag = self._add_frag(name, src.dtype, shape, s)
+            frag = self._add_frag(name, src.dtype, shape, s, rename=True)
             self.emit(ir.FragDecl(frag, None, loc=s.loc))
         else:
             frag = self._frag_of(s.target, "the destination of 'mma.load'")

@@ -28,6 +28,8 @@ from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
 from .ops import OpBuilder
+from .rotations import RotationBuilder
+from . import role_futures
 from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
                      ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
 from ..construct_names import describe
@@ -35,11 +37,12 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
-SCALAR_ARG_TYPES = ("s32", "u32", "f32", "f16", "bf16")  # floats: their f32 bits
+SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their f32 bits
 
 
-class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCodeBuilder,
-                    IterationBuilder, LevelBuilder, PrintBuilder, ReshapeBuilder, AsmBuilder):
+class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
+                    HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
+                    ReshapeBuilder, AsmBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -179,9 +182,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
         if any(lv.device_target for lv in s.levels):
             return self.device_region(s, host)  # sema/host.py
         lvl, inner = self.split_levels(s)
-        if lvl is not None and lvl.cooperative:  # its `sync.barrier : block` spans the grid
-            raise Unsupported("a cooperative launch (': block<cooperative>', grid-wide sync)",
-                              lvl.loc)
         if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
             lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
                                   bracketed=False, level="block", loc=s.loc)
@@ -197,6 +197,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
+        self.kernel.cooperative = lvl.cooperative  # its `sync.barrier : block` spans the grid
         self.kernel.aliases = list(self.aliases)
         outer = self.scope
         self.scope = outer.child()
@@ -207,13 +208,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, HostBuilder, HostCo
             self._kernel_body(s, names, bounds, inner)
         finally:
             self.scope, self.on_host, self.host_scope = outer, True, None
-        if self.kernel.scalars and not ir.is_thread_kernel(self.kernel):
-            # Its launcher binds dimensions from tensor shapes only: a host program builds
-            # it for the call's scalars instead (host/specialize.py), as constants.
-            name = self.kernel.scalars[0].name
-            what = "scalar parameter" if name in self.arg_names() else "host value"
-            raise Unsupported(f"the {what} '{name}' in a kernel with MMA, event or TMA "
-                              "statements", s.loc)
+        role_futures.run(self.kernel)
         self.kernels.append(self.kernel)
         host.append(ir.Launch(self.kernel.name, loc=s.loc))
 

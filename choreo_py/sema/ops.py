@@ -103,15 +103,20 @@ class OpBuilder(FragOpBuilder):
 
     # ------------------------------------------------------------ data movement
     def s_DmaOp(self, s: A.DmaOp) -> None:
-        if s.operation == "any" or s.sparse or s.multicast or s.zfill \
-                or s.promote or s.after or (s.operation in ("pad", "transp") and s.engine != "dma"):
+        if s.sparse or s.multicast or s.zfill or s.promote or s.after \
+                or (s.operation in ("pad", "transp") and s.engine != "dma"):
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
+        if s.operation == "any":
+            return self.placeholder(s)
         if s.dst is None:
             raise Unsupported("a copy without a destination", s.loc)
         src = self.view_of(s.src)
         transpose, pad, shape = self.copy_layout(s, src)
-        dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
-            else self.view_of(s.dst)
+        dst = self.rotated_dst(s, src, shape)
+        rotated = dst is not None
+        if dst is None:
+            dst = self._implicit_dst(s, src, shape) if isinstance(s.dst, A.StorageTarget) \
+                else self.view_of(s.dst)
         if transpose or pad:
             self.check_layout_shape(s, shape, dst)
         else:
@@ -133,12 +138,14 @@ class OpBuilder(FragOpBuilder):
         else:
             op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc,
                             transpose=transpose, pad=pad)
+        if rotated:
+            op.future = None  # complete before the next statement (sema/rotations.py)
         self._emit_collective(op, s)
         if s.future:
             kind = s.engine if s.engine != "tma" else ("tma" if src_store == "global" else "tma_store")
-            fut = FutureValue(s.future, kind, dst.view, loc=s.loc)
+            fut = FutureValue(s.future, kind, dst.view, loc=s.loc, rotated=rotated)
             fut.done = getattr(op, "future", None) is None
-            self.scope.bind(s.future, fut)
+            self.bind_future(fut)
 
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""
@@ -324,9 +331,21 @@ class OpBuilder(FragOpBuilder):
         if s.kind == "barrier" and s.level in ("group", "thread"):
             self.emit(ir.SyncWarp(loc=s.loc))
             return
+        if s.kind == "fence" and s.level in ("block", "thread"):
+            self.emit(ir.Fence("gpu" if s.level == "block" else "cta", loc=s.loc))
+            return
+        if block_barrier and self.kernel is not None and self.kernel.cooperative:
+            return self.grid_barrier(s)
         if s.kind != "shared" and not block_barrier:
             raise Unsupported(f"'sync.{s.kind}'" + (f" : {s.level}" if s.level else ""), s.loc)
         self.emit(ir.SyncShared(loc=s.loc))
+
+    def grid_barrier(self, s: A.Sync) -> None:
+        """`sync.barrier : block` in a cooperative kernel: all blocks of the grid meet."""
+        if self.in_parallel is not None or self.role is not None:
+            # Valid Choreo; the IR's grid barrier is a statement of the whole block.
+            raise Unsupported("a grid-wide barrier inside a parallel region or role", s.loc)
+        self.emit(ir.GridSync(loc=s.loc))
 
     def device_call(self, c: A.Call) -> None:
         short = c.func.split("::")[-1]

@@ -79,6 +79,7 @@ class FutureValue(Value):
     kind: str  # "tma" (global->shared) | "tma_store" | "dma" | "mma"
     dst: Optional[ir.View] = None
     done: bool = False  # the operation was made synchronous
+    rotated: bool = False  # exchanged by `swap` / `rotate` (sema/rotations.py)
 
 
 @dataclass

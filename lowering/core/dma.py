@@ -22,6 +22,13 @@ def _storage(lw, v: ir.View) -> str:
     return lw.places.base_shape(v.base, None)[0]
 
 
+def as_copy(s) -> ir.DmaCopy:
+    """A TMA load or store of a thread kernel as the cooperative copy it amounts to (its
+    swizzle is a layout of the tile no thread-kernel access observes)."""
+    return ir.DmaCopy(s.src, s.dst, s.future, getattr(s, "swizzle", None), loc=s.loc,
+                      leader_only=s.leader_only)
+
+
 def copy(lw, s: ir.DmaCopy) -> None:
     # A swizzle is a layout of the shared tile for TMA and MMA reads; every access in a
     # thread kernel computes its own address, so the plain layout gives the same values.

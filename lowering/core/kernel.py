@@ -12,7 +12,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import analysis, control, epilogue, events, fragments, roles, simt
+from . import analysis, control, epilogue, events, fragments, params, roles, simt
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
@@ -101,13 +101,9 @@ def _prologue(lw: Lowering) -> None:
     lw.next_statement()
     if k.aliases:
         raise lw.refuse("'span_as' (a reshaped view) in an MMA kernel", k.aliases[0].loc)
-    if k.scalars:  # the launcher of an MMA kernel binds dimensions from tensor shapes only
-        raise lw.refuse(f"the scalar parameter '{k.scalars[0].name}' in an MMA kernel",
-                        k.loc)
-    for d in k.symbolic_dims:
-        r = w.reg("s32", d)
-        w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=True, uniform=True)
+    if k.cooperative:  # (thread kernels have the grid barrier: lowering/core/grid_sync.py)
+        raise lw.refuse("a cooperative launch (': block<cooperative>') of an MMA kernel", k.loc)
+    params.bind_dims(lw)  # dimensions, then scalar arguments
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")

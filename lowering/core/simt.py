@@ -1,6 +1,6 @@
 """Kernels of plain threads: element-wise code, `dma.copy`, `parallel ... : thread`.
 
-A kernel with no MMA, fragment, event or TMA statement is lowered here, one
+A kernel with no MMA, fragment or event statement is lowered here, one
 PTX thread per thread of the program: the block has as many threads as its
 widest parallel region (`parallel q by 64` -> 64; `: group` -> 32 per
 instance), statements outside a parallel region run in every thread (they
@@ -11,7 +11,9 @@ threads with `bar.sync 0`.
 the block moves elements tid, tid + THREADS, ... with plain `ld`/`st` (no
 alignment requirement: rows of any width), after a barrier that lets earlier
 writers finish and before one that publishes the tile. A copy from or to a
-thread's `local` buffer is that thread's own loop. Asynchronous copies
+thread's `local` buffer is that thread's own loop. `tma.copy` is such a copy
+too: nothing in a kernel without MMAs, events or roles observes how a tile
+moves (the same values land in the same places). Asynchronous copies
 complete before the statement after them (a stronger order than the program
 asks for), so `wait` on their futures has nothing left to do.
 
@@ -23,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma, warp_mma
+from . import control, dma, grid_sync, params, warp_mma
 from .asm import lower_asm
 from .context import Lowering
 from .grid import py_expr as _py_expr
@@ -89,7 +91,9 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     _body(lw, k.body)
     lw.leave_region()
     return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
-            "dims": k.symbolic_dims, "tensors": [p.name for p in k.params],
+            "dims": k.symbolic_dims,
+            "tensors": [p.name for p in k.params] + ([grid_sync.PARAM] if k.cooperative else []),
+            "cooperative": k.cooperative,
             "grid": k.grid, "types": w.types_used, "strings": lw.printf_formats}
 
 
@@ -103,18 +107,9 @@ def _prologue(lw: ThreadLowering) -> None:
         g = w.reg("u64", f"{p.name}_g")
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
-    for d in k.symbolic_dims:  # dimensions, then scalar arguments (their bits: 32-bit words)
-        dtype = next((x.dtype for x in k.scalars if x.name == d), "s32")
-        if ir.is_float(dtype):  # a float argument: the f32 bits of its value (runtime.host_program.scalar_word)
-            word = w.reg("u32", f"{d}_bits")
-            w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={word.text}")
-            r = w.reg("f32", d)
-            w.op("mov.b32", r, word)
-            lw.bind(d, r, uniform=True)
-            continue
-        r = w.reg(dtype, d)
-        w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
-        lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)
+    params.bind_dims(lw)  # dimensions, then scalar arguments (their bits: 32-bit words)
+    if k.cooperative:
+        grid_sync.pointer(lw)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
@@ -389,6 +384,8 @@ _HANDLERS = {
     ir.Parallel: _parallel,
     ir.BufStore: _store,
     ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
+    ir.TmaLoad: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
+    ir.TmaStore: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
     # Every lane of the warp (bar.warp.sync also orders their memory accesses).
@@ -397,6 +394,8 @@ _HANDLERS = {
     # exited (bar.sync counts the CTA's non-exited threads).
     ir.Yield: lambda lw, s: lw.w.op("ret"),
     ir.RoleSync: lambda lw, s: barrier(lw),
+    ir.GridSync: grid_sync.grid_sync,
+    ir.Fence: grid_sync.fence,
     ir.Print: _print,
     ir.Asm: _asm,
     **warp_mma.HANDLERS,
@@ -490,6 +489,8 @@ def _entry_text(p: dict) -> str:
         f"    SMEM_BYTES={p['smem'] + SMEM_ALIGN},",
         f"    TENSORS={tuple(p['tensors'])!r},",
         f"    DIMS={tuple(dims)!r},",
+        *(["    COOPERATIVE=True,  # cuLaunchCooperativeKernel (a grid-wide barrier)"]
+          if p.get("cooperative") else []),
         f"    grid=_grid_{name},",
         "    KERNEL=kernel(",
         "        arch=ARCH,",

@@ -105,8 +105,9 @@ class Places:
         if storage == "shared":
             b = self.lw.k.buffer(self.lw.k.root(view.base))
             start = b.offset or 0
-            if view.slot is not None:
-                lin = ir.Bin("+", lin, ir.Bin("*", view.slot, ir.Const(b.nbytes // size, "s32"),
+            if view.slot is not None:  # slots lie one buffer's size apart (nbytes: all slots)
+                per_slot = b.nbytes // (b.count or 1) // size
+                lin = ir.Bin("+", lin, ir.Bin("*", view.slot, ir.Const(per_slot, "s32"),
                                               "s32"), "s32")
             byte = B.binop("+", B.binop("*", lin, ir.Const(size, "s32"), "s32"),
                            ir.Const(start, "s32"), "s32")

@@ -1,0 +1,70 @@
+"""Ports of the main() checks of end-to-end programs with inline asm and warp-specialised
+GEMMs (asm_basic.co, wgmma_ss.co, wgmma_persis.co), as end2end_refs.py's cases:
+`cases(end2end)` returns (cases, cases the interpreter does not run)."""
+from __future__ import annotations
+
+import os
+
+import torch
+
+
+# --- end2end/asm_basic.co: inline PTX moving a value through registers; its main checks
+# each function's one element against the value passed in
+def _asm_result(args, res, want):
+    assert int(res.cpu()[0]) == args[0], f"asm result {int(res.cpu()[0])} != {args[0]}"
+
+
+ASM = [("test_volatile_copy", 42), ("test_basic_copy", 7), ("test_readwrite", 99),
+       ("test_named_copy", 42), ("test_named_readwrite", 7)]
+
+
+# --- end2end/wgmma_ss.co: GEMMs of its main()'s data (lhs[m][k] = ((m + 2k) % 3) / 2,
+# rhs[n][k] = ((2n + k) % 3) / 2) at M = N = 384, K = 128; |out - ref| <= 0.1
+def _wgmma_ss_inputs(dtype, out_dtype, transposed=False):
+    def make(gen, dev):
+        m, n, k = 384, 384, 128
+        kk = torch.arange(k)
+        lhs = (((torch.arange(m)[:, None] + 2 * kk) % 3) * 0.5).to(dtype).to(dev)
+        rhs = (((2 * torch.arange(n)[:, None] + kk) % 3) * 0.5).to(dtype).to(dev)
+        return lhs, rhs, torch.zeros((n, m) if transposed else (m, n), dtype=out_dtype).to(dev)
+    return make
+
+
+def _wgmma_ss_check(transposed=False):
+    def check(args, res, want):
+        lhs, rhs, out = (a.cpu().float() for a in args)
+        ref = lhs @ rhs.T
+        got = out.T if transposed else out
+        assert float((got - ref).abs().max()) <= 0.1, "values are not equal"
+    return check
+
+
+# --- end2end/wgmma_persis.co, the persistent 1-producer 3-consumer GEMM: its main's sizes
+# (1536 x 2048 x 128, inputs uniform in [0, 2)) and its sampled check's tolerance
+# (|out - ref| <= 0.5 + 0.02 |ref|), here over every element
+def _persis_inputs(gen, dev):
+    m, n, k = 1536, 2048, 128
+    lhs = (torch.rand(m, k, generator=gen) * 2).half().to(dev)
+    rhs = (torch.rand(n, k, generator=gen) * 2).half().to(dev)
+    return lhs, rhs, torch.zeros(m, n, dtype=torch.float16).to(dev)
+
+
+def _persis_check(args, res, want):
+    lhs, rhs, out = (a.cpu().float() for a in args)
+    ref = lhs @ rhs.T
+    assert bool(((out - ref).abs() <= 0.5 + 0.02 * ref.abs()).all()), "persistent mismatch"
+
+
+def cases(end2end: str) -> tuple[list, dict]:
+    cases: list = []
+    not_interpreted: dict = {}
+    cases += [(os.path.join(end2end, "asm_basic.co"), fn, (lambda v: lambda gen, dev: (v,))(v),
+               None, _asm_result) for fn, v in ASM]
+    not_interpreted.update({f"asm_basic.co::{fn}": "inline asm is PTX: the interpreter does not "
+                            "run it (the emulator and the GPU do)" for fn, _ in ASM})
+    cases += [(os.path.join(end2end, "wgmma_ss.co"), fn,
+               _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
+              for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
+    cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
+               _persis_inputs, None, _persis_check)]
+    return cases, not_interpreted
