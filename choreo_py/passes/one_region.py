@@ -17,8 +17,9 @@ variable is 0). The MMA lowering needs that form: it lowers a parallel region as
 the last statement of the kernel (its roles end their threads), keeps the
 accumulators in the region's registers, and the interpreter models fragments per
 instance (so does the thread lowering of mma.sync fragments, whose warpgroup
-shares the rows of a `: group-4` region's fragments). Kernels with other regions, or a region of several instances, are left
-as they are (and refused by name where the lowering cannot join them).
+shares the rows of a `: group-4` region's fragments). Kernels with other
+regions, or a region of several instances, are left as they are (and refused by
+name where the lowering cannot join them).
 """
 from __future__ import annotations
 
