@@ -64,6 +64,7 @@ IR_WORDS = {
     "NamedBarrier": "a named barrier (__bar_sync / __bar_arrive)",
     "FragDecl": "a fragment declaration", "MmaFill": "mma.fill", "Mma": "an mma operation",
     "MmaStore": "mma.store", "MmaLoad": "mma.load",
+    "WarpMma": "a warp's mma on register fragments (mma.sync / WMMA)",
     "ElemStore": "a store to a fragment element",
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "Apply": "an apply", "Reduce": "a reduction (reduce_max / reduce_sum)",

@@ -51,6 +51,8 @@ _COMMON_REFUSALS = {
     "Fence": "sync.fence",
     "Yield": "a yield",
     "Launch": "a launch inside a kernel",
+    # (lowered per thread, lowering/core/warp_mma.py, in kernels of no other MMA form)
+    "WarpMma": "an MMA on register fragments in a kernel with events, TMA or other MMAs",
 }
 
 TARGETS: dict[str, Target] = {

@@ -11,7 +11,7 @@ GPU's (test_end2end_gpu.py) run the same cases.
 
 Long because: one port per end-to-end program, beside the input makers and checks
 the ports share; the families that stand alone are apart (end2end_gemms.py,
-flash_atten_ref.py).
+flash_atten_ref.py, end2end_warp_refs.py: wmma.co and ampere_mma.co).
 """
 from __future__ import annotations
 
@@ -606,3 +606,9 @@ def case_ptx(case, target: str) -> str:
         if special is None or special is fn:
             raise
         return build.emit(funcs.module(special), path, "ptx", target)
+
+
+# --- end2end/wmma.co and ampere_mma.co (mma.sync): end2end_warp_refs.py
+from end2end_warp_refs import warp_cases  # noqa: E402  (it takes this module's helpers)
+
+CASES += warp_cases(END2END, DTYPES, _floats, _ints, _equal_as_int)

@@ -74,6 +74,7 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     from choreo_py.emu.api import run_spec
     from choreo_py.emu.launch import LaunchSpec
     from choreo_py.host.specialize import Functions
+    from choreo_py.interp.host import bind_args
     from choreo_py.interp.runner import allocate
 
     funcs = Functions(frontend.parse_file(path), targets.get(target), strict=True)
@@ -81,11 +82,10 @@ def emulate_function(path: str, name: str, args: tuple, target: str):
     ns = build.run_module(build.program_text(funcs.module(fn), path, target)).namespace
     given = dict(zip(fn.arg_names or [p.name for p in fn.params], args))
     tensors = {p.name: given[p.name] for p in fn.params}
-    scalars = {k: v if isinstance(v, float) else int(v)  # bool / int / float arguments
-               for k, v in given.items() if k not in tensors}
+    _, scalars = bind_args(fn, args, {})  # bool / int / float arguments (f16 rounded)
     allocate(fn, tensors, {})
     for loc in fn.locals:  # what a kernel fails to write must not pass for a result
-        if tensors[loc.name].is_floating_point():
+        if tensors[loc.name].is_floating_point() and loc.init is None:  # ({0.0f}: it is read)
             tensors[loc.name].fill_(float("nan"))
     shapes = tuple((p.name, p.dtype, tuple(x.name if isinstance(x, ir.Sym) else x.value
                                            for x in p.shape)) for p in fn.params + fn.locals)

@@ -113,6 +113,8 @@ def param_usage(module: ir.Module, fn: ir.Function) -> tuple[set[str], set[str]]
                 writes.add(base(s.dst))
             elif isinstance(s, ir.Mma):
                 reads.update(base(v) for v in (s.a, s.b) if isinstance(v, ir.View))
+            elif isinstance(s, ir.MmaLoad):  # (from global memory: the mma.sync form)
+                reads.add(base(s.src))
             elif isinstance(s, ir.MmaStore):
                 writes.add(base(s.dst))
             elif isinstance(s, ir.BufStore):

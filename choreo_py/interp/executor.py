@@ -498,6 +498,7 @@ PLAIN = {
     ir.ViewDef: BlockRun.s_viewdef, ir.Break: BlockRun.s_break, ir.Continue: BlockRun.s_continue,
     ir.SetMaxRegs: _no_op, ir.SyncWarp: _no_op, ir.Fence: _no_op, ir.Yield: BlockRun.s_yield, ir.FragDecl: BlockRun.s_frag_decl, ir.MmaFill: BlockRun.s_mma_fill,
     ir.MmaStore: BlockRun.s_mma_store, ir.Apply: BlockRun.s_apply, ir.MmaLoad: BlockRun.s_mma_load,
+    ir.WarpMma: BlockRun.s_warp_mma,
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
     ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,
     ir.BufStore: BlockRun.s_buf_store, ir.Print: printing.print_line,

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from .. import ir
 from .errors import InterpError, RaceError
-from .fragments import ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce
+from .fragments import (ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce,
+                        warp_product)
 from .scheduler import PREEMPT, Thread
 from .sync import Future
 
@@ -110,6 +111,14 @@ class FragmentStatements:
         th.futures[s.future] = agent
         self.sched.issue(agent)
         yield PREEMPT
+
+    def s_warp_mma(self, s, th):
+        """One warp's MMA on register fragments (synchronous: the lanes wait for it)."""
+        a, b = self.frag(th, s.a, s.loc), self.frag(th, s.b, s.loc)
+        acc = self._acc(s, th, a.shape, b.shape)
+        for name, write in ((s.a, False), (s.b, False), (s.acc, True)):
+            self.check_frag(th, name, write, s.loc)
+        acc.set(acc.data + warp_product(s.layout, a, b, acc, s.loc))
 
     def s_mma_store(self, s, th):
         acc = self.frag(th, s.acc, s.loc)

@@ -52,7 +52,8 @@ class FragState:
 
     def set(self, value) -> None:
         """Replaces the whole value (broadcast to the storage shape, rounded to dtype)."""
-        v = torch.as_tensor(value, dtype=torch.float32)
+        # (integers in f64: an s32 accumulator's sums are exact past 2^24)
+        v = torch.as_tensor(value, dtype=torch.float32 if ir.is_float(self.dtype) else torch.float64)
         self.data = round_to(v.expand(self.storage), self.dtype).contiguous()
 
 
@@ -239,7 +240,8 @@ def copy(dst: FragState, src: FragState, loc) -> None:
     dst.set(src.data)
 
 
-def mma_product(layout: str, a: torch.Tensor, b: torch.Tensor, acc: FragState, loc) -> torch.Tensor:
+def mma_product(layout: str, a: torch.Tensor, b: torch.Tensor, acc: FragState, loc,
+                wide=torch.float32) -> torch.Tensor:
     """a @ op(b) in f32 for Choreo's layout suffix (operands already rounded to their dtype)."""
     parts = layout.split(".")
     if len(parts) != 2 or any(p not in ("row", "col") for p in parts):
@@ -250,4 +252,21 @@ def mma_product(layout: str, a: torch.Tensor, b: torch.Tensor, acc: FragState, l
             (a.shape[0], b.shape[1]) != acc.shape:
         raise InterpError(f"mma.{layout}: operands {list(a.shape)} x {list(b.shape)} do not "
                           f"fit accumulator '{acc.name}' {list(acc.shape)}", loc)
-    return a.to(torch.float32) @ b.to(torch.float32)
+    return a.to(wide) @ b.to(wide)
+
+
+def warp_product(layout: str, a: FragState, b: FragState, acc: FragState, loc) -> torch.Tensor:
+    """The mma.sync form's a @ op(b): f32 operands are multiplied as tf32 (the tensor
+    cores' f32 input, rounded to nearest as cvt.rna does), integer ones exactly (in f64:
+    8-bit products, sums far below 2^53)."""
+    x, y = a.data, b.data
+    if a.dtype == "f32":
+        x, y = tf32_rna(x), tf32_rna(y)
+    wide = torch.float32 if ir.is_float(a.dtype) else torch.float64
+    return mma_product(layout, x.to(wide), y.to(wide), acc, loc, wide)
+
+
+def tf32_rna(x: torch.Tensor) -> torch.Tensor:
+    """f32 -> tf32 (10 mantissa bits), to nearest with ties away from zero."""
+    bits = x.to(torch.float32).contiguous().view(torch.int32)
+    return ((bits + 0x1000) & ~0x1FFF).view(torch.float32)

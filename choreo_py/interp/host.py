@@ -6,14 +6,17 @@ declarations give (symbolic dimensions bound from the arguments), its
 kernels run in the order of their `Launch` statements, and
 the buffer it returns is the call's result. Arguments are given in the
 order the parameters are written: tensors for tensor parameters, integers
-for scalar ones (which the IR knows as dimensions).
+for scalar ones (which the IR knows as dimensions; a float parameter takes a float).
 """
 from __future__ import annotations
 
 from typing import Optional
 
 from .. import ir
+import torch
+
 from .runner import RunStats, allocate, interpret_module
+from .scalars import round_to
 
 
 def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
@@ -28,13 +31,20 @@ def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
         given[k] = v
     tensor_names = {p.name for p in fn.params}
     tensors = {k: v for k, v in given.items() if k in tensor_names}
-    floats = {x.name for k in fn.kernels for x in k.scalars if x.dtype == "f32"}
-    dims = {k: float(v) if k in floats else int(v) for k, v in given.items()
-            if k not in tensor_names}
+    floats = {x.name: x.dtype for k in fn.kernels for x in k.scalars
+              if x.dtype in ("f32", "f16", "bf16")}
+    dims = {k: _scalar(v, floats.get(k)) for k, v in given.items() if k not in tensor_names}
     missing = [p.name for p in fn.params if p.name not in tensors]
     if missing:
         raise TypeError(f"{fn.name}() is missing the tensor(s) {', '.join(missing)}")
     return tensors, dims
+
+
+def _scalar(value, float_type: Optional[str]):
+    """A scalar argument: an int, or for a float parameter its value rounded to the type."""
+    if float_type is None:
+        return int(value)
+    return float(round_to(torch.tensor(float(value)), float_type))
 
 
 def call_function(module: ir.Module, fn: ir.Function, args: tuple, kwargs: dict,

@@ -538,6 +538,22 @@ class Mma(Stmt):
 
 
 @dataclass
+class WarpMma(Stmt):
+    """acc += a @ op(b) of one warp (`parallel ... : group`), both operands register
+    fragments loaded by `mma.load` (the mma.sync / WMMA form). Same `layout` words as
+    Mma: with "row.row" b is [N, K], with "row.col" [K, N]. Synchronous: the warp's
+    lanes hold the operands and the result (`mma.sync` tiles of it); in a `: group-4`
+    level each of its 4 warps holds a quarter of the rows of A and of the accumulator,
+    and all of B."""
+
+    acc: str
+    a: str
+    b: str
+    layout: str
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class MmaStore(Stmt):
     """`mma.store acc, tile` (`.transp`: element (i, j) of acc to (j, i) of the tile)."""
 
@@ -865,6 +881,25 @@ class Module:
 #: without them, events and fragments is a thread kernel (lowering/core/simt.py).
 ASYNC_KINDS = (TmaLoad, TmaStore, Mma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, Reduce,
                AllReduce, FragCopy, Trigger, Role, SetMaxRegs, NamedBarrier, ElemStore)
+#: The fragment statements a warp-MMA kernel (is_warp_mma_kernel) may hold.
+WARP_FRAG_KINDS = (WarpMma, MmaFill, MmaStore, MmaLoad, FragDecl, Apply, ElemStore)
+
+
+def is_warp_mma_kernel(k: Kernel) -> bool:
+    """A kernel whose fragments are only the warp form's (WarpMma and its loads, fills,
+    stores and element-wise applies) and that has no event and no asynchronous TMA copy:
+    its lanes hold them in registers, so it is lowered thread by thread like a kernel
+    without fragments."""
+    if k.events:
+        return False
+    kinds = [s for s in walk(k.body) if isinstance(s, ASYNC_KINDS + (WarpMma,))]
+    return any(isinstance(s, WarpMma) for s in kinds) and \
+        all(isinstance(s, WARP_FRAG_KINDS) or _sync_tma(s) for s in kinds)
+
+
+def _sync_tma(s: Stmt) -> bool:
+    """A synchronous TMA copy (pass warp-copies makes it a dma.copy in a warp-MMA kernel)."""
+    return isinstance(s, (TmaLoad, TmaStore)) and s.future is None
 
 
 #: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
@@ -874,7 +909,10 @@ THREAD_TMA_KINDS = (TmaLoad, TmaStore)
 
 def is_thread_kernel(k: Kernel) -> bool:
     """Whether `k` is lowered thread by thread: no MMA, fragment, event or other
-    asynchronous statement (TMA copies alone do not make an MMA kernel)."""
+    asynchronous statement (TMA copies alone do not make an MMA kernel), or only the
+    warp form's fragments (is_warp_mma_kernel)."""
+    if is_warp_mma_kernel(k):
+        return True
     if k.events or k.frags:
         return False
     return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)

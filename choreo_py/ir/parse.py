@@ -391,6 +391,9 @@ class _Parser:
         if line.startswith("mma.load "):
             src, _, frag = line[9:].partition(" => ")
             return ir.MmaLoad(frag, self.exprs(src).view())
+        m = re.fullmatch(r"mma\.sync\.(\w+\.\w+) (\w+) \+= (\w+) \* (\w+)", line)
+        if m:  # the warp form: both operands are fragments
+            return ir.WarpMma(m.group(2), m.group(3), m.group(4), m.group(1))
         return self.mma(line, None)
 
     def mma(self, line: str, future: Optional[str]) -> ir.Stmt:

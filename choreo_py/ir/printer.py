@@ -221,6 +221,8 @@ class _Printer:
         self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * "
                   f"{view(s.b)}{sched}{commit}")
 
+    def s_WarpMma(self, s): self.emit(f"mma.sync.{s.layout} {s.acc} += {s.a} * {s.b}")
+
     def s_MmaStore(self, s):
         self.emit(f"mma.store{'.transp' if s.transposed else ''} {s.acc} => {view(s.dst)}")
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
@@ -261,7 +263,7 @@ STATEMENTS = {
     ir.TmaStore: _Printer.s_TmaStore, ir.DmaCopy: _Printer.s_DmaCopy, ir.Wait: _Printer.s_Wait,
     ir.Trigger: _Printer.s_Trigger, ir.FragDecl: _Printer.s_FragDecl,
     ir.MmaFill: _Printer.s_MmaFill, ir.Mma: _Printer.s_Mma, ir.MmaStore: _Printer.s_MmaStore,
-    ir.MmaLoad: _Printer.s_MmaLoad, ir.Apply: _Printer.s_Apply,
+    ir.MmaLoad: _Printer.s_MmaLoad, ir.Apply: _Printer.s_Apply, ir.WarpMma: _Printer.s_WarpMma,
     ir.ElemStore: _Printer.s_ElemStore, ir.BufStore: _Printer.s_BufStore,
     ir.Reduce: _Printer.s_Reduce, ir.AllReduce: _Printer.s_AllReduce,
     ir.FragCopy: _Printer.s_FragCopy,

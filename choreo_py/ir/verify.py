@@ -314,6 +314,10 @@ class _Verifier:
         self.view(s.b, s.loc, want="shared")
         self._define_future(s.future, "mma", s.loc)
 
+    def s_WarpMma(self, s):
+        for name in (s.acc, s.a, s.b):
+            self._frag(name, s.loc)
+
     def s_MmaStore(self, s):
         self._frag(s.acc, s.loc)
         self.view(s.dst, s.loc)
@@ -402,7 +406,7 @@ STATEMENTS = {
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,
     ir.Trigger: _Verifier.s_Trigger, ir.FragDecl: _Verifier.s_FragDecl,
     ir.MmaFill: _Verifier.s_MmaFill, ir.Mma: _Verifier.s_Mma, ir.MmaStore: _Verifier.s_MmaStore,
-    ir.MmaLoad: _Verifier.s_MmaLoad, ir.Apply: _Verifier.s_Apply,
+    ir.MmaLoad: _Verifier.s_MmaLoad, ir.Apply: _Verifier.s_Apply, ir.WarpMma: _Verifier.s_WarpMma,
     ir.ElemStore: _Verifier.s_ElemStore, ir.BufStore: _Verifier.s_BufStore,
     ir.Reduce: _Verifier.s_Reduce, ir.AllReduce: _Verifier.s_AllReduce,
     ir.FragCopy: _Verifier.s_FragCopy,

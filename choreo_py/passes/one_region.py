@@ -1,4 +1,5 @@
-"""MMA kernels: a block whose only parallel region has one instance is that region.
+"""MMA kernels (and mma.sync kernels): a block whose only parallel region has one
+instance is that region.
 
     mc = mma.fill.f32 0.0f;
     foreach {k} in [K / 64] {
@@ -15,8 +16,10 @@ whole body in the region, the region's own statements in its place (its
 variable is 0). The MMA lowering needs that form: it lowers a parallel region as
 the last statement of the kernel (its roles end their threads), keeps the
 accumulators in the region's registers, and the interpreter models fragments per
-instance. Kernels with other regions, or a region of several instances, are left
-as they are (and refused by name where the lowering cannot join them).
+instance (so does the thread lowering of mma.sync fragments, whose warpgroup
+shares the rows of a `: group-4` region's fragments). Kernels with other
+regions, or a region of several instances, are left as they are (and refused by
+name where the lowering cannot join them).
 """
 from __future__ import annotations
 
@@ -29,8 +32,9 @@ def run(kernel: ir.Kernel, target=None) -> None:
     regions = [s for s in ir.walk(kernel.body) if isinstance(s, ir.Parallel)]
     if len(regions) != 1 or regions[0].extent != 1:
         return
-    if ir.is_thread_kernel(kernel) or not (kernel.events or kernel.frags
-                                           or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
+    if (ir.is_thread_kernel(kernel) and not ir.is_warp_mma_kernel(kernel)) or not (
+            kernel.events or kernel.frags
+            or any(isinstance(s, _MMA_KINDS) for s in ir.walk(kernel.body))):
         return  # a thread kernel joins its regions itself
     region = regions[0]
     if kernel.body == [region]:

@@ -19,7 +19,7 @@ from ..targets import Target
 from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
                global_mma_stores, mma_roles, one_region,
                mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies,
-               tmem_plan)
+               tmem_plan, warp_copies)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
@@ -59,6 +59,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     # an accumulator read before its MMA is waited): errors for `check` too
     ("static-faults", lambda k, t: static_faults.check_kernel(k)),
     ("budget", _budget),                         # threads and registers the block may have
+    ("warp-copies", warp_copies.run),            # mma.sync kernels: a synchronous TMA copy -> dma.copy
     ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event
     ("global-mma-stores", global_mma_stores.run),  # mma.store into global -> staging + TMA
     ("one-region", one_region.run),              # MMA kernels: a block of one 1-instance region is it

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import struct
 
 from choreo_py import ir
 from choreo_py.host import Library

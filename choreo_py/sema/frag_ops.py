@@ -24,10 +24,18 @@ def fmt_shape(shape) -> str:
 
 class FragOpBuilder:
     # ------------------------------------------------------------ fragments
-    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node) -> ir.Frag:
-        if self.kernel.frag(name) is not None:
+    def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node,
+                  rename: bool = False) -> ir.Frag:
+        """`rename`: a name declared again in another scope (`ma = mma.load ...` in a loop
+        body and after it) is a new fragment, whose IR name gets a suffix."""
+        ir_name = name
+        if rename:
+            n = 2
+            while self.kernel.frag(ir_name) is not None:
+                ir_name, n = f"{name}_{n}", n + 1
+        if self.kernel.frag(ir_name) is not None:
             raise Unsupported(f"a second fragment named '{name}' in one kernel", node.loc)
-        f = ir.Frag(name, dtype, shape, loc=node.loc)
+        f = ir.Frag(ir_name, dtype, shape, loc=node.loc)
         self.kernel.frags.append(f)
         self.scope.bind(name, FragValue(f, loc=node.loc))
         return f
@@ -94,9 +102,9 @@ class FragOpBuilder:
             a, a_shape, a_dtype = av.view, static_shape(av.view), av.dtype
             if self._storage(av.view) != "shared":
                 raise err("an MMA reads its A operand from shared memory or registers", s.a)
-        if isinstance(self.value(s.b), FragValue):
-            raise Unsupported("an MMA whose B operand is a register fragment (the mma.sync / "
-                              "WMMA form)", s.b.loc)
+        b_val = self.value(s.b)
+        if isinstance(b_val, FragValue):
+            return self._warp_mma(s, acc, a_val, b_val.frag)
         bv = self.view_of(s.b)
         if self._storage(bv.view) != "shared":
             raise err("an MMA reads its B operand from shared memory", s.b)
@@ -111,6 +119,25 @@ class FragOpBuilder:
         self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
         if fut:
             self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
+
+    def _warp_mma(self, s: A.MmaOp, acc: ir.Frag, a_val, b: ir.Frag) -> None:
+        """`mma.row.col c, a, b` with both operands loaded by `mma.load`: one warp's MMA (the
+        mma.sync / WMMA form), in a `: group` level whose lanes hold the fragments, a
+        `: group-4` level (its 4 warps share the rows), or in the block's own code (every warp
+        of the block computes it)."""
+        if not isinstance(a_val, FragValue):
+            raise err("an MMA whose B operand is a register fragment takes its A operand as one "
+                      f"too ('a = mma.load ...'); {self.describe(s.a)} is not one", s.a)
+        par = self.in_parallel
+        if par is not None and par.level not in ("group", "group-4"):
+            raise Unsupported(f"an MMA on register fragments in a ': {par.level}' level (the "
+                              "mma.sync form is a warp's or a warpgroup's: ': group', "
+                              "': group-4', or the block's own code)", s.loc)
+        if s.is_async or s.issue_order:
+            raise Unsupported("an asynchronous or scheduled MMA on register fragments", s.loc)
+        a = a_val.frag
+        self._check_mma(s, acc, a.shape, b.shape, a.dtype, b.dtype)
+        self.emit(ir.WarpMma(acc.name, a.name, b.name, s.layout, loc=s.loc))
 
     def _check_k_schedule(self, s, a_shape, a_dtype, order) -> None:
         """`[[schedule(k_tiles(...))]]` must list every K step of the MMA exactly once."""
@@ -157,7 +184,7 @@ class FragOpBuilder:
             if isinstance(self.scope.lookup(name), FragValue):
                 raise err(f"'{name}' is already a fragment; 'mma.load tile, {name}' refills it",
                           s.target)
-            frag = self._add_frag(name, src.dtype, shape, s)
+            frag = self._add_frag(name, src.dtype, shape, s, rename=True)
             self.emit(ir.FragDecl(frag, None, loc=s.loc))
         else:
             frag = self._frag_of(s.target, "the destination of 'mma.load'")
@@ -215,6 +242,20 @@ class FragOpBuilder:
         body = self.block(s.body.stmts)
         self.scope = outer
         self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
+
+    def frag_compound(self, s: A.Assign, frag: ir.Frag) -> None:
+        """`mc += v` (any compound operator, a scalar v): every element of the fragment, as
+        `apply {i, j} in mc.span mc.at(i, j) = mc.at(i, j) + v` would write it."""
+        if not frag.shape:
+            raise Unsupported(f"'{s.op}' on the fragment '{frag.name}' before an MMA gives its "
+                              "shape", s.loc)
+        names = tuple(f"__e{i}" for i in range(len(frag.shape)))
+        index = tuple(ir.Sym(n, "s32") for n in names)
+        rhs = self.scalar(s.value, frag.dtype)
+        value = B.assigned(B.binop(s.op[:-1], ir.Elem(frag.name, index, frag.dtype), rhs,
+                                   frag.dtype), frag.dtype)
+        body = [ir.ElemStore(frag.name, index, value, loc=s.loc)]
+        self.emit(ir.Apply(names, frag.shape, frag.name, body, loc=s.loc))
 
     def element_store(self, s: A.Assign) -> None:
         t = s.target

@@ -35,7 +35,7 @@ from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsu
                      ViewValue)
 
 #: Element types a kernel receives a host value in (32-bit words, like its dimensions).
-HOST_ARG_TYPES = ("s32", "u32", "bool", "f32")  # as the function's own scalar parameters
+HOST_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # as the function's own scalar parameters
 #: The IR statements a host body may hold: what host/execute.py runs (a test keeps the
 #: two lists equal); build_host_body refuses any other by name.
 HOST_STATEMENTS = (ir.Launch, ir.Print, ir.Assert, ir.Break, ir.Continue, ir.DmaCopy, ir.Let,
@@ -252,7 +252,7 @@ class HostCodeBuilder:
             if sym.dtype not in HOST_ARG_TYPES:
                 raise Unsupported(f"the host value '{sym.name}' of type {sym.dtype} in a kernel "
                                   "(kernels receive host values as 32-bit words: s32, u32, "
-                                  "bool, f32)",
+                                  "bool, f32, f16, bf16)",
                                   getattr(bound, "loc", None) or self.kernel.loc)
             self.kernel.scalars.append(sym)
 

@@ -37,7 +37,7 @@ from ..construct_names import describe
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
 #: Scalar parameters a kernel can receive as arguments: 32-bit words, like its dimensions.
-SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32")
+SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their f32 bits
 
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
@@ -366,8 +366,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             value = self._compound(s, old.expr)
             self.emit(ir.Assign(name, value, loc=s.loc))
             return
-        if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise, valid
-            raise Unsupported(f"'{s.op}' on the fragment '{name}'", s.loc)
+        if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
+            return self.frag_compound(s, old.frag)
         if s.op != "=":
             raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
         if local is not None and isinstance(local, (Scalar,)):

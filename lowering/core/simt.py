@@ -25,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma, grid_sync, params
+from . import control, dma, grid_sync, params, warp_mma
 from .asm import lower_asm
 from .context import Lowering
 from .grid import py_expr as _py_expr
@@ -39,7 +39,18 @@ is_thread_kernel = ir.is_thread_kernel  # the kernels lowered here (the rule is 
 
 def block_threads(k: ir.Kernel) -> int:
     par = [s for s in ir.walk(k.body) if isinstance(s, ir.Parallel)]
-    return max((p.extent * p.threads for p in par), default=1)
+    threads = max((p.extent * p.threads for p in par), default=1)
+    if any(isinstance(s, ir.WarpMma) for s in _outside_parallel(k.body)):
+        threads = -(-threads // 32) * 32  # a warp MMA in the block's code: whole warps run it
+    return threads
+
+
+def _outside_parallel(stmts: list):
+    for s in stmts:
+        yield s
+        if not isinstance(s, ir.Parallel):
+            for block in ir.child_blocks(s):
+                yield from _outside_parallel(block)
 
 
 class ThreadLowering(Lowering):
@@ -76,6 +87,7 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
                         k.loc)
     lw.enter_region()
     _prologue(lw)
+    warp_mma.setup(lw)
     _body(lw, k.body)
     lw.leave_region()
     return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
@@ -386,6 +398,7 @@ _HANDLERS = {
     ir.Fence: grid_sync.fence,
     ir.Print: _print,
     ir.Asm: _asm,
+    **warp_mma.HANDLERS,
 }
 
 
