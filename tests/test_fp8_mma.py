@@ -87,3 +87,12 @@ def test_fp8_gemm_on_the_gpu(tmp_path, etype):
     gemm(a.cuda(), b.cuda(), out)
     torch.cuda.synchronize()
     assert _rel(out.cpu(), want) < 1e-5
+
+
+def test_a_loaded_fp8_kernel_binds_fp8_tensors(tmp_path):
+    """The launcher's binding names torch's float8 types (without a GPU: the binding is
+    checked before anything launches)."""
+    from choreo_py.runtime.kernel import _TORCH_DTYPES
+
+    for etype, dtype in TYPES.items():
+        assert getattr(torch, _TORCH_DTYPES[etype]) is dtype
