@@ -79,14 +79,15 @@ def test_fp8_mma_is_refused_by_name_on_sm_100a():
 @pytest.mark.gpu
 @pytest.mark.parametrize("etype", list(TYPES))
 def test_fp8_gemm_on_the_gpu(tmp_path, etype):
-    """wgmma's own fp8 products on the H200 (the hardware's accumulation order: a
-    tolerance, not equality)."""
+    """wgmma's own fp8 products on the H200: its fp8 accumulation is not float32's (the
+    H200 gave a relative error of 1.3e-4 at this shape where the emulator's exact f32
+    sums give 0), so a tolerance of 1e-3, not equality."""
     a, b, want = _inputs(etype, m=256, n=128, k=256)
     out = torch.zeros_like(want).cuda()
     gemm = choreo_py.load(_program(tmp_path, etype))  # one kernel: the kernel itself
     gemm(a.cuda(), b.cuda(), out)
     torch.cuda.synchronize()
-    assert _rel(out.cpu(), want) < 1e-5
+    assert _rel(out.cpu(), want) < 1e-3
 
 
 def test_a_loaded_fp8_kernel_binds_fp8_tensors(tmp_path):
