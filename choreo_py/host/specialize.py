@@ -82,24 +82,15 @@ class Functions:
         got = self._generic[name]
         if isinstance(got, ir.Function):
             return got
-        dims = call_dims(self.ast[name], args, kwargs or {})
-        if not dims:
+        special = self.for_call(name, args, kwargs)
+        if special is None:
             raise got
-        key = (name, tuple(sorted(dims.items())))
-        if key not in self._special:
-            try:
-                self._special[key] = self._build(name, dims)
-            except ChoreoError as e:
-                self._special[key] = e
-        got = self._special[key]
-        if isinstance(got, ChoreoError):
-            raise got
-        return got
+        return special
 
     def for_call(self, name: str, args: tuple = (), kwargs: Optional[dict] = None):
-        """The function built for this call's sizes (None: the call gives none), for a
-        function whose shape-generic IR builds but whose lowering needs numbers (a TMA box
-        of `N / cdiv(N, 128)` rows). Raises the build's refusal."""
+        """The function built for this call's sizes (None: the call gives none): for one
+        whose shape-generic IR does not build, or builds but whose lowering needs numbers
+        (a TMA box of `N / cdiv(N, 128)` rows). Raises the build's refusal."""
         dims = call_dims(self.ast[name], args, kwargs or {})
         if not dims:
             return None
