@@ -131,6 +131,19 @@ def test_lowerable_report_of_a_compiling_program(tmp_path, capsys) -> None:
     assert out.strip() == "1 of 1 functions compile for sm_100a"
 
 
+def test_lowerable_report_takes_an_accumulator_shape_from_a_later_mma(tmp_path, capsys):
+    """flash_atten.co uses `acc_o.span` before the MMA that gives acc_o its shape, which
+    compile builds with its accumulator-shape retry: the report does the same, so it no
+    longer calls the function uncompilable while compile succeeds."""
+    from conftest import need_shared
+
+    text = need_shared("corpus", "tests", "gpu", "end2end", "flash_atten.co").read_text()
+    rc, out, err = _run(tmp_path, text, "--lowerable", "--target", "sm_90a", capsys=capsys)
+    assert rc == 0, err
+    assert out.strip() == "1 of 1 functions compile for sm_90a"
+    assert driver.compile_file(str(tmp_path / "t.co"), "ptx", "sm_90a")
+
+
 LENIENT = """\
 __co__ void f(global f32 [M] a) {
   int x = 1;

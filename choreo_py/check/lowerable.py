@@ -27,14 +27,9 @@ class FunctionReport:
 
 def skipped_constructs(func: A.FunctionDef) -> list:
     """The `Unsupported` notes of a lenient IR build of `func` (empty: it lowers)."""
-    from ..sema.kernel import KernelBuilder
+    from ..sema import lenient_skips
 
-    builder = KernelBuilder(func, lenient=True)
-    try:
-        builder.build()
-    except ChoreoError:
-        pass
-    return list(builder.skipped)
+    return lenient_skips(func)
 
 
 def report(program: A.Program, target: str, build) -> list[FunctionReport]:

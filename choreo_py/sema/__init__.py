@@ -56,6 +56,25 @@ def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None,
     return builder, builder.build()
 
 
+def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
+    """The constructs a lenient IR build of `func` skips (empty: its IR builds), with the
+    accumulator-shape retry build_function makes (a use of a shape before its MMA is
+    no construct the IR lacks)."""
+    builder = KernelBuilder(func, lenient=True)
+    try:
+        builder.build()
+    except ShapeNotYetKnown:
+        builder = None
+    except ChoreoError:
+        return list(builder.skipped)
+    if builder is None or any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
+        try:
+            builder, _ = _build_with_accumulator_shapes(func, strict=False)
+        except ChoreoError as e:  # the second pass's own refusal, or an error (none)
+            return [e] if isinstance(e, Unsupported) else []
+    return list(builder.skipped)
+
+
 def build_module(program: A.Program) -> ir.Module:
     """IR for every function; raises on the first error or unsupported construct."""
     funcs, errors = [], []
