@@ -14,13 +14,14 @@ from ..frontend import ast as A
 from .. import ir
 from ..diagnostics import ChoreoError
 from ..ir import asm_letter as letter, asm_references as references
+from ..ir.c_scalars import INT_BITS
 from .values import Scalar, Unsupported
 
 #: constraint letter -> (register kind, bits); the operand's type must have those bits
 CONSTRAINTS = {"r": ("int", 32), "l": ("int", 64), "h": ("int", 16), "f": ("f32", 32),
                "d": ("f64", 64), "n": ("const", 0)}
-_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64,
-         "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "bool": 1}
+
+
 class AsmBuilder:
     """Mixin of the statement builder (needs value, view_of, element_index, scope, emit)."""
 
@@ -70,9 +71,8 @@ def _check_kind(o: A.AsmOperand, dtype: str) -> None:
         raise Unsupported(f"the asm constraint '{o.constraint}'", o.loc)
     if kind[0] == "const":
         return
-    bits = _BITS.get(dtype)
-    if kind[0] in ("f32", "f64") and dtype != kind[0] or kind[0] == "int" and (
-            dtype.startswith("f") or dtype.startswith("bf") or bits != kind[1]):
+    # a float constraint takes that float; an integer one an integer of its width
+    if kind[0] != "int" and dtype != kind[0] or kind[0] == "int" and INT_BITS.get(dtype) != kind[1]:
         raise ChoreoError(f"the asm constraint '{o.constraint}' is for {_kind_words(kind)}, "
                           f"not {dtype}", o.loc)
 
