@@ -376,7 +376,7 @@ def _float_to_int(x, dt, rnd: str):
     return f.astype(dt)
 
 
-def _fp8_to_f16_bits(fmt: str) -> np.ndarray:
+def fp8_to_f16_bits(fmt: str) -> np.ndarray:
     """f16 bit patterns of the 256 values of an fp8 format (exact: f16 holds them all).
     e5m2 is f16's upper byte (1-5-2 against 1-5-10, the same bias); e4m3 ("fn": no
     infinities, S.1111.111 is NaN) has bias 7 and subnormals of 2^-9 steps."""
@@ -398,7 +398,7 @@ def _dec_cvt_fp8x2(inst, m):
     if inst.parts[1:] != ("rn", "f16x2", src_t):
         raise Unsupported(f"'{inst.opcode}' (of the fp8 conversions only cvt.rn.f16x2.e4m3x2 "
                           "and .e5m2x2 are modelled)")
-    table = _fp8_to_f16_bits(src_t[:-2]).astype(np.uint32)
+    table = fp8_to_f16_bits(src_t[:-2]).astype(np.uint32)
     src = operand_reader(inst.operands[1], "b16", m)
     wr = writer(inst.operands[0], "b32", m)
 

@@ -42,7 +42,7 @@ import re
 
 import numpy as np
 
-from .isa_alu import bf16_bits_to_f32
+from .isa_alu import bf16_bits_to_f32, fp8_to_f16_bits
 from .isa_table import Unsupported, decoder
 from .lanes import ALL, LANES
 from .operands import operand_reader
@@ -86,14 +86,6 @@ def operand_addrs(desc: int, rows: int, k: int, es: int, mn_major: bool) -> np.n
 _ESIZE = {"bf16": 2, "f16": 2, "e4m3": 1, "e5m2": 1}
 
 
-def _fp8_table(kind: str) -> np.ndarray:
-    """The 256 values of an fp8 format as float32 (torch's float8 types decode the bits)."""
-    import torch
-
-    dt = torch.float8_e4m3fn if kind == "e4m3" else torch.float8_e5m2
-    return torch.arange(256, dtype=torch.int32).to(torch.uint8).view(dt).float().numpy()
-
-
 _FP8 = {}
 
 
@@ -101,8 +93,8 @@ def _to_f32(bits: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bf16":
         return bf16_bits_to_f32(bits)
     if dtype in ("e4m3", "e5m2"):
-        if dtype not in _FP8:
-            _FP8[dtype] = _fp8_table(dtype)
+        if dtype not in _FP8:  # the 256 codes, as the emulator's cvt decodes them
+            _FP8[dtype] = fp8_to_f16_bits(dtype).view(np.float16).astype(np.float32)
         return _FP8[dtype][bits.astype(np.uint8)]
     return bits.view(np.float16).astype(np.float32)
 
