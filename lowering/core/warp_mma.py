@@ -31,6 +31,7 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.ir import build as B
 
+from .fragments import round_f16
 from .threads import ThreadExprs
 from .writer import V
 
@@ -125,12 +126,6 @@ def _acc_reg(dtype: str) -> str:
     """An accumulator's register type: an f16 one is held in f32 registers, rounded to f16
     after every MMA and element store (what the interpreter's f16 fragment holds)."""
     return "f32" if dtype in ("f32", "f16") else dtype
-
-
-def _round_f16(lw, reg: V) -> None:
-    h = lw.w.reg("b16", "h")
-    lw.w.op("cvt.rn.f16.f32", h, reg)
-    lw.w.op("cvt.f32.f16", reg, h)
 
 
 def _local_shape(shape, split: int) -> tuple[int, int]:
@@ -363,7 +358,7 @@ def warp_mma(lw, s: ir.WarpMma) -> None:
                         [b.reg(kk, j, r) for r in range(2)], d)
             if acc.frag.dtype == "f16":  # the MMA's sum, rounded once (as the interpreter)
                 for reg in d:
-                    _round_f16(lw, reg)
+                    round_f16(lw, [reg])
 
 
 def apply(lw, s: ir.Apply) -> None:
@@ -385,7 +380,7 @@ def apply(lw, s: ir.Apply) -> None:
                 dst = frags[st.frag].reg(i, j, r)
                 x.value(st.value, "ev", dst=dst)
                 if frags[st.frag].frag.dtype == "f16":
-                    _round_f16(lw, dst)
+                    round_f16(lw, [dst])
             lw.pop()
             lw.stmt_memo = {}
         _guarded(lw, row, col, limits, body)
