@@ -460,6 +460,9 @@ class BlockRun(FragmentStatements):
     # ---------------------------------------------------------------- buffers in per-thread code
     def buf_elem(self, e, env):
         box = self.mem.resolve(e.view, env, self.ev)
+        vals = [self.ev(i, env) for i in e.index]
+        if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
+            return self.mem.gather(box, vals)
         idx = tuple(self.ev.integer(i, env) for i in e.index)
         return self.mem.element(box, idx)[0]
 
