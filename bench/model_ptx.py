@@ -24,7 +24,8 @@ What it finds, and how (the generated PTX's own structure, nothing program-speci
 - a role whose innermost loop holds no MMA and no TMA load but waits on a
   barrier (a softmax warpgroup fed through tensor memory) has that loop as its
   step loop. A block inside a step loop skipped by a forward branch to an
-  `L_endif_N` label (the generated `if`: the last tile's masking) is counted once
+  `L_endif_N` label (the generated `if`: the last tile's masking; pyptx's `if_`
+  branches to `$_else_N` alike) is counted once
   per tile, not per trip.
 - the step program of each role (bench/model_pipe.py reads it): the trip's
   barrier waits, arrives, commits, MMAs and TMA loads in program order with the
@@ -50,7 +51,7 @@ TMEM_MOVE = re.compile(r"tcgen05\.(ld|st)\.sync\.aligned\.(\d+x\d+b(?:x2)?)(?:\.
 TMEM_WORDS = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}
 SMEM_MOVE = re.compile(r"\b(ld|st)\.shared(?:::cta)?(?:\.v(\d))?\.[bfsu](\d+)\s")
 MATRIX = re.compile(r"\b(ld|st)matrix\.sync\.aligned\.m8n8\.x(\d)")
-GUARD = re.compile(r"bra(?:\.uni)?\s+(L_endif_\d+)\s*;")
+GUARD = re.compile(r"bra(?:\.uni)?\s+(L_endif_\d+|\$_else_\d+)\s*;")
 
 
 @dataclass(frozen=True)
@@ -272,7 +273,8 @@ def _waits(lines, lp) -> bool:
 
 def split_guarded(body: list[str]) -> tuple[list[str], list[str]]:
     """(the statements every trip runs, those of blocks a forward branch to an
-    `L_endif_N` label skips): a generated `if` runs on some trips only."""
+    `L_endif_N` label skips): a generated `if` runs on some trips only (pyptx's
+    `if_` branches to `$_else_N` alike)."""
     every, guarded, until = [], [], None
     for ln in body:
         if until is not None:

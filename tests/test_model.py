@@ -268,3 +268,19 @@ def test_fa4_table_is_the_model_s_predictions():
     row = next(ln for ln in text.splitlines() if "S=8192 non-causal" in ln)
     assert f"{ex:.0f} (" in row and f"{de:.0f} (" in row and f"| {ex / de:.2f} |" in row
     assert len(text.splitlines()) == 2 + len(M.BLACKWELL_SHAPES)
+
+
+def test_design_counts_are_those_of_its_ptx():
+    """bench/model_design.py's per-step counts are what its traced PTX's step loops hold."""
+    sys.path.insert(0, str(ROOT / "bench" / "reference"))
+    import pyptx_fa_blackwell
+
+    try:
+        build = pyptx_fa_blackwell.load().build_flash_attention_blackwell
+    except pyptx_fa_blackwell.SeedError as err:
+        pytest.skip(str(err))
+    got = M.model_design.counts_from_ptx(build(1024, 1).ptx())
+    D = M.model_design
+    assert got == {"load": (D.LOAD_INSTR, 0, 0, 2), "mma": (D.MMA_INSTR, 0, 32, 12),
+                   "softmax": (D.SOFTMAX_INSTR, D.SOFTMAX_EX2, 0, 2),
+                   "correction": (D.CORR_INSTR, 0, 0, 2)}
