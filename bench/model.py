@@ -4,6 +4,11 @@ and the role pipeline's critical path. bench/MODEL.md explains it with its table
     python3 bench/model.py                       # first check against bench/RESULTS.md
     python3 bench/model.py --calibrate M.json    # fit on a bench/model_measure.py run
     python3 bench/model.py --blackwell [--params P.json]   # sm_100a predictions, B200
+    python3 bench/model.py --table --params bench/model_params.json   # issue 13's table
+
+Long because: the machines, workloads, schedules, the fit and the report tables that
+read them are one command line's; the PTX census, the role pipeline and the design
+kernel's description are their own modules (model_ptx, model_pipe, model_design).
 
 What is modelled, and why.
 - The work of a kernel is its tiles (query tiles, output tiles); a tile costs
@@ -18,8 +23,10 @@ What is modelled, and why.
     l2      = TMA bytes / l2_bytes_per_clock (an SM's share of L2 when all SMs stream)
     issue   = instructions of the warps that share one SM sub-partition (1 per clock)
     sfu     = ex2 of those warps x 32 lanes / 4 per clock (16 per SM)
-    chain   = a consumer's own recurrence: the first MMA group it waits for, then
-              its warp's work (issue or SFU, whichever is longer) before it issues again.
+    chain   = the role pipeline's own period: every role's step program (its waits,
+              arrives, commits, MMAs and TMA loads in program order, read from the
+              PTX) run against the others' (bench/model_pipe.py); with one query tile
+              a block-accumulator kernel's QK -> softmax -> PV serialise here.
   This is the critical path of a software pipeline in steady state: either a
   shared resource or one role's own dependence chain sets the period.
 - The once-per-tile code (prologue QK and softmax, final PV, epilogue) is serial:
@@ -107,12 +114,15 @@ class Work:
 
 
 def attention_work(b, h, s, causal, persistent=False, blocks=132, block_m=128) -> Work:
-    """Query tiles of 128 rows; causal tile t has t+1 K/V steps of 128 keys."""
+    """Query tiles of block_m rows (one per CTA), K/V steps of 128 keys; causal tile t
+    (0-based) has the steps up to its diagonal, (t + 1) * block_m / 128."""
     tiles = -(-s // block_m)
     flops = 4.0 * b * h * s * s * 128 / (2 if causal else 1)
     once = 4 * b * s * h * 128 * 2
     if not persistent:
-        steps = [(tiles - t) if causal else tiles for t in range(tiles)]  # longest first
+        kv = -(-s // 128)
+        steps = [-(-(tiles - t) * block_m // 128) if causal else kv
+                 for t in range(tiles)]  # longest first
         items = tuple((st, 1) for _ in range(b * h) for st in steps)
         return Work("grid", items, blocks, once, flops)
     pairs = -(-tiles // 2)
@@ -290,8 +300,14 @@ def work_of(name: str, shape: dict, mach: Machine) -> Work:
         return gemm_work(shape["M"], shape["N"], shape["K"], mach.sms)
     if name == "design":
         return design_work(shape["B"], shape["H"], shape["S"], shape["causal"], mach.sms)
+    rows = query_rows(census_of(name, "sm_100a")) if name.startswith("blackwell") else 128
     return attention_work(shape["B"], shape["H"], shape["S"], shape["causal"],
-                          persistent=name == "persistent", blocks=mach.sms)
+                          persistent=name == "persistent", blocks=mach.sms, block_m=rows)
+
+
+def query_rows(census) -> int:
+    """Query rows a CTA owns: the bytes its roles load once per tile (Q, bf16, D = 128)."""
+    return sum(r.tile.tma_bytes for r in census.roles) // (128 * 2)
 
 
 # ------------------------------------------------------------------ the design kernel
@@ -464,7 +480,7 @@ def fa4_steps(p: Params) -> str:
         waits = "; ".join(f"{r}: " + ", ".join(f"{c.barriers.get(k, k)} {v:.0f}"
                                                 for k, v in sorted(w.items()) if v >= 1)
                           for r, w in run["stalls"].items() if any(v >= 1 for v in w.values()))
-        rows = 256 if name == "design" else 128
+        rows = 256 if name == "design" else query_rows(c)
         label = "design" if name == "design" else EXAMPLES[name] + ".co"
         lines.append(f"| {label} | {rows} | " + " | ".join(
             f"{b[k]:.0f}" for k in ("tensor", "smem", "l2", "issue", "sfu", "chain"))

@@ -68,6 +68,9 @@ def test_attention_work_counts_steps():
     odd = M.attention_work(1, 1, 640, causal=True, persistent=True)  # 5 tiles: a lone middle
     assert [(s, t) for s, t in odd.items] == [(6, 2), (6, 2), (3, 1)]
     assert M.attention_work(1, 1, 512, causal=False).items == ((4, 1),) * 4
+    two = M.attention_work(1, 1, 1024, causal=True, block_m=256)   # two Q tiles per CTA
+    assert [s for s, _ in two.items] == [8, 6, 4, 2]
+    assert [s for s, _ in M.attention_work(1, 1, 1024, False, block_m=256).items] == [8] * 4
 
 
 def test_makespan_list_scheduling_and_stride():
