@@ -186,10 +186,17 @@ def pipe_rates(mach: Machine, p: Params) -> model_pipe.Rates:
                             32 / (mach.sfu_per_clock / mach.subpartitions))
 
 
+_PERIODS: dict = {}
+
+
 def _chain(census, mach: Machine, p: Params) -> float:
     """The role pipeline's own period: its roles' step programs run against each other
-    (their waits, the shared tensor pipe and copy engine; bench/model_pipe.py)."""
-    return model_pipe.run(census, pipe_rates(mach, p))["period"]
+    (their waits, the shared tensor pipe and copy engine; bench/model_pipe.py). Cached:
+    the fit asks for it at every grid point, and latency_us does not enter it."""
+    key = (id(census), mach.name, p.tensor_eff, p.l2_bytes_per_clock)
+    if key not in _PERIODS:
+        _PERIODS[key] = (census, model_pipe.run(census, pipe_rates(mach, p))["period"])
+    return _PERIODS[key][1]
 
 
 def step_bounds(census, mach: Machine, p: Params) -> dict:
@@ -252,7 +259,7 @@ def predict(census, work: Work, mach: Machine, p: Params, clock_mhz: float | Non
     """Predicted time (ms) and its parts."""
     f = clock_mhz or mach.clock_mhz
     bounds = step_bounds(census, mach, p)
-    step = max(bounds.values())
+    step = bounds[bound_of(bounds)]   # a chain within a clock of a pipe runs at the pipe
     tile = tile_clocks(census, mach, p, f, work.kind == "persistent")
     clocks = makespan(work, step, tile, tile_has_a_step(census))
     ms = clocks / (f * 1e3) + p.latency_us * 1e-3
@@ -314,7 +321,9 @@ def query_rows(census) -> int:
 
 def design_census() -> model_ptx.KernelCensus:
     """The design kernel's census, described from its source (bench/model_design.py)."""
-    return model_design.census()
+    if "design" not in _CENSUS:
+        _CENSUS["design"] = model_design.census()
+    return _CENSUS["design"]
 
 
 # ------------------------------------------------------------------ rows
