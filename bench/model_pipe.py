@@ -202,13 +202,20 @@ def run(census, rates: Rates, trips: int = TRIPS) -> dict:
             for _ in range(sent):
                 bars.signal(x, key, 0.0)
     limit = trips + 4   # a role may run ahead of the others (a peeled step, free ring slots)
-    while True:
-        ready = [(t, k) for k, x in enumerate(insts) if x.trip < limit
-                 and (t := _ready(x, bars)) is not None]
-        if not ready:
+
+    def ready(x):
+        return _ready(x, bars) if x.trip < limit else None
+    when = [ready(x) for x in insts]   # an instance's start changes only when it steps,
+    while True:                        # a blocked one's when a barrier is signalled
+        live = [(t, k) for k, t in enumerate(when) if t is not None]
+        if not live:
             break
-        start, k = min(ready)
+        start, k = min(live)
+        signals = insts[k].role.program[insts[k].pc].kind in ("tma", "commit", "arrive")
         _step(insts[k], start, bars, pipes, rates, trips)
+        when[k] = ready(insts[k])
+        if signals:
+            when = [ready(x) if t is None else t for x, t in zip(insts, when)]
     stuck = [x for x in insts if x.trip < trips]
     if stuck:
         where = ", ".join(f"{x.role.name}#{x.index} at barrier {x.role.program[x.pc].key}"
