@@ -45,7 +45,7 @@ TCGEN05 = re.compile(r"tcgen05\.mma\.cta_group::(\d)\.kind::(\w+)\s+\[[^\]]*\],\
 IDESC = re.compile(r"mov\.b32\s+(%\w+),\s*(\d+)\s*;")
 EXPECT_TX = re.compile(r"mbarrier\.arrive\.expect_tx\S*\s+[^,]+,\s*\[[^\]]*\],\s*(\d+)\s*;")
 MAXNTID = re.compile(r"\.maxntid\s+(\d+)")
-MUFU = re.compile(r"^(?:@\S+\s+)?(ex2|rcp|rsqrt|lg2|sin|cos|tanh|div)\.")
+MUFU = re.compile(r"^(?:@\S+\s+)?(?:(?:ex2|rcp|rsqrt|lg2|sin|cos|tanh)\.|div\.\w+\.f32\s)")
 FP32 = re.compile(r"^(?:@\S+\s+)?(add|sub|mul|fma|max|min|neg|abs)(?:\.\w+)*\.f32(?:x2)?\s")
 TMEM_MOVE = re.compile(r"tcgen05\.(ld|st)\.sync\.aligned\.(\d+x\d+b(?:x2)?)(?:\.x(\d+))?")
 TMEM_WORDS = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}
@@ -84,7 +84,7 @@ class Mix:
     tma_loads: int = 0
     store_drains: int = 0  # cp.async.bulk.wait_group: a store's round trip on the path
     mmas: list = field(default_factory=list)
-    sfu: int = 0         # MUFU ops: ex2 and rcp, rsqrt, lg2, sin, cos, tanh, div (one each)
+    sfu: int = 0         # MUFU ops: ex2 and rcp, rsqrt, lg2, sin, cos, tanh, f32 div (one each)
     fp32: int = 0        # FP32 add/sub/mul/fma/max/min (FMA and ALU pipes)
     cvt: int = 0
     tmem_ld_words: int = 0   # 32-bit words per thread read by tcgen05.ld

@@ -287,3 +287,17 @@ def test_design_counts_are_those_of_its_ptx():
     assert got == {"load": (D.LOAD_INSTR, 0, 0, 2), "mma": (D.MMA_INSTR, 0, 32, 12),
                    "softmax": (D.SOFTMAX_INSTR, D.SOFTMAX_EX2, 0, 2),
                    "correction": (D.CORR_INSTR, 0, 0, 2)}
+
+
+def test_pipe_counts_of_statements():
+    P = M.model_ptx
+    mix = P.mix_of(["div.full.f32 %a, %b, %c;", "div.u32 %a, %b, 4;", "@%q ex2.approx.ftz.f32 %a, %b;",
+                    "fma.rn.f32 %a, %b, %c, %d;", "cvt.rn.bf16x2.f32 %h, %a, %b;",
+                    "tcgen05.ld.sync.aligned.32x32b.x16.b32 {%r0}, [%t];",
+                    "tcgen05.st.sync.aligned.16x256b.x2.b32 [%t], {%r0};",
+                    "st.shared.v4.b32 [%s], {%a, %b, %c, %d};", "ld.shared.b64 %x, [%s];",
+                    "stmatrix.sync.aligned.m8n8.x4.shared.b16 [%s], {%a, %b, %c, %d};",
+                    "@%l mbarrier.arrive.shared.b64 %rd0, [%smem_base+64];"], {})
+    assert (mix.instr, mix.sfu, mix.ex2, mix.fp32, mix.cvt) == (11, 2, 1, 1, 1)
+    assert (mix.tmem_ld_words, mix.tmem_st_words) == (16, 8)
+    assert (mix.smem_st_bytes, mix.smem_ld_bytes, mix.arrives) == (16 + 16, 8, 1)
