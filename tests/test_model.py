@@ -149,6 +149,7 @@ def test_census_per_role_of_the_blackwell_example():
     load, mma, soft = c.roles
     assert [(r.instances, r.threads) for r in c.roles] == [(1, 1), (1, 1), (1, 128)]
     assert load.step.tma_bytes == 2 * 128 * 128 * 2 and not load.step.mmas
+    assert M.query_rows(c) == 128 and load.tile.tma_bytes == 128 * 128 * 2   # one Q tile
     assert _shapes(mma.step) == {(128, 128, 16, "smem"): 8, (128, 128, 16, "tmem"): 8}
     loop = _between(ptx, "L_step_loop_2:", "bra.uni L_step_loop_2;")
     i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_0;" in ln)
