@@ -553,6 +553,9 @@ def predict_cli(args, p: Params) -> int:
         name = "noncausal"
     census = census_of_file(args.kernel, args.target)
     work = work_of(name, shape, mach)
+    if name in ("seed", "noncausal"):   # a CTA's query rows from its own Q loads
+        work = attention_work(shape["B"], shape["H"], shape["S"], shape["causal"],
+                              blocks=mach.sms, block_m=query_rows(census) or 128)
     if name == "persistent":
         work = replace(work, blocks=132)
     print(json.dumps(predict(census, work, mach, p), indent=1))
