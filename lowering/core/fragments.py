@@ -484,11 +484,33 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     accs = sorted({s.frag for s in ir.walk(a.body) if isinstance(s, ir.ElemStore)}
                   | ir.elem_reads(a.body))
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
+    al = ApplyLowering(lw, a, dom)
+    skip = _warp_vote(lw, a, al)
     for f in acc_frags:
         lw.target.access(lw, f)
-    ApplyLowering(lw, a, dom).run(a.body, None)
+    if skip is None:
+        al.run(a.body, None)
+    else:  # the guard's predicate is the thread's row's: one register, every element
+        guard = a.body[0]
+        al.run(guard.then, {k: skip[1] for k in range(al.units)})
     for f in acc_frags:
         lw.target.update(lw, f)
+    if skip is not None:
+        lw.w.put_label(skip[0])
+
+
+def _warp_vote(lw: Lowering, a: ir.Apply, al: ApplyLowering):
+    """Pass tmem-row-vote's apply: the row guard's predicate, evaluated before the tile is
+    loaded, and a warp vote that branches past the load, the body and the store when no
+    lane holds a row that takes it. (label, predicate), or None for other applies."""
+    vote = getattr(lw.target, "row_vote", None)
+    if not a.warp_vote or vote is None or len(al.dom.layout.row_slots) != 1:
+        return None
+    al.k = 0
+    p = al.value(a.body[0].cond, "mask")
+    if p.is_const:  # a guard that folded: the plain lowering (all or nothing) is as good
+        return None
+    return vote(lw, p, a), p
 
 
 def k_steps(lw: Lowering, s: ir.Mma, k: int, step: int) -> list[int]:
