@@ -617,8 +617,9 @@ class Apply(Stmt):
     # `[[exp2_split(f)]]` on the statement: the fraction of __exp2f elements asked to
     # run on the FMA pipes (None: the compiler's default).
     exp2_fraction: Optional[float] = None
-    # Pass exp2-split: the columns j (mod 16) whose __exp2f under a rounding
-    # to bf16/f16 is the FMA polynomial instead of MUFU ex2.approx; () none.
+    # Pass exp2-split: the elements k (mod 16) of a thread whose __exp2f, rounded to
+    # bf16/f16, is the FMA polynomial instead of MUFU ex2.approx (on sm_100a's 32x32b
+    # layout, the columns j = k); () none.
     exp2_poly: tuple[int, ...] = ()
 
 

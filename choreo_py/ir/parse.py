@@ -370,7 +370,7 @@ class _Parser:
 
     def s_apply(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\]( warp-vote)?"
-                         r"(?: exp2-split=([\d.e+-]+))?(?: exp2-poly=j%16 in \{([\d, ]*)\})? \{",
+                         r"(?: exp2-split=([\d.e+-]+))?(?: exp2-poly=k%16 in \{([\d, ]*)\})? \{",
                          line)
         indices = tuple(x.strip() for x in m.group(1).split(","))
         for i in indices:

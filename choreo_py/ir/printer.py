@@ -232,7 +232,7 @@ class _Printer:
         if s.exp2_fraction is not None:
             notes += f" exp2-split={s.exp2_fraction!r}"
         if s.exp2_poly:
-            notes += f" exp2-poly=j%16 in {{{', '.join(map(str, s.exp2_poly))}}}"
+            notes += f" exp2-poly=k%16 in {{{', '.join(map(str, s.exp2_poly))}}}"
         self.region(f"apply ({', '.join(s.indices)}) in {s.domain}{shape(s.shape)}{notes}",
                     s.body)
 

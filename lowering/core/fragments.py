@@ -28,6 +28,7 @@ from typing import Optional
 
 from choreo_py import ir
 
+from . import exp2_poly
 from .context import Lowering, children
 from .exprs import ExprLowering
 from .target import AccLayout
@@ -274,6 +275,15 @@ class ApplyLowering(ExprLowering):
 
     def wrote(self, reg: V) -> None:
         self.version[reg.text] += 1
+
+    def call(self, e: ir.Call, hint, dst):
+        """`__exp2f` of an element pass exp2-split gave the FMA pipes: the polynomial."""
+        if e.fn == "exp2" and self.k % 16 in self.a.exp2_poly and self.dom.kind != "row":
+            x = self.value(e.args[0])
+            out = self.out(dst, "f32", hint)
+            exp2_poly.emit(self.w, out, x)
+            return out
+        return super().call(e, hint, dst)
 
     def compute(self, e, hint, dst):
         if dst is None and self.lw.invariant(e):
