@@ -8,7 +8,14 @@ rows that never exceed the threshold no warp loads the tile in the guarded apply
 rows that always do every warp does, and with only the first 32 rows of each tile large,
 exactly warp 0 of the correction role does; in each case the result matches torch. An
 apply whose guard reads the column (the mask of the last KV tile) is not marked, and
-sm_90a (registers) lowers the same guard as a per-thread select."""
+sm_90a (registers) lowers the same guard as a per-thread select.
+
+FA4's form in attention: examples/flash_atten_blackwell.co with the softmax role keeping
+the row max unless it grows by more than 8 (log2 units) and the O update guarded by
+`scale.at(i) != 1.0f` (FA4_SOFTMAX / FA4_CORRECTION below, the code the example's roles
+take): ptxas accepts it with no spills, and the emulator (strict) matches SDPA, every warp
+loading O at the first KV step only (the max moves from -inf) unless a later tile's
+scores jump."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -42,7 +49,7 @@ def _close(c, a, b) -> bool:
     return not c.float().isnan().any() and bool(err <= ref.abs().max() * 2 ** -7 + 1e-3)
 
 
-def _emulate_counting(tensors: dict) -> int:
+def _emulate_counting(tensors: dict, path: Path = EXAMPLE) -> int:
     """Runs the sm_100a PTX in the strict emulator; the number of warp executions of the
     tcgen05.ld instructions the vote guards (between it and the store's wait)."""
     from choreo_py.emu.launch import bind, from_co
@@ -50,7 +57,7 @@ def _emulate_counting(tensors: dict) -> int:
     from choreo_py.emu.ptx_parse import parse_ptx
     import numpy as np
 
-    spec = from_co(str(EXAMPLE), "sm_100a")
+    spec = from_co(str(path), "sm_100a")
     kernel = parse_ptx(spec.ptx)
     launch, _ = bind(spec, tensors, kernel.params, None)
     m = Machine(kernel, launch, schedule="random", seed=2, strict=True)
@@ -123,3 +130,106 @@ def test_the_reference_is_not_a_plain_gemm():
     """The guarded rows change the result (a kernel that skipped every warp would fail)."""
     a, b, _ = _inputs(128, 128, 192, slice(0, 128))
     assert not _close((a.double() @ b.double().T).to(torch.bfloat16), a, b)
+
+
+# ---------------------------------------------------------------- FA4's conditional rescale
+
+FA = ROOT / "examples" / "flash_atten_blackwell.co"
+FA_SOFTMAX = (
+    "          copy(m_prev, m);\n"
+    "          reduce_max(m, s, 1);\n"
+    "          apply {i} in m.span {\n"
+    "            m.at(i) = __max(m.at(i), m_prev.at(i));\n"
+    "            scale.at(i) = __exp2f(m_prev.at(i) * 0.12751743f - m.at(i) * 0.12751743f);\n"
+    "            l.at(i) = l.at(i) * scale.at(i);\n"
+    "          }\n",
+    "          reduce_max(m_new, s, 1);\n"
+    "          apply {i} in m.span {           // keep m unless the max grows by > 8 (log2)\n"
+    "            scale.at(i) = 1.0f;\n"
+    "            if (m_new.at(i) * 0.12751743f - m.at(i) * 0.12751743f > 8.0f) {\n"
+    "              scale.at(i) = __exp2f(m.at(i) * 0.12751743f - m_new.at(i) * 0.12751743f);\n"
+    "              m.at(i) = m_new.at(i);\n"
+    "            }\n"
+    "            l.at(i) = l.at(i) * scale.at(i);\n"
+    "          }\n")
+FA4_CORRECTION = (
+    "          apply {i, j} in o.span\n"
+    "            o.at(i, j) = o.at(i, j) * scale.at(i);\n",
+    "          apply {i, j} in o.span {        // only the rows whose m moved: a warp vote\n"
+    "            if (scale.at(i) != 1.0f)\n"
+    "              o.at(i, j) = o.at(i, j) * scale.at(i);\n"
+    "          }\n")
+
+
+def _fa4(tmp_path) -> Path:
+    src = FA.read_text()
+    for old, new in [("        frag f32[BLOCK_M] m_prev;\n", "        frag f32[BLOCK_M] m_new;\n"),
+                     FA_SOFTMAX, FA4_CORRECTION]:
+        assert src.count(old) == 1, old
+        src = src.replace(old, new)
+    out = tmp_path / "fa4.co"
+    out.write_text(src)
+    return out
+
+
+def test_fa4_form_is_voted_and_assembles(tmp_path):
+    path = _fa4(tmp_path)
+    ir_text = compile_file(str(path), emit="ir", target="sm_100a")
+    assert [l.strip() for l in ir_text.splitlines() if "warp-vote" in l] == \
+        ["apply (i, j) in o[128, 128] warp-vote {"]
+    ptx = compile_file(str(path), emit="ptx", target="sm_100a")
+    assert ptx.count("vote.sync.any.pred") == 1
+    assert_no_spills(ptx)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("jump", [False, True])
+def test_fa4_form_matches_sdpa_and_skips_after_the_first_step(tmp_path, jump):
+    from test_flash_atten_blackwell import _inputs, _sdpa
+    from fa_helpers import rel
+    q, k, v, o = _inputs(256, 384)
+    if jump:  # a key of KV tile 1 along query 3, scaled: rows' maxima jump at step 1
+        k[:, 128 + 5, 0, :] = (q[:, 3, 0, :].float() * 40).to(torch.bfloat16)
+    loads = _emulate_counting(dict(Q=q, K=k, V=v, O=o), _fa4(tmp_path))
+    first_step = 4 * 2  # 4 warps x 2 query tiles: m moves from -inf
+    assert loads > first_step if jump else loads == first_step
+    assert not o.float().isnan().any() and rel(o, _sdpa(q, k, v)) < 5e-3
+
+
+def test_interpreter_runs_the_fa4_form(tmp_path):
+    from test_flash_atten_blackwell import _inputs, _sdpa
+    from fa_helpers import rel
+    q, k, v, o = _inputs(200, 330)
+    choreo_py.interpret(str(_fa4(tmp_path)), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
+    assert rel(o, _sdpa(q, k, v)) < 5e-3
+
+
+# ---------------------------------------------------------------- sm_90a: registers
+
+SM90_CORRECTION = (
+    "          apply {i, j} in acc_o.span\n"
+    "            acc_o.at(i, j) = acc_o.at(i, j) * scores_scale.at(i);\n",
+    "          apply {i, j} in acc_o.span {\n"
+    "            if (scores_scale.at(i) != 1.0f)\n"
+    "              acc_o.at(i, j) = acc_o.at(i, j) * scores_scale.at(i);\n"
+    "          }\n")
+
+
+@pytest.mark.emu
+def test_sm90a_lowers_the_row_guard_as_a_select(tmp_path):
+    """wgmma's accumulator is registers: the guarded rescale of examples/flash_atten.co is a
+    per-thread select, no vote; the emulator still matches SDPA."""
+    from fa_helpers import bshd, rel
+    from test_flash_atten_blackwell import _sdpa
+    src = (ROOT / "examples" / "flash_atten.co").read_text()
+    assert src.count(SM90_CORRECTION[0]) == 1
+    path = tmp_path / "fa90.co"
+    path.write_text(src.replace(*SM90_CORRECTION))
+    assert "warp-vote" not in compile_file(str(path), emit="ir", target="sm_90a")
+    ptx = compile_file(str(path), emit="ptx", target="sm_90a")
+    assert "vote.sync" not in ptx and "selp.f32 %acc_o" in ptx
+    q, k, v = bshd(1, 128, 1, 1), bshd(1, 256, 1, 2), bshd(1, 256, 1, 3)
+    o = torch.full_like(q, float("nan"))
+    choreo_py.emulate(str(path), dict(Q=q, K=k, V=v, O=o), target="sm_90a", schedule="random",
+                      seed=1)
+    assert not o.float().isnan().any() and rel(o, _sdpa(q, k, v)) < 5e-3
