@@ -7,8 +7,8 @@ FMA pipes by a degree-3 polynomial, the rest on MUFU (ex2.approx).
   maps -inf (and everything below -127) to +0.0.
 - The pass marks only applies whose every __exp2f is rounded to bf16/f16 into an MMA
   operand, and only on request (`[[exp2_split(f)]]`); bad requests are located errors.
-- In FA-shaped programs (sm_100a: examples/flash_atten_blackwell.co; sm_90a:
-  examples/flash_atten.co) with the request, the PTX holds the counted MUFU and FMA
+- In FA-shaped programs (sm_100a: tests/co/fa_blackwell_one_tile.co, the Blackwell example
+  before its rewrite; sm_90a: examples/flash_atten.co) with the request, the PTX holds the counted MUFU and FMA
   instructions, ptxas accepts it, and the emulator matches SDPA as closely as without it.
 """
 from __future__ import annotations
@@ -28,9 +28,21 @@ from lowering.core import exp2_poly
 from lowering.core.writer import V, f32_hex
 
 ROOT = Path(__file__).resolve().parent.parent
-FA100 = ROOT / "examples" / "flash_atten_blackwell.co"
+FA100 = ROOT / "tests" / "co" / "fa_blackwell_one_tile.co"  # the example before its rewrite
 FA90 = ROOT / "examples" / "flash_atten.co"
 P_APPLY = "          apply {i, j} in p.span\n            p.at(i, j) = __to(__exp2f("
+
+
+def _fa_inputs(sq, skv, h=1):
+    """Q, K, V (BSHD bf16, as tests/test_flash_atten_blackwell.py makes them) and a NaN O."""
+    from fa_helpers import bshd
+    q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
+    return q, k, v, torch.full_like(q, float("nan"))
+
+
+def _sdpa(q, k, v):
+    t = [x.float().transpose(1, 2) for x in (q, k, v)]
+    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
 
 
 def model(x: np.ndarray) -> np.ndarray:
@@ -182,7 +194,7 @@ def test_a_bad_fraction_is_a_located_error(tmp_path, attr, error):
                       "            p.at(i, j) = __to(__exp2f(")
     with pytest.raises(choreo_py.ChoreoError) as e:
         compile_file(str(path), emit="ir", target="sm_100a")
-    assert f"flash_atten_blackwell.co:{_line_of(path, attr)}:11: error: {error}" in str(e.value)
+    assert f"fa_blackwell_one_tile.co:{_line_of(path, attr)}:11: error: {error}" in str(e.value)
 
 
 def test_the_attribute_on_an_apply_without_a_rounded_exp2_is_refused(tmp_path):
@@ -192,7 +204,7 @@ def test_the_attribute_on_an_apply_without_a_rounded_exp2_is_refused(tmp_path):
     with pytest.raises(choreo_py.ChoreoError) as e:
         compile_file(str(path), emit="ir", target="sm_100a")
     at = _line_of(path, "[[exp2_split(0.5)]]")
-    assert (f"flash_atten_blackwell.co:{at}:31: error: '[[exp2_split]]': this apply has no "
+    assert (f"fa_blackwell_one_tile.co:{at}:31: error: '[[exp2_split]]': this apply has no "
             "__exp2f whose result is rounded to bf16 or f16 alone") in str(e.value)
 
 
@@ -262,9 +274,8 @@ def test_sm90a_splits_on_request(tmp_path):
 @pytest.mark.emu
 def test_emulator_matches_sdpa_with_the_split_sm100(tmp_path):
     from block_helpers import emulate_strict
-    from test_flash_atten_blackwell import _inputs, _sdpa
     from fa_helpers import rel
-    q, k, v, o = _inputs(256, 256)
+    q, k, v, o = _fa_inputs(256, 256)
     assert emulate_strict(_fa100(tmp_path), dict(Q=q, K=k, V=v, O=o), "random") == []
     err = rel(o, _sdpa(q, k, v))
     assert not o.float().isnan().any() and err < 5e-3, err  # the example's own tolerance
@@ -274,7 +285,6 @@ def test_emulator_matches_sdpa_with_the_split_sm100(tmp_path):
 @pytest.mark.slow
 def test_emulator_matches_sdpa_with_the_split_sm90(tmp_path):
     from fa_helpers import bshd, rel
-    from test_flash_atten_blackwell import _sdpa
     q, k, v = bshd(1, 128, 1, 1), bshd(1, 128, 1, 2), bshd(1, 128, 1, 3)
     o = torch.full_like(q, float("nan"))
     choreo_py.emulate(str(_fa90(tmp_path)), dict(Q=q, K=k, V=v, O=o), target="sm_90a",

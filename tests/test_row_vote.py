@@ -10,7 +10,8 @@ exactly warp 0 of the correction role does; in each case the result matches torc
 apply whose guard reads the column (the mask of the last KV tile) is not marked, and
 sm_90a (registers) lowers the same guard as a per-thread select.
 
-FA4's form in attention: examples/flash_atten_blackwell.co with the softmax role keeping
+FA4's form in attention: the one-tile Blackwell FA (tests/co/fa_blackwell_one_tile.co, the
+example before its rewrite) with the softmax role keeping
 the row max unless it grows by more than 8 (log2 units) and the O update guarded by
 `scale.at(i) != 1.0f` (FA4_SOFTMAX / FA4_CORRECTION below, the code the example's roles
 take): ptxas accepts it with no spills, and the emulator (strict) matches SDPA, every warp
@@ -29,6 +30,18 @@ from block_helpers import assert_no_spills
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_block_acc_cond_rescale.co"
+
+
+def _fa_inputs(sq, skv, h=1):
+    """Q, K, V (BSHD bf16, as tests/test_flash_atten_blackwell.py makes them) and a NaN O."""
+    from fa_helpers import bshd
+    q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
+    return q, k, v, torch.full_like(q, float("nan"))
+
+
+def _sdpa(q, k, v):
+    t = [x.float().transpose(1, 2) for x in (q, k, v)]
+    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
 
 
 def _inputs(m, n, k, big_rows, seed=7):
@@ -134,7 +147,7 @@ def test_the_reference_is_not_a_plain_gemm():
 
 # ---------------------------------------------------------------- FA4's conditional rescale
 
-FA = ROOT / "examples" / "flash_atten_blackwell.co"
+FA = ROOT / "tests" / "co" / "fa_blackwell_one_tile.co"  # the example before its rewrite
 FA_SOFTMAX = (
     "          copy(m_prev, m);\n"
     "          reduce_max(m, s, 1);\n"
@@ -185,9 +198,8 @@ def test_fa4_form_is_voted_and_assembles(tmp_path):
 @pytest.mark.emu
 @pytest.mark.parametrize("jump", [False, True])
 def test_fa4_form_matches_sdpa_and_skips_after_the_first_step(tmp_path, jump):
-    from test_flash_atten_blackwell import _inputs, _sdpa
     from fa_helpers import rel
-    q, k, v, o = _inputs(256, 384)
+    q, k, v, o = _fa_inputs(256, 384)
     if jump:  # a key of KV tile 1 along query 3, scaled: rows' maxima jump at step 1
         k[:, 128 + 5, 0, :] = (q[:, 3, 0, :].float() * 40).to(torch.bfloat16)
     loads = _emulate_counting(dict(Q=q, K=k, V=v, O=o), _fa4(tmp_path))
@@ -197,9 +209,8 @@ def test_fa4_form_matches_sdpa_and_skips_after_the_first_step(tmp_path, jump):
 
 
 def test_interpreter_runs_the_fa4_form(tmp_path):
-    from test_flash_atten_blackwell import _inputs, _sdpa
     from fa_helpers import rel
-    q, k, v, o = _inputs(200, 330)
+    q, k, v, o = _fa_inputs(200, 330)
     choreo_py.interpret(str(_fa4(tmp_path)), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
     assert rel(o, _sdpa(q, k, v)) < 5e-3
 
@@ -220,7 +231,6 @@ def test_sm90a_lowers_the_row_guard_as_a_select(tmp_path):
     """wgmma's accumulator is registers: the guarded rescale of examples/flash_atten.co is a
     per-thread select, no vote; the emulator still matches SDPA."""
     from fa_helpers import bshd, rel
-    from test_flash_atten_blackwell import _sdpa
     src = (ROOT / "examples" / "flash_atten.co").read_text()
     assert src.count(SM90_CORRECTION[0]) == 1
     path = tmp_path / "fa90.co"

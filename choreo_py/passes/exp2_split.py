@@ -13,8 +13,8 @@ Of each 16 elements a thread computes, the fraction f the program asks for with
 evenly (1/4: elements 3, 7, 11, 15 of each 16; in tensor memory's 32x32b layout
 of sm_100a, the columns j with j % 16 among them); `--emit ir` prints the
 elements chosen. Both targets take it (the sequence is plain FP32 and integer
-code). Without the attribute no target splits yet (`DEFAULT`): in
-examples/flash_atten_blackwell.co, at the 168 registers a thread of its three
+code). Without the attribute no target splits yet (`DEFAULT`): in the one-tile
+Blackwell FA (tests/co/fa_blackwell_one_tile.co), at the 168 registers a thread of its three
 warpgroups gets, every fraction from 1/16 to 1/2 made ptxas spill (16 to 44
 bytes), because its P apply holds all 128 loaded columns of S at once; a
 default waits for P applies that work through S in column chunks.
