@@ -94,16 +94,6 @@ class BlockAccHooks:
 
     block: frozenset = frozenset()
 
-    def role_exit(self, lw: Lowering) -> bool:
-        """A role of a kernel with block accumulators ends at the join, not with `ret`."""
-        if self.block:
-            lw.w.bra(JOIN)
-        return bool(self.block)
-
-    def after_roles(self, lw: Lowering) -> None:
-        if self.block:
-            join(self, lw)
-
     def row_vote(self, lw: Lowering, guard: V, a: ir.Apply) -> str:
         """An apply of pass tmem-row-vote: the warp votes on its lanes' row guards and, when
         none holds, branches (warp-uniformly) past the tile's tcgen05.ld, the arithmetic and
@@ -117,6 +107,16 @@ class BlockAccHooks:
         skip = w.label("row_vote_skip")
         w.bra(skip, any_row, negate=True, uni=True)
         return skip
+
+    def role_exit(self, lw: Lowering) -> bool:
+        """A role of a kernel with block accumulators ends at the join, not with `ret`."""
+        if self.block:
+            lw.w.bra(JOIN)
+        return bool(self.block)
+
+    def after_roles(self, lw: Lowering) -> None:
+        if self.block:
+            join(self, lw)
 
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
         """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);
