@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core import events
 from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
@@ -97,6 +98,36 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         w.op("mov.pred", t._flag(lw, s.acc), 1)
     if s.future is None:
         t.wait_future(lw, fut)
+
+
+def commit_trigger(t, lw: Lowering, s: ir.Trigger) -> None:
+    """`trigger e after qk`: the thread that issued the MMAs commits them to e's slot.
+
+    tcgen05.commit makes the mbarrier track every tcgen05 operation the thread issued
+    before it (the pipe is in order), so the slot completes when qk and every earlier
+    MMA of the role have completed; the role does not wait. One commit is one arrival,
+    as the plain trigger's one arrive per instance (passes/event_arrivals.py). In a
+    warpgroup role the threads' tensor-memory reads and writes are ordered before the
+    commit as before an issue (fence, barrier over the instance)."""
+    for name in s.after:
+        if name not in t.future_of.values() or not t.in_mma_role(lw):
+            raise lw.refuse(f"'trigger ... after {name}' outside the role that issues the MMA",
+                            s.loc)
+    single = lw.role.single_thread
+    reg, off = events.slot_address(lw, s.event, s.loc)  # at depth 0: every thread has it
+    w = lw.w
+    if not single:
+        t.sync_before_issue(lw, s.after[0])
+    w.comment(f"{s.event.event} completes when {', '.join(s.after)} (and every earlier MMA of "
+              "this thread) has completed")
+    if not single:
+        done = w.label("committed")
+        w.bra(done, lw.inst_leader(), negate=True)
+    w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+         _addr(reg, off))
+    if not single:
+        w.put_label(done)
+        w.op("bar.warp.sync", -1)
 
 
 def _enable(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> V:
