@@ -4,7 +4,7 @@
     @!elected bra L_mma_issued
     tcgen05.fence::after_thread_sync
     tcgen05.mma.cta_group::1.kind::f16 [d], a, b, idesc, enable   x K/16
-    tcgen05.commit...mbarrier::arrive::one [future's mbarrier]
+    tcgen05.commit...mbarrier::arrive::one [future's mbarrier]   (if a `wait` names it)
   L_mma_issued:
     bar.warp.sync -1            (reconverge: tcgen05.ld/st are .sync.aligned)
     xor phase, phase, 1         (the parity `wait` will see complete)
@@ -65,12 +65,15 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     id_reg = lw.once(("idesc", idesc), lambda: _const(lw, "b32", f"idesc_{idesc:08x}", hex(idesc)))
     first = _enable(t, lw, s, zero_first)
     on = lw.once(("pred", 1), lambda: _const(lw, "pred", "accumulate", 1))
-    bar, bar_off = t.barrier(lw, fut)
-    phase = t.phase(lw, fut)
+    own = fut in t.futures  # an mbarrier of its own: something waits the future
+    if own:
+        bar, bar_off = t.barrier(lw, fut)
+        phase = t.phase(lw, fut)
     if not single:
         t.sync_before_issue(lw, fut)
     w.comment(f"one {'' if single else 'elected '}thread issues {k // MMA_K} k-steps of "
-              f"M={m} N={n} K={MMA_K}; the commit arms '{fut}'")
+              f"M={m} N={n} K={MMA_K}; " + (f"the commit arms '{fut}'" if own else
+                                            f"the triggers after '{fut}' commit it"))
     done = w.label("mma_issued")
     if not single:
         w.bra(done, lw.inst_leader(), negate=True)
@@ -87,13 +90,15 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
             a = _addr(a_addr, kk * MMA_K // 2)  # two bf16 per 32-bit column
         w.op("tcgen05.mma.cta_group::1.kind::f16", _addr(d_addr), a, bd, id_reg,
              first if i == 0 else on)
-    w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
-         _addr(bar, bar_off))
+    if own:
+        w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+             _addr(bar, bar_off))
     lw.depth -= not single
     if not single:
         w.put_label(done)
         w.op("bar.warp.sync", -1)
-    w.op("xor.b32", phase, phase, 1)
+    if own:
+        w.op("xor.b32", phase, phase, 1)
     if s.acc in t.flow.flagged:
         w.op("mov.pred", t._flag(lw, s.acc), 1)
     if s.future is None:
