@@ -11,7 +11,10 @@ buffer reads its neighbour). Each check here is exact for what it reports:
 - a fragment read (or refilled) while an MMA that writes it may still be in
   flight on some path: a may-analysis over the structured control flow, with
   the in-order completion of MMA groups (waiting a later MMA completes the
-  earlier ones);
+  earlier ones); a fill 0 right before an MMA into the same fragment is that
+  MMA's overwrite, not a read; what leaves a role (to the roles after it) drops
+  the MMAs a `trigger e after f` published (and those issued before them): the
+  other roles see them through e;
 - an event some role waits on, not `= ready`, that no statement ever triggers.
 """
 from __future__ import annotations
