@@ -127,6 +127,20 @@ def test_a_plain_trigger_instead_is_a_race_in_the_interpreter(tmp_path):
         choreo_py.interpret(str(path), dict(A=a, B=b, C=c), target="sm_100a")
 
 
+def test_the_pipeline_check_refuses_a_skipped_generation_of_a_committed_ring(tmp_path, capsys):
+    """Waiting only the last o_step: its arrivals are commits, which land when the MMAs
+    complete; the parity wait for generation k could pass on generation k - 2 (the
+    emulator reported the race before the check knew this)."""
+    src = EXAMPLE.read_text()
+    old = "          wait o_step.at(order);          // PV(kt - 1) has read P: it may be overwritten\n"
+    assert old in src
+    path = tmp_path / "v.co"
+    path.write_text(src.replace(old, ""))
+    assert cli.main(["compile", str(path), "--target", "sm_100a", "-o", str(tmp_path / "x")]) == 1
+    assert "v.co:65:9: error: pipeline check: role (r == 2) [r=2] waits o_step[0] generation 2 " \
+        "without waiting generation 1 of that slot first" in capsys.readouterr().err
+
+
 @pytest.mark.emu
 @pytest.mark.parametrize("shape", SHAPES)
 @pytest.mark.parametrize("schedule", ["round_robin", "reverse", "random", "greedy"])
