@@ -261,3 +261,64 @@ def test_the_attention_matches_sdpa_in_the_emulator():
     q, k, v, o = fa_inputs(200, 330)
     assert emulate_strict(FA, dict(Q=q, K=k, V=v, O=o), "random") == []
     assert rel(o, _sdpa(q, k, v)) < 5e-3
+
+
+# -- the straight-line order proof (tmem_host_order.py): S's last MMA published by a commit
+
+P_OVER_S = ROOT / "examples" / "gemm_block_p_over_s.co"
+LOOP = """\
+        foreach {kt} in [k_tiles] {
+          slot = order % STAGES;
+          wait full.at(order);
+          qk = mma.row.row.async s, a_buf[slot], b_buf[slot];
+          wait qk;
+          if (kt + 1 < k_tiles)
+            trigger empty.at(order);   // the last B tile stays for P @ B^T
+          order++;
+        }
+        trigger s_full;
+"""
+LAST_COMMITTED = """\
+        foreach {kt} in [k_tiles - 1] {
+          slot = order % STAGES;
+          wait full.at(order);
+          qk = mma.row.row.async s, a_buf[slot], b_buf[slot];
+          wait qk;
+          trigger empty.at(order++);
+        }
+        wait full.at(order);
+        last = mma.row.row.async s, a_buf[order % STAGES], b_buf[order % STAGES];
+        order++;
+        trigger s_full after last;
+"""
+
+
+def _p_over_s(tmp_path, publish: str) -> Path:
+    src = P_OVER_S.read_text()
+    assert LOOP in src
+    path = tmp_path / "v.co"
+    path.write_text(src.replace(LOOP, LAST_COMMITTED.replace("trigger s_full after last;\n",
+                                                             publish)))
+    return path
+
+
+@pytest.mark.emu
+def test_p_over_s_after_a_committed_mma_matches_torch(tmp_path):
+    from test_tmem_host import _close as p_over_s_close, _inputs as p_over_s_inputs
+    path = _p_over_s(tmp_path, "trigger s_full after last;\n")
+    assert "tmem p[0]: operand layout=D lanes=0+:128 cols=0+:64 in=s" in \
+        compile_file(str(path), emit="ir", target="sm_100a")
+    for run in ("interpreter", "emulator"):
+        a, b, c = p_over_s_inputs(256, 96, 384)
+        if run == "interpreter":
+            choreo_py.interpret(str(path), dict(A=a, B=b, C=c), target="sm_100a")
+        else:
+            assert emulate_strict(path, dict(A=a, B=b, C=c), "random") == []
+        assert p_over_s_close(c, a, b), run
+
+
+def test_p_over_s_after_a_plain_trigger_before_the_wait_is_refused(tmp_path, capsys):
+    path = _p_over_s(tmp_path, "trigger s_full;\n        wait last;\n")
+    assert cli.main(["compile", str(path), "--target", "sm_100a", "-o", str(tmp_path / "x")]) == 1
+    assert "v.co:25:23: error: 'p' cannot lie in the columns of 's': line 49 touches 's' and " \
+        "is not provably ordered before 'p' is written at line 61" in capsys.readouterr().err
