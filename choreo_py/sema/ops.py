@@ -299,22 +299,23 @@ class OpBuilder(FragOpBuilder):
     def s_Trigger(self, s: A.Trigger) -> None:
         if s.scope is not None:
             raise Unsupported(f"'trigger.{s.scope}'", s.loc)
-        after = []
+        after, kinds = [], set()
         for f in s.after:
             v = self.value(f)
             if not isinstance(v, FutureValue):
                 raise err(f"'after' takes futures; {self.describe(f)} is not one", f)
-            if v.kind == "mma":
-                raise err(f"'trigger ... after {v.name}': an MMA future has no native completion "
-                          f"event; write 'wait {v.name};' and then a plain 'trigger'", f)
             if v.kind == "tma_store":
                 raise err(f"'trigger ... after {v.name}': a shared-to-global TMA store has no "
                           "mbarrier completion; use a synchronous 'tma.copy' followed by a plain "
                           "'trigger'", f)
-            if v.kind != "tma":
+            if v.kind not in ("tma", "mma"):
                 raise err(f"'trigger ... after {v.name}': only asynchronous global-to-shared TMA "
-                          "loads can complete an event", f)
+                          "loads and MMAs can complete an event", f)
+            kinds.add(v.kind)
             after.append(v.name)
+        if len(kinds) > 1:  # one completion mechanism per trigger: loaded bytes or a commit
+            raise err("'trigger ... after' with both TMA loads and MMA futures; write one "
+                      "trigger per kind", s.after[0])
         for t in s.targets:
             ref, post = self._event_ref(t, allow_increment=True)
             if isinstance(ref, ir.FutureRef):

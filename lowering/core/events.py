@@ -6,6 +6,7 @@
 | `wait e.at(order)` | spin on slot `order % N` with phase parity `(order / N) & 1` (`^ 1` for `= ready` events, whose generation 0 starts complete) |
 | `wait e` (no order) | the generation this path waits next, counted at compile time |
 | `trigger e after f, g` | the loads' issuing thread arms slot e with `arrive.expect_tx` (their byte count) before the first load; the loads complete it |
+| `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
 | `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
 """
@@ -106,6 +107,9 @@ def wait(lw: Lowering, s: ir.Wait) -> None:
 def trigger(lw: Lowering, s: ir.Trigger) -> None:
     if id(s) in lw.facts.published:
         lw.w.comment(f"armed before the loads above: they complete {s.event.event}")
+        return
+    if id(s) in lw.facts.commits:  # analysis: only targets with `commit_trigger` record them
+        lw.target.commit_trigger(lw, s)
         return
     reg, off = slot_address(lw, s.event, s.loc)
     pred = lw.issuer()
