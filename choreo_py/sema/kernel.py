@@ -63,6 +63,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
         self.preset_shapes = preset_shapes or {}
         self.skipped: list[Unsupported] = []
+        self.array_dims: dict[str, tuple[int, ...]] = {}  # arrays of 2+ dimensions (sema/arrays.py)
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None
         self.params: list[ir.Param] = []
@@ -93,7 +94,14 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
                            locals=self.locals, result=self.result,
-                           arg_names=self.arg_names())
+                           arg_names=self.arg_names(), missing_return=self._missing_return())
+
+    def _missing_return(self) -> str | None:
+        """The declared return type of a function that returns nothing (a warning of
+        check/context.py): its call gives a value that refuses every use."""
+        from ..check.context import declared_result
+
+        return declared_result(self.func) if self.result is None else None
 
     def assert_stmt(self, c: A.CallExpr) -> None:
         """`assert(cond, "message")`: decided here when constant; on the function's sizes,
