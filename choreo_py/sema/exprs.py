@@ -12,6 +12,7 @@ from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
+from . import arrays
 from . import views as V
 from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
@@ -341,21 +342,38 @@ class ExprBuilder:
 
     # ------------------------------------------------------------ views and elements
     def e_Index(self, n: A.Index, hint):
+        chain = arrays.subscripts(n)
+        if chain is not None:
+            root = self.value(chain[0])
+            if isinstance(root, BufferValue) and root.buffer.count:
+                return self._buffer_slot(root.buffer, chain[1], n)
         base = self.value(n.base)
         if isinstance(base, BufferValue) and base.buffer.count:
-            if len(n.indices) != 1:
-                raise err(f"'{base.buffer.name}' is a 1-D array of buffers; index it with one value", n)
-            slot = self.index(n.indices[0])
-            k = B.as_int(slot)
-            if k is not None and not 0 <= k < base.buffer.count:
-                raise err(f"slot {k} is out of range for '{base.buffer.name}[{base.buffer.count}]'", n)
-            b = base.buffer
-            return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
+            raise err(f"'{base.buffer.name}' is an array of buffers; index it with one value "
+                      f"per bracket ('{base.buffer.name}[i][j]')", n)
         if isinstance(base, EventValue):
             return base  # event indexing is resolved by wait/trigger
         if isinstance(base, ShapeValue):  # `d.span[(2), (1), (0)]`: a shape of its dimensions
             return ShapeValue(self._selected(base, n.indices))
         raise Unsupported("indexing with '[...]' here", n.loc)
+
+    def _buffer_slot(self, b: ir.Buffer, subs: list[A.Expr], n: A.Index) -> ViewValue:
+        """`s[i]`, `s[i][j]`: a buffer of an array (sema/arrays.py); fewer subscripts than
+        dimensions give the first buffer of that sub-array."""
+        dims = self.array_shape(b.name, b.count)
+        if len(subs) > len(dims):
+            raise err(f"'{arrays.shape_text(b.name, dims)}' is an array of buffers of "
+                      f"{len(dims)} dimension(s), subscribed {len(subs)} times", n)
+        idx = [self.index(x) for x in subs]
+        for pos, (i, d, x) in enumerate(zip(idx, dims, subs)):
+            k = B.as_int(i)
+            if k is not None and not 0 <= k < d:
+                where = arrays.shape_text(b.name, dims)
+                if len(dims) == 1:
+                    raise err(f"slot {k} is out of range for '{where}'", n)
+                raise err(f"index {k} is out of range for dimension {pos + 1} of '{where}'", x)
+        slot = arrays.linear(idx, dims)
+        return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
 
     def view_of(self, node: A.Expr) -> ViewValue:
         v = self.value(node)
