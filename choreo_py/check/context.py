@@ -54,7 +54,11 @@ def declared_result(fn: A.FunctionDef):
     if isinstance(rt, A.TypeRef):
         return None if rt.name in ("void", "auto") else rt.spelling
     if isinstance(rt, A.MdSpanType):
-        return f"{rt.elem.spelling} data" if rt.dims else f"{rt.elem.spelling} mdspan<{rt.rank}>"
+        if not rt.dims:
+            return f"{rt.elem.spelling} mdspan<{rt.rank}>"
+        dims = [getattr(d, "text", None) or getattr(d, "id", None) or getattr(d, "kind", "…")
+                for d in rt.dims]
+        return f"{rt.elem.spelling} [{', '.join(str(d) for d in dims)}]"
     return None
 
 

@@ -278,6 +278,8 @@ class ExprBuilder:
     def e_DimOf(self, n: A.DimOf, hint):
         base = self.value(n.base)
         if isinstance(base, Scalar) and base.bound is not None:
+            if base.ituple1 and B.as_int(self.scalar(n.index)) == 0:
+                return base  # `k(0)` of `with k in [8]`: its only element
             return self._offset_form(base, n)
         if B.as_int(self.scalar(n.index)) is None:  # `dims(c)`: valid Choreo, known at run time
             raise Unsupported("a dimension index known only at run time", n.index.loc)

@@ -154,7 +154,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             # reference's parse-stage programs use such shapes in ways sema's rules refuse
             raise Unsupported("a parameter without a written shape or rank", p.loc)
         shape = []
-        for d in t.dims if t.dims is not None else unwritten_dims(p.name, t.rank, p.loc):
+        for d in open_dims(p.name, t.dims) if t.dims is not None else \
+                unwritten_dims(p.name, t.rank, p.loc):
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
                 if d.id in self.dims:
                     self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
@@ -179,7 +180,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         return {d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
                 for d in (p.type.dims or ()) if isinstance(d, A.Name)} | {
                 dim_name(p.name, k) for p in self.func.params if isinstance(p.type, A.MdSpanType)
-                and p.type.dims is None and p.type.rank for k in range(p.type.rank)}
+                and p.type.dims is None and p.type.rank for k in range(p.type.rank)} | {
+                d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
+                and p.type.dims for d in open_dims(p.name, p.type.dims) if isinstance(d, A.Name)}
 
     def _of_sizes(self, e: ir.Expr) -> bool:
         """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
@@ -585,6 +588,14 @@ def unwritten_dims(name: str, rank: int, loc) -> list[A.Name]:
     from its tensor's shape and a build for the call's shapes fixes them
     (host/specialize.py)."""
     return [A.Name(id=dim_name(name, k), loc=loc) for k in range(rank)]
+
+
+def open_dims(name: str, dims: list) -> list:
+    """`f32 [?, 4] a`: an open dimension '?' (any size) is the argument's, named as an
+    unwritten one is (`a__dim0`); the other wildcards ('??', 'auto') stay as written."""
+    return [A.Name(id=dim_name(name, k), loc=d.loc)
+            if isinstance(d, A.DimWildcard) and d.kind == "?" else d
+            for k, d in enumerate(dims)]
 
 
 def dim_name(param: str, k: int) -> str:
