@@ -67,3 +67,46 @@ def test_a_positive_offset_is_still_refused(tmp_path) -> None:
     with pytest.raises(ChoreoError, match="the offset form of a bounded variable other than"):
         _run(tmp_path, "  with k in [8] {\n    foreach k {\n"
                        "      parallel p by 1 : thread\n        out.at(k) = k(1);\n    }\n  }\n")
+
+
+# `|sp|` (the element count of a shape), `|f32|` (an element's bytes) and shape-ituple
+# arithmetic (`shape / {4, 2, 8}`, dimension by dimension), as the language documents them.
+SIZES = Path(__file__).parent / "co" / "shape_sizes.co"
+SIZES_WANT = [6000, 4, 5 * 4, 32 * 10000 + 32 * 100 + 4, 130 * 10000 + 64 * 100 + 36, 10, 2, 0]
+
+
+def test_sizes_and_shape_ituple_arithmetic_in_the_interpreter() -> None:
+    out = torch.zeros(8, dtype=torch.int32)
+    choreo_py.interpret(str(SIZES))(out, torch.zeros(5, 4, dtype=torch.int32))
+    assert out.tolist() == SIZES_WANT
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_sizes_emulated(target) -> None:
+    out = torch.zeros(8, dtype=torch.int32)
+    choreo_py.emulate_program(str(SIZES), target=target)(out, torch.zeros(5, 4, dtype=torch.int32))
+    assert out.tolist() == SIZES_WANT
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_sizes_assemble(target) -> None:
+    from choreo_py.runtime.build import ptxas
+
+    cubin, _ = ptxas(compile_file(str(SIZES), "ptx", target), target)
+    assert cubin
+
+
+@pytest.mark.parametrize("body,message", [
+    ("  s : [4, 8] / {2, 0};\n", "division by zero"),
+    ("  s : [4, 8] / {2, 1, 1};\n", "operator '/' on shapes of different ranks (2 vs. 3)"),
+    ("  parallel p by 1 : thread\n    out.at(0) = |out|;\n",
+     "'|...|' of a global tensor (the element count of a shape: '|x.span|')"),
+])
+def test_size_and_shape_errors(tmp_path, body, message) -> None:
+    path = tmp_path / "e.co"
+    path.write_text("__co__ void e(s32 [8] out) {\n" + body + "}\n")
+    with pytest.raises(ChoreoError) as info:
+        compile_file(str(path), "ir", "sm_90a")
+    assert message in info.value.message, info.value.render()
+    assert info.value.line == 2 or info.value.line == 3

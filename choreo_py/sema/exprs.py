@@ -180,19 +180,41 @@ class ExprBuilder:
         return Scalar(e, kind="const" if isinstance(e, ir.Const) else "let")
 
     def _shape_arith(self, n, lhs, rhs):
+        """`s + 1`, `s / {4, 2, 8}`, `s - t`: dimension by dimension, a shape; an ituple
+        operand (its elements) or a shape needs the other's rank."""
         def dims(v, node):
             if isinstance(v, ShapeValue):
                 return list(v.dims)
+            if isinstance(v, ITupleValue) and not isinstance(v, BoundedTuple):
+                return list(v.elems)
             if isinstance(v, Scalar):
                 return None
             raise Unsupported(f"operator '{n.op}' between a shape and {_kind(v)}", node.loc)
         a, b = dims(lhs, n.lhs), dims(rhs, n.rhs)
         if a is not None and b is not None and len(a) != len(b):
             raise err(f"shapes of rank {len(a)} and {len(b)} cannot be combined with '{n.op}'", n)
+        if n.op in ("/", "%") and any(B.as_int(x) == 0 for x in (b or [rhs.expr])):
+            raise err("division by zero", n.rhs)
         size = len(a if a is not None else b)
         a = a if a is not None else [lhs.expr] * size
         b = b if b is not None else [rhs.expr] * size
         return ShapeValue(tuple(B.binop(n.op, x, y) for x, y in zip(a, b)))
+
+    def e_SizeOf(self, n: A.SizeOf, hint):
+        """`|sp|`: the element count of a shape (the product of its dimensions); `|f32|`:
+        the bytes of an element of a type."""
+        if isinstance(n.operand, A.TypeRef):
+            if n.operand.name not in ir.DTYPE_BITS:
+                raise Unsupported(f"'|{n.operand.name}|' of a packed sub-byte type", n.loc)
+            return Scalar(B.const(ir.dtype_bytes(n.operand.name)), kind="const")
+        v = self.value(n.operand)
+        if not isinstance(v, ShapeValue):
+            raise Unsupported(f"'|...|' of {_kind(v)} (the element count of a shape: "
+                              "'|x.span|')", n.loc)
+        count = B.const(1)
+        for d in v.dims:
+            count = B.mul(count, d)
+        return Scalar(count, kind="const" if isinstance(count, ir.Const) else "let")
 
     def e_Ternary(self, n: A.Ternary, hint):
         c = self.scalar(n.cond)
