@@ -192,6 +192,11 @@ class ExprBuilder:
             raise Unsupported(f"operator '{n.op}' between a shape and {_kind(v)}", node.loc)
         a, b = dims(lhs, n.lhs), dims(rhs, n.rhs)
         if a is not None and b is not None and len(a) != len(b):
+            if isinstance(lhs, ITupleValue) or isinstance(rhs, ITupleValue):
+                # a rule of check/initialisers.py (an error when compiling, a warning from a
+                # plain `check`, which accepts the reference's parse-stage programs)
+                raise Unsupported(f"operator '{n.op}' on a shape and an ituple of different "
+                                  "ranks", n.loc)
             raise err(f"shapes of rank {len(a)} and {len(b)} cannot be combined with '{n.op}'", n)
         if n.op in ("/", "%") and any(B.as_int(x) == 0 for x in (b or [rhs.expr])):
             raise err("division by zero", n.rhs)
