@@ -3,7 +3,8 @@
 - an open dimension `?` in a parameter's shape (`s32 [?, 8] x`) is the argument's,
   named `x__dim0` as an unwritten shape's dimensions are (sema/kernel.py open_dims);
 - `with k in [8]` binds a bounded ituple of rank 1 used as its integer, and `k(0)` is its
-  element 0 (`k(-1)` stays the offset form)."""
+  element 0 (`k(-1)` stays the offset form);
+- `|shape|`, `|type|`, shape-ituple arithmetic and `x[(1), (0)]` derived from data."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -90,11 +91,12 @@ def test_sizes_emulated(target) -> None:
 
 @pytest.mark.ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-def test_sizes_assemble(target) -> None:
+def test_sizes_and_derivation_assemble(target) -> None:
     from choreo_py.runtime.build import ptxas
 
-    cubin, _ = ptxas(compile_file(str(SIZES), "ptx", target), target)
-    assert cubin
+    for path in (SIZES, Path(__file__).parent / "co" / "derive_from_data.co"):
+        cubin, _ = ptxas(compile_file(str(path), "ptx", target), target)
+        assert cubin
 
 
 @pytest.mark.parametrize("body,message", [
@@ -110,3 +112,25 @@ def test_size_and_shape_errors(tmp_path, body, message) -> None:
         compile_file(str(path), "ir", "sm_90a")
     assert message in info.value.message, info.value.render()
     assert info.value.line == 2 or info.value.line == 3
+
+
+# `x[(1), (0)]`: a shape derived from the name of spanned data is derived from its shape,
+# as `x.span[(1), (0)]` is (the grammar's derivation takes a name with or without '.span').
+DERIVE = Path(__file__).parent / "co" / "derive_from_data.co"
+
+
+@pytest.mark.parametrize("engine", ["interpreter", "sm_90a", "sm_100a"])
+def test_shape_derived_from_data(engine) -> None:
+    out, x = torch.zeros(4, dtype=torch.int32), torch.zeros(3, 5, dtype=torch.int32)
+    if engine == "interpreter":
+        choreo_py.interpret(str(DERIVE))(out, x)
+    else:
+        choreo_py.emulate_program(str(DERIVE), target=engine)(out, x)
+    assert out.tolist() == [5, 3, 15, 0]
+
+
+def test_indexing_data_with_values_stays_refused(tmp_path) -> None:
+    path = tmp_path / "i.co"
+    path.write_text(DERIVE.read_text().replace("x[(1), (0)]", "x[1, 0]"))
+    with pytest.raises(ChoreoError, match=r"indexing with '\[...\]' here"):
+        compile_file(str(path), "ir", "sm_90a")

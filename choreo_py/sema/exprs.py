@@ -384,6 +384,10 @@ class ExprBuilder:
             return base  # event indexing is resolved by wait/trigger
         if isinstance(base, ShapeValue):  # `d.span[(2), (1), (0)]`: a shape of its dimensions
             return ShapeValue(self._selected(base, n.indices))
+        if isinstance(base, (Tensor, BufferValue, ViewValue)) and n.indices and \
+                all(isinstance(i, A.DimIndex) for i in n.indices):
+            # `d[(1), (0)]`: the grammar's derivation from a name is its shape's, as `d.span[...]`
+            return ShapeValue(self._selected(ShapeValue(self.shape_of(base, n)), n.indices))
         raise Unsupported("indexing with '[...]' here", n.loc)
 
     def _buffer_slot(self, b: ir.Buffer, subs: list[A.Expr], n: A.Index) -> ViewValue:
