@@ -7,7 +7,7 @@ position of its indices, `s[i][j]` = slot `i * 2 + j`, as a 1-D array's
 `s[i]` selects slot `i`. A partial subscription of a buffer array (`s[i]` of
 `s[4][2]`) is the first buffer of that sub-array, slot `i * 2` (the
 reference compiler's linearised pointer: its trailing indices are 0); an
-event is always subscribed fully. Sema keeps the dimensions
+event is subscribed fully (a row of events at once is refused by name). Sema keeps the dimensions
 (KernelBuilder.array_dims); the IR sees slots only.
 """
 from __future__ import annotations

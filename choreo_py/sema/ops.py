@@ -305,9 +305,12 @@ class OpBuilder(FragOpBuilder):
         if chain is None or not isinstance(v, EventValue):
             return None
         dims = self.array_shape(v.event.name, v.event.slots)
-        if len(chain[1]) != len(dims):
+        if len(chain[1]) > len(dims):
             raise err(f"'{arrays.shape_text(v.event.name, dims)}' is an array of events of "
-                      f"{len(dims)} dimension(s); subscribe each of them", node)
+                      f"{len(dims)} dimension(s), subscribed {len(chain[1])} times", node)
+        if len(chain[1]) < len(dims):  # (a row of events at once: `trigger e[0]`)
+            raise Unsupported(f"a partial subscription of the event array "
+                              f"'{arrays.shape_text(v.event.name, dims)}'", node.loc)
         idx = [self.index(x) for x in chain[1]]
         for i, d, x in zip(idx, dims, chain[1]):
             k = B.as_int(i)
