@@ -22,6 +22,7 @@ from .exprs import ExprBuilder, err
 from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
+from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
 from .asm import AsmBuilder
@@ -580,26 +581,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         finally:
             self.role = None
         self.emit(role)
-
-
-def unwritten_dims(name: str, rank: int, loc) -> list[A.Name]:
-    """`f32 mdspan<2> a`: a shape taken from the argument, one named dimension per rank
-    (`a__dim0`, `a__dim1`), as if written `f32 [a__dim0, a__dim1] a`; a call binds them
-    from its tensor's shape and a build for the call's shapes fixes them
-    (host/specialize.py)."""
-    return [A.Name(id=dim_name(name, k), loc=loc) for k in range(rank)]
-
-
-def open_dims(name: str, dims: list) -> list:
-    """`f32 [?, 4] a`: an open dimension '?' (any size) is the argument's, named as an
-    unwritten one is (`a__dim0`); the other wildcards ('??', 'auto') stay as written."""
-    return [A.Name(id=dim_name(name, k), loc=d.loc)
-            if isinstance(d, A.DimWildcard) and d.kind == "?" else d
-            for k, d in enumerate(dims)]
-
-
-def dim_name(param: str, k: int) -> str:
-    return f"{param}__dim{k}"
 
 
 def _is_increment(e) -> bool:
