@@ -50,9 +50,13 @@ def test_compile_warns_with_caret_and_ptxas_accepts(bump, tmp_path, capsys, targ
 
 def test_ir_says_the_function_returns_nothing(bump) -> None:
     from choreo_py.driver import compile_file
+    from choreo_py.ir.parse import parse_module
+    from choreo_py.ir.printer import print_module
 
-    assert "func bump(x: global s32[64]) -> nothing (declared int) {" in \
-        compile_file(bump, "ir", "sm_90a")
+    text = compile_file(bump, "ir", "sm_90a")
+    assert "func bump(x: global s32[64]) -> nothing (declared int) {" in text
+    module = parse_module(text)  # the printed IR reads back
+    assert module.functions[0].missing_return == "int" and print_module(module) == text
     take_warnings()
 
 
