@@ -873,6 +873,10 @@ class Function:
     # Every parameter's name in the order written: tensors (`params`) and scalars
     # (bound as dimensions), so that a caller can pass them positionally.
     arg_names: list[str] = field(default_factory=list)
+    # A function declared to return a value (this type, as written) that ends without
+    # `return`: a call has no value to give, and what it gives refuses to be used
+    # (host/missing_result.py). None when `result` is set or nothing is promised.
+    missing_return: Optional[str] = None
 
 
 @dataclass

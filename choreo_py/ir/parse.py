@@ -72,7 +72,8 @@ class _Parser:
         return ir.Module(functions)
 
     def header(self, line: str, word: str) -> tuple[str, list[ir.Param]]:
-        m = re.fullmatch(rf"{word} (\w+)\((.*)\)(?: -> \w+)? \{{", line)
+        m = re.fullmatch(rf"{word} (\w+)\((.*?)\)(?: -> \w+| -> nothing \(declared [^)]*\))? \{{",
+                         line)
         if m is None:
             raise IRParseError(f"not a {word} header: '{line}'")
         params = []
@@ -89,6 +90,7 @@ class _Parser:
         head = self.lines.take()
         name, params = self.header(head, "func")
         result = re.search(r"\) -> (\w+) \{$", head)
+        missing = re.search(r"\) -> nothing \(declared ([^)]*)\) \{$", head)  # (no `return`)
         arg_names = [p.name for p in params]
         locals_: list[ir.Param] = []
         while (self.lines.peek() or "").startswith(("host ", "args ")):
@@ -105,7 +107,8 @@ class _Parser:
         self.scope = Scope(None, params + locals_)
         body = self.block()
         return ir.Function(name, params, kernels, body, locals=locals_,
-                           result=result.group(1) if result else None, arg_names=arg_names)
+                           result=result.group(1) if result else None, arg_names=arg_names,
+                           missing_return=missing.group(1) if missing else None)
 
     def kernel(self) -> ir.Kernel:
         name, params = self.header(self.lines.take(), "kernel")

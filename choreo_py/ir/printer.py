@@ -355,6 +355,8 @@ def print_module(m: ir.Module) -> str:
             p.emit("")
         params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.params)
         result = f" -> {f.result}" if f.result else ""
+        if f.missing_return:
+            result = f" -> nothing (declared {f.missing_return})"
         host = [f"host {q.name}: {q.storage} {q.dtype}{shape(q.shape)}"
                 + (f" = {expr(q.init)}" if q.init is not None else "") for q in f.locals]
         if f.arg_names and f.arg_names != [q.name for q in f.params]:

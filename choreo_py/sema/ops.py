@@ -6,9 +6,12 @@ Shape rules checked here (each error points at the operand):
 """
 from __future__ import annotations
 
+import math
+
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
+from . import arrays
 from .exprs import err
 from .values import (BufferValue, EventValue, FutureValue, Scalar, ShapeNotYetKnown, ShapeValue,
                      Unsupported, ViewValue)
@@ -36,14 +39,27 @@ class OpBuilder(FragOpBuilder):
             raise err(f"{what} must be declared inside a 'parallel' block", s)
 
     def _array_count(self, s) -> int | None:
+        """The slots of an array declaration, the product of its dimensions (sema/arrays.py);
+        the dimensions are kept by the name `_array_dims` gives."""
         if not s.array_dims:
             return None
-        if len(s.array_dims) != 1:
-            raise Unsupported("multi-dimensional arrays of buffers or events", s.loc)
-        n = self.const_int(s.array_dims[0], "an array size")
-        if n <= 0:
-            raise err(f"an array size must be positive, not {n}", s.array_dims[0])
-        return n
+        dims = []
+        for d in s.array_dims:
+            n = self.const_int(d, "an array size")
+            if n <= 0:
+                raise err(f"an array size must be positive, not {n}", d)
+            dims.append(n)
+        self._pending_array_dims = tuple(dims)
+        return math.prod(dims)
+
+    def _array_dims(self, name: str, count: int | None) -> None:
+        """Records the dimensions `_array_count` read for the declaration named `name`."""
+        dims = self.__dict__.pop("_pending_array_dims", None)
+        if count and dims is not None and len(dims) > 1:
+            self.array_dims[name] = dims
+
+    def array_shape(self, name: str, count: int | None) -> tuple[int, ...]:
+        return self.array_dims.get(name, (count or 1,))
 
     def s_BufferDecl(self, s: A.BufferDecl) -> None:
         storage = s.storage or "local"
@@ -76,6 +92,7 @@ class OpBuilder(FragOpBuilder):
                 raise err("a buffer initialiser must be a constant", s.init)
         buf = ir.Buffer(self._unique(s), storage, s.type.elem.name, tuple(dims),
                         self._array_count(s), init=init, loc=s.loc)
+        self._array_dims(buf.name, buf.count)
         self.kernel.buffers.append(buf)
         self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
 
@@ -98,6 +115,7 @@ class OpBuilder(FragOpBuilder):
         if s.thread_count is not None:
             raise Unsupported("events with an explicit thread count", s.loc)
         ev = ir.Event(self._unique(s), self._array_count(s), s.ready, loc=s.loc)
+        self._array_dims(ev.name, ev.slots)
         self.kernel.events.append(ev)
         self.scope.bind(s.name, EventValue(ev, loc=s.loc))
 
@@ -254,11 +272,9 @@ class OpBuilder(FragOpBuilder):
                 return ir.FutureRef(v.name), post
             raise err(f"'{node.id}' is not an event or a future", node)
         if isinstance(node, A.Index):
-            v = self.value(node.base)
-            if isinstance(v, EventValue) and len(node.indices) == 1:
-                idx = self.index(node.indices[0])
-                self._slot_range(v.event, idx, node)
-                return ir.EventRef(v.event.name, index=idx), post
+            ref = self._event_slot(node)
+            if ref is not None:
+                return ref, post
         if isinstance(node, A.MethodCall) and node.method == "at":
             v = self.value(node.base)
             if not isinstance(v, EventValue):
@@ -280,6 +296,30 @@ class OpBuilder(FragOpBuilder):
                 return ir.EventRef(v.event.name, order=var.expr), post
             return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
+
+    def _event_slot(self, node: A.Index) -> ir.EventRef | None:
+        """`e[i]`, `e[i][j]`: the slot of an array of events (sema/arrays.py), every
+        dimension subscribed."""
+        chain = arrays.subscripts(node)
+        v = self.value(chain[0] if chain else node.base)
+        if chain is None or not isinstance(v, EventValue):
+            return None
+        dims = self.array_shape(v.event.name, v.event.slots)
+        if len(chain[1]) > len(dims):
+            raise err(f"'{arrays.shape_text(v.event.name, dims)}' is an array of events of "
+                      f"{len(dims)} dimension(s), subscribed {len(chain[1])} times", node)
+        if len(chain[1]) < len(dims):  # (a row of events at once: `trigger e[0]`)
+            raise Unsupported(f"a partial subscription of the event array "
+                              f"'{arrays.shape_text(v.event.name, dims)}'", node.loc)
+        idx = [self.index(x) for x in chain[1]]
+        for i, d, x in zip(idx, dims, chain[1]):
+            k = B.as_int(i)
+            if k is not None and not 0 <= k < d:
+                raise err(f"index {k} is out of range for the dimension of {d} of event "
+                          f"'{v.event.name}'", x)
+        slot = arrays.linear(idx, dims)
+        self._slot_range(v.event, slot, node)
+        return ir.EventRef(v.event.name, index=slot)
 
     def _slot_range(self, ev: ir.Event, idx: ir.Expr, node) -> None:
         k = B.as_int(idx)
