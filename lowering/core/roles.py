@@ -107,6 +107,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     body = list(r.body)
     while body and isinstance(body[0], ir.SetMaxRegs):  # every thread of the warpgroup
         setmaxnreg(lw, body.pop(0))
+    events.plain_phases(lw, body)
     if single:
         w.comment("issue-only role: one thread per instance issues its copies and events")
         rest = w.reg("pred", "not_issuer")
