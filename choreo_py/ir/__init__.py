@@ -905,6 +905,9 @@ def _sync_tma(s: Stmt) -> bool:
 #: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
 #: observes how a tile moves, and the thread lowering moves it with cooperative loads.
 THREAD_TMA_KINDS = (TmaLoad, TmaStore)
+#: Of ASYNC_KINDS, those a thread kernel lowers too (TMA copies as thread copies; a named
+#: barrier outside any role is one every thread of its `: thread` region meets).
+THREAD_KINDS = THREAD_TMA_KINDS + (NamedBarrier,)
 
 
 def is_thread_kernel(k: Kernel) -> bool:
@@ -915,7 +918,7 @@ def is_thread_kernel(k: Kernel) -> bool:
         return True
     if k.events or k.frags:
         return False
-    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)
+    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_KINDS)
                    for s in walk(k.body))
 
 

@@ -409,10 +409,13 @@ class OpBuilder(FragOpBuilder):
         if len(c.args) != 2:
             raise err(f"'{fn}(barrier_id, thread_count)' takes 2 arguments", c)
         par = self.in_parallel
-        if self.role is None or par is None or not self.role.is_async:
-            # Valid Choreo (a `: thread` region may name barriers); the IR models named
-            # barriers only between the roles of a block.
-            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role", c.loc)
+        per_thread = self.role is None and par is not None and par.level == "thread" \
+            and par.threads == 1 and not self.group_lanes
+        if not per_thread and (self.role is None or par is None or not self.role.is_async):
+            # Valid Choreo; the IR models named barriers between the roles of a block and
+            # between the threads of a `: thread` region (each thread arrives).
+            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role or a ': thread' "
+                              "region", c.loc)
         bid = self.scalar(c.args[0])
         if bid.dtype not in ir.INT_TYPES:
             raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
@@ -421,7 +424,9 @@ class OpBuilder(FragOpBuilder):
             raise err(f"barrier id {n}: the hardware has named barriers 0..15", c.args[0])
         count = self.const_int(c.args[1], "the thread count")
         group, block = par.threads or 1, par.extent * (par.threads or 1)
-        if group % 32:
+        if per_thread:  # the hardware counts threads in whole warps
+            group = 32
+        elif group % 32:
             raise err(f"'{fn}' counts whole warps; the thread groups of this parallel level have "
                       f"{group} threads", c)
         if count <= 0 or count % 32 or count % group:

@@ -369,6 +369,16 @@ def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
     return out
 
 
+def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
+    """`__bar_sync/arrive(id, count)` in a `: thread` region: each thread arrives on barrier
+    `id` (sema checked the count: whole warps, at most the region's threads)."""
+    if isinstance(s.barrier, ir.Const) and s.barrier.value == 0:
+        raise lw.refuse(f"__bar_{s.op} on barrier 0 (the whole-block barrier of this backend's "
+                        "own code)", s.loc)
+    lw.w.source(s.loc)
+    lw.w.op(f"bar.{s.op}", _expr(lw, s.barrier, s.loc, "bar_id"), V.imm(s.count, "u32"))
+
+
 _NAMES = {ir.Launch: "a launch inside a kernel"}
 
 _HANDLERS = {
@@ -398,6 +408,7 @@ _HANDLERS = {
     ir.Fence: grid_sync.fence,
     ir.Print: _print,
     ir.Asm: _asm,
+    ir.NamedBarrier: lambda lw, s: _named_barrier(lw, s),
     **warp_mma.HANDLERS,
 }
 
