@@ -8,6 +8,7 @@ movement, events and fragments live in `ops.py`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..frontend import ast as A
@@ -30,8 +31,9 @@ from .reshape import ReshapeBuilder
 from .ops import OpBuilder
 from .rotations import RotationBuilder
 from . import role_futures
-from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
-                     ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
+from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+                     Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
+                     declared_names)
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
@@ -384,6 +386,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         elif isinstance(v, (TilingValue, ShapeValue, ITupleValue, Tensor, BufferValue, EventValue)):
             v.loc = s.loc
             self.scope.bind(name, v)
+        elif isinstance(v, FutureValue):  # another name of the same future (`select(1, a, b)`)
+            self.scope.bind(name, dataclasses.replace(v, loc=s.loc))
         else:
             raise Unsupported(f"naming {describe(v)}", s.loc)
 
