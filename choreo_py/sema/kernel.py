@@ -28,6 +28,7 @@ from .levels import LevelBuilder, nest_levels
 from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
+from .device_funcs import DeviceFuncBuilder
 from .ops import OpBuilder
 from .rotations import RotationBuilder
 from . import role_futures
@@ -44,7 +45,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is

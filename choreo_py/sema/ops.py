@@ -358,7 +358,7 @@ class OpBuilder(FragOpBuilder):
                 self.role.max_regs = n
             self.emit(ir.SetMaxRegs(n, short == "setreg_inc", loc=c.loc))
             return
-        raise Unsupported(f"the device function '{c.func}'", c.loc)
+        self.inline_call(c)  # sema/device_funcs.py
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
