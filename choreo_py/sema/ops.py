@@ -238,9 +238,15 @@ class OpBuilder(FragOpBuilder):
             raise err(f"'.swiz<{s.swizzle}>': the swizzle is 32, 64 or 128 bytes", s)
         if row_bytes is not None and row_bytes < s.swizzle:
             # Valid Choreo (the swizzle must only agree with the `mma.load` reading the
-            # tile); the IR's shared-memory layouts assume a swizzle within one row.
+            # tile), and TMA writes such a box (its inner extent is at most the swizzle
+            # span: rows packed densely, the pattern over 128-byte lines). But wgmma and
+            # tcgen05 descriptors read an N-byte swizzle as atoms of 8 rows of N bytes, a
+            # layout that shorter rows do not have; the IR's layouts are those atoms.
+            fits = auto_swizzle(row_bytes)
+            hint = f"'.swiz<{fits}>' fits them" if fits else "no swizzle fits them"
             raise Unsupported(f"'.swiz<{s.swizzle}>' wider than the destination's "
-                              f"{row_bytes}-byte rows", s.loc)
+                              f"{row_bytes}-byte rows (an MMA reads a {s.swizzle}-byte swizzle "
+                              f"as atoms of 8 rows of {s.swizzle} bytes; {hint})", s.loc)
         return s.swizzle
 
     # ------------------------------------------------------------ events
