@@ -25,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma, grid_sync, params, warp_mma
+from . import control, dma, grid_sync, params, thread_frags, warp_mma
 from .asm import lower_asm
 from .context import Lowering
 from .grid import py_expr as _py_expr
@@ -70,6 +70,7 @@ def _expr(lw: ThreadLowering, e: ir.Expr, loc, hint: str = "t", dst=None) -> V:
 
 def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     """{name, body, params, threads, smem, grid, dims} of one kernel."""
+    k = thread_frags.as_locals(k)  # a `: thread` region's fragments: local buffers
     w = Writer()
     lw = ThreadLowering(k, target, w)
     lw.threads = block_threads(k)
