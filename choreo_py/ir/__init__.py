@@ -920,6 +920,9 @@ def _sync_tma(s: Stmt) -> bool:
 #: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
 #: observes how a tile moves, and the thread lowering moves it with cooperative loads.
 THREAD_TMA_KINDS = (TmaLoad, TmaStore)
+#: Of ASYNC_KINDS, those a thread kernel lowers too (TMA copies as thread copies; a named
+#: barrier outside any role is one every thread of its `: thread` region meets).
+THREAD_KINDS = THREAD_TMA_KINDS + (NamedBarrier,)
 
 
 def is_thread_kernel(k: Kernel) -> bool:
@@ -928,10 +931,32 @@ def is_thread_kernel(k: Kernel) -> bool:
     warp form's fragments (is_warp_mma_kernel)."""
     if is_warp_mma_kernel(k):
         return True
-    if k.events or k.frags:
+    own = per_thread_frags(k)  # a `: thread` region's arrays (lowering/core/thread_frags.py)
+    if k.events or (k.frags and not own):
         return False
-    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)
+    allowed = THREAD_KINDS + ((FragDecl, Apply, ElemStore) if own else ())
+    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, allowed)
                    for s in walk(k.body))
+
+
+def per_thread_frags(k: Kernel) -> bool:
+    """Whether every fragment of `k` is declared in a `parallel t by n : thread` region
+    (one thread per instance, one variable: not a `: group` level flattened into threads,
+    whose fragments are the group's) and only declared, applied and read element-wise
+    there: each thread's own array."""
+    if not k.frags or any(f.block or f.host for f in k.frags):
+        return False
+    if any(isinstance(s, (Mma, MmaFill, MmaStore, MmaLoad, Reduce, AllReduce, FragCopy,
+                          WarpMma)) for s in walk(k.body)):
+        return False
+    declared = set()
+    for s in walk(k.body):
+        if isinstance(s, Parallel) and s.level == "thread" and s.threads == 1 \
+                and "__" not in s.var:
+            declared |= {t.frag.name for t in walk(s.body) if isinstance(t, FragDecl)}
+    names = {b.name for b in k.buffers} | {p.name for p in k.params}
+    frags = {f.name for f in k.frags}
+    return declared == frags and not frags & names
 
 
 # ---------------------------------------------------------------- walking

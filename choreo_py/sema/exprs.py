@@ -231,7 +231,34 @@ class ExprBuilder:
         return Scalar(ir.Select(B.convert(c, "bool"), B.convert(t, rt), B.convert(f, rt), rt))
 
     # ------------------------------------------------------------ calls
+    def _select(self, n: A.CallExpr, hint):
+        """`select(k, c0, c1, ...)`: candidate k (counted from 0). A compile-time k names
+        the candidate itself (a future, a buffer, a scalar); a run-time one chooses among
+        scalars (nested `?:`). `choreo check` has checked the candidates agree in type."""
+        k = B.as_int(self.scalar(n.args[0]))
+        cands = n.args[1:]
+        if k is not None:
+            if not 0 <= k < len(cands):
+                raise err(f"the selector {k} is outside the {len(cands)} candidates of 'select'",
+                          n.args[0])
+            return self.value(cands[k], hint)
+        vals = [self.value(c, hint) for c in cands]
+        if not all(isinstance(v, Scalar) for v in vals):
+            # Valid Choreo; the tile IR has no value that is one of several futures or
+            # buffers chosen at run time.
+            raise Unsupported("'select' of futures or buffers by a run-time selector", n.loc)
+        sel = self.scalar(n.args[0])
+        out = vals[-1].expr
+        for i in range(len(vals) - 2, -1, -1):
+            t, f = B.promote("?:", vals[i].expr, out)
+            rt = B.result_type(t, f)
+            cond = B.binop("==", sel, B.const(i))
+            out = ir.Select(B.convert(cond, "bool"), B.convert(t, rt), B.convert(f, rt), rt)
+        return Scalar(out)
+
     def e_CallExpr(self, n: A.CallExpr, hint):
+        if n.func == "select" and len(n.args) >= 2:
+            return self._select(n, hint)
         fn = BUILTIN_FUNCS.get(n.func)
         if fn is None:
             raise Unsupported(f"the builtin '{n.func}' in an expression", n.loc)

@@ -8,6 +8,7 @@ movement, events and fragments live in `ops.py`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..frontend import ast as A
@@ -28,11 +29,13 @@ from .levels import LevelBuilder, nest_levels
 from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
+from .device_funcs import DeviceFuncBuilder
 from .ops import OpBuilder
 from .rotations import RotationBuilder
 from . import role_futures
-from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
-                     ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
+from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+                     Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
+                     declared_names)
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
@@ -43,7 +46,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -396,6 +399,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         elif isinstance(v, (TilingValue, ShapeValue, ITupleValue, Tensor, BufferValue, EventValue)):
             v.loc = s.loc
             self.scope.bind(name, v)
+        elif isinstance(v, FutureValue):  # another name of the same future (`select(1, a, b)`)
+            self.scope.bind(name, dataclasses.replace(v, loc=s.loc))
         else:
             raise Unsupported(f"naming {describe(v)}", s.loc)
 

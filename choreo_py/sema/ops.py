@@ -256,9 +256,15 @@ class OpBuilder(FragOpBuilder):
             raise err(f"'.swiz<{s.swizzle}>': the swizzle is 32, 64 or 128 bytes", s)
         if row_bytes is not None and row_bytes < s.swizzle:
             # Valid Choreo (the swizzle must only agree with the `mma.load` reading the
-            # tile); the IR's shared-memory layouts assume a swizzle within one row.
+            # tile), and TMA writes such a box (its inner extent is at most the swizzle
+            # span: rows packed densely, the pattern over 128-byte lines). But wgmma and
+            # tcgen05 descriptors read an N-byte swizzle as atoms of 8 rows of N bytes, a
+            # layout that shorter rows do not have; the IR's layouts are those atoms.
+            fits = auto_swizzle(row_bytes)
+            hint = f"'.swiz<{fits}>' fits them" if fits else "no swizzle fits them"
             raise Unsupported(f"'.swiz<{s.swizzle}>' wider than the destination's "
-                              f"{row_bytes}-byte rows", s.loc)
+                              f"{row_bytes}-byte rows (an MMA reads a {s.swizzle}-byte swizzle "
+                              f"as atoms of 8 rows of {s.swizzle} bytes; {hint})", s.loc)
         return s.swizzle
 
     # ------------------------------------------------------------ events
@@ -399,7 +405,7 @@ class OpBuilder(FragOpBuilder):
                 self.role.max_regs = n
             self.emit(ir.SetMaxRegs(n, short == "setreg_inc", loc=c.loc))
             return
-        raise Unsupported(f"the device function '{c.func}'", c.loc)
+        self.inline_call(c)  # sema/device_funcs.py
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
@@ -450,10 +456,13 @@ class OpBuilder(FragOpBuilder):
         if len(c.args) != 2:
             raise err(f"'{fn}(barrier_id, thread_count)' takes 2 arguments", c)
         par = self.in_parallel
-        if self.role is None or par is None or not self.role.is_async:
-            # Valid Choreo (a `: thread` region may name barriers); the IR models named
-            # barriers only between the roles of a block.
-            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role", c.loc)
+        per_thread = self.role is None and par is not None and par.level == "thread" \
+            and par.threads == 1 and not self.group_lanes
+        if not per_thread and (self.role is None or par is None or not self.role.is_async):
+            # Valid Choreo; the IR models named barriers between the roles of a block and
+            # between the threads of a `: thread` region (each thread arrives).
+            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role or a ': thread' "
+                              "region", c.loc)
         bid = self.scalar(c.args[0])
         if bid.dtype not in ir.INT_TYPES:
             raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
@@ -462,7 +471,9 @@ class OpBuilder(FragOpBuilder):
             raise err(f"barrier id {n}: the hardware has named barriers 0..15", c.args[0])
         count = self.const_int(c.args[1], "the thread count")
         group, block = par.threads or 1, par.extent * (par.threads or 1)
-        if group % 32:
+        if per_thread:  # the hardware counts threads in whole warps
+            group = 32
+        elif group % 32:
             raise err(f"'{fn}' counts whole warps; the thread groups of this parallel level have "
                       f"{group} threads", c)
         if count <= 0 or count % 32 or count % group:
