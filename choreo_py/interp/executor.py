@@ -459,6 +459,8 @@ class BlockRun(FragmentStatements):
 
     # ---------------------------------------------------------------- buffers in per-thread code
     def buf_elem(self, e, env):
+        if self.apply is not None and self.apply.buffers is not None:
+            return self.apply.buf_load(e)  # a row's element, read for all rows at once
         box = self.mem.resolve(e.view, env, self.ev)
         idx = tuple(self.ev.integer(i, env) for i in e.index)
         return self.mem.element(box, idx)[0]

@@ -228,6 +228,8 @@ class ApplyLowering(ExprLowering):
     def leaf(self, e: ir.Expr) -> Optional[V]:
         if isinstance(e, ir.Elem):
             return self.elem(e)
+        if isinstance(e, ir.BufElem):
+            return self.row_buffer_load(e)
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             base, off = self.offsets()[e.name]
             return self.index_value(base, off)
@@ -249,6 +251,9 @@ class ApplyLowering(ExprLowering):
         if isinstance(e, ir.Elem):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
+        if isinstance(e, ir.BufElem):  # read again after this apply stores into it
+            base = self.lw.k.root(e.view.base)
+            return ("buf", base, self.offsets()[self.a.indices[0]], self.version["buf " + base])
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             return ("index",) + self.offsets()[e.name]
         return super().key(e)
@@ -370,10 +375,70 @@ class ApplyLowering(ExprLowering):
         for s in stmts:
             if isinstance(s, ir.ElemStore):
                 self.store(s, cond, ks)
+            elif isinstance(s, ir.BufStore) and not s.atomic:
+                self.row_buffer_store(s, cond, ks)
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
+
+    # -------------------------------------------------------- row buffers
+    def row_buffer(self, view: ir.View, index, loc) -> tuple[V, int]:
+        """(address register, byte offset) of `buf.at(i)` for element k: a shared f32 vector
+        of the domain's rows indexed by the apply's row index (one element per row, so a
+        thread touches only the rows it owns)."""
+        lw = self.lw
+        b = lw.k.buffer(lw.k.root(view.base))
+        names = [x.name if isinstance(x, ir.Sym) else None for x in index]
+        kept = [n for n, k in zip(view.extents, view.keep) if k]
+        ok = (b is not None and b.storage == "shared" and b.dtype == "f32" and b.count is None
+              and lw.k.alias(view.base) is None and names == [self.a.indices[0]]
+              and len(b.shape) == 1 and len(kept) == 1
+              and isinstance(kept[0], ir.Const) and kept[0].value == self.dom.frag.shape[0]
+              and all(isinstance(o, ir.Const) for o in view.offsets))
+        if not ok:
+            raise lw.refuse(f"'{view.base}' inside apply other than as a shared f32 vector of "
+                            f"the {self.dom.frag.shape[0]} rows indexed by the apply's row "
+                            f"index '{self.a.indices[0]}'", loc)
+        rb, _ = lw.target.thread_bases(lw)
+        start = b.offset + 4 * view.offsets[0].value
+
+        def make() -> V:
+            out = self.w.reg("u32", f"{b.name}_row")
+            self.w.op("mad.lo.u32", out, rb, 4, lw.smem_base)
+            return out
+        _, off = self.offsets()[self.a.indices[0]]
+        return lw.once(("row_buffer", b.name), make), start + 4 * off
+
+    def row_buffer_load(self, e: ir.BufElem) -> V:
+        """Loaded once per row of the thread for the whole apply (again after a store)."""
+        key = self.key(e)
+        if key not in self.memo:
+            addr, off = self.row_buffer(e.view, e.index, self.loc)
+            out = self.w.reg("f32", f"{self.lw.k.root(e.view.base)}_at")
+            self.w.op("ld.shared.f32", out, f"ptx.addr({addr.text}, {off})")
+            self.memo[key] = out
+            self.lw.smem_read = True  # an event the role triggers next may free the vector
+        return self.memo[key]
+
+    def row_buffer_store(self, s: ir.BufStore, cond: Optional[dict], ks: list) -> None:
+        if self.dom.kind != "row":  # each row's element would be stored by every column
+            raise self.lw.refuse(f"a store into '{s.view.base}' inside an apply over the 2-D "
+                                 f"'{self.a.domain}'", s.loc)
+        if self.dom.layout.row_lanes and _reads_partial(self, s.value):
+            raise self.lw.refuse(f"a store into '{s.view.base}' of a row value split among "
+                                 "the threads of the row", s.loc)
+        if cond is not None:
+            raise self.lw.refuse(f"a conditional store into '{s.view.base}' inside apply", s.loc)
+        for k in ks:
+            self.k = k
+            addr, off = self.row_buffer(s.view, s.index, s.loc)
+            v = self.value(s.value, "v")
+            if v.is_const:
+                v = self.w.reg("f32", "c", init=V.imm(v.const, "f32"))
+            self.w.op("st.shared.f32", f"ptx.addr({addr.text}, {off})", v)
+        self.version["buf " + self.lw.k.root(s.view.base)] += 1
+        self.lw.smem_dirty = True  # the role's threads meet before one of them publishes it
 
     def branch(self, s: ir.If, outer: Optional[dict], ks: list) -> None:
         written = {t.frag for t in ir.walk(s.then + s.orelse) if isinstance(t, ir.ElemStore)}
@@ -469,6 +534,12 @@ class ApplyLowering(ExprLowering):
             self.w.op(f"cvt.rn.{kind}.f32", fi.reg(k // 2), hi, lo)
 
 
+def _reads_partial(al: "ApplyLowering", e: ir.Expr) -> bool:
+    """Whether `e` reads a row vector each thread holds only a part of (`row_partial`)."""
+    return any(isinstance(x, ir.Elem) and info(al.lw, x.frag, al.loc).frag.layout == "row_partial"
+               for x in ir.expr_walk(e))
+
+
 def _same_elem(e: ir.Expr, own: ir.Elem) -> bool:
     return (isinstance(e, ir.Elem) and e.frag == own.frag
             and [getattr(x, "name", x) for x in e.index] == [getattr(x, "name", x) for x in own.index])
@@ -484,11 +555,47 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     accs = sorted({s.frag for s in ir.walk(a.body) if isinstance(s, ir.ElemStore)}
                   | ir.elem_reads(a.body))
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
+    chunk = _column_chunk(lw, a, dom, acc_frags)
+    if chunk:
+        return _apply_in_pieces(lw, a, dom, acc_frags, chunk)
     for f in acc_frags:
         lw.target.access(lw, f)
     ApplyLowering(lw, a, dom).run(a.body, None)
     for f in acc_frags:
         lw.target.update(lw, f)
+
+
+def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> int:
+    """Registers per piece when the target moves the accumulators of an elementwise apply
+    piece by piece (0: all at once). Elementwise: it stores only into accumulators of the
+    domain's shape (no row reduction, no operand, no buffer), so element k depends on the
+    registers k of its accumulators alone (and on row values)."""
+    hook = getattr(lw.target, "column_chunk", None)
+    if hook is None or dom.kind != "acc":
+        return 0
+    for s in ir.walk(a.body):
+        if isinstance(s, ir.BufStore):
+            return 0
+        if isinstance(s, ir.ElemStore) and info(lw, s.frag, s.loc).kind != "acc":
+            return 0
+    if any(f.shape != dom.frag.shape for f in acc_frags):
+        return 0
+    chunk = hook(lw, acc_frags)
+    return chunk if chunk and dom.layout.regs % chunk == 0 and dom.layout.regs > chunk else 0
+
+
+def _apply_in_pieces(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list, chunk: int):
+    al = ApplyLowering(lw, a, dom)  # one for all pieces: row values are computed once
+    stored = set()
+    for first in range(0, dom.layout.regs, chunk):
+        for f in acc_frags:
+            lw.target.access_columns(lw, f, first, chunk)
+        al.run(a.body, None, list(range(first, first + chunk)))
+        for f in acc_frags:
+            if lw.target.update_columns(lw, f, first, chunk):
+                stored.add(f.name)
+    if stored:
+        lw.target.wrote_back(lw)
 
 
 def k_steps(lw: Lowering, s: ir.Mma, k: int, step: int) -> list[int]:

@@ -34,6 +34,7 @@ from choreo_py.diagnostics import ChoreoError
 from ..core.context import Lowering
 from ..core.memory import addr as _addr
 from ..core.writer import V
+from .lower_flow import writes
 
 JOIN = "L_kernel_join"
 
@@ -88,6 +89,10 @@ def wrote(t, lw: Lowering) -> None:
     t.sync.st_pending = False
 
 
+#: Columns of an accumulator an elementwise apply of a reader role moves at a time.
+CHUNK_COLUMNS = 32
+
+
 class BlockAccHooks:
     """The Sm100Target hooks (lowering/core/target.py) block accumulators need; `self.block`
     names them (none: every hook leaves the kernel as it was)."""
@@ -103,6 +108,34 @@ class BlockAccHooks:
     def after_roles(self, lw: Lowering) -> None:
         if self.block:
             join(self, lw)
+
+    def column_chunk(self, lw: Lowering, frags: list) -> int:
+        """Registers per piece of an elementwise apply over block accumulators in a reader
+        role (0: the whole tile at once). A piece is loaded, computed and stored back
+        before the next: a warpgroup that rescales a 128-column O then holds 32 of its
+        registers, not 128 (the correction role's budget is small)."""
+        if self.m != 128 or lw.role is None or self.in_mma_role(lw) or not frags \
+                or any(f.name not in self.block for f in frags):
+            return 0
+        return CHUNK_COLUMNS
+
+    def access_columns(self, lw: Lowering, frag: ir.Frag, first: int, n: int) -> None:
+        if self.flow.load(self.stmt, frag.name):
+            self._move(lw, "ld", frag.name, lw.frags[frag.name].array, n, packed=False,
+                       first=first)
+            lw.w.call("ptx.tcgen05.wait_ld")
+
+    def update_columns(self, lw: Lowering, frag: ir.Frag, first: int, n: int) -> bool:
+        """Stores a written piece back; True if it did."""
+        if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
+            self._move(lw, "st", frag.name, lw.frags[frag.name].array, n, packed=False,
+                       first=first)
+            self.sync.st_pending = True
+            return True
+        return False
+
+    def wrote_back(self, lw: Lowering) -> None:
+        wrote(self, lw)
 
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
         """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);

@@ -356,8 +356,11 @@ class Sm100Target(block_acc.BlockAccHooks):
         self._move(lw, "st", name, arr, regs, packed=packed)
         self.sync.st_pending = True
 
-    def _move(self, lw: Lowering, op: str, name: str, arr: str, regs: int, *, packed: bool) -> None:
-        """tcgen05.ld/st of this warp's rows, in power-of-two pieces of <= 64 registers.
+    def _move(self, lw: Lowering, op: str, name: str, arr: str, regs: int, *, packed: bool,
+              first: Optional[int] = None) -> None:
+        """tcgen05.ld/st of this warp's rows, in power-of-two pieces of <= 64 registers
+        (registers first.. of the array, columns first.. in the 32x32b shape; None: the
+        whole array).
 
         In the .16x32bx2 shape the second half-warp reads `split` columns on;
         a bf16 operand packs two elements per column, so its split is half."""
@@ -365,10 +368,11 @@ class Sm100Target(block_acc.BlockAccHooks):
         base = self.warp_addr(lw, name)
         shape = "16x32bx2" if self.m == 64 else "32x32b"
         split = regs
-        start = 0
+        start = first or 0
         for n in _pieces(regs):
             a = _addr(base, start)
-            vec = f"list({arr})" if n == regs else f"[{arr}[i] for i in range({start}, {start + n})]"
+            vec = f"list({arr})" if n == regs and first is None else \
+                f"[{arr}[i] for i in range({start}, {start + n})]"
             opcode = f"tcgen05.{op}.sync.aligned.{shape}.x{n}.b32"
             extra = [split] if shape == "16x32bx2" else []
             if op == "ld":
