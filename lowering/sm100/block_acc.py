@@ -54,8 +54,9 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w = lw.w
     m, n = frag.shape
     w.comment(f"{frag.name} = {value.text}: the block's accumulator, stored by warpgroup 0")
-    vals = w.array("f32", min(n, 64), f"{frag.name}_fill")
-    for i in range(min(n, 64)):
+    piece = min(n, READER_PIECE)  # 16 registers at a time (BlockAccHooks.piece_limit)
+    vals = w.array("f32", piece, f"{frag.name}_fill")
+    for i in range(piece):
         w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
     # The tile's address is computed by every thread, before the branch: the roles reuse
     # it (the writer's cache), and a register only warpgroup 0 set would be undefined in
@@ -70,9 +71,9 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.op("shl.b32", lanes, lanes, 16)
     base = w.reg("b32", f"{frag.name}_fill_at")
     w.op("add.u32", base, tile, lanes)
-    for start in range(0, n, 64):
-        num = min(64, n - start)
-        regs = f"list({vals})" if num == 64 else f"[{vals}[i] for i in range({num})]"
+    for start in range(0, n, piece):
+        num = min(piece, n - start)
+        regs = f"list({vals})" if num == piece else f"[{vals}[i] for i in range({num})]"
         w.op(f"tcgen05.st.sync.aligned.32x32b.x{num}.b32", _addr(base, start), regs)
     w.call("ptx.tcgen05.wait_st")
     w.put_label(done)
@@ -89,8 +90,11 @@ def wrote(t, lw: Lowering) -> None:
     t.sync.st_pending = False
 
 
-#: Columns of an accumulator an elementwise apply of a reader role moves at a time.
-CHUNK_COLUMNS = 32
+#: Columns of an accumulator an elementwise apply (or mma.store) of a reader role moves at
+#: a time: flash_atten_blackwell.co's correction role (64 registers) spilled with 16 or 32.
+CHUNK_COLUMNS = 8
+#: Registers of one tcgen05.ld/st in a reader role of the block's tiles (piece_limit).
+READER_PIECE = 16
 
 
 class BlockAccHooks:
@@ -109,10 +113,21 @@ class BlockAccHooks:
         if self.block:
             join(self, lw)
 
+    def piece_limit(self, lw: Lowering, name: str) -> int:
+        """Registers per tcgen05.ld/st of `name`. A move writes or reads a block of
+        consecutive registers; the block's tiles move 16 at a time outside the MMA role (in
+        the reader roles and the fill before the roles), since
+        values every role keeps (addresses, loop bounds) must sit in the low registers a
+        one-thread role's small budget leaves, and a 64-register block would have to avoid
+        them (ptxas spilled the softmax roles of flash_atten_blackwell.co at x64 moves)."""
+        if (name in self.block or name in self.block_ops) and not self.in_mma_role(lw):
+            return READER_PIECE
+        return 64
+
     def column_chunk(self, lw: Lowering, frags: list) -> int:
         """Registers per piece of an elementwise apply over block accumulators in a reader
         role (0: the whole tile at once). A piece is loaded, computed and stored back
-        before the next: a warpgroup that rescales a 128-column O then holds 32 of its
+        before the next: a warpgroup that rescales a 128-column O then holds 8 of its
         registers, not 128 (the correction role's budget is small)."""
         if self.m != 128 or lw.role is None or self.in_mma_role(lw) or not frags \
                 or any(f.name not in self.block for f in frags):

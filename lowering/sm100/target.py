@@ -369,7 +369,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         shape = "16x32bx2" if self.m == 64 else "32x32b"
         split = regs
         start = first or 0
-        for n in _pieces(regs):
+        for n in _pieces(regs, self.piece_limit(lw, name)):
             a = _addr(base, start)
             vec = f"list({arr})" if n == regs and first is None else \
                 f"[{arr}[i] for i in range({start}, {start + n})]"
@@ -565,11 +565,11 @@ def _frag_loc(k: ir.Kernel, name: str):
     return f.loc if f is not None else k.loc
 
 
-def _pieces(n: int) -> list[int]:
-    """n as a sum of powers of two <= 64, largest first (tcgen05.ld/st .num)."""
+def _pieces(n: int, limit: int = 64) -> list[int]:
+    """n as a sum of powers of two <= limit, largest first (tcgen05.ld/st .num)."""
     out = []
     while n:
-        p = min(64, 1 << (n.bit_length() - 1))
+        p = min(limit, 1 << (n.bit_length() - 1))
         out.append(p)
         n -= p
     return out
