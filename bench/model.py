@@ -4,6 +4,11 @@ and the role pipeline's critical path. bench/MODEL.md explains it with its table
     python3 bench/model.py                       # first check against bench/RESULTS.md
     python3 bench/model.py --calibrate M.json    # fit on a bench/model_measure.py run
     python3 bench/model.py --blackwell [--params P.json]   # sm_100a predictions, B200
+    python3 bench/model.py --table --params bench/model_params.json   # issue 13's table
+
+Long because: the machines, workloads, schedules, the fit and the report tables that
+read them are one command line's; the PTX census, the role pipeline and the design
+kernel's description are their own modules (model_ptx, model_pipe, model_design).
 
 What is modelled, and why.
 - The work of a kernel is its tiles (query tiles, output tiles); a tile costs
@@ -18,8 +23,10 @@ What is modelled, and why.
     l2      = TMA bytes / l2_bytes_per_clock (an SM's share of L2 when all SMs stream)
     issue   = instructions of the warps that share one SM sub-partition (1 per clock)
     sfu     = ex2 of those warps x 32 lanes / 4 per clock (16 per SM)
-    chain   = a consumer's own recurrence: the first MMA group it waits for, then
-              its warp's work (issue or SFU, whichever is longer) before it issues again.
+    chain   = the role pipeline's own period: every role's step program (its waits,
+              arrives, commits, MMAs and TMA loads in program order, read from the
+              PTX) run against the others' (bench/model_pipe.py); with one query tile
+              a block-accumulator kernel's QK -> softmax -> PV serialise here.
   This is the critical path of a software pipeline in steady state: either a
   shared resource or one role's own dependence chain sets the period.
 - The once-per-tile code (prologue QK and softmax, final PV, epilogue) is serial:
@@ -50,6 +57,8 @@ from dataclasses import asdict, dataclass, replace
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import model_design  # noqa: E402
+import model_pipe  # noqa: E402
 import model_ptx  # noqa: E402
 
 
@@ -105,12 +114,15 @@ class Work:
 
 
 def attention_work(b, h, s, causal, persistent=False, blocks=132, block_m=128) -> Work:
-    """Query tiles of 128 rows; causal tile t has t+1 K/V steps of 128 keys."""
+    """Query tiles of block_m rows (one per CTA), K/V steps of 128 keys; causal tile t
+    (0-based) has the steps up to its diagonal, (t + 1) * block_m / 128."""
     tiles = -(-s // block_m)
     flops = 4.0 * b * h * s * s * 128 / (2 if causal else 1)
     once = 4 * b * s * h * 128 * 2
     if not persistent:
-        steps = [(tiles - t) if causal else tiles for t in range(tiles)]  # longest first
+        kv = -(-s // 128)
+        steps = [-(-(tiles - t) * block_m // 128) if causal else kv
+                 for t in range(tiles)]  # longest first
         items = tuple((st, 1) for _ in range(b * h) for st in steps)
         return Work("grid", items, blocks, once, flops)
     pairs = -(-tiles // 2)
@@ -167,21 +179,24 @@ def _mma_role(census):
     return next((r for r in census.roles if r.step and r.step.mmas), None)
 
 
+def pipe_rates(mach: Machine, p: Params) -> model_pipe.Rates:
+    """The per-CTA pipe rates the role-pipeline run uses (bench/model_pipe.py)."""
+    return model_pipe.Rates(lambda mmas: _mma_clocks(mmas, mach) / p.tensor_eff,
+                            p.l2_bytes_per_clock,
+                            32 / (mach.sfu_per_clock / mach.subpartitions))
+
+
+_PERIODS: dict = {}
+
+
 def _chain(census, mach: Machine, p: Params) -> float:
-    """The longest recurrence of one role: the first MMA group it (or the MMA role)
-    completes, then its own warp's work before the next issue."""
-    mma_role = _mma_role(census)
-    if mma_role is None:
-        return 0.0
-    first = [x for x in mma_role.step.mmas if x.group == mma_role.step.mmas[0].group]
-    t_first = _mma_clocks(first, mach) / p.tensor_eff
-    worst = 0.0
-    for r in census.roles:
-        if r.step is None or r.threads < 128:
-            continue
-        own = max(r.step.instr, r.step.ex2 * 32 / (mach.sfu_per_clock / mach.subpartitions))
-        worst = max(worst, t_first + own)
-    return worst
+    """The role pipeline's own period: its roles' step programs run against each other
+    (their waits, the shared tensor pipe and copy engine; bench/model_pipe.py). Cached:
+    the fit asks for it at every grid point, and latency_us does not enter it."""
+    key = (id(census), mach.name, p.tensor_eff, p.l2_bytes_per_clock)
+    if key not in _PERIODS:
+        _PERIODS[key] = (census, model_pipe.run(census, pipe_rates(mach, p))["period"])
+    return _PERIODS[key][1]
 
 
 def step_bounds(census, mach: Machine, p: Params) -> dict:
@@ -232,24 +247,33 @@ def makespan(work: Work, step: float, tile: float, peeled: bool) -> float:
     return max(heap)
 
 
+def bound_of(bounds: dict) -> str:
+    """The pipe that sets the trip; the role pipeline ("chain") only where it is longer
+    than every pipe by more than a clock (a pipeline that keeps a pipe busy runs at it)."""
+    pipes = {k: v for k, v in bounds.items() if k != "chain"}
+    top = max(pipes, key=pipes.get)
+    return "chain" if bounds["chain"] > pipes[top] + 1.0 else top
+
+
 def predict(census, work: Work, mach: Machine, p: Params, clock_mhz: float | None = None) -> dict:
     """Predicted time (ms) and its parts."""
     f = clock_mhz or mach.clock_mhz
     bounds = step_bounds(census, mach, p)
-    step = max(bounds.values())
+    step = bounds[bound_of(bounds)]   # a chain within a clock of a pipe runs at the pipe
     tile = tile_clocks(census, mach, p, f, work.kind == "persistent")
     clocks = makespan(work, step, tile, tile_has_a_step(census))
     ms = clocks / (f * 1e3) + p.latency_us * 1e-3
     ms = max(ms, work.bytes_once / (mach.hbm_gb_s * 1e6))
     return {"ms": ms, "tflops": work.flops / ms / 1e9, "step_clocks": step,
-            "bound": max(bounds, key=bounds.get), "bounds": bounds, "tile_clocks": tile,
+            "bound": bound_of(bounds), "bounds": bounds, "tile_clocks": tile,
             "clock_mhz": f}
 
 
 # ------------------------------------------------------------------ kernels
 
 EXAMPLES = {"seed": "flash_atten_causal", "persistent": "flash_atten_persistent",
-            "noncausal": "flash_atten", "gemm": "gemm"}
+            "noncausal": "flash_atten", "gemm": "gemm",
+            "blackwell": "flash_atten_blackwell", "blackwell_causal": "flash_atten_blackwell_causal"}
 _CENSUS: dict = {}
 
 
@@ -283,49 +307,23 @@ def work_of(name: str, shape: dict, mach: Machine) -> Work:
         return gemm_work(shape["M"], shape["N"], shape["K"], mach.sms)
     if name == "design":
         return design_work(shape["B"], shape["H"], shape["S"], shape["causal"], mach.sms)
+    rows = query_rows(census_of(name, "sm_100a")) if name.startswith("blackwell") else 128
     return attention_work(shape["B"], shape["H"], shape["S"], shape["causal"],
-                          persistent=name == "persistent", blocks=mach.sms)
+                          persistent=name == "persistent", blocks=mach.sms, block_m=rows)
+
+
+def query_rows(census) -> int:
+    """Query rows a CTA owns: the bytes its roles load once per tile (Q, bf16, D = 128)."""
+    return sum(r.tile.tma_bytes for r in census.roles) // (128 * 2)
 
 
 # ------------------------------------------------------------------ the design kernel
 
 def design_census() -> model_ptx.KernelCensus:
-    """The design kernel (/work/shared/seeds/pyptx_flash_attention_blackwell.txt, 1-CTA
-    build) described from its source, since its PTX cannot be traced here (it needs
-    pyptx.debugkit). Per K/V step (one 128-key tile for both 128-row Q stages):
-    - MMA warp, one thread (l. 502-536): per stage pv_mma (4 quarter waits, 8 x
-      M128 N128 K16 with A = P in tensor memory) then qk_mma (8 x M128 N128 K16,
-      A = Q and B = K in shared memory), each committed; about 70 instructions.
-    - load warp, one thread (load_kv): a K and a V tile, 2 x 32 KB, about 20 instructions.
-    - softmax, 2 warpgroups (one per stage), one row per thread, 128 columns in
-      4 chunks (l. 649-865): per chunk 12 pairs through ex2 (fma + ex2 each) and
-      4 pairs through the degree-3 polynomial (emu_pairs=(1,3,5,7): 18
-      instructions a pair), 16 cvt.bf16x2, tcgen05.ld/st, wait, fence, arrive,
-      and the running max/sum (52); plus the deferred tail (about 30): 814
-      instructions and 96 ex2 a thread.
-    - correction, 1 warpgroup (l. 948-990), the skip case (a row max that grew by
-      less than 2^8 leaves O alone; for N(0,1) inputs after the first tiles that is
-      every row): about 30 instructions a step; its epilogue overlaps the next
-      item's main loop (l. 996-1000), so only its gate is serial.
-    Once per item: the peeled first QK of both stages and the last PV of both
-    (one step's MMAs), the first softmax body, no round trip on the path
-    (persistent: the next item's Q is loaded while the last PVs run).
-    """
-    Mma = model_ptx.Mma
-    qk = [Mma(128, 128, 16, "smem", g) for g in (1, 3) for _ in range(8)]
-    pv = [Mma(128, 128, 16, "tmem", g) for g in (0, 2) for _ in range(8)]
-    Mix = model_ptx.Mix
-    roles = [
-        model_ptx.Role("load", 1, 1, Mix(instr=20, waits=2, tma_bytes=65536, tma_loads=4),
-                       Mix(instr=20, tma_bytes=65536, tma_loads=4)),
-        model_ptx.Role("mma", 1, 1, Mix(instr=70, waits=12, mmas=pv + qk),
-                       Mix(instr=70, waits=12, mmas=pv + qk)),
-        model_ptx.Role("softmax", 2, 128, Mix(instr=814, ex2=96, waits=2, bars=1),
-                       Mix(instr=814, ex2=96, waits=2, bars=1)),
-        model_ptx.Role("correction", 1, 128, Mix(instr=30, waits=2, bars=2),
-                       Mix(instr=30, waits=1, bars=2)),
-    ]
-    return model_ptx.KernelCensus("flash_attention_blackwell (design)", 4, roles)
+    """The design kernel's census, described from its source (bench/model_design.py)."""
+    if "design" not in _CENSUS:
+        _CENSUS["design"] = model_design.census()
+    return _CENSUS["design"]
 
 
 # ------------------------------------------------------------------ rows
@@ -448,6 +446,68 @@ def blackwell(p: Params) -> str:
     return "\n".join(lines)
 
 
+def _step_name(name: str, causal: bool) -> str:
+    """The example that runs a shape: the causal files for causal rows (the seed is causal only)."""
+    if name == "seed":
+        return "seed" if causal else "noncausal"
+    if name == "blackwell":
+        return "blackwell_causal" if causal else "blackwell"
+    return name
+
+
+FA4_KERNELS = (("design", "the design kernel"), ("blackwell", "compiled flash_atten_blackwell"),
+               ("seed", "compiled seed"))
+
+
+def fa4_table(p: Params) -> str:
+    """Issue 13's table: the design kernel, the compiled Blackwell example and the compiled
+    seed on a B200 (sm_100a), with the goal's two ratios."""
+    head = ("| shape | " + " | ".join(f"{t} TFLOP/s (bound)" for _, t in FA4_KERNELS)
+            + " | example / design | example / seed | goal (>= 0.90, >= 2.00) |")
+    lines = [head, "|" + "---|" * 7]
+    for sh in BLACKWELL_SHAPES:
+        got = {n: predict_row(_step_name(n, sh["causal"]), sh, B200, p, None, "sm_100a")
+               for n, _ in FA4_KERNELS}
+        vs_d = got["blackwell"]["tflops"] / got["design"]["tflops"]
+        vs_s = got["blackwell"]["tflops"] / got["seed"]["tflops"]
+        ok = "met" if vs_d >= 0.90 and vs_s >= 2.0 else "not met"
+        lines.append(f"| {shape_label('', sh).strip()} | "
+                     + " | ".join(f"{got[n]['tflops']:.0f} ({got[n]['bound']})" for n, _ in FA4_KERNELS)
+                     + f" | {vs_d:.2f} | {vs_s:.2f} | {ok} |")
+    return "\n".join(lines)
+
+
+def fa4_steps(p: Params) -> str:
+    """Per step of each kernel on the B200: the pipe bounds, the role pipeline's period and
+    where its roles wait (clocks per trip, steady state)."""
+    lines = ["| kernel | query rows per step | tensor | smem | l2 | issue | sfu | pipeline | "
+             "per-tile | waits per trip (role: barrier clocks) |", "|" + "---|" * 10]
+    for name in ("design", "blackwell", "blackwell_causal", "seed", "noncausal"):
+        c = design_census() if name == "design" else census_of(name, "sm_100a")
+        b = step_bounds(c, B200, p)
+        run = model_pipe.run(c, pipe_rates(B200, p))
+        waits = "; ".join(f"{r}: " + ", ".join(f"{c.barriers.get(k, k)} {v:.0f}"
+                                                for k, v in sorted(w.items()) if v >= 1)
+                          for r, w in run["stalls"].items() if any(v >= 1 for v in w.values()))
+        rows = 256 if name == "design" else query_rows(c)
+        label = "design" if name == "design" else EXAMPLES[name] + ".co"
+        lines.append(f"| {label} | {rows} | " + " | ".join(
+            f"{b[k]:.0f}" for k in ("tensor", "smem", "l2", "issue", "sfu", "chain"))
+            + f" | {tile_clocks(c, B200, p, B200.clock_mhz, name == 'design'):.0f} | {waits} |")
+    return "\n".join(lines)
+
+
+def graph_table(name: str) -> str:
+    """The role dependency graph of one kernel (bench/model_pipe.py `graph`)."""
+    c = design_census() if name == "design" else census_of(name, "sm_100a")
+    kinds = {r.name: f"{r.name} ({model_ptx.role_kind(r)})" for r in c.roles}
+    lines = ["| signaller | waiter | barrier (event) | signal | lag (trips) |", "|---|---|---|---|---|"]
+    for e in model_pipe.graph(c):
+        bar = f"{e.key} ({c.barriers[e.key]})" if e.key in c.barriers else e.key
+        lines.append(f"| {kinds[e.signaller]} | {kinds[e.waiter]} | {bar} | {e.kind} | {e.lag} |")
+    return "\n".join(lines)
+
+
 def steps_table(p: Params) -> str:
     """Per-step bounds (clocks per CTA) of every kernel the report uses."""
     cases = [("seed", "sm_90a", H200), ("persistent", "sm_90a", H200),
@@ -466,6 +526,21 @@ def steps_table(p: Params) -> str:
     return "\n".join(lines)
 
 
+def table_report(p: Params, params_path: str | None) -> str:
+    """The whole markdown section bench/RESULTS.md carries (python3 bench/model.py --table)."""
+    src = params_path or "the priors"
+    return (f"Machine: {B200.name}, {B200.sms} SMs at {B200.clock_mhz:.0f} MHz, "
+            f"{B200.tensor_flops} dense BF16 FLOP/clock/SM, HBM {B200.hbm_gb_s:.0f} GB/s "
+            f"(published rates, bench/MODEL.md section 2); parameters {asdict(p)} ({src}). "
+            "A prediction of a model, calibrated on the H200 as in bench/MODEL.md section 5; "
+            "no Blackwell GPU ran these kernels.\n\n" + fa4_table(p)
+            + "\n\nPer step on the B200 (clocks per CTA per trip of the step loop; pipeline = "
+            "the role pipeline's period, bench/model_pipe.py):\n\n" + fa4_steps(p)
+            + "\n\nRole graph of flash_atten_blackwell.co (from its PTX):\n\n"
+            + graph_table("blackwell") + "\n\nRole graph of the design kernel (from its source, "
+            "bench/model_design.py):\n\n" + graph_table("design"))
+
+
 def predict_cli(args, p: Params) -> int:
     """One kernel file at one shape on one machine: the prediction and its bounds."""
     shape = {k: int(v) for k, v in (kv.split("=") for kv in args.shape.split(","))}
@@ -478,6 +553,9 @@ def predict_cli(args, p: Params) -> int:
         name = "noncausal"
     census = census_of_file(args.kernel, args.target)
     work = work_of(name, shape, mach)
+    if name in ("seed", "noncausal"):   # a CTA's query rows from its own Q loads
+        work = attention_work(shape["B"], shape["H"], shape["S"], shape["causal"],
+                              blocks=mach.sms, block_m=query_rows(census) or 128)
     if name == "persistent":
         work = replace(work, blocks=132)
     print(json.dumps(predict(census, work, mach, p), indent=1))
@@ -493,6 +571,9 @@ def main() -> int:
     ap.add_argument("--params", help="a JSON of Params to use (as --save-params writes)")
     ap.add_argument("--save-params", help="write the fitted parameters here")
     ap.add_argument("--blackwell", action="store_true", help="print the sm_100a predictions")
+    ap.add_argument("--table", action="store_true",
+                    help="issue 13's table: design / compiled Blackwell example / compiled seed "
+                         "on a B200, per-step bounds and the role graphs (markdown)")
     ap.add_argument("--kernel", metavar="FILE.co",
                     help="predict this kernel (with --target, --machine, --shape, --schedule)")
     ap.add_argument("--target", default="sm_100a")
@@ -506,6 +587,9 @@ def main() -> int:
                     help="also fit the parameters on bench/RESULTS.md's numbers (a first look only)")
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
+    if args.table:
+        print(table_report(p, args.params))
+        return 0
     if args.kernel:
         try:
             return predict_cli(args, p)

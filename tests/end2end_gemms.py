@@ -32,7 +32,7 @@ def _wgmma_ss_inputs(dtype, out_dtype, transposed=False):
 
 def _wgmma_ss_check(transposed=False):
     def check(args, res, want):
-        lhs, rhs, out = (a.cpu().float() for a in args)
+        lhs, rhs, out = (a.cpu().float() for a in args[:3])
         ref = lhs @ rhs.T
         got = out.T if transposed else out
         assert float((got - ref).abs().max()) <= 0.1, "values are not equal"
@@ -50,9 +50,45 @@ def _persis_inputs(gen, dev):
 
 
 def _persis_check(args, res, want):
-    lhs, rhs, out = (a.cpu().float() for a in args)
+    lhs, rhs, out = (a.cpu().float() for a in args[:3])
     ref = lhs @ rhs.T
     assert bool(((out - ref).abs() <= 0.5 + 0.02 * ref.abs()).all()), "persistent mismatch"
+
+
+# --- end2end/wgmma_persis.co, the persistent GEMM over a Hilbert-curve tile schedule: its
+# main's port of hilbert_index_to_xy (64 x 128 tiles, the schedule as two s32 tables)
+def _hilbert_xy(size: int, index: int) -> tuple[int, int]:
+    x = y = 0
+    scale = 1
+    while scale < size:
+        rx = 1 & (index // 2)
+        ry = 1 & (index ^ rx)
+        if ry == 0:  # hilbert_rotate
+            if rx == 1:
+                x, y = scale - 1 - x, scale - 1 - y
+            x, y = y, x
+        x += scale * rx
+        y += scale * ry
+        index //= 4
+        scale *= 2
+    return x, y
+
+
+def _hilbert_schedule(tiles_m: int, tiles_n: int) -> tuple[list, list]:
+    size = 1
+    while size < max(tiles_m, tiles_n):
+        size *= 2
+    pts = [_hilbert_xy(size, i) for i in range(size * size)]
+    pts = [(x, y) for x, y in pts if x < tiles_m and y < tiles_n]
+    assert len(pts) == tiles_m * tiles_n, "hilbert schedule mismatch"
+    return [x for x, _ in pts], [y for _, y in pts]
+
+
+def _hilbert_inputs(gen, dev):
+    lhs, rhs, out = _persis_inputs(gen, dev)
+    sm, sn = _hilbert_schedule(lhs.shape[0] // 64, rhs.shape[0] // 128)
+    return (lhs, rhs, out, torch.tensor(sm, dtype=torch.int32).to(dev),
+            torch.tensor(sn, dtype=torch.int32).to(dev))
 
 
 def cases(end2end: str) -> tuple[list, dict]:
@@ -66,5 +102,7 @@ def cases(end2end: str) -> tuple[list, dict]:
                _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
               for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
     cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
-               _persis_inputs, None, _persis_check)]
+               _persis_inputs, None, _persis_check),
+              (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
+               _hilbert_inputs, None, _persis_check)]
     return cases, not_interpreted

@@ -343,6 +343,7 @@ REFUSED_ON = {
     "wgmma_ss.co::matmul_f16_ws_1p3c": ("sm_100a", "in a kernel with tensor-memory accumulators"),
     "wgmma_persis.co::matmul_f16_ws_1p3c_persis": ("sm_100a",
                                                    "in a kernel with tensor-memory accumulators"),
+    "wgmma_persis.co::matmul_persis_hilbert_sm90": ("sm_100a", "the f16 fragment 'mc'"),
 }
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).

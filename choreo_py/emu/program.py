@@ -84,7 +84,7 @@ def _params(info: dict, names: list, dims: dict) -> tuple[list, list]:
     if "PARAMS" in info:
         params = [("u32", p[1], word(dims[p[2]])) if p[0] == "dim" else tuple(p)
                   for p in info["PARAMS"]]
-        return params, sorted({p[2] for p in params if p[0] == "tmap"})
+        return params, sorted({p[2] for p in params if p[0] in ("tmap", "ptr")})
     tensors, sizes = list(info["TENSORS"]), list(info["DIMS"])
     if len(names) != len(tensors) + len(sizes):
         raise ValueError(f"the entry has {len(names)} parameters; KERNELS gives {len(tensors)} "

@@ -462,6 +462,9 @@ class BlockRun(FragmentStatements):
         if self.apply is not None and self.apply.buffers is not None:
             return self.apply.buf_load(e)  # a row's element, read for all rows at once
         box = self.mem.resolve(e.view, env, self.ev)
+        vals = [self.ev(i, env) for i in e.index]
+        if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
+            return self.mem.gather(box, vals)
         idx = tuple(self.ev.integer(i, env) for i in e.index)
         return self.mem.element(box, idx)[0]
 

@@ -164,6 +164,30 @@ class Memory:
             raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
         return t[pos].item(), pos
 
+    def gather(self, box: Box, index: list, loc=None) -> torch.Tensor:
+        """`element` at every point of broadcast index tensors (an `apply`'s indices): the
+        values as float32 (floating data) or int64."""
+        if len(index) != len(box.shape):
+            raise InterpError(f"{len(index)} indices for view {box} of rank {len(box.shape)}",
+                              loc)
+        idx = torch.broadcast_tensors(*(torch.as_tensor(i, dtype=torch.int64) for i in index))
+        pos, it = [], iter(idx)
+        for s, n, k in zip(box.starts, box.sizes, box.keep):
+            if not k:
+                pos.append(torch.full_like(idx[0], s))
+                continue
+            i = next(it)
+            if bool(((i < 0) | (i >= n)).any()):
+                bad = int(i[(i < 0) | (i >= n)].flatten()[0])
+                raise InterpError(f"index {bad} outside extent {n} of view {box}", loc)
+            pos.append(s + i)
+        t = self._base(box)
+        for p, d in zip(pos, t.shape):
+            if bool(((p < 0) | (p >= d)).any()):
+                raise InterpError(f"an element of {box} is outside '{box.base}'", loc)
+        v = t[tuple(pos)]
+        return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
+
     def set_element(self, box: Box, index: tuple[int, ...], value, loc=None) -> None:
         pos = _element_pos(box, index, loc)
         t = self._base(box)

@@ -28,6 +28,17 @@ P(t) may still be read:
   (offset 1 after that increment); neither loop breaks or continues;
 - no other role and no statement outside the roles (but the declarations) names S.
 
+A persistent kernel runs the KV loop once per work item, inside a loop over the items
+(and a branch for the block's last, partial round). Where, in a role, every statement
+naming S or P lies in one loop nested in such `foreach`/`if` statements (the only
+statements of them naming S or P being the next level down), the proof reads the
+role with that innermost loop lifted to its top level (`lifted`): the step number is
+then the count of the loop's executed bodies over the whole role, which only a
+counter declared at the role's top level and increased once per body can be (the
+loop's own index restarts with each item, so it is not a step number there), and
+nothing outside the loop but that declaration may declare or assign what the loop
+assigns.
+
 What it cannot prove is refused, located at P's declaration, naming the statement.
 """
 from __future__ import annotations
@@ -68,6 +79,32 @@ def _names(obj, out: set) -> set:
 def touches(stmt: ir.Stmt, name: str) -> bool:
     return name in _names(stmt, set())
 
+
+
+def lifted(role: ir.Role, names: tuple) -> tuple[ir.Role, bool]:
+    """(the role as the proof reads it, whether its loop was lifted): see the docstring.
+    A role whose statements naming `names` are not so nested is returned as it is."""
+    at = [i for i, x in enumerate(role.body) if any(touches(x, n) for n in names)]
+    if len(at) != 1:
+        return role, False
+    node, depth = role.body[at[0]], 0
+    while isinstance(node, (ir.For, ir.If)):
+        inner = [x for b in ir.child_blocks(node) for x in b
+                 if any(touches(x, n) for n in names)]
+        if len(inner) != 1 or not isinstance(inner[0], (ir.For, ir.If)):
+            break
+        node, depth = inner[0], depth + 1
+    if depth == 0 or not isinstance(node, ir.For):
+        return role, False
+    assigned = {x.name for x in ir.walk(node.body) if isinstance(x, (ir.Assign, ir.Var, ir.Let))}
+    inside = {id(x) for x in ir.walk([node])}
+    for x in ir.walk([role.body[at[0]]]):
+        if id(x) not in inside and isinstance(x, (ir.Assign, ir.Var, ir.Let)) \
+                and x.name in assigned:
+            raise Refused(f"{_line(x)} sets '{x.name}', which the loop at {_line(node)} "
+                          "(the KV loop of a work item) sets too")
+    view = dataclasses.replace(role, body=list(role.body[:at[0]]) + [node])
+    return view, True
 
 
 def _line(stmt) -> str:
@@ -112,12 +149,14 @@ def _binds(stmt, name: str) -> bool:
     return isinstance(stmt, (ir.Let, ir.Var, ir.ViewDef)) and stmt.name == name
 
 
-def _step_of(ref: ir.EventRef, stmt, role: ir.Role, at: int, i: int) -> int:
-    """The offset k such that `ref`'s order is t + k in step t of the loop role.body[at]."""
+def _step_of(ref: ir.EventRef, stmt, role: ir.Role, at: int, i: int,
+             nested: bool = False) -> int:
+    """The offset k such that `ref`'s order is t + k in step t of the loop role.body[at]
+    (`nested`: a lifted loop, whose index restarts per work item, is no step number)."""
     loop = role.body[at]
     e = ref.order
     if ref.index is None and isinstance(e, ir.Sym):
-        if e.name == loop.var and not any(_binds(s, e.name) or isinstance(s, ir.Assign)
+        if not nested and e.name == loop.var and not any(_binds(s, e.name) or isinstance(s, ir.Assign)
                                           and s.name == e.name for s in ir.walk(loop.body)):
             return 0
         k = _counter_step(e.name, role, at, i)
@@ -147,9 +186,11 @@ def _refs(stmt, kind) -> list:
     return [r for r in refs if isinstance(r, ir.EventRef)]
 
 
-def _mma_role(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role):
+def _mma_role(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role,
+              real: Optional[dict] = None):
     """(role, index of its loop): the issue-only role that issues every MMA into S and
-    every MMA reading P, all in one loop at its top level."""
+    every MMA reading P, all in one loop at its top level (`real`: the whole role of a
+    lifted view, which must be issue-only as a whole)."""
     owners = [r for r in roles if any(isinstance(x, ir.Mma) and (x.acc == frag.host or
                                                                x.a == frag.name)
                                       for x in ir.walk(r.body))]
@@ -157,7 +198,8 @@ def _mma_role(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role):
         raise Refused(f"the MMAs into '{frag.host}' and those reading '{frag.name}' come from "
                       f"{len(owners)} roles; one role other than the writer's issues them")
     r = owners[0]
-    bad = next((x for x in ir.walk(r.body) if not isinstance(x, _ISSUE)), None)
+    whole = (real or {}).get(id(r), r)
+    bad = next((x for x in ir.walk(whole.body) if not isinstance(x, _ISSUE)), None)
     if bad is not None:
         raise Refused(f"the MMA role is not issue-only ({_line(bad)} is more than a copy, an "
                       "MMA, a wait or a trigger), so more than one thread may issue its MMAs")
@@ -198,8 +240,10 @@ def _find(body: list, lo: int, hi: int, kind, events) -> tuple:
 
 
 def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w_at: int,
-               a_idx: int) -> None:
-    """Raises Refused unless the loop form holds (the module's docstring)."""
+               a_idx: int, nested: frozenset = frozenset(),
+               real: Optional[dict] = None) -> None:
+    """Raises Refused unless the loop form holds (the module's docstring). `roles` may be
+    lifted views (`lifted`): `nested` holds their ids, `real` maps them to the roles."""
     s_name = frag.host
     lw = _step_loop(w_role, w_at)
     wb = lw.body
@@ -208,7 +252,7 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
         if i != w_at and touches(s, s_name):
             raise Refused(f"{_line(s)} touches '{s_name}' outside the loop at {_line(lw)} "
                           f"that writes '{frag.name}'")
-    r_role, r_at = _mma_role(kernel, frag, roles, w_role)
+    r_role, r_at = _mma_role(kernel, frag, roles, w_role, real)
     lr = _step_loop(r_role, r_at)
     rb = lr.body
     i_fill, i_qk, i_pv = _mma_steps(rb, frag)
@@ -237,7 +281,8 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
             raise Refused(f"the trigger at {_line(sa)} fires when its futures complete "
                           "('after'), not after the statements before it")
         _plain(kernel, ra.event, sb)
-        if _step_of(ra, sa, role_a, at_a, ia) != _step_of(rb_, sb, role_b, at_b, ib):
+        if _step_of(ra, sa, role_a, at_a, ia, id(role_a) in nested) != \
+                _step_of(rb_, sb, role_b, at_b, ib, id(role_b) in nested):
             raise Refused(f"{_line(sb)} waits '{ra.event}' of another step than the one "
                           f"{_line(sa)} triggers")
     for j, s in enumerate(wb):

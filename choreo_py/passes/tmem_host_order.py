@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from .. import ir
 from ..diagnostics import ChoreoError
-from .tmem_host_loop import Refused, check_loop, touches as _touches
+from .tmem_host_loop import Refused, check_loop, lifted, touches as _touches
 
 
 def _line(stmt) -> str:
@@ -135,12 +135,22 @@ def _outside_roles(stmts: list[ir.Stmt]):
 def check_order(kernel: ir.Kernel, frag: ir.Frag) -> None:
     """Raises a located ChoreoError unless nothing touches S after P is written."""
     roles = [s for s in ir.walk(kernel.body) if isinstance(s, ir.Role)]
-    w_role, w_at, in_loop = _writer(frag, roles)
+    views, nested, real = [], set(), {}
+    for r in roles:  # a persistent kernel's KV loop, inside its work-item loop: lifted
+        try:
+            v, is_lifted = lifted(r, (frag.host, frag.name))
+        except Refused as why:
+            raise _not_in_host(frag, why.message) from None
+        views.append(v)
+        real[id(v)] = r
+        if is_lifted:
+            nested.add(id(v))
+    w_role, w_at, in_loop = _writer(frag, views)
     apply = w_role.body[w_at] if in_loop is None else w_role.body[w_at].body[in_loop]
     _apply_reads_in_place(frag, apply)
     if in_loop is not None:  # FA4's KV loop: tmem_host_loop.py
         try:
-            check_loop(kernel, frag, roles, w_role, w_at, in_loop)
+            check_loop(kernel, frag, views, w_role, w_at, in_loop, frozenset(nested), real)
         except Refused as why:
             raise _not_in_host(frag, why.message) from None
     else:

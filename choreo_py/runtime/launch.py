@@ -35,9 +35,12 @@ def word(value) -> int:
 
 def kernel_param(p, tensors: dict, dims: dict):
     """One kernel parameter of a module's PARAMS: ("dim", param, name) -> its value,
-    ("tmap", param, tensor, dtype, box, swizzle) -> the tensor's TMA descriptor."""
+    ("tmap", param, tensor, dtype, box, swizzle) -> the tensor's TMA descriptor,
+    ("ptr", param, tensor) -> its address (a tensor the kernel reads by element)."""
     if p[0] == "dim":
         return ctypes.c_uint32(word(dims[p[2]]))
+    if p[0] == "ptr":
+        return ctypes.c_uint64(tensors[p[2]].data_ptr())
     _, _, name, dtype, box, swizzle = p
     t = tensors[name]
     esize = t.element_size()

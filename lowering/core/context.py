@@ -77,6 +77,9 @@ class Lowering:
         self.parallel_extent = 1
         self.role_barriers: dict = {}  # role members -> named barrier id
         self.armed: dict = {}  # id(TMA group) -> mbarrier address its loads complete
+        # MMA kernels: where the prologue loads the pointers of tensors read by element
+        # (global_reads.py); None in thread kernels, which load every pointer up front
+        self.prologue_mark: Optional[Mark] = None
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:

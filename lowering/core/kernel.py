@@ -12,7 +12,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import analysis, control, epilogue, events, fragments, params, roles, simt
+from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
 from .context import Lowering
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
@@ -104,6 +104,7 @@ def _prologue(lw: Lowering) -> None:
     if k.cooperative:  # (thread kernels have the grid barrier: lowering/core/grid_sync.py)
         raise lw.refuse("a cooperative launch (': block<cooperative>') of an MMA kernel", k.loc)
     params.bind_dims(lw)  # dimensions, then scalar arguments
+    lw.prologue_mark = w.mark()  # pointers of tensors read by element (global_reads.py)
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")
@@ -302,6 +303,8 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     dims = k.symbolic_dims
     params = [("tmap", m.name, m.tensor, m.dtype, m.box, m.swizzle) for m in lw.memory.maps]
     params += [("dim", f"dim_{d}", d) for d in dims]
+    pointers = global_reads.params(lw)
+    params += [("ptr", f"ptr_{t}", t) for t in pointers]
     grid_params, sym = _dim_params(dims)
     lb = k.launch_bounds
     threads = _threads(k)
@@ -314,7 +317,7 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
         "dims": dims,
         "params": params,
         "raw": [("b8.align64.array128", m.name) for m in lw.memory.maps]
-        + [("u32", f"dim_{d}") for d in dims],
+        + [("u32", f"dim_{d}") for d in dims] + [("u64", f"ptr_{t}") for t in pointers],
         "tensors": [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
                                             for x in p.shape)) for p in fn.params],
         "grid_params": grid_params,
@@ -349,7 +352,8 @@ def _module(lw: Lowering, fn: ir.Function, body: str, source_name: str) -> str:
         f"SMEM_BYTES = {smem}  # shared-memory plan ({k.smem_total or 0} B) + {SMEM_ALIGN} B "
         "to align the base",
         "# kernel parameters, in order: (\"tmap\", param, tensor, dtype, box innermost first, "
-        "swizzle bytes) | (\"dim\", param, name)",
+        "swizzle bytes) | (\"dim\", param, name)"
+        + (" | (\"ptr\", param, tensor)" if any(p[0] == "ptr" for p in params) else ""),
         f"PARAMS = {tuple(params)!r}",
         f"TENSORS = {tuple(tensors)!r}",
         "",

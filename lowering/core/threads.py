@@ -72,6 +72,15 @@ class Places:
                 self.local_bytes += (b.nbytes + 15) // 16 * 16
         self.pointers: dict[str, V] = {}
 
+    @classmethod
+    def of_mma_kernel(cls, lw) -> "Places":
+        """The places of an MMA kernel's element reads (global_reads.py): no local buffers,
+        pointers filled in as tensors are first read."""
+        got = lw.__dict__.get("element_places")
+        if got is None:
+            got = lw.element_places = cls(lw, 0, 0)
+        return got
+
     def base_shape(self, name: str, loc) -> tuple[str, list[ir.Expr], str]:
         """(storage, shape, dtype) of a tensor or buffer (an alias: its base's, its shape)."""
         a = self.lw.k.alias(name)
@@ -86,15 +95,17 @@ class Places:
             raise self.lw.refuse(f"the data '{name}' here", loc)
         return b.storage, [ir.Const(n, "s32") for n in b.shape], b.dtype
 
-    def address(self, view: ir.View, index: tuple[ir.Expr, ...], loc) -> tuple[str, V]:
-        """(state space, address register) of `view.at(index)`."""
+    def address(self, view: ir.View, index: tuple[ir.Expr, ...], loc,
+                expr=None) -> tuple[str, V]:
+        """(state space, address register) of `view.at(index)`; `expr` lowers the index
+        (an apply's, whose indices are registers of its own), else scalar code does."""
         storage, shape, dtype = self.base_shape(view.base, loc)
         it = iter(index)
         dims = [B.binop("+", off, next(it), "s32") if keep else off
                 for off, keep in zip(view.offsets, view.keep)]
         lin = _linear(dims, shape)
         size = ir.dtype_bytes(dtype)
-        x = ExprLowering(self.lw, loc)
+        x = expr or ExprLowering(self.lw, loc)
         if storage == "global":
             li = x.value(lin, "idx")
             wide = self.lw.w.reg("u64", "off")
@@ -126,10 +137,10 @@ class Places:
         self.lw.w.op("add.u32", addr, addr, self.lw.smem_base)
         return "shared", addr
 
-    def load(self, view: ir.View, index, dtype: str, loc, space_addr=None) -> V:
+    def load(self, view: ir.View, index, dtype: str, loc, space_addr=None, expr=None) -> V:
         """The element, widened to its register type."""
         mem, reg = elem_types(self.lw, dtype, loc)
-        space, addr = space_addr or self.address(view, index, loc)
+        space, addr = space_addr or self.address(view, index, loc, expr)
         w = self.lw.w
         if dtype in _FP8:  # byte -> f16 (the low half of a converted pair) -> f32
             byte = w.reg("b16", "q8")

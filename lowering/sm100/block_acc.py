@@ -162,12 +162,15 @@ class BlockAccHooks:
     def issue_only_also(self, lw: Lowering) -> tuple:
         """Statements an issue-only role may hold here: MMAs into block accumulators, and a
         fill of one that folds into the next MMA (its enable-input-d: no instruction on the
-        tile, so the MMA role that starts a fresh S each step stays one thread)."""
+        tile, so the MMA role that starts a fresh S each step stays one thread), or that
+        clears the predicate the next MMA's enable-input-d reads (lower_flow's `flagged`:
+        a fill under a branch, O's per work item)."""
         if not self.block:
             return ()
         folded = lw.facts.folded_fills
+        flagged = self.flow.flagged if self.flow is not None else frozenset()
         return (ir.Mma, lambda s: isinstance(s, ir.MmaFill) and s.acc in self.block
-                and id(s) in folded)
+                and (id(s) in folded or s.acc in flagged))
 
     def check_block_role(self, lw: Lowering, loc, name: str) -> None:
         """A role using the block's accumulator `name`: the issue-only one issues its MMAs;

@@ -19,6 +19,10 @@ the MMA role's IR once and decides, per statement:
   when on every path the next use after a fill is an MMA into it, the fill
   clears a predicate and that MMA's first k-step overwrites
   (enable-input-d = the predicate). Otherwise the fill sets the registers.
+  A block accumulator (`shared`) is seen by the other roles through events,
+  so a `trigger` between the fill and that MMA counts as a use: the roles
+  it publishes to would expect the zeros (FA4's O, zeroed per work item by
+  `if (step == 0) mma.fill o, 0.0f;` before the step's PV, is flagged).
 
 Statements are keyed by id(); the same objects are lowered.
 """
@@ -100,9 +104,10 @@ def _backward(stmts: list, out: Live, step: Callable, everything: Live) -> Live:
 
 
 class _Analysis:
-    def __init__(self, accs: set, facts) -> None:
+    def __init__(self, accs: set, facts, shared: frozenset = frozenset()) -> None:
         self.accs = accs
         self.facts = facts
+        self.shared = shared & accs  # the block's: a trigger may publish them
         self.flow = Flow()
         self.needs_value: dict = {}  # id(fill) -> a read may see the fill before an MMA
 
@@ -117,6 +122,8 @@ class _Analysis:
             return out - {fill[0]}
         if isinstance(s, ir.Mma):
             return out - {s.acc}
+        if isinstance(s, ir.Trigger):
+            return out | self.shared
         return out | touched(s, self.accs)[0]
 
     def flags(self, body: list) -> frozenset:
@@ -182,9 +189,10 @@ class _Analysis:
         return (out - w) | {a for a in t if self.flow.loads[(id(s), a)]}
 
 
-def analyse(body: list, accs: set, facts) -> Flow:
-    """The decisions for the role `body`, whose accumulators (TMEM tiles) are `accs`."""
-    an = _Analysis(set(accs), facts)
+def analyse(body: list, accs: set, facts, shared: frozenset = frozenset()) -> Flow:
+    """The decisions for the role `body`, whose accumulators (TMEM tiles) are `accs`
+    (`shared`: those of the block, which other roles see)."""
+    an = _Analysis(set(accs), facts, frozenset(shared))
     an.flow.flagged = an.flags(body)
     an.forward(body, Live())
     _backward(body, Live(), an.live, Live(accs))

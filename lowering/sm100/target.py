@@ -155,7 +155,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         """After the core's analysis: the load/store decisions for the MMA role."""
         if self.uses_tmem:
             accs = {r.frag for r in self.plan.regions if r.kind == "acc"}
-            self.flow = analyse(self.role.body, accs, lw.facts)
+            self.flow = analyse(self.role.body, accs, lw.facts, self.block)
 
     def alloc_tmem(self, lw: Lowering) -> None:
         """Kernel entry, before the block barrier: one warp of the MMA role allocates."""
@@ -311,7 +311,8 @@ class Sm100Target(block_acc.BlockAccHooks):
         return lw.once(("flag", name), make)
 
     def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
-        if frag.name in self.block:
+        flag = self.in_mma_role(lw) and frag.name in self.flow.flagged  # (lower_flow.py)
+        if frag.name in self.block and not flag:
             if lw.role is not None:
                 raise _refuse(f"filling the block's accumulator '{frag.name}' inside a role",
                               self.stmt.loc if self.stmt is not None else frag.loc)
