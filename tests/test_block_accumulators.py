@@ -168,11 +168,11 @@ def test_ptx_structure(ptx):
     role = ptx.split("@%not_issuer_2 bra", 1)[1].split("tcgen05.mma.cta_group", 1)[0]
     assert "%is_inst_leader" not in role and "bar.sync" not in role
     assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16", ptx)) == 4  # K/16 steps
-    # the fill is stored by warpgroup 0 before the roles start (16 columns a store); the
-    # epilogue loads the tile 8 columns at a time, each piece before its shared-memory stores
-    assert len(re.findall(r"tcgen05\.st\.sync\.aligned\.32x32b\.x16\.b32", ptx)) == 8
+    # the fill is stored by warpgroup 0 before the roles start; the epilogue loads the tile
+    # 8 columns at a time, each piece before its shared-memory stores
+    assert len(re.findall(r"tcgen05\.st\.sync\.aligned\.32x32b\.x64\.b32", ptx)) == 2
     assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32", ptx)) == 16
-    assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(32|64)", ptx)
+    assert not re.search(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x(16|32|64)", ptx)
     # every role ends at the join, where the allocating warp frees tensor memory
     assert ptx.count("bra L_kernel_join;") == 3
     join = ptx.split("L_kernel_join:", 1)[1]
@@ -201,8 +201,8 @@ def test_emulator_matches_torch_strict(m, n, k, schedule):
     ("no join barrier", lambda p: p[:p.index("L_kernel_join:")]
      + p[p.index("L_kernel_join:"):].replace("bar.sync 0;", "", 1), "is not allocated"),
     # the fill is what the first MMA accumulates onto
-    ("no fill", lambda p: re.sub(r"tcgen05\.st\.sync\.aligned\.32x32b\.x16\.b32 "
-                                 r"\[%acc_fill_at(\+\d+)?\], \{[^}]*\};", "", p),
+    ("no fill", lambda p: re.sub(r"tcgen05\.st\.sync\.aligned\.32x32b\.x64\.b32 "
+                                 r"\[%acc_fill_at(\+64)?\], \{[^}]*\};", "", p),
      "tensor memory never written"),
 ])
 def test_emulator_sees_the_lowering_s_orderings(what, edit, error):

@@ -147,8 +147,7 @@ def ptx() -> str:
 
 
 def test_ptx_orders_p_before_the_mma_that_reads_it(ptx):
-    # the last of P's four 16-register pieces
-    store = ptx.index("tcgen05.st.sync.aligned.32x32b.x16.b32 [%p_rows+48]")
+    store = ptx.index("tcgen05.st.sync.aligned.32x32b.x64.b32 [%p_rows]")
     rest = ptx[store:]
     seq = ["tcgen05.wait::st.sync.aligned;", "tcgen05.fence::before_thread_sync;",
            "bar.sync %inst_bar, 128;", "@%is_inst_leader mbarrier.arrive"]
@@ -181,7 +180,7 @@ def test_emulator_reports_p_without_its_wait():
     from choreo_py.emu.launch import from_co
 
     spec = from_co(str(EXAMPLE), "sm_100a")
-    at = spec.ptx.index("tcgen05.st.sync.aligned.32x32b.x16.b32 [%p_rows+48]")
+    at = spec.ptx.index("tcgen05.st.sync.aligned.32x32b.x64.b32 [%p_rows]")
     broken = spec.ptx[:at] + spec.ptx[at:].replace("tcgen05.wait::st.sync.aligned;", "", 1)
     a, b, c = _inputs(128, 128, 256)
     with pytest.raises(EmuError, match=r"without tcgen05\.wait::st before it"):

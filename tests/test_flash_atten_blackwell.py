@@ -123,6 +123,10 @@ def test_the_correction_role_moves_o_in_pieces(ptx):
     the softmax roles hand it the factors through shared memory, read once per row."""
     corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 64;"):]
     assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(16|32|64)", corr)
+    # a kernel that repartitions its registers moves S, P and the fills 16 registers at a
+    # time (ptxas spilled at x64 moves)
+    assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(32|64)", ptx)
+    assert re.search(r"tcgen05\.st\.sync\.aligned\.32x32b\.x16\.b32 \[%p0_rows\+48\]", ptx)
     # columns 0-7 of O0: the step's rescale, the division by l, the mma.store
     assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32 \{%o0_0,", corr)) == 3
     assert len(re.findall(r"ld\.shared\.f32 %sc0_at", corr)) == 2  # step factor, l

@@ -54,7 +54,7 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w = lw.w
     m, n = frag.shape
     w.comment(f"{frag.name} = {value.text}: the block's accumulator, stored by warpgroup 0")
-    piece = min(n, READER_PIECE)  # 16 registers at a time (BlockAccHooks.piece_limit)
+    piece = min(n, t.piece_limit(lw, frag.name))
     vals = w.array("f32", piece, f"{frag.name}_fill")
     for i in range(piece):
         w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
@@ -93,8 +93,9 @@ def wrote(t, lw: Lowering) -> None:
 #: Columns of an accumulator an elementwise apply (or mma.store) of a reader role moves at
 #: a time: flash_atten_blackwell.co's correction role (64 registers) spilled with 16 or 32.
 CHUNK_COLUMNS = 8
-#: Registers of one tcgen05.ld/st in a reader role of the block's tiles (piece_limit).
-READER_PIECE = 16
+#: Registers of one tcgen05.ld/st of the block's tiles in a kernel that repartitions its
+#: registers (piece_limit).
+REPARTITIONED_PIECE = 16
 
 
 class BlockAccHooks:
@@ -114,14 +115,16 @@ class BlockAccHooks:
             join(self, lw)
 
     def piece_limit(self, lw: Lowering, name: str) -> int:
-        """Registers per tcgen05.ld/st of `name`. A move writes or reads a block of
-        consecutive registers; the block's tiles move 16 at a time outside the MMA role (in
-        the reader roles and the fill before the roles), since
-        values every role keeps (addresses, loop bounds) must sit in the low registers a
-        one-thread role's small budget leaves, and a 64-register block would have to avoid
-        them (ptxas spilled the softmax roles of flash_atten_blackwell.co at x64 moves)."""
-        if (name in self.block or name in self.block_ops) and not self.in_mma_role(lw):
-            return READER_PIECE
+        """Registers per tcgen05.ld/st of `name`. A move fills or reads a block of
+        consecutive registers. In a kernel whose roles lower their budget (setmaxnreg.dec),
+        the values every role keeps (addresses, loop bounds) sit in the low registers the
+        smallest budget leaves, and a 64-register block has to avoid them: there the block's
+        tiles move 16 registers at a time outside the MMA role (the readers, the fill).
+        (flash_atten_blackwell.co spilled 48 bytes at x64 moves and none at x16;
+        flash_atten_blackwell_persistent.co, 168 registers everywhere, spills at x16.)"""
+        if self.repartitioned and (name in self.block or name in self.block_ops) \
+                and not self.in_mma_role(lw):
+            return REPARTITIONED_PIECE
         return 64
 
     def column_chunk(self, lw: Lowering, frags: list) -> int:

@@ -89,6 +89,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         self.sync = _Sync()
         self.block: frozenset = frozenset()  # accumulators of the block (block_acc.py)
         self.block_ops: frozenset = frozenset()  # MMA operands of the block (`frag ... : block`)
+        self.repartitioned = False  # a role lowers its register budget (setmaxnreg.dec)
 
     @property
     def uses_tmem(self) -> bool:
@@ -109,6 +110,8 @@ class Sm100Target(block_acc.BlockAccHooks):
         check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
         self.block = block_acc.block_accs(k)
         self.block_ops = block_acc.block_operands(k)
+        self.repartitioned = any(isinstance(s, ir.SetMaxRegs) and not s.increase
+                                 for s in ir.walk(k.body))
         if self.plan.staged:
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
