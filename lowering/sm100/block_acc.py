@@ -186,6 +186,11 @@ class BlockAccHooks:
                           "(parallel ... : group-4) role", loc)
 
 
+def repartitioned(k: ir.Kernel) -> bool:
+    """Whether a role of the kernel lowers its register budget (setmaxnreg.dec)."""
+    return any(isinstance(s, ir.SetMaxRegs) and not s.increase for s in ir.walk(k.body))
+
+
 def _refuse(what: str, loc) -> ChoreoError:
     return ChoreoError(f"{what} is not lowered for sm_100a yet", loc)
 
