@@ -229,8 +229,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
     def leaf(self, e: ir.Expr) -> Optional[V]:
         if isinstance(e, ir.Elem):
             return self.elem(e)
-        if isinstance(e, ir.BufElem):
-            return self.row_buffer_load(e)
+        if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
+            return self.row_buffer_load(e)  # (a global tensor's element: global_reads.py)
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             base, off = self.offsets()[e.name]
             return self.index_value(base, off)
@@ -252,7 +252,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
         if isinstance(e, ir.Elem):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
-        if isinstance(e, ir.BufElem):  # read again after this apply stores into it
+        if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
+            # a shared row vector: read again after this apply stores into it
             base = self.lw.k.root(e.view.base)
             return ("buf", base, self.offsets()[self.a.indices[0]], self.version["buf " + base])
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
