@@ -610,6 +610,17 @@ class Apply(Stmt):
     domain: str  # the fragment whose span is iterated (its owners do the work)
     body: list[Stmt]
     loc: Optional[Loc] = None
+    # Pass tmem-row-vote (sm_100a): the body is one `if` on the row alone over a block
+    # accumulator in tensor memory; a warp vote skips the warp's tcgen05.ld/st when no
+    # lane (row) takes it.
+    warp_vote: bool = False
+    # `[[exp2_split(f)]]` on the statement: the fraction of __exp2f elements asked to
+    # run on the FMA pipes (None: the compiler's default).
+    exp2_fraction: Optional[float] = None
+    # Pass exp2-split: the elements k (mod 16) of a thread whose __exp2f, rounded to
+    # bf16/f16, is the FMA polynomial instead of MUFU ex2.approx (on sm_100a's 32x32b
+    # layout, the columns j = k); () none.
+    exp2_poly: tuple[int, ...] = ()
 
 
 @dataclass

@@ -369,12 +369,16 @@ class _Parser:
         return ir.FragDecl(f, init)
 
     def s_apply(self, line: str, body) -> ir.Stmt:
-        m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\] \{", line)
+        m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\]( warp-vote)?"
+                         r"(?: exp2-split=([\d.e+-]+))?(?: exp2-poly=k%16 in \{([\d, ]*)\})? \{",
+                         line)
         indices = tuple(x.strip() for x in m.group(1).split(","))
         for i in indices:
             self.scope.syms[i] = "s32"
+        poly = tuple(int(c) for c in m.group(6).split(",")) if m.group(6) else ()
         return ir.Apply(indices, tuple(int(d) for d in m.group(3).split(",")), m.group(2),
-                        self.region(line))
+                        self.region(line), warp_vote=bool(m.group(4)),
+                        exp2_fraction=float(m.group(5)) if m.group(5) else None, exp2_poly=poly)
 
     def s_all_reduce(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"all_reduce_(\w+)\((\w+)\)", line)

@@ -241,7 +241,8 @@ class FragOpBuilder:
             self.scope.bind(i, Scalar(ir.Sym(i, "s32"), bound=B.const(d), kind="index"))
         body = self.block(s.body.stmts)
         self.scope = outer
-        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
+        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc,
+                           exp2_fraction=s.exp2_split))
 
     def frag_compound(self, s: A.Assign, frag: ir.Frag) -> None:
         """`mc += v` (any compound operator, a scalar v): every element of the fragment, as
