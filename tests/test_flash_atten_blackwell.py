@@ -64,7 +64,8 @@ def test_the_plan_puts_p_over_s(path):
     assert [(int(a), int(b)) for a, b, _ in roles] == [(i, i) for i in range(5)]
     regs = [int(m) for _, _, m in roles]
     assert regs == [24, 40, 176, 176, 64] and sum(regs) * 128 <= 96 * 640  # the launch share
-    assert int(re.search(r"shared_memory (\d+)", text).group(1)) <= 227 * 1024
+    # the plan and the 1024 bytes that align its base fit the 227 KB a block may have
+    assert int(re.search(r"shared_memory (\d+)", text).group(1)) + 1024 <= 227 * 1024
 
 
 @pytest.mark.parametrize("path, sq, skv, h", [(EXAMPLE, 256, 256, 2), (EXAMPLE, 200, 330, 1),
