@@ -112,9 +112,10 @@ def ptx() -> str:
 
 
 def test_ptx_orders_the_write_before_the_next_mma(ptx):
-    # the correction role: load, rescale, store back, then wait, fence, meet, arrive
+    # the correction role: load, rescale, store back (8 columns at a time: the last piece
+    # at column 120), then wait, fence, meet, arrive
     role = ptx.split("div.full.f32", 1)[1]
-    seq = ["tcgen05.st.sync.aligned.32x32b.x64.b32 [%acc_rows]", "tcgen05.wait::st.sync.aligned;",
+    seq = ["tcgen05.st.sync.aligned.32x32b.x8.b32 [%acc_rows+120]", "tcgen05.wait::st.sync.aligned;",
            "tcgen05.fence::before_thread_sync;", "bar.sync %inst_bar, 128;",
            "@%is_inst_leader mbarrier.arrive"]
     at = [role.index(x) for x in seq]
@@ -161,7 +162,7 @@ def test_emulator_reports_the_write_without_its_ordering(drop, error):
     from choreo_py.emu.launch import from_co
 
     spec = from_co(str(EXAMPLE), "sm_100a")
-    at = spec.ptx.index("tcgen05.st.sync.aligned.32x32b.x64.b32 [%acc_rows+64]")
+    at = spec.ptx.index("tcgen05.st.sync.aligned.32x32b.x8.b32 [%acc_rows+120]")
     broken = spec.ptx[:at] + spec.ptx[at:].replace(drop, "", 1)
     assert broken != spec.ptx
     a, b, c = _inputs(128, 128, 128)
@@ -180,8 +181,11 @@ def test_a_store_is_waited_before_the_role_loads_the_tile_again(tmp_path):
     ptx = compile_file(str(path), emit="ptx", target="sm_100a")
     role = ptx.split("div.full.f32", 1)[1]
     first_store = role.index("tcgen05.st.sync.aligned")
-    reload = role.index("tcgen05.ld.sync.aligned", first_store)
-    assert "tcgen05.wait::st.sync.aligned;" in role[first_store:reload]
+    # each apply moves the tile 8 columns at a time: the reload is the second apply's
+    # load of columns 0-7, after the first apply's last piece was stored
+    reload = role.index("tcgen05.ld.sync.aligned.32x32b.x8.b32 {%acc0,", first_store)
+    last_store = role.rindex("tcgen05.st.sync.aligned", 0, reload)
+    assert "tcgen05.wait::st.sync.aligned;" in role[last_store:reload]
     from choreo_py.emu.api import run_spec
     from choreo_py.emu.launch import from_co
     a, b, c = _inputs(128, 128, 192)

@@ -169,8 +169,10 @@ def test_ptx_structure(ptx):
     assert "%is_inst_leader" not in role and "bar.sync" not in role
     assert len(re.findall(r"tcgen05\.mma\.cta_group::1\.kind::f16", ptx)) == 4  # K/16 steps
     # the fill is stored by warpgroup 0 before the roles start; the epilogue loads the tile
+    # 8 columns at a time, each piece before its shared-memory stores
     assert len(re.findall(r"tcgen05\.st\.sync\.aligned\.32x32b\.x64\.b32", ptx)) == 2
-    assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x64\.b32", ptx)) == 2
+    assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32", ptx)) == 16
+    assert not re.search(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x(16|32|64)", ptx)
     # every role ends at the join, where the allocating warp frees tensor memory
     assert ptx.count("bra L_kernel_join;") == 3
     join = ptx.split("L_kernel_join:", 1)[1]
@@ -232,7 +234,7 @@ def test_a_reader_that_releases_the_tile_fences_its_loads(tmp_path):
                     .replace("        mma.store acc, c_buf;\n",
                              "        mma.store acc, c_buf;\n        trigger released;\n"))
     ptx = compile_file(str(path), emit="ptx", target="sm_100a")
-    epilogue = ptx.split("tcgen05.ld.sync.aligned.32x32b.x64.b32", 1)[1]
+    epilogue = ptx.split("tcgen05.ld.sync.aligned.32x32b.x8.b32", 1)[1]
     fence = epilogue.index("tcgen05.fence::before_thread_sync;")
     assert fence < epilogue.index("mbarrier.arrive")
     from choreo_py.emu.api import run_spec

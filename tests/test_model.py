@@ -142,15 +142,17 @@ def _between(text: str, first: str, last: str) -> list[str]:
 
 
 def test_census_per_role_of_the_blackwell_example():
-    """flash_atten_blackwell.co on sm_100a: a load thread, an MMA thread and a softmax
-    warpgroup whose loop holds no MMA; its counts are those of a grep of the PTX."""
+    """flash_atten_blackwell.co on sm_100a: a load thread, an MMA thread, two softmax
+    warpgroups (one per query tile) whose loops hold no MMA and a correction warpgroup;
+    its counts are those of a grep of the PTX."""
     ptx = _ptx("flash_atten_blackwell")
     c = M.census_of("blackwell", "sm_100a")
-    load, mma, soft = c.roles
-    assert [(r.instances, r.threads) for r in c.roles] == [(1, 1), (1, 1), (1, 128)]
+    load, mma, soft0, soft1, corr = c.roles
+    assert [(r.instances, r.threads) for r in c.roles] == [(1, 1), (1, 1)] + [(1, 128)] * 3
     assert load.step.tma_bytes == 2 * 128 * 128 * 2 and not load.step.mmas
-    assert M.query_rows(c) == 128 and load.tile.tma_bytes == 128 * 128 * 2   # one Q tile
-    assert _shapes(mma.step) == {(128, 128, 16, "smem"): 8, (128, 128, 16, "tmem"): 8}
+    assert M.query_rows(c) == 256 and load.tile.tma_bytes == 2 * 128 * 128 * 2  # Q0, Q1
+    # per KV step QK0 and QK1 (8 K-steps each, from shared memory), PV0 and PV1 (P in TMEM)
+    assert _shapes(mma.step) == {(128, 128, 16, "smem"): 16, (128, 128, 16, "tmem"): 16}
     loop = _between(ptx, "L_step_loop_2:", "bra.uni L_step_loop_2;")
     i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_0;" in ln)
     j = loop.index("L_endif_0:")
@@ -158,15 +160,21 @@ def test_census_per_role_of_the_blackwell_example():
 
     def count(lines, word):
         return sum(word in ln for ln in lines)
-    assert soft.step is not None and not soft.step.mmas
-    assert soft.step.ex2 == soft.step.sfu == count(every, "ex2.approx")
-    assert soft.step.ex2 == 2 * 128 + 1    # exp2 per score for l and again for P, one scale
-    assert soft.step.tmem_ld_words == 64 * count(every, "tcgen05.ld.sync.aligned.32x32b.x64")
-    assert soft.step.tmem_st_words == 64 * count(every, "tcgen05.st.sync.aligned.32x32b.x64")
-    assert soft.step.fp32 == sum(ln.split()[0].endswith(".f32") and ln.split()[0].split(".")[0]
-                                 in ("add", "sub", "mul", "fma", "max", "min") for ln in every)
-    assert soft.step.instr == sum(not ln.endswith(":") for ln in every)
-    assert soft.tile.ex2 >= 0 and count(masked, "tcgen05.st") == 2  # the mask's store: per tile
+    for soft in (soft0, soft1):
+        assert soft.step is not None and not soft.step.mmas
+        assert soft.step.ex2 == soft.step.sfu == count(every, "ex2.approx")
+        assert soft.step.ex2 == 2 * 128 + 1    # exp2 per score for l and again for P, one scale
+        # a kernel that repartitions its registers moves the block's tiles 16 words at a time
+        assert soft.step.tmem_ld_words == 16 * count(every, "tcgen05.ld.sync.aligned.32x32b.x16")
+        assert soft.step.tmem_st_words == 16 * count(every, "tcgen05.st.sync.aligned.32x32b.x16")
+    assert soft0.step.fp32 == sum(ln.split()[0].endswith(".f32") and ln.split()[0].split(".")[0]
+                                  in ("add", "sub", "mul", "fma", "max", "min") for ln in every)
+    assert soft0.step.instr == sum(not ln.endswith(":") for ln in every)
+    # the mask (last tile only) loads and stores S 8 columns a piece
+    assert soft0.tile.ex2 >= 0 and count(masked, "tcgen05.st") == 16
+    # the correction warpgroup: O0 and O1 rescaled per step, 8 columns a piece
+    assert corr.step is not None and not corr.step.mmas and corr.step.ex2 == 0
+    assert corr.step.tmem_ld_words == corr.step.tmem_st_words == 2 * 128
 
 
 def _edges(name: str):
@@ -177,14 +185,22 @@ def _edges(name: str):
 
 def test_graph_of_the_blackwell_example():
     """The roles' protocol as the source writes it: K/V rings of 2 slots starting
-    `ready` (the load waits for the release of 2 trips earlier), S handed to the
-    softmax, P back, pv_done `ready` (the softmax waits for the previous PV)."""
-    load, mma, soft = "role0", "role1", "role2"
+    `ready` (the load waits for the release of 2 trips earlier), S0 and S1 handed to their
+    softmax roles, P back, each row's factor handed to the correction role through a
+    one-slot buffer (`sc_empty` ready: the softmax waits for the previous step's
+    release), O rescaled back to the MMA role, pv_done `ready` (the correction waits for
+    the previous PV)."""
+    load, mma, soft0, soft1, corr = "role0", "role1", "role2", "role3", "role4"
     expected = {(mma, load, "ke", "arrive", 2), (mma, load, "ve", "arrive", 2),
-                (load, mma, "kf", "tma", 0), (load, mma, "vf", "tma", 0),
-                (mma, mma, "qk", "mma", 0), (mma, mma, "pv", "mma", 0),
-                (soft, mma, "p_full", "arrive", 0),
-                (mma, soft, "s_full", "arrive", 0), (mma, soft, "pv_done", "arrive", 1)}
+                (load, mma, "kf", "tma", 0), (load, mma, "vf", "tma", 0)}
+    for t, soft in (("0", soft0), ("1", soft1)):
+        expected |= {(mma, mma, f"qk{t}", "mma", 0), (mma, mma, f"pv{t}", "mma", 0),
+                     (soft, mma, f"p{t}_full", "arrive", 0),
+                     (corr, mma, f"o{t}_ready", "arrive", 0),
+                     (mma, soft, f"s{t}_full", "arrive", 0),
+                     (corr, soft, f"sc{t}_empty", "arrive", 1),
+                     (soft, corr, f"sc{t}_full", "arrive", 0),
+                     (mma, corr, f"pv{t}_done", "arrive", 1)}
     assert _edges("blackwell") == expected
     assert _edges("blackwell_causal") == expected
 
@@ -244,8 +260,8 @@ def test_the_critical_path_serialises_one_tile_and_overlaps_two():
 
 
 def test_the_blackwell_example_serialises_its_roles():
-    """The one-tile example's period is its MMA thread's and softmax's work in series,
-    longer than any pipe; the design kernel's pipeline keeps the tensor pipe busy."""
+    """The example's period is its roles' work in series (its MMA thread waits for its own
+    MMAs), longer than any pipe; the design kernel's pipeline keeps the tensor pipe busy."""
     p = M.Params(**json.loads((ROOT / "bench" / "model_params.json").read_text()))
     b = M.step_bounds(M.census_of("blackwell", "sm_100a"), M.B200, p)
     assert b["chain"] > max(v for k, v in b.items() if k != "chain")

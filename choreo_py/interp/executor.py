@@ -469,6 +469,9 @@ class BlockRun(FragmentStatements):
 
     # ---------------------------------------------------------------- buffers in per-thread code
     def buf_elem(self, e, env):
+        if self.apply is not None and self.apply.buffers is not None \
+                and self.k.param(self.k.root(e.view.base)) is None:
+            return self.apply.buf_load(e)  # a shared row vector's element, all rows at once
         box = self.mem.resolve(e.view, env, self.ev)
         vals = [self.ev(i, env) for i in e.index]
         if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather

@@ -153,7 +153,7 @@ class FragmentStatements:
             self.check_frag(th, name, False, s.loc)
         for name in writes:
             self.check_frag(th, name, True, s.loc)
-        run = ApplyRun(s, th.frags, self.owners, self.ev, th.env)
+        run = ApplyRun(s, th.frags, self.owners, self.ev, th.env, (self.mem, th))
         self.apply = run
         try:
             run.run()

@@ -84,7 +84,8 @@ def _stores(stmts) -> list[ir.ElemStore]:
 class ApplyRun:
     """Evaluation of one `apply` statement for one thread."""
 
-    def __init__(self, stmt: ir.Apply, frags: dict, owners: int, ev, env: dict) -> None:
+    def __init__(self, stmt: ir.Apply, frags: dict, owners: int, ev, env: dict,
+                 buffers=None) -> None:
         self.stmt, self.frags, self.owners, self.ev = stmt, frags, owners, ev
         self.loc = stmt.loc
         dom = self.frag(stmt.domain)
@@ -95,6 +96,7 @@ class ApplyRun:
             raise InterpError(f"apply binds {len(stmt.indices)} indices over a "
                               f"{dom.rank}-D fragment", self.loc)
         self.dom = dom
+        self.buffers = buffers  # (memory, thread) for buffer elements, None: no access
         self.env = dict(env)
         self.copied: set[str] = set()
         folds = any(self.frag(s.frag).rank < dom.rank for s in _stores(stmt.body))
@@ -137,8 +139,51 @@ class ApplyRun:
                     self.body(s.orelse, ~c if mask is None else mask & ~c)
             elif isinstance(s, ir.Let):
                 self.env[s.name] = self.ev(s.value, self.env, s.loc)
+            elif isinstance(s, ir.BufStore) and not s.atomic and self.buffers is not None:
+                self.buf_store(s, mask)
             else:
                 raise InterpError(f"{describe(s)} is not allowed inside apply", s.loc)
+
+    # -- a 1-D buffer indexed by the apply's row index: one element per row (`buf.at(i)`)
+    def _row_box(self, view: ir.View, index, loc):
+        mem, _ = self.buffers
+        box = mem.resolve(view, self.env, self.ev, loc)
+        got = tuple(x.name if isinstance(x, ir.Sym) else None for x in index)
+        if got != (self.stmt.indices[0],) or box.shape != (self.dom.shape[0],):
+            raise InterpError(f"'{view.base}' inside apply other than as a vector of the "
+                              f"{self.dom.shape[0]} rows indexed by the apply's row index "
+                              f"'{self.stmt.indices[0]}'", loc)
+        return box
+
+    def buf_load(self, e: ir.BufElem):
+        """Row i's element of the buffer, shaped as a row vector of this mode."""
+        mem, agent = self.buffers
+        box = self._row_box(e.view, e.index, self.loc)
+        mem.access(box, False, agent, self.loc, "read")
+        data = mem.read(box)
+        return data[:, None] if self.mode == "full" else data[None, :]
+
+    def buf_store(self, s: ir.BufStore, mask) -> None:
+        """`buf.at(i) = row value` in an apply over a row vector: each row's one value
+        (copies of the row in several owners must agree: a partial value has no one)."""
+        if self.mode != "row":
+            raise InterpError(f"a store to '{s.view.base}' inside an apply over the 2-D "
+                              f"'{self.dom.name}' (each row's element is written by the "
+                              f"owners of its columns)", s.loc)
+        mem, agent = self.buffers
+        box = self._row_box(s.view, s.index, s.loc)
+        v = torch.as_tensor(self.ev(s.value, self.env, s.loc), dtype=torch.float32)
+        v = v.expand(self.owners, self.dom.shape[0])
+        if not torch.equal(v.isnan(), v[:1].isnan().expand_as(v)) or \
+                not torch.equal(v.nan_to_num(), v[:1].nan_to_num().expand_as(v)):
+            raise InterpError(f"the owners of a row store different values into "
+                              f"'{s.view.base}' (a partial row value)", s.loc)
+        new = v[0]
+        if mask is not None:
+            keep = torch.as_tensor(mask, dtype=torch.bool).expand(self.owners, -1)[0]
+            new = torch.where(keep, new, mem.read(box))
+        mem.access(box, True, agent, s.loc, "write")
+        mem.write(box, new, s.loc)
 
     # -- element access: only the executing owner's own elements
     def _check_index(self, f: FragState, index, loc) -> None:

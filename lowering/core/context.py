@@ -231,6 +231,10 @@ class Lowering:
             self.w.call("ptx.fence.proxy_async_shared_cta")
         else:
             self.w.comment("every thread's shared-memory loads are done before one publishes")
+        self.instance_barrier()
+
+    def instance_barrier(self) -> None:
+        """The threads of this role instance meet (a named barrier of the instance)."""
         if self.instance_barrier_base is None:
             self.instance_barrier_base = self.new_barrier_id(self.parallel_extent)
         bid = self.w.reg("u32", "inst_bar")

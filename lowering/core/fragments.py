@@ -31,6 +31,7 @@ from choreo_py import ir
 from . import exp2_poly
 from .context import Lowering, children
 from .exprs import ExprLowering
+from .row_buffers import RowBuffers
 from .target import AccLayout
 from .writer import V
 from choreo_py.construct_names import describe
@@ -188,7 +189,7 @@ def all_reduce(lw: Lowering, s: ir.AllReduce) -> None:
 
 # ---------------------------------------------------------------- apply
 
-class ApplyLowering(ExprLowering):
+class ApplyLowering(RowBuffers, ExprLowering):
     """Expressions of one apply, for one register k at a time."""
 
     def __init__(self, lw: Lowering, a: ir.Apply, dom: FragInfo) -> None:
@@ -229,6 +230,8 @@ class ApplyLowering(ExprLowering):
     def leaf(self, e: ir.Expr) -> Optional[V]:
         if isinstance(e, ir.Elem):
             return self.elem(e)
+        if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
+            return self.row_buffer_load(e)  # (a global tensor's element: global_reads.py)
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             base, off = self.offsets()[e.name]
             return self.index_value(base, off)
@@ -250,6 +253,10 @@ class ApplyLowering(ExprLowering):
         if isinstance(e, ir.Elem):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
+        if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
+            # a shared row vector: read again after this apply stores into it
+            base = self.lw.k.root(e.view.base)
+            return ("buf", base, self.offsets()[self.a.indices[0]], self.version["buf " + base])
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             return ("index",) + self.offsets()[e.name]
         return super().key(e)
@@ -380,6 +387,8 @@ class ApplyLowering(ExprLowering):
         for s in stmts:
             if isinstance(s, ir.ElemStore):
                 self.store(s, cond, ks)
+            elif isinstance(s, ir.BufStore) and not s.atomic:
+                self.row_buffer_store(s, cond, ks)
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             else:
@@ -496,6 +505,9 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
     al = ApplyLowering(lw, a, dom)
     skip = _warp_vote(lw, a, al)
+    chunk = _column_chunk(lw, a, dom, acc_frags) if skip is None else 0
+    if chunk:
+        return _apply_in_pieces(lw, al, acc_frags, chunk)
     for f in acc_frags:
         lw.target.access(lw, f)
     if skip is None:
@@ -521,6 +533,39 @@ def _warp_vote(lw: Lowering, a: ir.Apply, al: ApplyLowering):
     if p.is_const:  # a guard that folded: the plain lowering (all or nothing) is as good
         return None
     return vote(lw, p, a), p
+
+
+def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> int:
+    """Registers per piece when the target moves the accumulators of an elementwise apply
+    piece by piece (0: all at once). Elementwise: it stores only into accumulators of the
+    domain's shape (no row reduction, no operand, no buffer), so element k depends on the
+    registers k of its accumulators alone (and on row values)."""
+    hook = getattr(lw.target, "column_chunk", None)
+    if hook is None or dom.kind != "acc":
+        return 0
+    for s in ir.walk(a.body):
+        if isinstance(s, ir.BufStore):
+            return 0
+        if isinstance(s, ir.ElemStore) and info(lw, s.frag, s.loc).kind != "acc":
+            return 0
+    if any(f.shape != dom.frag.shape for f in acc_frags):
+        return 0
+    chunk = hook(lw, acc_frags)
+    return chunk if chunk and dom.layout.regs % chunk == 0 and dom.layout.regs > chunk else 0
+
+
+def _apply_in_pieces(lw: Lowering, al: "ApplyLowering", acc_frags: list, chunk: int):
+    """One ApplyLowering for all pieces: row values are computed once."""
+    a, stored = al.a, set()
+    for first in range(0, al.dom.layout.regs, chunk):
+        for f in acc_frags:
+            lw.target.access_columns(lw, f, first, chunk)
+        al.run(a.body, None, list(range(first, first + chunk)))
+        for f in acc_frags:
+            if lw.target.update_columns(lw, f, first, chunk):
+                stored.add(f.name)
+    if stored:
+        lw.target.wrote_back(lw)
 
 
 def k_steps(lw: Lowering, s: ir.Mma, k: int, step: int) -> list[int]:

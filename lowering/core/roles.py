@@ -237,3 +237,7 @@ def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
     pred = lw.issuer()
     lw.instance_sync_if_dirty()
     lw.memory.tma_store(s, pred, last)
+    if not last and lw.role is not None and not lw.role.single_thread:
+        # one thread waited for the copy to read the tile: the others may write it after
+        lw.w.comment("the store has read the tile: every thread may write it again")
+        lw.instance_barrier()

@@ -34,6 +34,7 @@ from choreo_py.diagnostics import ChoreoError
 from ..core.context import Lowering
 from ..core.memory import addr as _addr
 from ..core.writer import V
+from .lower_flow import writes
 
 JOIN = "L_kernel_join"
 
@@ -53,8 +54,9 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w = lw.w
     m, n = frag.shape
     w.comment(f"{frag.name} = {value.text}: the block's accumulator, stored by warpgroup 0")
-    vals = w.array("f32", min(n, 64), f"{frag.name}_fill")
-    for i in range(min(n, 64)):
+    piece = min(n, t.piece_limit(lw, frag.name))
+    vals = w.array("f32", piece, f"{frag.name}_fill")
+    for i in range(piece):
         w.op("mov.f32", V(f"{vals}[{i}]", "f32"), value)
     # The tile's address is computed by every thread, before the branch: the roles reuse
     # it (the writer's cache), and a register only warpgroup 0 set would be undefined in
@@ -69,9 +71,9 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.op("shl.b32", lanes, lanes, 16)
     base = w.reg("b32", f"{frag.name}_fill_at")
     w.op("add.u32", base, tile, lanes)
-    for start in range(0, n, 64):
-        num = min(64, n - start)
-        regs = f"list({vals})" if num == 64 else f"[{vals}[i] for i in range({num})]"
+    for start in range(0, n, piece):
+        num = min(piece, n - start)
+        regs = f"list({vals})" if num == piece else f"[{vals}[i] for i in range({num})]"
         w.op(f"tcgen05.st.sync.aligned.32x32b.x{num}.b32", _addr(base, start), regs)
     w.call("ptx.tcgen05.wait_st")
     w.put_label(done)
@@ -86,6 +88,14 @@ def wrote(t, lw: Lowering) -> None:
     tcgen05.st without the wait), possibly across a loop's back edge."""
     lw.w.call("ptx.tcgen05.wait_st")
     t.sync.st_pending = False
+
+
+#: Columns of an accumulator an elementwise apply (or mma.store) of a reader role moves at
+#: a time: flash_atten_blackwell.co's correction role (64 registers) spilled with 16 or 32.
+CHUNK_COLUMNS = 8
+#: Registers of one tcgen05.ld/st of the block's tiles in a kernel that repartitions its
+#: registers (piece_limit).
+REPARTITIONED_PIECE = 16
 
 
 class BlockAccHooks:
@@ -118,6 +128,47 @@ class BlockAccHooks:
         if self.block:
             join(self, lw)
 
+    def piece_limit(self, lw: Lowering, name: str) -> int:
+        """Registers per tcgen05.ld/st of `name`. A move fills or reads a block of
+        consecutive registers. In a kernel whose roles lower their budget (setmaxnreg.dec),
+        the values every role keeps (addresses, loop bounds) sit in the low registers the
+        smallest budget leaves, and a 64-register block has to avoid them: there the block's
+        tiles move 16 registers at a time outside the MMA role (the readers, the fill).
+        (flash_atten_blackwell.co spilled 48 bytes at x64 moves and none at x16;
+        flash_atten_blackwell_persistent.co, 168 registers everywhere, spills at x16.)"""
+        if self.repartitioned and (name in self.block or name in self.block_ops) \
+                and not self.in_mma_role(lw):
+            return REPARTITIONED_PIECE
+        return 64
+
+    def column_chunk(self, lw: Lowering, frags: list) -> int:
+        """Registers per piece of an elementwise apply over block accumulators in a reader
+        role (0: the whole tile at once). A piece is loaded, computed and stored back
+        before the next: a warpgroup that rescales a 128-column O then holds 8 of its
+        registers, not 128 (the correction role's budget is small)."""
+        if self.m != 128 or lw.role is None or self.in_mma_role(lw) or not frags \
+                or any(f.name not in self.block for f in frags):
+            return 0
+        return CHUNK_COLUMNS
+
+    def access_columns(self, lw: Lowering, frag: ir.Frag, first: int, n: int) -> None:
+        if self.flow.load(self.stmt, frag.name):
+            self._move(lw, "ld", frag.name, lw.frags[frag.name].array, n, packed=False,
+                       first=first)
+            lw.w.call("ptx.tcgen05.wait_ld")
+
+    def update_columns(self, lw: Lowering, frag: ir.Frag, first: int, n: int) -> bool:
+        """Stores a written piece back; True if it did."""
+        if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
+            self._move(lw, "st", frag.name, lw.frags[frag.name].array, n, packed=False,
+                       first=first)
+            self.sync.st_pending = True
+            return True
+        return False
+
+    def wrote_back(self, lw: Lowering) -> None:
+        wrote(self, lw)
+
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
         """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);
         another per-thread fragment shared by the roles has nowhere to live."""
@@ -147,6 +198,11 @@ class BlockAccHooks:
         if not lw.role.single_thread and lw.role.threads != 128:
             raise _refuse(f"the block's accumulator '{name}' outside a warpgroup "
                           "(parallel ... : group-4) role", loc)
+
+
+def repartitioned(k: ir.Kernel) -> bool:
+    """Whether a role of the kernel lowers its register budget (setmaxnreg.dec)."""
+    return any(isinstance(s, ir.SetMaxRegs) and not s.increase for s in ir.walk(k.body))
 
 
 def _refuse(what: str, loc) -> ChoreoError:

@@ -4,7 +4,9 @@ The core's store (core/epilogue.py) assumes a thread's columns lie within one
 16-byte chunk of its first column (wgmma fragments). Here a thread holds a
 run of consecutive columns of one row (`.16x32bx2`: N/2 columns starting at
 N/2 * (lane / 16); `.32x32b`: the whole row), so each 16 bytes of its run are
-one `st.shared.v4` (8 bf16 packed by `cvt.rn.bf16x2.f32`, or 4 f32).
+one `st.shared.v4` (8 bf16 packed by `cvt.rn.bf16x2.f32`, or 4 f32). A reader role of
+the block's accumulator loads the run from tensor memory piece by piece before its
+stores (block_acc.column_chunk), so it never holds the whole row in registers.
 
 In a swizzled tile (the core's stripe layout, 16-byte chunk c of row r at
 c ^ (r % 8)) the thread computes its row's chunk addresses once: with X =
@@ -44,7 +46,10 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     chunk = 16 // esize  # elements per 16-byte store
     if run % chunk or (col0 * esize) % 16:
         raise lw.refuse("mma.store of a run of columns that is not whole 16-byte pieces", s.loc)
-    t.access(lw, fi.frag)
+    piece = t.column_chunk(lw, [fi.frag])  # a reader role loads the tile piece by piece
+    if not piece or run % piece or piece % chunk:
+        piece = 0
+        t.access(lw, fi.frag)
     t._check_role(lw, s.loc, fi.frag.name)
     rb, cb = t.row_base(lw), t.col_base(lw, lay.cols)
     w = lw.w
@@ -62,6 +67,8 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     packed = w.array("b32", 4, f"{s.acc}_out") if esize == 2 else None
     kind = "bf16x2" if buf.dtype == "bf16" else "f16x2"
     for g in range(run // chunk):
+        if piece and g * chunk % piece == 0:
+            t.access_columns(lw, fi.frag, g * chunk, piece)
         if step is None:
             reg, off = addrs[0], const + 16 * g
         else:

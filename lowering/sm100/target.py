@@ -89,6 +89,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         self.sync = _Sync()
         self.block: frozenset = frozenset()  # accumulators of the block (block_acc.py)
         self.block_ops: frozenset = frozenset()  # MMA operands of the block (`frag ... : block`)
+        self.repartitioned = False  # block_acc.repartitioned
 
     @property
     def uses_tmem(self) -> bool:
@@ -109,6 +110,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
         self.block = block_acc.block_accs(k)
         self.block_ops = block_acc.block_operands(k)
+        self.repartitioned = block_acc.repartitioned(k)
         if self.plan.staged:
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
@@ -358,19 +360,21 @@ class Sm100Target(block_acc.BlockAccHooks):
         self._move(lw, "st", name, arr, regs, packed=packed)
         self.sync.st_pending = True
 
-    def _move(self, lw: Lowering, op: str, name: str, arr: str, regs: int, *, packed: bool) -> None:
-        """tcgen05.ld/st of this warp's rows, in power-of-two pieces of <= 64 registers.
+    def _move(self, lw: Lowering, op: str, name: str, arr: str, regs: int, *, packed: bool,
+              first: Optional[int] = None) -> None:
+        """tcgen05.ld/st of this warp's rows in power-of-two pieces (piece_limit), of registers
+        first.. of the array (columns first.. in the 32x32b shape; None: the whole array).
 
         In the .16x32bx2 shape the second half-warp reads `split` columns on;
         a bf16 operand packs two elements per column, so its split is half."""
         w = lw.w
         base = self.warp_addr(lw, name)
         shape = "16x32bx2" if self.m == 64 else "32x32b"
-        split = regs
-        start = 0
-        for n in _pieces(regs):
+        split, start = regs, first or 0
+        for n in _pieces(regs, self.piece_limit(lw, name)):
             a = _addr(base, start)
-            vec = f"list({arr})" if n == regs else f"[{arr}[i] for i in range({start}, {start + n})]"
+            whole = n == regs and first is None
+            vec = f"list({arr})" if whole else f"[{arr}[i] for i in range({start}, {start + n})]"
             opcode = f"tcgen05.{op}.sync.aligned.{shape}.x{n}.b32"
             extra = [split] if shape == "16x32bx2" else []
             if op == "ld":
@@ -563,11 +567,11 @@ def _frag_loc(k: ir.Kernel, name: str):
     return f.loc if f is not None else k.loc
 
 
-def _pieces(n: int) -> list[int]:
-    """n as a sum of powers of two <= 64, largest first (tcgen05.ld/st .num)."""
+def _pieces(n: int, limit: int = 64) -> list[int]:
+    """n as a sum of powers of two <= limit, largest first (tcgen05.ld/st .num)."""
     out = []
     while n:
-        p = min(64, 1 << (n.bit_length() - 1))
+        p = min(limit, 1 << (n.bit_length() - 1))
         out.append(p)
         n -= p
     return out
