@@ -2,7 +2,7 @@
 low bits: choreo_py/ir/subbyte.py).
 
 - The integers (u6..u1, s6..s2, bin1) widen to u32/s32 registers: a load keeps the code's
-  bits (`and`, or `bfe.s32` sign extension for the signed ones), a store keeps the value's
+  bits (`and`, or a shift pair's sign extension for the signed ones), a store keeps the value's
   low bits (cute's integer_subbyte: wrap-around) or, for bin1, stores value != 0.
 - fp6 (e2m3, e3m2) and fp4 (e2m1) widen to f32 through the hardware's packed-pair
   conversions: `cvt.rn.f16x2.e2m3x2` (then f16 -> f32, exact) on a load,
@@ -52,8 +52,9 @@ def load(lw, space: str, addr: V, dtype: str, loc) -> V:
     bits, signed = subbyte.INT_FORMATS[dtype]
     out = w.reg(INT_REGS[dtype], "v")
     w.op(f"ld.{space}.u8", out, f"ptx.addr({addr.text})")
-    if signed:
-        w.op("bfe.s32", out, out, 0, bits)
+    if signed:  # sign extension of the code's top bit
+        w.op("shl.b32", out, out, 32 - bits)
+        w.op("shr.s32", out, out, 32 - bits)
     else:
         w.op("and.b32", out, out, (1 << bits) - 1)
     return out
