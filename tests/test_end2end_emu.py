@@ -46,9 +46,10 @@ def _emulated(target: str):
     return call
 
 
-#: Cases whose emulation takes over ~20 s (their programs' shapes are fixed in the function
-#: signatures): `slow`, so that `-m "not slow"` keeps the suite fast; smaller cases of the
-#: same code paths stay fast (the sub-byte copies and ele_add cases).
+#: Sub-byte cases whose emulation takes 9-36 s on one idle core (their programs' shapes are
+#: fixed in the function signatures): `slow`, so that `-m "not slow"` keeps the suite fast;
+#: the sub-byte copies and integral_types' cases, about 2 s each, stay fast, and
+#: tests/test_subbyte.py emulates the fp6/fp4 conversions themselves.
 SLOW = {"tma_fp6_fp4.co::tma_ab_buffer_f6", "tma_fp6_fp4.co::tma_ab_buffer_f4",
         "hopper_mma.co::matmul_f6", "hopper_mma.co::matmul_f4"}
 
