@@ -45,7 +45,7 @@ def build_ir(program, target: str = targets.COMPILE_DEFAULT,
     frontend.check_parse_rules(program)
     try:
         # every rule, before any IR is built (guarded: absurd nesting is a user error)
-        frontend._guarded(program.loc, check.check_program, program, True)
+        frontend._guarded(program.loc, check.check_program, program, True, True)
     except ChoreoError as rule_errors:
         # The IR's own analysis may explain the same mistake in its terms (a pipeline
         # that hangs, say): both are reported.

@@ -38,6 +38,19 @@ def gemm_rescaled_rows(A, B, BK=64, BN=128):
     return out
 
 
+def gemm_cond_rescaled_rows(A, B, BK=64, BN=128, threshold=8.0):
+    """gemm_block_acc_cond_rescale.co: after each K step's MMA, the rows of each BN-wide
+    tile whose largest element exceeds `threshold` are divided by it; the others stay."""
+    out = A.new_zeros(A.shape[0], B.shape[0])
+    for k0 in range(0, A.shape[1], BK):
+        out += A[:, k0:k0 + BK] @ B[:, k0:k0 + BK].T
+        for n0 in range(0, out.shape[1], BN):
+            t = out[:, n0:n0 + BN]
+            big = t.amax(dim=1, keepdim=True)
+            t.copy_(t.where(big <= threshold, t / big))
+    return out
+
+
 def gemm_block_p(A, B, BK=128, BN=128):
     """gemm_block_p.co: per K step S += A_k B_k^T, P = bf16(S / 16), O += P B_k^T (B padded
     to BN rows, each K step to BK columns, as the TMA loads are)."""

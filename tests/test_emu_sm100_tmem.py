@@ -341,6 +341,54 @@ def test_vote_ballot_after_a_reconverged_branch():
     assert (y.numpy().view(np.uint32) == 0xAAAAAAAA).all()       # the odd lanes' votes
 
 
+VOTE = """.version 8.8
+.target sm_100a
+.address_size 64
+
+.visible .entry k(
+\t.param .u64 p_y
+)
+{
+\t.reg .u32 %tid, %lane, %b, %off, %r;
+\t.reg .u64 %py, %o64;
+\t.reg .pred %one, %any, %all, %none;
+\tmov.u32 %tid, %tid.x;
+\tand.b32 %lane, %tid, 31;
+\tshr.u32 %b, %tid, 5;
+\tsetp.eq.u32 %one, %lane, %b;
+\tvote.sync.any.pred %any, %one, -1;
+\tvote.sync.all.pred %all, %one, -1;
+\tsetp.lt.u32 %none, %tid, 64;
+\tvote.sync.all.pred %none, %none, -1;
+\tselp.u32 %r, 1, 0, %any;
+\tselp.u32 %b, 2, 0, %all;
+\tadd.u32 %r, %r, %b;
+\tselp.u32 %b, 4, 0, %none;
+\tadd.u32 %r, %r, %b;
+\tld.param.u64 %py, [p_y];
+\tmul.lo.u32 %off, %tid, 4;
+\tcvt.u64.u32 %o64, %off;
+\tadd.s64 %py, %py, %o64;
+\tst.global.u32 [%py], %r;
+\tret;
+}
+"""
+
+
+def test_vote_any_and_all_are_the_warps():
+    """One lane of each warp (lane w of warp w) holds %one: `any` holds in every warp, `all`
+    in none; tid < 64 holds in every lane of warps 0 and 1 and in none of warp 2, so its
+    `all` holds there only. Every lane of a warp gets the warp's answer."""
+    import torch
+    from choreo_py.emu import emulate_ptx
+    y = torch.zeros(96, dtype=torch.int32)
+    emulate_ptx(VOTE, {"grid": [1, 1, 1], "block": [96, 1, 1], "shared_bytes": 0,
+                       "params": [{"name": "p_y", "ptr": "Y"}],
+                       "tensors": {"Y": {"dtype": "s32", "shape": [96]}}}, {"Y": y},
+                schedule="random", seed=2)
+    assert y.tolist() == [1 + 4] * 64 + [1] * 32
+
+
 def test_st_onto_cells_an_mma_in_flight_reads_or_writes_is_a_race():
     """P written over S while the MMA reading P (as A) or writing S (as D) is in flight."""
     smem = np.zeros(32768, np.uint8)

@@ -279,8 +279,9 @@ def test_gpu_runs_the_cpu_region_on_the_host():
     ("parallel.async by 1 : device(cpu)", "parallel.async by 2 : device(cpu)",
      "a ': device(...)' region of more than one instance"),
     ("    foreach i in [N] {\n      x.at(i) = x.at(i) + 1;\n    }\n",
-     "    parallel q by 4 : thread\n      x.at(q) = x.at(q) + 1;\n",
-     "parallel levels inside a ': device(cpu)' region"),
+     "    parallel q by 4 : thread {\n      x.at(q) = x.at(q) + 1;\n      sync.shared;\n    }\n",
+     "parallel levels inside a ': device(cpu)' region"),  # (without the barrier: loops,
+    # tests/test_cpu_region_levels.py)
     ("  parallel.async by 1 : device(gpu) {\n", "  parallel.async by 1 : device(gpu) {\n"
      "    sync.global;\n", "host code inside a ': device(gpu)' region"),
 ])

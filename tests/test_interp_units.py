@@ -213,11 +213,23 @@ def test_operand_fragment_overwritten_before_wait_is_a_race():
         run_kernel(_mma_kernel(body, a_frag=True), _mma_inputs())
 
 
-def test_trigger_after_an_mma_future_is_rejected():
-    with pytest.raises(FutureError, match="no completion event"):
-        k = _mma_kernel([trig("e", after=["f"])])
-        k.events.append(ev("e"))
-        run_kernel(k, _mma_inputs())
+def _committed(tail):
+    k = _mma_kernel([trig("e", after=["f"])] + tail)
+    k.events.append(ev("e"))
+    return k
+
+
+def test_trigger_after_an_mma_future_publishes_its_accumulator():
+    """`trigger e after f` arrives once f has completed; a wait of e orders the thread
+    after the MMA without waiting f (it is no longer in flight for the thread)."""
+    tail = [wait("e"), ir.Reduce("max", "m", "acc", 1)]
+    stats = run_kernel(_committed(tail), _mma_inputs())
+    assert stats.blocks == 1 and stats.statements > len(tail)
+
+
+def test_trigger_after_an_mma_future_does_not_order_the_issuer():
+    with pytest.raises(RaceError, match="reads fragment 'acc' while mma 'f' may still update it"):
+        run_kernel(_committed([ir.Reduce("max", "m", "acc", 1)]), _mma_inputs())
 
 
 def test_column_ownership_follows_wgmma():

@@ -306,6 +306,29 @@ def test_println_on_the_gpu(tmp_path, capfd):
     assert sorted(capfd.readouterr().out.splitlines()) == PRINTED
 
 
+SHAPES = """
+__co__ void shapes(int x) {
+  a : [7, 8, x];
+  ituple<3> b = {1, x, 3};
+  parallel p by 1 : block {
+    parallel q by 2 : thread {
+      println("a=", a, " b=", b, " q=", q);
+    }
+  }
+}
+"""
+
+
+def test_println_of_an_mdspan_and_an_ituple(tmp_path, capfd):
+    """An mdspan prints as its extents in brackets, an ituple as its elements in braces."""
+    path = _write(tmp_path, "shapes.co", SHAPES)
+    choreo_py.interpret(path, target="sm_90a").shapes(9)
+    assert sorted(capfd.readouterr().out.splitlines()) == [
+        f"a=[7, 8, 9] b={{1, 9, 3}} q={q}" for q in range(2)]
+    for text in _assembles(path):
+        assert "vprintf" in text
+
+
 CHUNK_TUPLE = """
 __co__ s32 [4, 8] tiles(s32 [4, 8] a) {
   s32 [4, 8] out;

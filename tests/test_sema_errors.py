@@ -82,9 +82,6 @@ MMA_CASES = [
      "MMA K mismatch", 9, 27),
     ("      acc = mma.fill.f32 0.0f;\n      mma.row.row acc, q, kt;\n"
      "      mma.store acc, kt;\n", "'mma.store' of a [64, 128] accumulator into a [128, 128] destination", 9, 22),
-    ("      acc = mma.fill.f32 0.0f;\n      f = mma.row.row.async acc, q, kt;\n"
-     "      shared event e;\n      trigger e after f;\n",
-     "an MMA future has no native completion event; write 'wait f;'", 10, 23),
     ("      acc = mma.fill.f32 0.0f;\n      mma.row.row acc, q, kt;\n      frag f32[32] m;\n"
      "      reduce_max(m, acc, 1);\n", "'reduce_max' of [64, 128] over dimension 1 gives [64]", 10, 18),
     ("      frag f32[64] m {0.0f};\n      all_reduce_sum(m);\n",

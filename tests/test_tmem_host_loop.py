@@ -80,7 +80,7 @@ REFUSED = [
      "between line 47 and line 50 the MMA role triggers no event the writer waits before "
      "the apply at line 60"),
     ("          wait qk;\n", "",
-     "the MMA into 's' at line 46 is not waited before the MMA reading 'p' at line 49"),
+     "the MMA into 's' at line 46 is not waited (nor named by 'trigger ... after qk') before the MMA reading 'p' at line 49"),
     # the MMA role does not wait P
     ("          wait p_full.at(order);          // P is in tensor memory\n", "",
      "the MMA reading 'p' at line 49 waits no event the writer triggers after the apply at "

@@ -48,11 +48,12 @@ RULES = _merge("RULES")
 EXIT_RULES = _merge("EXIT_RULES")
 
 
-def check_function(fn: A.FunctionDef, strict: bool = True) -> list[Diagnostic]:
-    return Checker(fn, RULES, EXIT_RULES, strict).run()
+def check_function(fn: A.FunctionDef, strict: bool = True,
+                   building: bool = False) -> list[Diagnostic]:
+    return Checker(fn, RULES, EXIT_RULES, strict, building).run()
 
 
-def check_program(program: A.Program, strict: bool = True) -> None:
+def check_program(program: A.Program, strict: bool = True, building: bool = False) -> None:
     """Every semantic error of every function, in source order.
 
     Not `strict` (a plain `choreo check`): the rules that programs accepted
@@ -62,10 +63,13 @@ def check_program(program: A.Program, strict: bool = True) -> None:
     list not matching the rank, waiting a synchronous future, an async
     future never waited, `swap` of futures of different types) report
     warnings; `compile` and `check --strict` report them as errors.
+    A non-void function without `return` is an error for `check --strict`
+    only; `building` (`compile`, a call through choreo_py.load) warns, and the
+    call's missing result refuses to be used (host/missing_result.py).
     """
     found: list[Diagnostic] = []
     for fn in program.functions:
-        found += check_function(fn, strict)
+        found += check_function(fn, strict, building)
     found = _unique(sorted(found, key=_position))
     for d in found:
         if d.severity == "warning":

@@ -47,15 +47,30 @@ def call(ck, c: A.Call) -> None:
                      "passed to a device function", a.loc)
 
 
-def function_returns(ck, fn: A.FunctionDef) -> None:
+def declared_result(fn: A.FunctionDef):
+    """The return type a function promises a value of, as written ('int', 'f16 [1, 2]'),
+    or None: `void`, and `auto`, which takes what the function returns (or nothing)."""
     rt = fn.return_type
-    name = getattr(rt, "name", None)
+    if isinstance(rt, A.TypeRef):
+        return None if rt.name in ("void", "auto") else rt.spelling
+    if isinstance(rt, A.MdSpanType):
+        if not rt.dims:
+            return f"{rt.elem.spelling} mdspan<{rt.rank}>"
+        dims = [getattr(d, "text", None) or getattr(d, "id", None) or getattr(d, "kind", "…")
+                for d in rt.dims]
+        return f"{rt.elem.spelling} [{', '.join(str(d) for d in dims)}]"
+    return None
+
+
+def function_returns(ck, fn: A.FunctionDef) -> None:
+    name = getattr(fn.return_type, "name", None)
     valued = [r for r in ck.returns if r.value is not None]
     if name == "void":
         for r in valued:
             ck.lenient_error(f"'{fn.name}' is a void function and returns no value", r.value.loc)
-    elif name not in (None, "auto") and not valued:
-        ck.lenient_error(f"the non-void function '{fn.name}' has no 'return' statement", fn.loc)
+    elif declared_result(fn) is not None and not valued:
+        ck.strict_check_error(f"the non-void function '{fn.name}' has no 'return' statement",
+                              fn.loc)
 
 
 def inthreads(ck, s: A.InThreads) -> None:

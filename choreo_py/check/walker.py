@@ -39,9 +39,10 @@ class Checker:
     children are walked, expressions after, with `self.types` filled)."""
 
     def __init__(self, fn: A.FunctionDef, rules: dict, exit_rules: dict,
-                 strict: bool = True) -> None:
+                 strict: bool = True, building: bool = False) -> None:
         self.fn = fn
         self.strict = strict
+        self.building = building  # for `compile` or a call (choreo_py.load), not `check`
         self.rules = rules
         self.exit_rules = exit_rules
         self.errors: list[Diagnostic] = []
@@ -65,6 +66,15 @@ class Checker:
         (`choreo -e`) are known to break: an error when compiling or with
         `check --strict`, a warning from a plain `check`."""
         self.errors.append(Diagnostic("error" if self.strict else "warning", message, loc))
+
+    def strict_check_error(self, message: str, loc) -> None:
+        """A rule broken by programs whose meaning is still defined as long as nothing
+        depends on what it leaves out (a non-void function that ends without `return`,
+        as in C, where only using the value is undefined): an error from `check
+        --strict` only, a warning from a plain `check`, `compile` and a call; what the
+        build makes of it refuses the missing part where it is used."""
+        severity = "error" if self.strict and not self.building else "warning"
+        self.errors.append(Diagnostic(severity, message, loc))
 
     # ------------------------------------------------------------------ scopes
     def push(self, kind: str) -> Scope:

@@ -89,6 +89,8 @@ def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> i
         raise UsageError(f"{fn.name} is a host program: it is checked against the interpreter "
                          "(--check auto) or not at all (--check none)")
     exact = torch_dtypes()  # the GPU's widths (the interpreter widens unsigned types)
+    # the interpreter's copy is taken first: the emulated call may write its arguments
+    theirs = {k: v.clone() for k, v in inputs.items()}
     mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
     sizes = {d: dims[d] for d in function_dims(fn)}
     stats = EmuStats()
@@ -99,12 +101,14 @@ def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> i
     out = lib[fn.name](**mine, **sizes)
     shape = " ".join(f"{d}={v}" for d, v in sizes.items())
     _summary(args, f"{fn.name} [{shape}] (host program)", stats)
-    compared = sorted(writes & set(mine)) + (["result"] if out is not None else [])
+    from choreo_py.host.missing_result import MissingResult
+
+    returns = out is not None and not isinstance(out, MissingResult)  # (no `return`)
+    compared = sorted(writes & set(mine)) + (["result"] if returns else [])
     if args.check == "none" or not compared:
         why = "--check none" if args.check == "none" else "it returns and writes nothing"
         print(f"check none ({why}): outputs ({', '.join(compared) or 'none'}) not compared")
         return EXIT_OK
-    theirs = {k: v.clone() for k, v in inputs.items()}
     ref = choreo_py.interpret(args.file, function=fn.name, target=args.target,
                               include_dirs=args.include, defines=defines)(**theirs, **sizes)
     got = {**mine, "result": out}

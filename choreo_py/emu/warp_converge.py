@@ -9,6 +9,8 @@ that arrives before the others is parked; the group that completes the set relea
 them, and all continue together at the next instruction.
 
 This replaces the core's no-op decoder of the same opcode (registered later, it wins).
+The warp votes (`vote.sync.ballot`, `.any`, `.all`) live here too: like the barrier,
+they are defined over the lanes of the membermask executing them together.
 """
 from __future__ import annotations
 
@@ -70,4 +72,33 @@ def _dec_vote_ballot(inst):
                                "membermask does not execute it", inst)
         votes = np.asarray(p(w), bool) & w.mask
         wr(w, np.full(LANES, np.bitwise_or.reduce(np.where(votes, bits, 0)), np.uint32))
+    return ex
+
+
+@decoder("vote.sync.any", "vote.sync.all", "vote.any", "vote.all")
+def _dec_vote_pred(inst):
+    """`vote.sync.any.pred d, p, membermask` (`.all`): d is whether p holds in any (every)
+    lane executing it, the same in each; `@!d bra.uni` is then a warp-uniform branch (the
+    block-accumulator lowering skips a warp's tcgen05.ld/st by it). Lanes of the
+    membermask that do not execute it are reported, as for the ballot. (A negated source,
+    `!p`, is not read by the PTX parser, and the compiler does not write one.)"""
+    from .isa_support import machine
+    m = machine()
+    ops = inst.operands
+    p = operand_reader(ops[1], "pred", m)
+    member = operand_reader(ops[2], "u32", m) if len(ops) > 2 else None
+    wr = writer(ops[0], "pred", m)
+    every = "all" in inst.opcode.split(".")
+    bits = np.uint32(1) << np.arange(LANES, dtype=np.uint32)
+
+    def ex(w):
+        if member is not None:
+            want = (member(w) & bits) != 0
+            missing = w.live & want & ~w.mask
+            if missing.any():
+                w.machine.race(f"vote.sync: lane {int(np.flatnonzero(missing)[0])} of its "
+                               "membermask does not execute it", inst)
+        votes = np.asarray(p(w), bool)
+        held = bool(votes[w.mask].all()) if every else bool(votes[w.mask].any())
+        wr(w, np.full(LANES, held, bool))
     return ex

@@ -55,6 +55,10 @@ def parse_unit(unit) -> ast.Program:
                 errors += err.diagnostics
     if errors:
         raise ChoreoError(diagnostics=errors)
+    device_code = [i.text for i in items if isinstance(i, ast.DeviceCode)]
+    for item in items:  # the device functions a kernel may call (sema/device_funcs.py)
+        if isinstance(item, ast.FunctionDef):
+            item.device_code = device_code
     return ast.Program(items=items, file=unit.main_file, loc=unit.loc(0))
 
 

@@ -441,6 +441,7 @@ class Apply(Stmt):
     indices: list[str]
     domain: Expr
     body: Block
+    exp2_split: Optional[float] = None         # [[exp2_split(f)]]
 
 
 @dataclass(kw_only=True, eq=False)

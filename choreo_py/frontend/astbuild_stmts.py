@@ -1,6 +1,8 @@
 """Building the AST: functions, declarations and control statements."""
 from __future__ import annotations
 
+from typing import Optional
+
 from lark import Token
 
 from . import ast
@@ -97,8 +99,25 @@ class StmtBuilder(BuilderBase):
                 return
             self.error("[[schedule(k_tiles(...))]] only applies to an MMA execution statement",
                        attr.loc)
+        elif attr.name == "exp2_split":
+            if isinstance(stmt, ast.Apply):
+                stmt.exp2_split = self._fraction(attr)
+                return
+            self.error("'[[exp2_split]]' only applies to an apply statement", attr.loc)
         else:
             self.error(f"unknown attribute '{attr.name}'", attr.loc)
+
+    def _fraction(self, attr) -> Optional[float]:
+        """`[[exp2_split(f)]]`: f of the apply's __exp2f elements on the FMA pipes, a
+        constant in [0, 1] in sixteenths (the split repeats every 16 elements)."""
+        args = attr.args
+        lit = args[0] if len(args) == 1 else None
+        v = lit.value if isinstance(lit, (ast.IntLit, ast.FloatLit)) else None
+        if v is None or not 0 <= v <= 1 or (v * 16) != int(v * 16):
+            self.error("'[[exp2_split(f)]]' takes one constant fraction in [0, 1], in "
+                       "sixteenths (0, 0.25, 0.5, ...)", attr.loc)
+            return None
+        return float(v)
 
     def _issue_order(self, attr) -> list[int]:
         args = attr.args

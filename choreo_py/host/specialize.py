@@ -18,7 +18,7 @@ from ..frontend import ast as A
 from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError
 from ..passes import pipeline
-from ..sema.kernel import unwritten_dims
+from ..sema.param_dims import unwritten_dims
 
 
 def call_dims(func: A.FunctionDef, args: tuple, kwargs: dict) -> dict[str, int]:

@@ -23,7 +23,7 @@ import torch
 from .. import ir
 from .errors import FutureError, InterpError
 from . import atomics, lanes, printing
-from .frag_exec import FragmentStatements
+from .frag_exec import FragmentStatements, retire_observed
 from .grid import GridWait
 from .memory import Box, Memory
 from .scalars import Evaluator, round_to
@@ -339,8 +339,8 @@ class BlockRun(FragmentStatements):
             for name in s.after:
                 f = th.futures.get(name)
                 if f is not None and f.kind == "mma":
-                    raise FutureError(f"'trigger ... after {name}': an MMA future has no completion "
-                                      f"event; wait it, then trigger", s.loc)
+                    futs += self._committed(f, th)
+                    continue
                 futs.append(self._take_future(name, th, s.loc, "bound to an event"))
             b = Binding(ev, slot, phase, futs, s.loc, who)
             for f in futs:
@@ -349,6 +349,16 @@ class BlockRun(FragmentStatements):
                 else:
                     f.bindings.append(b)
         yield PREEMPT
+
+    @staticmethod
+    def _committed(fut, th) -> list:
+        """`trigger e after qk`: the slot completes once qk and every MMA this thread issued
+        before it have (a tcgen05.commit tracks them all). Not a consumption: an MMA future
+        may complete several events, and be waited too."""
+        retire_observed(th)
+        if fut not in th.mma_inflight:  # waited already: only its own completion is left
+            return [fut]
+        return th.mma_inflight[: th.mma_inflight.index(fut) + 1]
 
     # ---------------------------------------------------------------- data movement
     def s_copy(self, s, th):

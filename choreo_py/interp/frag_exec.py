@@ -15,6 +15,14 @@ from .scheduler import PREEMPT, Thread
 from .sync import Future
 
 
+
+def retire_observed(th: Thread) -> None:
+    """Drops the MMAs whose completion the thread is ordered after without waiting them:
+    published by `trigger e after f` and observed through an event (its clock holds the
+    MMA's), they no longer race with the thread's own fragment accesses."""
+    th.mma_inflight[:] = [f for f in th.mma_inflight
+                          if not (f.done and th.clock.get(f.id, 0) >= f.clock[f.id])]
+
 class LazyAcc:
     """`acc = mma.fill v` for an accumulator whose shape the first MMA will give."""
 
@@ -41,6 +49,7 @@ class FragmentStatements:
         """A register an in-flight MMA updates (its accumulator) or reads (its A operand)."""
         if not chain:  # the block's fragments (shared_frags.py); an MMA records its own
             self.shared.access(th.frags.get(name), write, th, loc, "this statement")
+        retire_observed(th)
         for f in th.mma_inflight:
             if (f.acc_name == name and not chain) or (write and f.a_name == name):
                 role = "update" if f.acc_name == name else "read"

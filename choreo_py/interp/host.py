@@ -15,6 +15,8 @@ from typing import Optional
 from .. import ir
 import torch
 
+from ..host.missing_result import MissingResult
+
 from .runner import RunStats, allocate, interpret_module
 from .scalars import round_to
 
@@ -65,7 +67,10 @@ def call_function(module: ir.Module, fn: ir.Function, args: tuple, kwargs: dict,
 
 def function_result(fn: ir.Function, tensors: dict, values: dict):
     """What a call returns: the result tensor, a scalar result's number (a host variable,
-    sema/host.py), or None for a function that returns nothing."""
+    sema/host.py), or None for a function that returns nothing; a function declared to
+    return a value that ends without `return` gives a MissingResult, which refuses use."""
+    if fn.missing_return is not None:
+        return MissingResult(fn.name, fn.missing_return, fn.loc)
     if fn.result is None:
         return None
     return tensors[fn.result] if fn.result in tensors else values[fn.result]

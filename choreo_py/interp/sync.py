@@ -21,7 +21,8 @@ i.e. the sum over the roles (or parallel bodies) containing a `trigger` of
 that event of their instance counts. The seed's `ke`/`ve` are triggered by
 the consumer role of 2 instances, so each phase needs both warpgroups;
 `kf`/`vf`/`qf` by the single producer instance. A plain `trigger` arrives at
-once; `trigger e after f, g` arrives when all of f, g have completed.
+once; `trigger e after f, g` arrives when all of f, g have completed (for an
+MMA future f, also every MMA its thread issued before f: executor._committed).
 
 Because the hardware waits on a phase's parity, the interpreter reports a
 wait for generation g while fewer than g phases completed (the parity test

@@ -614,6 +614,17 @@ class Apply(Stmt):
     domain: str  # the fragment whose span is iterated (its owners do the work)
     body: list[Stmt]
     loc: Optional[Loc] = None
+    # Pass tmem-row-vote (sm_100a): the body is one `if` on the row alone over a block
+    # accumulator in tensor memory; a warp vote skips the warp's tcgen05.ld/st when no
+    # lane (row) takes it.
+    warp_vote: bool = False
+    # `[[exp2_split(f)]]` on the statement: the fraction of __exp2f elements asked to
+    # run on the FMA pipes (None: the compiler's default).
+    exp2_fraction: Optional[float] = None
+    # Pass exp2-split: the elements k (mod 16) of a thread whose __exp2f, rounded to
+    # bf16/f16, is the FMA polynomial instead of MUFU ex2.approx (on sm_100a's 32x32b
+    # layout, the columns j = k); () none.
+    exp2_poly: tuple[int, ...] = ()
 
 
 @dataclass
@@ -866,6 +877,10 @@ class Function:
     # Every parameter's name in the order written: tensors (`params`) and scalars
     # (bound as dimensions), so that a caller can pass them positionally.
     arg_names: list[str] = field(default_factory=list)
+    # A function declared to return a value (this type, as written) that ends without
+    # `return`: a call has no value to give, and what it gives refuses to be used
+    # (host/missing_result.py). None when `result` is set or nothing is promised.
+    missing_return: Optional[str] = None
 
 
 @dataclass
@@ -909,6 +924,9 @@ def _sync_tma(s: Stmt) -> bool:
 #: TMA copies a thread kernel may hold: with no MMA, event or role beside them nothing
 #: observes how a tile moves, and the thread lowering moves it with cooperative loads.
 THREAD_TMA_KINDS = (TmaLoad, TmaStore)
+#: Of ASYNC_KINDS, those a thread kernel lowers too (TMA copies as thread copies; a named
+#: barrier outside any role is one every thread of its `: thread` region meets).
+THREAD_KINDS = THREAD_TMA_KINDS + (NamedBarrier,)
 
 
 def is_thread_kernel(k: Kernel) -> bool:
@@ -917,10 +935,32 @@ def is_thread_kernel(k: Kernel) -> bool:
     warp form's fragments (is_warp_mma_kernel)."""
     if is_warp_mma_kernel(k):
         return True
-    if k.events or k.frags:
+    own = per_thread_frags(k)  # a `: thread` region's arrays (lowering/core/thread_frags.py)
+    if k.events or (k.frags and not own):
         return False
-    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, THREAD_TMA_KINDS)
+    allowed = THREAD_KINDS + ((FragDecl, Apply, ElemStore) if own else ())
+    return not any(isinstance(s, ASYNC_KINDS) and not isinstance(s, allowed)
                    for s in walk(k.body))
+
+
+def per_thread_frags(k: Kernel) -> bool:
+    """Whether every fragment of `k` is declared in a `parallel t by n : thread` region
+    (one thread per instance, one variable: not a `: group` level flattened into threads,
+    whose fragments are the group's) and only declared, applied and read element-wise
+    there: each thread's own array."""
+    if not k.frags or any(f.block or f.host for f in k.frags):
+        return False
+    if any(isinstance(s, (Mma, MmaFill, MmaStore, MmaLoad, Reduce, AllReduce, FragCopy,
+                          WarpMma)) for s in walk(k.body)):
+        return False
+    declared = set()
+    for s in walk(k.body):
+        if isinstance(s, Parallel) and s.level == "thread" and s.threads == 1 \
+                and "__" not in s.var:
+            declared |= {t.frag.name for t in walk(s.body) if isinstance(t, FragDecl)}
+    names = {b.name for b in k.buffers} | {p.name for p in k.params}
+    frags = {f.name for f in k.frags}
+    return declared == frags and not frags & names
 
 
 # ---------------------------------------------------------------- walking

@@ -72,7 +72,8 @@ class _Parser:
         return ir.Module(functions)
 
     def header(self, line: str, word: str) -> tuple[str, list[ir.Param]]:
-        m = re.fullmatch(rf"{word} (\w+)\((.*)\)(?: -> \w+)? \{{", line)
+        m = re.fullmatch(rf"{word} (\w+)\((.*?)\)(?: -> \w+| -> nothing \(declared [^)]*\))? \{{",
+                         line)
         if m is None:
             raise IRParseError(f"not a {word} header: '{line}'")
         params = []
@@ -89,6 +90,7 @@ class _Parser:
         head = self.lines.take()
         name, params = self.header(head, "func")
         result = re.search(r"\) -> (\w+) \{$", head)
+        missing = re.search(r"\) -> nothing \(declared ([^)]*)\) \{$", head)  # (no `return`)
         arg_names = [p.name for p in params]
         locals_: list[ir.Param] = []
         while (self.lines.peek() or "").startswith(("host ", "args ")):
@@ -105,7 +107,8 @@ class _Parser:
         self.scope = Scope(None, params + locals_)
         body = self.block()
         return ir.Function(name, params, kernels, body, locals=locals_,
-                           result=result.group(1) if result else None, arg_names=arg_names)
+                           result=result.group(1) if result else None, arg_names=arg_names,
+                           missing_return=missing.group(1) if missing else None)
 
     def kernel(self) -> ir.Kernel:
         name, params = self.header(self.lines.take(), "kernel")
@@ -369,12 +372,16 @@ class _Parser:
         return ir.FragDecl(f, init)
 
     def s_apply(self, line: str, body) -> ir.Stmt:
-        m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\] \{", line)
+        m = re.fullmatch(r"apply \(([\w, ]*)\) in (\w+)\[([\d, ]*)\]( warp-vote)?"
+                         r"(?: exp2-split=([\d.e+-]+))?(?: exp2-poly=k%16 in \{([\d, ]*)\})? \{",
+                         line)
         indices = tuple(x.strip() for x in m.group(1).split(","))
         for i in indices:
             self.scope.syms[i] = "s32"
+        poly = tuple(int(c) for c in m.group(6).split(",")) if m.group(6) else ()
         return ir.Apply(indices, tuple(int(d) for d in m.group(3).split(",")), m.group(2),
-                        self.region(line))
+                        self.region(line), warp_vote=bool(m.group(4)),
+                        exp2_fraction=float(m.group(5)) if m.group(5) else None, exp2_poly=poly)
 
     def s_all_reduce(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"all_reduce_(\w+)\((\w+)\)", line)

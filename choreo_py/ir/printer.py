@@ -228,7 +228,13 @@ class _Printer:
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
 
     def s_Apply(self, s):
-        self.region(f"apply ({', '.join(s.indices)}) in {s.domain}{shape(s.shape)}", s.body)
+        notes = " warp-vote" if s.warp_vote else ""
+        if s.exp2_fraction is not None:
+            notes += f" exp2-split={s.exp2_fraction!r}"
+        if s.exp2_poly:
+            notes += f" exp2-poly=k%16 in {{{', '.join(map(str, s.exp2_poly))}}}"
+        self.region(f"apply ({', '.join(s.indices)}) in {s.domain}{shape(s.shape)}{notes}",
+                    s.body)
 
     def s_ElemStore(self, s):
         self.emit(f"{s.frag}[{', '.join(expr(i) for i in s.index)}] = {expr(s.value)}")
@@ -349,6 +355,8 @@ def print_module(m: ir.Module) -> str:
             p.emit("")
         params = ", ".join(f"{q.name}: {q.storage} {q.dtype}{shape(q.shape)}" for q in f.params)
         result = f" -> {f.result}" if f.result else ""
+        if f.missing_return:
+            result = f" -> nothing (declared {f.missing_return})"
         host = [f"host {q.name}: {q.storage} {q.dtype}{shape(q.shape)}"
                 + (f" = {expr(q.init)}" if q.init is not None else "") for q in f.locals]
         if f.arg_names and f.arg_names != [q.name for q in f.params]:

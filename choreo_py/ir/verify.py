@@ -6,9 +6,10 @@ It checks what the backends and the interpreter rely on:
 - immutable names are not assigned; loop and index variables are read-only;
 - views match the rank of their base; buffer-array views carry a slot;
 - futures: a `wait` names a future defined earlier on the same path;
-  `trigger ... after f` names an asynchronous global->shared TMA load (the
-  only operation with a native completion binding), not one already waited
-  on the same path; waiting twice on the same future instance is an error;
+  `trigger ... after f` names an asynchronous global->shared TMA load, not one
+  already waited on the same path, or MMA futures (a commit: any number of
+  triggers may name one), never both kinds in one trigger; waiting twice on the
+  same future instance is an error;
 - the tensor-memory map, if the kernel has one (ir/verify_tmem.py).
 
 Errors are `ChoreoError`s pointing at the offending statement.
@@ -286,14 +287,15 @@ class _Verifier:
             if kind is None:
                 self.err(f"'{name}' is not a future defined on this path", s.loc)
             elif kind == "mma":
-                self.err(f"'trigger ... after {name}': an MMA future has no native completion event; "
-                         f"write 'wait {name};' then a plain trigger", s.loc)
+                continue  # a commit: any number of triggers, before or after a `wait` of it
             elif kind != "tma":
                 self.err(f"'trigger ... after {name}': only asynchronous global-to-shared TMA loads "
-                         "can complete an event", s.loc)
+                         "and MMAs can complete an event", s.loc)
             elif self.waited(name):
                 self.err(f"'trigger ... after {name}': the future was already consumed by a wait", s.loc)
             self.scopes[-1].waited.add(name)
+        if len({self.future_kind(n) for n in s.after} - {None}) > 1:
+            self.err("'trigger ... after' with both TMA loads and MMA futures", s.loc)
 
     def _frag(self, name: str, loc) -> None:
         if name not in self.frags:

@@ -7,6 +7,8 @@ Every role instance that can trigger an event arrives once per generation
 distinct regions (roles, parallel bodies, or the block itself) holding a
 `trigger` of it, of their instance counts; several triggers of one event in
 one region count once. An event nobody triggers gets 1 (it never completes).
+`trigger e after qk` (an MMA future) counts as any trigger: the issuing thread's
+one tcgen05.commit is its instance's one arrival.
 
 This is the one place the rule lives: the backends initialise mbarriers
 with `Event.arrivals`, the interpreter completes generations with it, and

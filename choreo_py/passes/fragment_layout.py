@@ -1,6 +1,7 @@
 """Fragment layouts, the register layout each fragment has on the GPU.
 
-- Fragment layouts: `acc` for MMA accumulators, `operand` for register A
+- Fragment layouts: `acc` for MMA accumulators (and for declared f32 fragments of
+  a 64-row accumulator's shape, whose layout nothing observes), `operand` for register A
   operands of an MMA, `row` for row vectors that every owner of a row holds
   whole, and `row_partial` for row vectors that at some point hold per-owner
   partial values (accumulated in an `apply` over an accumulator, or computed
@@ -69,9 +70,15 @@ class _RowStates:
 
 
 def assign_frag_layouts(kernel: ir.Kernel) -> None:
+    loaded = {s.frag for s in ir.walk(kernel.body) if isinstance(s, ir.MmaLoad)}
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.MmaFill):
             kernel.frag(s.acc).layout = "acc"
+        elif isinstance(s, ir.FragDecl) and _tile_shaped(s.frag) and s.frag.name not in loaded:
+            # `frag f32[64, N] x {v};`: no statement observes how a fragment's elements
+            # sit in registers, so a tile of an accumulator's shape takes that layout
+            # (and its reductions and `apply`s the accumulator's code).
+            s.frag.layout = "acc"
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.Mma) and isinstance(s.a, str):
             kernel.frag(s.a).layout = "operand"
@@ -80,6 +87,11 @@ def assign_frag_layouts(kernel: ir.Kernel) -> None:
     for f in kernel.frags:
         if len(f.shape) == 1:
             f.layout = "row_partial" if f.name in states.ever_partial else "row"
+
+
+def _tile_shaped(f: ir.Frag) -> bool:
+    return f.layout == "plain" and f.dtype == "f32" and len(f.shape) == 2 \
+        and f.shape[0] == 64 and f.shape[1] % 8 == 0 and 8 <= f.shape[1] <= 256
 
 
 def run(kernel: ir.Kernel, target=None) -> None:

@@ -12,6 +12,9 @@ after the program's own buffers and events:
     mma... commit=mma.<future>
     tmem_slot <offset>
 
+An MMA whose future no `wait` names (one that `trigger e after f` publishes)
+gets no mbarrier and no `commit=`: the events' commits are its only completion.
+
 Only for targets whose MMAs complete through mbarriers (targets.Target
 .mma_barriers); only for the role that issues MMAs (the backend refuses
 MMAs elsewhere).
@@ -50,7 +53,12 @@ def run(kernel: ir.Kernel, target: Target) -> None:
     offset = -(-(kernel.smem_total or 0) // BARRIER_BYTES) * BARRIER_BYTES
     made: set[str] = set()
     mmas = [s for s in ir.walk(role.body) if isinstance(s, ir.Mma)]
+    waited = {i.future for s in ir.walk(kernel.body) if isinstance(s, ir.Wait)
+              for i in s.items if isinstance(i, ir.FutureRef)}
     for index, s in enumerate(mmas):
+        if s.future is not None and s.future not in waited:
+            s.completion = None  # only `trigger ... after` observes it: their commits
+            continue
         name = "mma." + future_name(s, index)
         s.completion = name
         if name not in made:

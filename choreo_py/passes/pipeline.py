@@ -16,10 +16,10 @@ from .. import frontend, ir, sema
 from ..diagnostics import ChoreoError, warn
 from ..ir.verify import verify_kernel
 from ..targets import Target
-from . import (budget, copy_swizzle, event_arrivals, fragment_layout, free_tile_swizzle,
-               global_mma_stores, mma_roles, one_region,
+from . import (budget, copy_swizzle, event_arrivals, exp2_split, fragment_layout,
+               free_tile_swizzle, global_mma_stores, mma_roles, one_region,
                mma_barriers, pipeline_check, smem_limit, smem_plan, static_faults, sync_copies,
-               tmem_plan, warp_copies)
+               tmem_plan, tmem_row_vote, warp_copies)
 
 Pass = Callable[[ir.Kernel, Target], None]
 
@@ -72,6 +72,8 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("mma-barriers", mma_barriers.run),          # sm_100a: MMA completion mbarriers, TMEM slot
     ("smem-limit", smem_limit.run),              # the plan fits the target's shared memory
     ("tmem-plan", _tmem_plan),                   # tensor memory: the column map of MMA fragments
+    ("tmem-row-vote", tmem_row_vote.run),        # sm_100a: row-guarded TMEM updates skip by warp vote
+    ("exp2-split", exp2_split.run),              # P's 2^x: which elements run on the FMA pipes
     ("verify", verify_kernel),                   # the IR's rules, the TMEM map's in the target's bounds
     ("pipeline-check", pipeline_check.run),      # producers and consumers agree on event rings
     ("static-hangs", _static_hangs),             # where the pipeline check gave up

@@ -13,7 +13,10 @@ It reports, with the scenario and a short trace:
   waiter still expects g; the hardware's parity wait (`mbarrier.try_wait.parity`)
   cannot tell g from g+2 and would hang;
 - an early pass: a role waits generation g of a slot that has completed
-  fewer than g-1 generations, where the parity wait would pass spuriously.
+  fewer than g-1 generations, where the parity wait would pass spuriously;
+  on a slot that `trigger ... after <MMA future>` completes, also a wait of g
+  by a role that did not wait g-1 first (the commits' arrivals come when the
+  MMAs complete, later than the simulation takes them).
 
 The scenarios vary the trip counts the program derives from its inputs
 (1 to 8 tiles of the common tile sizes, plus ragged sizes), which covers
@@ -61,6 +64,13 @@ class _Blocked:
     loc: object
 
 
+def committed_events(kernel: ir.Kernel) -> set:
+    """Events some `trigger ... after` of an MMA future completes (a tcgen05.commit)."""
+    mma = {s.future for s in ir.walk(kernel.body) if isinstance(s, ir.Mma) and s.future}
+    return {s.event.event for s in ir.walk(kernel.body)
+            if isinstance(s, ir.Trigger) and set(s.after) & mma}
+
+
 @dataclass
 class _RoleRun:
     label: str
@@ -70,6 +80,7 @@ class _RoleRun:
     triggers: dict = field(default_factory=dict)  # (event, slot) -> count
     trace: list = field(default_factory=list)
     triggerable: set = field(default_factory=set)  # events its code triggers
+    waited: dict = field(default_factory=dict)  # (event, slot) -> latest generation waited
 
 
 class _Break(Exception):
@@ -192,12 +203,26 @@ class _Sim:
             run.blocked = _Blocked(ref.event, slot, gen, ref, loc)
             yield
         run.blocked = None
+        if ref.event in self.committed:
+            self.no_skip(ref.event, slot, gen, label, loc, run)
         if done > gen + 1:
             self.fail(f"role {run.label} waits {label}, but the slot already completed "
                       f"generation {done - 1}: the parity wait cannot tell them apart", loc, run)
         run.trace.append(f"wait {event_ref(ref)} -> {label}")
         if ref.order is None:
             path_gen[(ref.event, slot)] = gen + 1
+
+    def no_skip(self, event: str, slot: int, gen: int, label: str, loc, run) -> None:
+        """A slot MMA commits complete is waited generation after generation: its arrivals
+        come when the MMAs complete, later than this simulation takes them, so a wait past
+        a generation not waited could see an earlier one incomplete and pass by parity."""
+        prev = run.waited.get((event, slot), 0 if self.k.event(event).ready else -1)
+        if gen > prev + 1:
+            self.fail(f"role {run.label} waits {label} without waiting generation {gen - 1} "
+                      f"of that slot first; its triggers are MMA commits ('trigger ... after'), "
+                      f"whose arrivals may still be to come, and the parity wait would pass "
+                      f"early", loc, run)
+        run.waited[(event, slot)] = max(prev, gen)
 
     def trigger(self, s: ir.Trigger, env, run, path_gen):
         ref = s.event
@@ -258,6 +283,7 @@ class _Sim:
     def run(self) -> None:
         _, instances = self.instances()
         self.expected = event_arrivals.arrivals(self.k)
+        self.committed = committed_events(self.k)
         runs = []
         for label, body, env in instances:
             r = _RoleRun(label, None)

@@ -11,7 +11,10 @@ buffer reads its neighbour). Each check here is exact for what it reports:
 - a fragment read (or refilled) while an MMA that writes it may still be in
   flight on some path: a may-analysis over the structured control flow, with
   the in-order completion of MMA groups (waiting a later MMA completes the
-  earlier ones);
+  earlier ones); a fill 0 right before an MMA into the same fragment is that
+  MMA's overwrite, not a read; what leaves a role (to the roles after it) drops
+  the MMAs a `trigger e after f` published (and those issued before them): the
+  other roles see them through e;
 - an event some role waits on, not `= ready`, that no statement ever triggers.
 """
 from __future__ import annotations
@@ -110,6 +113,8 @@ class _Faults:
         self.seq = 0
         self.issued: dict[str, int] = {}  # future -> sequence number of its latest MMA
         self.jumps: list[list] = []
+        self.published: list[set] = []  # per role: MMA futures a `trigger ... after` names
+        self.folded = _folded_fills(k.body)
 
     def report(self, message: str, loc) -> None:
         key = (message, loc)
@@ -174,7 +179,9 @@ class _Faults:
             inner = dict(env)
             if s.members and getattr(self, "parallel_var", None):
                 inner[self.parallel_var] = (min(s.members), max(s.members))
-            return _union(pend, self.block(s.body, inner, pend))
+            self.published.append(set())
+            out = self.block(s.body, inner, pend)
+            return _union(pend, self._unpublished(out, self.published.pop()))
         elif isinstance(s, ir.Apply):
             inner = dict(env)
             for i, n in zip(s.indices, s.shape):
@@ -215,7 +222,7 @@ class _Faults:
             reads.append((s.src, "this copy"))
         elif isinstance(s, ir.Mma) and isinstance(s.a, str):
             reads.append((s.a, "this MMA"))
-        elif isinstance(s, ir.MmaFill):
+        elif isinstance(s, ir.MmaFill) and not self._folded(s):
             reads.append((s.acc, "this fill"))
         elif isinstance(s, ir.ElemStore):
             reads.append((s.frag, "this store"))
@@ -238,12 +245,39 @@ class _Faults:
             pend = dict(pend)
             pend[s.acc] = (s.future, s.loc, self.seq)
             return pend
+        if isinstance(s, ir.Trigger) and self.published:
+            self.published[-1].update(f for f in s.after if f in self.issued)
         if isinstance(s, ir.Wait):
             done = [it.future for it in s.items if isinstance(it, ir.FutureRef)]
             if done and pend:
                 upto = max(self.issued.get(f, 0) for f in done)
                 pend = {f: x for f, x in pend.items() if x[2] > upto and x[0] not in done}
         return pend
+
+
+    def _unpublished(self, pend, published: set):
+        """What leaves a role in flight: not its MMAs a `trigger e after f` published (the
+        other roles see them through e), nor the ones issued before those (in order)."""
+        if not pend or not published:
+            return pend
+        upto = max(self.issued[f] for f in published)
+        return {f: x for f, x in pend.items() if x[2] > upto and x[0] not in published}
+
+    def _folded(self, s: ir.MmaFill) -> bool:
+        """`mma.fill s, 0` right before an MMA into s: that MMA's overwrite, issued after
+        the MMAs in flight (lowering/core/analysis.py folds the same pairs)."""
+        return id(s) in self.folded
+
+def _folded_fills(stmts: list, out: set | None = None) -> set:
+    """id() of every `mma.fill acc, 0` whose next statement is an MMA into acc."""
+    out = set() if out is None else out
+    for s, nxt in zip(stmts, stmts[1:] + [None]):
+        if isinstance(s, ir.MmaFill) and s.value.value == 0 and isinstance(nxt, ir.Mma) \
+                and nxt.acc == s.acc:
+            out.add(id(s))
+        for block in ir.child_blocks(s):
+            _folded_fills(block, out)
+    return out
 
 
 def ir_int(e) -> int | None:

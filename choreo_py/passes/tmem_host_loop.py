@@ -16,7 +16,9 @@ P(t) may still be read:
   one thread runs it), issues every MMA into S and every MMA reading P, at the top
   level of one loop Lr at R's top level, in this order: `mma.fill s, 0` immediately
   followed by the MMA into S (fresh: its first k-step does not accumulate), a wait of
-  that MMA's future, `trigger e_s.at(x')`, `wait e_p.at(y')`, the MMA reading P. The
+  that MMA's future then `trigger e_s.at(x')`, or `trigger e_s.at(x') after` that future
+  (a commit: e_s completes when the MMA has, so W's wait of it sees S),
+  `wait e_p.at(y')`, the MMA reading P. The
   next step's MMA into S is therefore issued after the MMA reading P by the same thread,
   and tcgen05.mma issued by one thread execute in order: it writes P's columns only after
   that read; W's next write of P waits e_s, which follows the next step's MMA into S;
@@ -239,6 +241,26 @@ def _find(body: list, lo: int, hi: int, kind, events) -> tuple:
     return None, None
 
 
+def _s_published(rb: list, qk: ir.Mma, i_pv: int, w_waits: set, frag: ir.Frag,
+                 apply: ir.Apply) -> tuple:
+    """(index, EventRef) of the trigger that publishes S to the writer, before the MMA
+    reading P: a plain one after `wait qk`, or `trigger e after qk` (it completes when qk
+    has: what the writer's wait then sees is S)."""
+    i_w = next((j for j in range(rb.index(qk) + 1, i_pv) if isinstance(rb[j], ir.Wait) and any(
+        isinstance(x, ir.FutureRef) and x.future == qk.future for x in rb[j].items)), None)
+    for j in range(rb.index(qk) + 1, i_pv):
+        for r in _refs(rb[j], ir.Trigger):
+            if r.event in w_waits and qk.future is not None and (
+                    rb[j].after == [qk.future] or (i_w is not None and j > i_w)):
+                return j, r
+    if qk.future is None or i_w is None:
+        raise Refused(f"the MMA into '{frag.host}' at {_line(qk)} is not waited (nor named by "
+                      f"'trigger ... after {qk.future or 'its future'}') before the MMA reading "
+                      f"'{frag.name}' at {_line(rb[i_pv])}")
+    raise Refused(f"between {_line(rb[i_w])} and {_line(rb[i_pv])} the MMA role triggers "
+                  f"no event the writer waits before the apply at {_line(apply)}")
+
+
 def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w_at: int,
                a_idx: int, nested: frozenset = frozenset(),
                real: Optional[dict] = None) -> None:
@@ -257,16 +279,8 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
     rb = lr.body
     i_fill, i_qk, i_pv = _mma_steps(rb, frag)
     qk = rb[i_qk]
-    i_w = next((j for j in range(i_qk + 1, i_pv) if isinstance(rb[j], ir.Wait) and any(
-        isinstance(x, ir.FutureRef) and x.future == qk.future for x in rb[j].items)), None)
-    if qk.future is None or i_w is None:
-        raise Refused(f"the MMA into '{s_name}' at {_line(qk)} is not waited before the MMA "
-                      f"reading '{frag.name}' at {_line(rb[i_pv])}")
     w_waits = {r.event for j in range(a_idx) for r in _refs(wb[j], ir.Wait)}
-    i_ts, ts = _find(rb, i_w + 1, i_pv, ir.Trigger, w_waits)
-    if ts is None:
-        raise Refused(f"between {_line(rb[i_w])} and {_line(rb[i_pv])} the MMA role triggers "
-                      f"no event the writer waits before the apply at {_line(apply)}")
+    i_ts, ts = _s_published(rb, qk, i_pv, w_waits, frag, apply)
     i_ws, ws = _find(wb, 0, a_idx, ir.Wait, {ts.event})
     w_trigs = {r.event for j in range(a_idx + 1, len(wb)) for r in _refs(wb[j], ir.Trigger)}
     i_wp, wp = _find(rb, i_ts + 1, i_pv, ir.Wait, w_trigs)
@@ -277,7 +291,7 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
     for (ja, ra, sa, ia, role_a, at_a), (jb, rb_, sb, ib, role_b, at_b) in (
             ((i_ts, ts, rb[i_ts], i_ts, r_role, r_at), (i_ws, ws, wb[i_ws], i_ws, w_role, w_at)),
             ((i_tp, tp, wb[i_tp], i_tp, w_role, w_at), (i_wp, wp, rb[i_wp], i_wp, r_role, r_at))):
-        if sa.after:
+        if sa.after and sa.after != [qk.future]:
             raise Refused(f"the trigger at {_line(sa)} fires when its futures complete "
                           "('after'), not after the statements before it")
         _plain(kernel, ra.event, sb)

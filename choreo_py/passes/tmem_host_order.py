@@ -15,7 +15,8 @@ refused, located at the declaration, naming the statement in the way):
   at R's top level by the one `trigger e` of a plain event e (not declared `ready`:
   a wait on it would not wait for the trigger) that the apply's role
   waits (`wait e`) at its top level before the apply; an MMA into S there must also
-  be waited (`wait qk`) in R before that trigger.
+  be waited (`wait qk`) in R before that trigger, or the trigger be `after` an MMA
+  future of R (`trigger e after qk`: e completes once every MMA R issued before it has).
 
 Reading P (the MMA that takes it as A) is not restricted: S's cells hold P until
 nothing is left to read them as S.
@@ -107,16 +108,19 @@ def _unwaited(acc: str, stmts: list[ir.Stmt]) -> set:
     return out
 
 
-def _published(frag, role: ir.Role, i: int, waits: set, triggers: dict) -> bool:
+def _published(frag, role: ir.Role, i: int, waits: set, triggers: dict, mmas: set) -> bool:
     """Statement i of another role is ordered before the apply: a later top-level trigger of
     a plain event, triggered once in the kernel and waited before the apply, with every
-    MMA into S in statement i waited before it."""
+    MMA into S in statement i waited before it, or the trigger `after` an MMA future of
+    the role (a commit: it completes when every MMA the role issued before it has)."""
     pending = _unwaited(frag.host, [role.body[i]])
     for s in role.body[i + 1:]:
         if isinstance(s, ir.Wait):
             pending -= {w.future for w in s.items if isinstance(w, ir.FutureRef)}
         if isinstance(s, ir.Trigger) and _event(s.event) in waits:
-            return not pending and triggers.get(_event(s.event)) == 1 and not s.after
+            committed = bool(s.after) and set(s.after) <= mmas
+            return (not pending or committed) and triggers.get(_event(s.event)) == 1 and \
+                (not s.after or committed)
     return False
 
 
@@ -169,6 +173,7 @@ def _straight(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role,
     waits = {_event(e) for s in w_role.body[:w_at] if isinstance(s, ir.Wait)
              for e in s.items if isinstance(e, ir.EventRef)} - {None} - ready
     triggers: dict = {}
+    mmas = {s.future for s in ir.walk(kernel.body) if isinstance(s, ir.Mma) and s.future}
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.Trigger):
             triggers[_event(s.event)] = triggers.get(_event(s.event), 0) + 1
@@ -179,7 +184,7 @@ def _straight(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role,
             if role is w_role and i < w_at and not any(
                     isinstance(m, ir.Mma) for m in ir.walk([s])):
                 continue
-            if role is not w_role and _published(frag, role, i, waits, triggers):
+            if role is not w_role and _published(frag, role, i, waits, triggers, mmas):
                 continue
             raise _not_in_host(frag, f"{_line(s)} touches '{frag.host}' and is not provably "
                           f"ordered before '{frag.name}' is written at {_line(apply)}")

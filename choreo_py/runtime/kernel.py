@@ -244,7 +244,10 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
             lib = library(path, target, program, rec, first_error=e)
             return lib if function is None else lib[function]
         kernels = [k for f in module.functions for k in f.kernels]
-        one_kernel = len(kernels) == 1 and not module.functions[0].locals
+        # (a function that returns nothing though it promises a value is a host
+        # program: its call gives a MissingResult, host/missing_result.py)
+        one_kernel = len(kernels) == 1 and not module.functions[0].locals \
+            and module.functions[0].missing_return is None
         if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel
                         or any(k.scalars for k in kernels)):
             # a host program: thread kernels, or several kernels (MMA ones among them), or
@@ -269,7 +272,10 @@ def _checked(unit):
 
     program = frontend.parse_unit(unit)
     frontend.check_parse_rules(program)
-    check.check_program(program, True)
+    from choreo_py.diagnostics import take_warnings
+
+    check.check_program(program, True, building=True)
+    _warn_python(take_warnings())  # (a missing `return`: check/context.py)
     return program
 
 

@@ -12,6 +12,7 @@ from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
+from . import arrays
 from . import views as V
 from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
@@ -179,19 +180,46 @@ class ExprBuilder:
         return Scalar(e, kind="const" if isinstance(e, ir.Const) else "let")
 
     def _shape_arith(self, n, lhs, rhs):
+        """`s + 1`, `s / {4, 2, 8}`, `s - t`: dimension by dimension, a shape; an ituple
+        operand (its elements) or a shape needs the other's rank."""
         def dims(v, node):
             if isinstance(v, ShapeValue):
                 return list(v.dims)
+            if isinstance(v, ITupleValue) and not isinstance(v, BoundedTuple):
+                return list(v.elems)
             if isinstance(v, Scalar):
                 return None
             raise Unsupported(f"operator '{n.op}' between a shape and {_kind(v)}", node.loc)
         a, b = dims(lhs, n.lhs), dims(rhs, n.rhs)
         if a is not None and b is not None and len(a) != len(b):
+            if isinstance(lhs, ITupleValue) or isinstance(rhs, ITupleValue):
+                # a rule of check/initialisers.py (an error when compiling, a warning from a
+                # plain `check`, which accepts the reference's parse-stage programs)
+                raise Unsupported(f"operator '{n.op}' on a shape and an ituple of different "
+                                  "ranks", n.loc)
             raise err(f"shapes of rank {len(a)} and {len(b)} cannot be combined with '{n.op}'", n)
+        if n.op in ("/", "%") and any(B.as_int(x) == 0 for x in (b or [rhs.expr])):
+            raise err("division by zero", n.rhs)
         size = len(a if a is not None else b)
         a = a if a is not None else [lhs.expr] * size
         b = b if b is not None else [rhs.expr] * size
         return ShapeValue(tuple(B.binop(n.op, x, y) for x, y in zip(a, b)))
+
+    def e_SizeOf(self, n: A.SizeOf, hint):
+        """`|sp|`: the element count of a shape (the product of its dimensions); `|f32|`:
+        the bytes of an element of a type."""
+        if isinstance(n.operand, A.TypeRef):
+            if n.operand.name not in ir.DTYPE_BITS:
+                raise Unsupported(f"'|{n.operand.name}|' of a packed sub-byte type", n.loc)
+            return Scalar(B.const(ir.dtype_bytes(n.operand.name)), kind="const")
+        v = self.value(n.operand)
+        if not isinstance(v, ShapeValue):
+            raise Unsupported(f"'|...|' of {_kind(v)} (the element count of a shape: "
+                              "'|x.span|')", n.loc)
+        count = B.const(1)
+        for d in v.dims:
+            count = B.mul(count, d)
+        return Scalar(count, kind="const" if isinstance(count, ir.Const) else "let")
 
     def e_Ternary(self, n: A.Ternary, hint):
         c = self.scalar(n.cond)
@@ -203,7 +231,34 @@ class ExprBuilder:
         return Scalar(ir.Select(B.convert(c, "bool"), B.convert(t, rt), B.convert(f, rt), rt))
 
     # ------------------------------------------------------------ calls
+    def _select(self, n: A.CallExpr, hint):
+        """`select(k, c0, c1, ...)`: candidate k (counted from 0). A compile-time k names
+        the candidate itself (a future, a buffer, a scalar); a run-time one chooses among
+        scalars (nested `?:`). `choreo check` has checked the candidates agree in type."""
+        k = B.as_int(self.scalar(n.args[0]))
+        cands = n.args[1:]
+        if k is not None:
+            if not 0 <= k < len(cands):
+                raise err(f"the selector {k} is outside the {len(cands)} candidates of 'select'",
+                          n.args[0])
+            return self.value(cands[k], hint)
+        vals = [self.value(c, hint) for c in cands]
+        if not all(isinstance(v, Scalar) for v in vals):
+            # Valid Choreo; the tile IR has no value that is one of several futures or
+            # buffers chosen at run time.
+            raise Unsupported("'select' of futures or buffers by a run-time selector", n.loc)
+        sel = self.scalar(n.args[0])
+        out = vals[-1].expr
+        for i in range(len(vals) - 2, -1, -1):
+            t, f = B.promote("?:", vals[i].expr, out)
+            rt = B.result_type(t, f)
+            cond = B.binop("==", sel, B.const(i))
+            out = ir.Select(B.convert(cond, "bool"), B.convert(t, rt), B.convert(f, rt), rt)
+        return Scalar(out)
+
     def e_CallExpr(self, n: A.CallExpr, hint):
+        if n.func == "select" and len(n.args) >= 2:
+            return self._select(n, hint)
         fn = BUILTIN_FUNCS.get(n.func)
         if fn is None:
             raise Unsupported(f"the builtin '{n.func}' in an expression", n.loc)
@@ -277,6 +332,8 @@ class ExprBuilder:
     def e_DimOf(self, n: A.DimOf, hint):
         base = self.value(n.base)
         if isinstance(base, Scalar) and base.bound is not None:
+            if base.ituple1 and B.as_int(self.scalar(n.index)) == 0:
+                return base  # `k(0)` of `with k in [8]`: its only element
             return self._offset_form(base, n)
         if B.as_int(self.scalar(n.index)) is None:  # `dims(c)`: valid Choreo, known at run time
             raise Unsupported("a dimension index known only at run time", n.index.loc)
@@ -341,21 +398,42 @@ class ExprBuilder:
 
     # ------------------------------------------------------------ views and elements
     def e_Index(self, n: A.Index, hint):
+        chain = arrays.subscripts(n)
+        if chain is not None:
+            root = self.value(chain[0])
+            if isinstance(root, BufferValue) and root.buffer.count:
+                return self._buffer_slot(root.buffer, chain[1], n)
         base = self.value(n.base)
         if isinstance(base, BufferValue) and base.buffer.count:
-            if len(n.indices) != 1:
-                raise err(f"'{base.buffer.name}' is a 1-D array of buffers; index it with one value", n)
-            slot = self.index(n.indices[0])
-            k = B.as_int(slot)
-            if k is not None and not 0 <= k < base.buffer.count:
-                raise err(f"slot {k} is out of range for '{base.buffer.name}[{base.buffer.count}]'", n)
-            b = base.buffer
-            return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
+            raise err(f"'{base.buffer.name}' is an array of buffers; index it with one value "
+                      f"per bracket ('{base.buffer.name}[i][j]')", n)
         if isinstance(base, EventValue):
             return base  # event indexing is resolved by wait/trigger
         if isinstance(base, ShapeValue):  # `d.span[(2), (1), (0)]`: a shape of its dimensions
             return ShapeValue(self._selected(base, n.indices))
+        if isinstance(base, (Tensor, BufferValue, ViewValue)) and n.indices and \
+                all(isinstance(i, A.DimIndex) for i in n.indices):
+            # `d[(1), (0)]`: the grammar's derivation from a name is its shape's, as `d.span[...]`
+            return ShapeValue(self._selected(ShapeValue(self.shape_of(base, n)), n.indices))
         raise Unsupported("indexing with '[...]' here", n.loc)
+
+    def _buffer_slot(self, b: ir.Buffer, subs: list[A.Expr], n: A.Index) -> ViewValue:
+        """`s[i]`, `s[i][j]`: a buffer of an array (sema/arrays.py); fewer subscripts than
+        dimensions give the first buffer of that sub-array."""
+        dims = self.array_shape(b.name, b.count)
+        if len(subs) > len(dims):
+            raise err(f"'{arrays.shape_text(b.name, dims)}' is an array of buffers of "
+                      f"{len(dims)} dimension(s), subscribed {len(subs)} times", n)
+        idx = [self.index(x) for x in subs]
+        for pos, (i, d, x) in enumerate(zip(idx, dims, subs)):
+            k = B.as_int(i)
+            if k is not None and not 0 <= k < d:
+                where = arrays.shape_text(b.name, dims)
+                if len(dims) == 1:
+                    raise err(f"slot {k} is out of range for '{where}'", n)
+                raise err(f"index {k} is out of range for dimension {pos + 1} of '{where}'", x)
+        slot = arrays.linear(idx, dims)
+        return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape), slot), b.dtype)
 
     def view_of(self, node: A.Expr) -> ViewValue:
         v = self.value(node)

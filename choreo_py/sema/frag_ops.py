@@ -194,8 +194,9 @@ class FragOpBuilder:
         self.emit(ir.MmaLoad(frag.name, src.view, loc=s.loc))
 
     def s_MmaStore(self, s: A.MmaStore) -> None:
-        if s.is_async:
-            raise Unsupported("'mma.store' with modifiers", s.loc)
+        # `mma.store.async` has no future to wait for: nothing can observe that the store
+        # is still in flight, so the store completing before the next statement (the plain
+        # store) is one of the orders the program allows.
         acc = self._frag_of(s.source, "the stored value")
         dst = self.view_of(s.dst)
         if s.mask:
@@ -241,7 +242,8 @@ class FragOpBuilder:
             self.scope.bind(i, Scalar(ir.Sym(i, "s32"), bound=B.const(d), kind="index"))
         body = self.block(s.body.stmts)
         self.scope = outer
-        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc))
+        self.emit(ir.Apply(tuple(s.indices), frag.shape, frag.name, body, loc=s.loc,
+                           exp2_fraction=s.exp2_split))
 
     def frag_compound(self, s: A.Assign, frag: ir.Frag) -> None:
         """`mc += v` (any compound operator, a scalar v): every element of the fragment, as

@@ -22,6 +22,7 @@ from __future__ import annotations
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
+from . import cpu_region
 from .exprs import err
 from .values import ITupleValue, Scalar, ShapeValue, Tensor, Unsupported, ViewValue
 from .views import static_shape
@@ -162,8 +163,9 @@ class HostBuilder:
             raise Unsupported(f"a region on the device '{lvl.device_target}'", lvl.loc)
         one = A.ParallelLevel(var=lvl.var, elements=lvl.elements, bounds=lvl.bounds,
                               bracketed=lvl.bracketed, level="block", loc=lvl.loc)
+        body = A.Block(stmts=cpu_region.as_loops(s.body.stmts), loc=s.body.loc)
         self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
-                                 body=s.body, loc=s.loc), host)
+                                 body=body, loc=s.loc), host)
         kernel = self.kernels[-1]
         if any(isinstance(t, ir.Parallel) for t in ir.walk(kernel.body)):
             raise Unsupported("parallel levels inside a ': device(cpu)' region", s.loc)

@@ -20,8 +20,8 @@ from .exprs import err
 from .values import BoundedTuple, ITupleValue, Scalar, ShapeValue, Unsupported
 
 
-def _bounded(bound: ir.Expr, loc) -> Scalar:
-    return Scalar(B.const(0), bound=bound, kind="bounded", loc=loc)
+def _bounded(bound: ir.Expr, loc, ituple1: bool = False) -> Scalar:
+    return Scalar(B.const(0), bound=bound, kind="bounded", loc=loc, ituple1=ituple1)
 
 
 class IterationBuilder:
@@ -78,7 +78,7 @@ class IterationBuilder:
             raise err("a with domain must be an integer or a shape", b.domain)
         if len(dims) == 1 and not b.elements:  # `with k in [8]`: used as the integer it holds
             self.scope.bind(b.name, _bounded(self.index(b.domain, dims[0], "a with bound"),
-                                             b.loc))
+                                             b.loc, ituple1=True))
             return
         parts = list(b.elements) or [f"{b.name}__{i}" for i in range(len(dims))]
         if len(parts) != len(dims):
@@ -95,6 +95,7 @@ class IterationBuilder:
         """`foreach index, y(1:)` over variables an enclosing `with` bound."""
         loops: list[tuple[str, ir.Expr, ir.Expr, ir.Expr, ir.Expr]] = []  # var, start, stop,
         tuples: dict[str, tuple[str, ...]] = {}                            # step, bound
+        tuples1: set[str] = set()  # rank-1 bounded ituples (values.Scalar.ituple1)
         for r in s.ranges:
             v = self.scope.lookup(r.bound)
             if isinstance(v, BoundedTuple):
@@ -110,11 +111,14 @@ class IterationBuilder:
                 raise err(f"'{r.bound}' is not bound by a 'with'; 'foreach' iterates with-bound "
                           "variables", r)
             loops.append(self._range(r, v.bound))
+            if v.ituple1 and r.var == r.bound:
+                tuples1.add(r.var)
         outer = self.scope
         self.scope = outer.child()
         try:
             for var, _, _, _, bound in loops:
-                self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+                self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index",
+                                            ituple1=var in tuples1))
             for name, parts in tuples.items():
                 self.scope.bind(name, BoundedTuple(tuple(ir.Sym(p, "s32") for p in parts),
                                                    parts=parts))

@@ -8,6 +8,7 @@ movement, events and fragments live in `ops.py`.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from ..frontend import ast as A
@@ -22,16 +23,19 @@ from .exprs import ExprBuilder, err
 from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
+from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
 from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
+from .device_funcs import DeviceFuncBuilder
 from .ops import OpBuilder
 from .rotations import RotationBuilder
 from . import role_futures
-from .values import (BufferValue, EventValue, FragValue, ITupleValue, Opaque, Scalar, Scope,
-                     ShapeValue, Tensor, TilingValue, Unsupported, ViewValue, declared_names)
+from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
+                     Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
+                     declared_names)
 from ..construct_names import describe
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
@@ -42,7 +46,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -63,6 +67,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         # (kernel location, accumulator) -> shape, for accumulators used before their MMA
         self.preset_shapes = preset_shapes or {}
         self.skipped: list[Unsupported] = []
+        self.array_dims: dict[str, tuple[int, ...]] = {}  # arrays of 2+ dimensions (sema/arrays.py)
         self.scope = Scope()
         self.kernel: ir.Kernel | None = None
         self.params: list[ir.Param] = []
@@ -93,7 +98,14 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
                            locals=self.locals, result=self.result,
-                           arg_names=self.arg_names())
+                           arg_names=self.arg_names(), missing_return=self._missing_return())
+
+    def _missing_return(self) -> str | None:
+        """The declared return type of a function that returns nothing (a warning of
+        check/context.py): its call gives a value that refuses every use."""
+        from ..check.context import declared_result
+
+        return declared_result(self.func) if self.result is None else None
 
     def assert_stmt(self, c: A.CallExpr) -> None:
         """`assert(cond, "message")`: decided here when constant; on the function's sizes,
@@ -146,7 +158,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             # reference's parse-stage programs use such shapes in ways sema's rules refuse
             raise Unsupported("a parameter without a written shape or rank", p.loc)
         shape = []
-        for d in t.dims if t.dims is not None else unwritten_dims(p.name, t.rank, p.loc):
+        for d in open_dims(p.name, t.dims) if t.dims is not None else \
+                unwritten_dims(p.name, t.rank, p.loc):
             if isinstance(d, A.Name) and self.scope.lookup(d.id) is None:
                 if d.id in self.dims:
                     self.scope.bind(d.id, Scalar(ir.Const(self.dims[d.id], "s32"), kind="const"))
@@ -171,7 +184,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         return {d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
                 for d in (p.type.dims or ()) if isinstance(d, A.Name)} | {
                 dim_name(p.name, k) for p in self.func.params if isinstance(p.type, A.MdSpanType)
-                and p.type.dims is None and p.type.rank for k in range(p.type.rank)}
+                and p.type.dims is None and p.type.rank for k in range(p.type.rank)} | {
+                d.id for p in self.func.params if isinstance(p.type, A.MdSpanType)
+                and p.type.dims for d in open_dims(p.name, p.type.dims) if isinstance(d, A.Name)}
 
     def _of_sizes(self, e: ir.Expr) -> bool:
         """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
@@ -384,6 +399,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         elif isinstance(v, (TilingValue, ShapeValue, ITupleValue, Tensor, BufferValue, EventValue)):
             v.loc = s.loc
             self.scope.bind(name, v)
+        elif isinstance(v, FutureValue):  # another name of the same future (`select(1, a, b)`)
+            self.scope.bind(name, dataclasses.replace(v, loc=s.loc))
         else:
             raise Unsupported(f"naming {describe(v)}", s.loc)
 
@@ -569,18 +586,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         finally:
             self.role = None
         self.emit(role)
-
-
-def unwritten_dims(name: str, rank: int, loc) -> list[A.Name]:
-    """`f32 mdspan<2> a`: a shape taken from the argument, one named dimension per rank
-    (`a__dim0`, `a__dim1`), as if written `f32 [a__dim0, a__dim1] a`; a call binds them
-    from its tensor's shape and a build for the call's shapes fixes them
-    (host/specialize.py)."""
-    return [A.Name(id=dim_name(name, k), loc=loc) for k in range(rank)]
-
-
-def dim_name(param: str, k: int) -> str:
-    return f"{param}__dim{k}"
 
 
 def _is_increment(e) -> bool:

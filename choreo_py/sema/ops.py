@@ -6,9 +6,12 @@ Shape rules checked here (each error points at the operand):
 """
 from __future__ import annotations
 
+import math
+
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
+from . import arrays
 from .exprs import err
 from .values import (BufferValue, EventValue, FutureValue, Scalar, ShapeNotYetKnown, ShapeValue,
                      Unsupported, ViewValue)
@@ -36,14 +39,27 @@ class OpBuilder(FragOpBuilder):
             raise err(f"{what} must be declared inside a 'parallel' block", s)
 
     def _array_count(self, s) -> int | None:
+        """The slots of an array declaration, the product of its dimensions (sema/arrays.py);
+        the dimensions are kept by the name `_array_dims` gives."""
         if not s.array_dims:
             return None
-        if len(s.array_dims) != 1:
-            raise Unsupported("multi-dimensional arrays of buffers or events", s.loc)
-        n = self.const_int(s.array_dims[0], "an array size")
-        if n <= 0:
-            raise err(f"an array size must be positive, not {n}", s.array_dims[0])
-        return n
+        dims = []
+        for d in s.array_dims:
+            n = self.const_int(d, "an array size")
+            if n <= 0:
+                raise err(f"an array size must be positive, not {n}", d)
+            dims.append(n)
+        self._pending_array_dims = tuple(dims)
+        return math.prod(dims)
+
+    def _array_dims(self, name: str, count: int | None) -> None:
+        """Records the dimensions `_array_count` read for the declaration named `name`."""
+        dims = self.__dict__.pop("_pending_array_dims", None)
+        if count and dims is not None and len(dims) > 1:
+            self.array_dims[name] = dims
+
+    def array_shape(self, name: str, count: int | None) -> tuple[int, ...]:
+        return self.array_dims.get(name, (count or 1,))
 
     def s_BufferDecl(self, s: A.BufferDecl) -> None:
         storage = s.storage or "local"
@@ -76,6 +92,7 @@ class OpBuilder(FragOpBuilder):
                 raise err("a buffer initialiser must be a constant", s.init)
         buf = ir.Buffer(self._unique(s), storage, s.type.elem.name, tuple(dims),
                         self._array_count(s), init=init, loc=s.loc)
+        self._array_dims(buf.name, buf.count)
         self.kernel.buffers.append(buf)
         self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
 
@@ -98,6 +115,7 @@ class OpBuilder(FragOpBuilder):
         if s.thread_count is not None:
             raise Unsupported("events with an explicit thread count", s.loc)
         ev = ir.Event(self._unique(s), self._array_count(s), s.ready, loc=s.loc)
+        self._array_dims(ev.name, ev.slots)
         self.kernel.events.append(ev)
         self.scope.bind(s.name, EventValue(ev, loc=s.loc))
 
@@ -238,9 +256,15 @@ class OpBuilder(FragOpBuilder):
             raise err(f"'.swiz<{s.swizzle}>': the swizzle is 32, 64 or 128 bytes", s)
         if row_bytes is not None and row_bytes < s.swizzle:
             # Valid Choreo (the swizzle must only agree with the `mma.load` reading the
-            # tile); the IR's shared-memory layouts assume a swizzle within one row.
+            # tile), and TMA writes such a box (its inner extent is at most the swizzle
+            # span: rows packed densely, the pattern over 128-byte lines). But wgmma and
+            # tcgen05 descriptors read an N-byte swizzle as atoms of 8 rows of N bytes, a
+            # layout that shorter rows do not have; the IR's layouts are those atoms.
+            fits = auto_swizzle(row_bytes)
+            hint = f"'.swiz<{fits}>' fits them" if fits else "no swizzle fits them"
             raise Unsupported(f"'.swiz<{s.swizzle}>' wider than the destination's "
-                              f"{row_bytes}-byte rows", s.loc)
+                              f"{row_bytes}-byte rows (an MMA reads a {s.swizzle}-byte swizzle "
+                              f"as atoms of 8 rows of {s.swizzle} bytes; {hint})", s.loc)
         return s.swizzle
 
     # ------------------------------------------------------------ events
@@ -254,11 +278,9 @@ class OpBuilder(FragOpBuilder):
                 return ir.FutureRef(v.name), post
             raise err(f"'{node.id}' is not an event or a future", node)
         if isinstance(node, A.Index):
-            v = self.value(node.base)
-            if isinstance(v, EventValue) and len(node.indices) == 1:
-                idx = self.index(node.indices[0])
-                self._slot_range(v.event, idx, node)
-                return ir.EventRef(v.event.name, index=idx), post
+            ref = self._event_slot(node)
+            if ref is not None:
+                return ref, post
         if isinstance(node, A.MethodCall) and node.method == "at":
             v = self.value(node.base)
             if not isinstance(v, EventValue):
@@ -281,6 +303,30 @@ class OpBuilder(FragOpBuilder):
             return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
 
+    def _event_slot(self, node: A.Index) -> ir.EventRef | None:
+        """`e[i]`, `e[i][j]`: the slot of an array of events (sema/arrays.py), every
+        dimension subscribed."""
+        chain = arrays.subscripts(node)
+        v = self.value(chain[0] if chain else node.base)
+        if chain is None or not isinstance(v, EventValue):
+            return None
+        dims = self.array_shape(v.event.name, v.event.slots)
+        if len(chain[1]) > len(dims):
+            raise err(f"'{arrays.shape_text(v.event.name, dims)}' is an array of events of "
+                      f"{len(dims)} dimension(s), subscribed {len(chain[1])} times", node)
+        if len(chain[1]) < len(dims):  # (a row of events at once: `trigger e[0]`)
+            raise Unsupported(f"a partial subscription of the event array "
+                              f"'{arrays.shape_text(v.event.name, dims)}'", node.loc)
+        idx = [self.index(x) for x in chain[1]]
+        for i, d, x in zip(idx, dims, chain[1]):
+            k = B.as_int(i)
+            if k is not None and not 0 <= k < d:
+                raise err(f"index {k} is out of range for the dimension of {d} of event "
+                          f"'{v.event.name}'", x)
+        slot = arrays.linear(idx, dims)
+        self._slot_range(v.event, slot, node)
+        return ir.EventRef(v.event.name, index=slot)
+
     def _slot_range(self, ev: ir.Event, idx: ir.Expr, node) -> None:
         k = B.as_int(idx)
         if k is not None and not 0 <= k < (ev.slots or 1):
@@ -299,22 +345,23 @@ class OpBuilder(FragOpBuilder):
     def s_Trigger(self, s: A.Trigger) -> None:
         if s.scope is not None:
             raise Unsupported(f"'trigger.{s.scope}'", s.loc)
-        after = []
+        after, kinds = [], set()
         for f in s.after:
             v = self.value(f)
             if not isinstance(v, FutureValue):
                 raise err(f"'after' takes futures; {self.describe(f)} is not one", f)
-            if v.kind == "mma":
-                raise err(f"'trigger ... after {v.name}': an MMA future has no native completion "
-                          f"event; write 'wait {v.name};' and then a plain 'trigger'", f)
             if v.kind == "tma_store":
                 raise err(f"'trigger ... after {v.name}': a shared-to-global TMA store has no "
                           "mbarrier completion; use a synchronous 'tma.copy' followed by a plain "
                           "'trigger'", f)
-            if v.kind != "tma":
+            if v.kind not in ("tma", "mma"):
                 raise err(f"'trigger ... after {v.name}': only asynchronous global-to-shared TMA "
-                          "loads can complete an event", f)
+                          "loads and MMAs can complete an event", f)
+            kinds.add(v.kind)
             after.append(v.name)
+        if len(kinds) > 1:  # one completion mechanism per trigger: loaded bytes or a commit
+            raise err("'trigger ... after' with both TMA loads and MMA futures; write one "
+                      "trigger per kind", s.after[0])
         for t in s.targets:
             ref, post = self._event_ref(t, allow_increment=True)
             if isinstance(ref, ir.FutureRef):
@@ -358,7 +405,7 @@ class OpBuilder(FragOpBuilder):
                 self.role.max_regs = n
             self.emit(ir.SetMaxRegs(n, short == "setreg_inc", loc=c.loc))
             return
-        raise Unsupported(f"the device function '{c.func}'", c.loc)
+        self.inline_call(c)  # sema/device_funcs.py
 
     def builtin_stmt(self, c: A.CallExpr) -> None:
         fn = c.func
@@ -409,10 +456,13 @@ class OpBuilder(FragOpBuilder):
         if len(c.args) != 2:
             raise err(f"'{fn}(barrier_id, thread_count)' takes 2 arguments", c)
         par = self.in_parallel
-        if self.role is None or par is None or not self.role.is_async:
-            # Valid Choreo (a `: thread` region may name barriers); the IR models named
-            # barriers only between the roles of a block.
-            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role", c.loc)
+        per_thread = self.role is None and par is not None and par.level == "thread" \
+            and par.threads == 1 and not self.group_lanes
+        if not per_thread and (self.role is None or par is None or not self.role.is_async):
+            # Valid Choreo; the IR models named barriers between the roles of a block and
+            # between the threads of a `: thread` region (each thread arrives).
+            raise Unsupported(f"'{fn}' outside an 'inthreads.async' role or a ': thread' "
+                              "region", c.loc)
         bid = self.scalar(c.args[0])
         if bid.dtype not in ir.INT_TYPES:
             raise err(f"the barrier id of '{fn}' must be an integer, not {bid.dtype}", c.args[0])
@@ -421,7 +471,9 @@ class OpBuilder(FragOpBuilder):
             raise err(f"barrier id {n}: the hardware has named barriers 0..15", c.args[0])
         count = self.const_int(c.args[1], "the thread count")
         group, block = par.threads or 1, par.extent * (par.threads or 1)
-        if group % 32:
+        if per_thread:  # the hardware counts threads in whole warps
+            group = 32
+        elif group % 32:
             raise err(f"'{fn}' counts whole warps; the thread groups of this parallel level have "
                       f"{group} threads", c)
         if count <= 0 or count % 32 or count % group:

@@ -1,7 +1,8 @@
 """`println(...)` / `print(...)` in a kernel: text and scalar values, one line per thread.
 
 String literals are printed as written; an ituple as its elements in braces
-(`{0, 1, 3}`, the form the reference compiler prints); every other argument
+(`{0, 1, 3}`, the form the reference compiler prints), an mdspan as its extents
+in brackets (`[7, 8, 9]`, the form it is written in); every other argument
 must be a scalar (an integer, a float or a condition). The statement becomes an
 `ir.Print` (lowered to a device printf). Outside a kernel it is host code.
 """
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from ..frontend import ast as A
 from .. import ir
-from .values import ITupleValue, Scalar, Unsupported
+from .values import ITupleValue, Scalar, ShapeValue, Unsupported
 
 
 class PrintBuilder:
@@ -22,11 +23,12 @@ class PrintBuilder:
                 items.append(a.value)
                 continue
             v = self.value(a)
-            if isinstance(v, ITupleValue):  # a bounded one prints its current values
-                items.append("{")
-                for k, e in enumerate(v.elems):
+            if isinstance(v, (ITupleValue, ShapeValue)):  # a bounded one: its current values
+                tup = isinstance(v, ITupleValue)
+                items.append("{" if tup else "[")
+                for k, e in enumerate(v.elems if tup else v.dims):
                     items += [", "] * (k > 0) + [e]
-                items.append("}")
+                items.append("}" if tup else "]")
                 continue
             if not isinstance(v, Scalar):
                 raise Unsupported(f"printing {self.describe(a)}, which is not a scalar", a.loc)

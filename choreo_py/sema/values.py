@@ -38,6 +38,9 @@ class Scalar(Value):
     mutable: bool = False
     bound: Optional[ir.Expr] = None  # upper bound of a bounded variable (`#p`)
     kind: str = "let"  # let | var | index | dim | const
+    # A rank-1 bounded ituple used as the integer it holds (`with k in [8]`): `k(0)` is
+    # its element 0, `k` itself; `k(-1)` is the offset form, as for any bounded integer.
+    ituple1: bool = False
 
     @property
     def dtype(self) -> str:

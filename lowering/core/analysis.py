@@ -12,6 +12,9 @@
 - TMA futures: `trigger e after f, g` publishes loads f, g on event e. The
   loads must precede it in the same block; the event is armed with the
   loads' byte count before the first of them.
+- MMA commits: `trigger e after qk` (qk an MMA future) is a tcgen05.commit of
+  the issuing thread to e's mbarrier (`Facts.commits`); targets without
+  mbarrier-completed MMAs refuse it by name.
 - Event arrival counts: `Event.arrivals`, decided by passes/event_arrivals.
 - Issue-only roles: a role whose body only moves data and synchronises
   (TMA loads and stores, events, scalar code) runs on one thread per
@@ -22,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.passes import event_arrivals
 
@@ -48,6 +51,7 @@ class Facts:
     published: set = field(default_factory=set)  # id(Trigger) whose work the loads do
     arrivals: dict = field(default_factory=dict)  # event -> count
     mma_futures: set = field(default_factory=set)
+    commits: set = field(default_factory=set)  # id(Trigger) after MMA futures (tcgen05.commit)
 
 
 def analyse(kernel: ir.Kernel, arch: str) -> Facts:
@@ -205,6 +209,8 @@ def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
     for i, s in enumerate(stmts):
         if not (isinstance(s, ir.Trigger) and s.after):
             continue
+        if _commit(s, f, arch):
+            continue
         group = []
         for name in s.after:
             if name not in loads or loads[name][0] > i:
@@ -225,6 +231,23 @@ def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
         for _, ld in group:
             f.tma_groups[id(ld)] = g
         f.published.add(id(s))
+
+
+def _commit(s: ir.Trigger, f: Facts, arch: str) -> bool:
+    """`trigger e after qk`: the MMA-issuing thread commits its MMAs to e's mbarrier (a
+    tcgen05 target); a target whose MMAs complete otherwise refuses it by name."""
+    mma = [n for n in s.after if n in f.mma_futures]
+    if not mma:
+        return False
+    if len(mma) != len(s.after):  # sema refuses this; IR built by hand may still hold it
+        raise ChoreoError(f"'trigger {s.event.event} after {', '.join(s.after)}': TMA loads "
+                          f"and MMA futures in one 'after' are not lowered for {arch} yet", s.loc)
+    if not targets.get(arch).mma_barriers:
+        raise ChoreoError(f"'trigger {s.event.event} after {', '.join(s.after)}' (an MMA "
+                          f"future completing an event) is not lowered for {arch} yet; write "
+                          f"'wait {mma[0]};' and a plain trigger", s.loc)
+    f.commits.add(id(s))
+    return True
 
 
 def _elem_type(kernel: ir.Kernel, s) -> str:

@@ -79,6 +79,10 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     w.op("setp.ge.s32", more, i, n)
     w.bra(end, more)
     w.put_label(top)
+    if _trips(n, 1 if per_thread else lw.threads) > UNROLL_LIMIT:
+        # ptxas unrolls a loop of constant trip count in full: hundreds of element copies
+        # (each with its index arithmetic) cost it minutes and gain nothing here
+        w.call("ptx.pragma", '"nounroll"')
     lw.push()
     with lw.skippable():  # no iteration runs where the tile is empty
         _element(lw, s, i, shape)
@@ -87,6 +91,15 @@ def _loop(lw, s: ir.DmaCopy, shape, per_thread: bool) -> None:
     w.op("setp.lt.s32", more, i, n)
     w.bra(top, more)
     w.put_label(end)
+
+
+#: The longest element loop (iterations per thread) left for ptxas to unroll.
+UNROLL_LIMIT = 32
+
+
+def _trips(n: V, step: int) -> int:
+    """Iterations per thread of a loop over `n` elements by `step` threads (0: unknown)."""
+    return -(-int(n.const) // step) if n.is_const else 0
 
 
 def _element(lw, s: ir.DmaCopy, i: V, shape) -> None:
@@ -119,10 +132,15 @@ def _split(lw, i: V, shape, loc) -> tuple[ir.Expr, ...]:
         c = w.reg("s32", f"c{k}")
         if k == 0:
             w.op("mov.s32", c, rest)
-        else:
-            w.op("rem.s32", c, rest, ext)
+        else:  # the element index and the extents are never negative
             q = w.reg("s32", "q")
-            w.op("div.s32", q, rest, ext)
+            bits = ext.const.bit_length() - 1 if ext.is_const and ext.const > 0 else -1
+            if bits >= 0 and ext.const == 1 << bits:
+                w.op("and.b32", c, rest, ext.const - 1)
+                w.op("shr.u32", q, rest, bits)
+            else:
+                w.op("rem.u32", c, rest, ext)
+                w.op("div.u32", q, rest, ext)
             rest = q
         name = w.fresh(f"_coord{k}")
         lw.bind(name, c, nonneg=True)

@@ -4,8 +4,9 @@
 |---|---|
 | `shared event e[N]` | N mbarriers, initialised by thread 0 with the arrival count (one per triggering role instance), then `fence.mbarrier_init` and a block barrier |
 | `wait e.at(order)` | spin on slot `order % N` with phase parity `(order / N) & 1` (`^ 1` for `= ready` events, whose generation 0 starts complete) |
-| `wait e` (no order) | the generation this path waits next, counted at compile time |
+| `wait e` (no order) | the generation this path waits next, counted at compile time; where a wait on `e` is inside a loop or branch of the role, a phase register per role flipped after each wait |
 | `trigger e after f, g` | the loads' issuing thread arms slot e with `arrive.expect_tx` (their byte count) before the first load; the loads complete it |
+| `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
 | `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
 """
@@ -77,12 +78,45 @@ def parity(lw: Lowering, ref: ir.EventRef, loc) -> V:
         if ev.ready:
             bit = ir.Bin("^", bit, ir.Const(1, "s32"), ref.order.dtype)
         return ex.value(bit, f"{ev.name}_phase")
+    counts = lw.plain_waits
+    if isinstance(counts.get(ev.name), V):  # counted at run time (plain_phases)
+        return counts[ev.name]
     if lw.depth or lw.loops:
         raise lw.refuse(f"waiting '{ev.name}' without .at(order) inside a loop or branch", loc)
-    counts = lw.plain_waits
     gen = counts.get(ev.name, 0)
     counts[ev.name] = gen + 1
     return V.imm((gen & 1) ^ (1 if ev.ready else 0), "u32")
+
+
+def plain_phases(lw: Lowering, body: list) -> None:
+    """Phase registers for the events that `body` (a role's code, or the block's) waits
+    without an order inside a loop or branch: the generation such a wait is for is the
+    number of waits this thread made on the event before, known only at run time. Each
+    starts at generation 0's parity and flips after every wait on the event (any wait on
+    it in `body`, so the count stays one count)."""
+    names = sorted({item.event for s in _nested(body) if isinstance(s, ir.Wait)
+                    for item in s.items if isinstance(item, ir.EventRef) and item.order is None})
+    for name in names:
+        ev = lw.k.event(name)
+        if ev is None:
+            continue
+        lw.plain_waits[name] = lw.w.reg("u32", f"{name}_phase", V.imm(1 if ev.ready else 0, "u32"))
+
+
+def _nested(body: list):
+    """The statements of `body` inside a loop or branch (not inside a nested role)."""
+    for s in body:
+        if isinstance(s, ir.Role):
+            continue
+        if isinstance(s, (ir.For, ir.While, ir.If)):
+            yield from ir.walk(_blocks(s))
+        else:
+            for block in ir.child_blocks(s):
+                yield from _nested(block)
+
+
+def _blocks(s) -> list:
+    return [t for block in ir.child_blocks(s) for t in block]
 
 
 def wait(lw: Lowering, s: ir.Wait) -> None:
@@ -92,6 +126,8 @@ def wait(lw: Lowering, s: ir.Wait) -> None:
             reg, off = slot_address(lw, item, s.loc)
             ph = parity(lw, item, s.loc)
             lw.w.call("ptx.mbarrier.wait", _addr(reg, off), ph.text)
+            if item.order is None and lw.plain_waits.get(item.event) is ph:
+                lw.w.op("xor.b32", ph, ph, 1)  # the next wait is for the next generation
         elif item.future in lw.facts.mma_futures:
             n = waits.get(item.future)
             if n is None:
@@ -106,6 +142,9 @@ def wait(lw: Lowering, s: ir.Wait) -> None:
 def trigger(lw: Lowering, s: ir.Trigger) -> None:
     if id(s) in lw.facts.published:
         lw.w.comment(f"armed before the loads above: they complete {s.event.event}")
+        return
+    if id(s) in lw.facts.commits:  # analysis: only targets with `commit_trigger` record them
+        lw.target.commit_trigger(lw, s)
         return
     reg, off = slot_address(lw, s.event, s.loc)
     pred = lw.issuer()

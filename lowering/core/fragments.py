@@ -28,6 +28,7 @@ from typing import Optional
 
 from choreo_py import ir
 
+from . import exp2_poly
 from .context import Lowering, children
 from .exprs import ExprLowering
 from .target import AccLayout
@@ -275,6 +276,15 @@ class ApplyLowering(ExprLowering):
     def wrote(self, reg: V) -> None:
         self.version[reg.text] += 1
 
+    def call(self, e: ir.Call, hint, dst):
+        """`__exp2f` of an element pass exp2-split gave the FMA pipes: the polynomial."""
+        if e.fn == "exp2" and self.k % 16 in self.a.exp2_poly and self.dom.kind != "row":
+            x = self.value(e.args[0])
+            out = self.out(dst, "f32", hint)
+            exp2_poly.emit(self.w, out, x)
+            return out
+        return super().call(e, hint, dst)
+
     def compute(self, e, hint, dst):
         if dst is None and self.lw.invariant(e):
             self.plain += 1
@@ -484,11 +494,33 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     accs = sorted({s.frag for s in ir.walk(a.body) if isinstance(s, ir.ElemStore)}
                   | ir.elem_reads(a.body))
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
+    al = ApplyLowering(lw, a, dom)
+    skip = _warp_vote(lw, a, al)
     for f in acc_frags:
         lw.target.access(lw, f)
-    ApplyLowering(lw, a, dom).run(a.body, None)
+    if skip is None:
+        al.run(a.body, None)
+    else:  # the guard's predicate is the thread's row's: one register, every element
+        guard = a.body[0]
+        al.run(guard.then, {k: skip[1] for k in range(al.units)})
     for f in acc_frags:
         lw.target.update(lw, f)
+    if skip is not None:
+        lw.w.put_label(skip[0])
+
+
+def _warp_vote(lw: Lowering, a: ir.Apply, al: ApplyLowering):
+    """Pass tmem-row-vote's apply: the row guard's predicate, evaluated before the tile is
+    loaded, and a warp vote that branches past the load, the body and the store when no
+    lane holds a row that takes it. (label, predicate), or None for other applies."""
+    vote = getattr(lw.target, "row_vote", None)
+    if not a.warp_vote or vote is None or len(al.dom.layout.row_slots) != 1:
+        return None
+    al.k = 0
+    p = al.value(a.body[0].cond, "mask")
+    if p.is_const:  # a guard that folded: the plain lowering (all or nothing) is as good
+        return None
+    return vote(lw, p, a), p
 
 
 def k_steps(lw: Lowering, s: ir.Mma, k: int, step: int) -> list[int]:

@@ -73,6 +73,7 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     _hook(lw, "before_events")
     events.init_events(lw)  # ends with a block barrier
     _hook(lw, "after_events")
+    events.plain_phases(lw, k.body)
     _region(lw, k.body, top=True)
     lw.leave_region()
     with w.into(prefetch):

@@ -55,10 +55,15 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     lw.bind(s.var, inst, nonneg=True, uniform=threads >= 32)  # a warp is in one instance
     lw.parallel_extent = s.extent
     roles = [t for t in s.body if isinstance(t, ir.Role)]
-    if roles and len(roles) != len(s.body):
-        other = next(t for t in s.body if not isinstance(t, ir.Role))
-        raise lw.refuse("a statement of a parallel region outside its inthreads roles",
-                        getattr(other, "loc", s.loc))
+    shared = [t for t in s.body if not isinstance(t, ir.Role)]
+    if roles and shared:
+        other = next((t for t in shared if not _scalar_let(t)), None)
+        if other is not None:
+            raise lw.refuse("a statement of a parallel region outside its inthreads roles",
+                            getattr(other, "loc", s.loc))
+        # Names every thread computes alike (of the instance, the block, the arguments):
+        # computed once before the roles branch, and the roles read them.
+        region(shared)
     if not roles:
         roles = [ir.Role("all", ir.Const(True, "bool"), tuple(range(s.extent)), s.body,
                          loc=s.loc)]
@@ -74,6 +79,13 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     after = getattr(lw.target, "after_roles", None)
     if after is not None:  # e.g. the roles meet to free what they shared
         after(lw)
+
+
+def _scalar_let(s) -> bool:
+    """A scalar name the roles may read, computed from no memory (so it may move ahead of
+    roles that write memory)."""
+    return isinstance(s, ir.Let) and not any(
+        isinstance(e, (ir.Elem, ir.BufElem)) for e in ir.expr_walk(s.value))
 
 
 def _join(lw: Lowering, s: ir.Parallel) -> str:
@@ -107,6 +119,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     body = list(r.body)
     while body and isinstance(body[0], ir.SetMaxRegs):  # every thread of the warpgroup
         setmaxnreg(lw, body.pop(0))
+    events.plain_phases(lw, body)
     if single:
         w.comment("issue-only role: one thread per instance issues its copies and events")
         rest = w.reg("pred", "not_issuer")

@@ -25,7 +25,7 @@ from __future__ import annotations
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
-from . import control, dma, grid_sync, params, warp_mma
+from . import control, dma, grid_sync, params, thread_frags, warp_mma
 from .asm import lower_asm
 from .context import Lowering
 from .grid import py_expr as _py_expr
@@ -70,6 +70,7 @@ def _expr(lw: ThreadLowering, e: ir.Expr, loc, hint: str = "t", dst=None) -> V:
 
 def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     """{name, body, params, threads, smem, grid, dims} of one kernel."""
+    k = thread_frags.as_locals(k)  # a `: thread` region's fragments: local buffers
     w = Writer()
     lw = ThreadLowering(k, target, w)
     lw.threads = block_threads(k)
@@ -369,6 +370,16 @@ def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
     return out
 
 
+def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
+    """`__bar_sync/arrive(id, count)` in a `: thread` region: each thread arrives on barrier
+    `id` (sema checked the count: whole warps, at most the region's threads)."""
+    if isinstance(s.barrier, ir.Const) and s.barrier.value == 0:
+        raise lw.refuse(f"__bar_{s.op} on barrier 0 (the whole-block barrier of this backend's "
+                        "own code)", s.loc)
+    lw.w.source(s.loc)
+    lw.w.op(f"bar.{s.op}", _expr(lw, s.barrier, s.loc, "bar_id"), V.imm(s.count, "u32"))
+
+
 _NAMES = {ir.Launch: "a launch inside a kernel"}
 
 _HANDLERS = {
@@ -398,6 +409,7 @@ _HANDLERS = {
     ir.Fence: grid_sync.fence,
     ir.Print: _print,
     ir.Asm: _asm,
+    ir.NamedBarrier: lambda lw, s: _named_barrier(lw, s),
     **warp_mma.HANDLERS,
 }
 

@@ -94,6 +94,20 @@ class BlockAccHooks:
 
     block: frozenset = frozenset()
 
+    def row_vote(self, lw: Lowering, guard: V, a: ir.Apply) -> str:
+        """An apply of pass tmem-row-vote: the warp votes on its lanes' row guards and, when
+        none holds, branches (warp-uniformly) past the tile's tcgen05.ld, the arithmetic and
+        the tcgen05.st, all of which are warp-collective; the label the caller puts after
+        them is returned."""
+        w = lw.w
+        w.comment(f"{a.domain}: the update depends on the row alone; a warp none of whose "
+                  "rows takes it skips the tensor-memory round trip")
+        any_row = w.reg("pred", "any_row")
+        w.op("vote.sync.any.pred", any_row, guard, -1)
+        skip = w.label("row_vote_skip")
+        w.bra(skip, any_row, negate=True, uni=True)
+        return skip
+
     def role_exit(self, lw: Lowering) -> bool:
         """A role of a kernel with block accumulators ends at the join, not with `ret`."""
         if self.block:

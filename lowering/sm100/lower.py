@@ -33,6 +33,7 @@ from ..core.context import Lowering
 from ..core.program import lower_module as _lower_module
 from ..core.program import lower_program_module
 from .lower_flow import writes
+from .lower_mma import commit_trigger
 from .lower_store import mma_store
 from .lower_wait import wait as issuer_wait
 from . import block_acc
@@ -52,6 +53,9 @@ class Sm100Lowering(Sm100Target):
     def __init__(self) -> None:
         super().__init__()
         self._outer: list = []
+
+    def commit_trigger(self, lw: Lowering, s: ir.Trigger) -> None:
+        commit_trigger(self, lw, s)  # `trigger e after <MMA future>`: lower_mma.py
 
     def before_events(self, lw: Lowering) -> None:
         self.alloc_tmem(lw)  # the mbarrier set-up's block barrier publishes the address

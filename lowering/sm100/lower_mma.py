@@ -4,7 +4,7 @@
     @!elected bra L_mma_issued
     tcgen05.fence::after_thread_sync
     tcgen05.mma.cta_group::1.kind::f16 [d], a, b, idesc, enable   x K/16
-    tcgen05.commit...mbarrier::arrive::one [future's mbarrier]
+    tcgen05.commit...mbarrier::arrive::one [future's mbarrier]   (if a `wait` names it)
   L_mma_issued:
     bar.warp.sync -1            (reconverge: tcgen05.ld/st are .sync.aligned)
     xor phase, phase, 1         (the parity `wait` will see complete)
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
+from ..core import events
 from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
@@ -64,12 +65,15 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     id_reg = lw.once(("idesc", idesc), lambda: _const(lw, "b32", f"idesc_{idesc:08x}", hex(idesc)))
     first = _enable(t, lw, s, zero_first)
     on = lw.once(("pred", 1), lambda: _const(lw, "pred", "accumulate", 1))
-    bar, bar_off = t.barrier(lw, fut)
-    phase = t.phase(lw, fut)
+    own = fut in t.futures  # an mbarrier of its own: something waits the future
+    if own:
+        bar, bar_off = t.barrier(lw, fut)
+        phase = t.phase(lw, fut)
     if not single:
         t.sync_before_issue(lw, fut)
     w.comment(f"one {'' if single else 'elected '}thread issues {k // MMA_K} k-steps of "
-              f"M={m} N={n} K={MMA_K}; the commit arms '{fut}'")
+              f"M={m} N={n} K={MMA_K}; " + (f"the commit arms '{fut}'" if own else
+                                            f"the triggers after '{fut}' commit it"))
     done = w.label("mma_issued")
     if not single:
         w.bra(done, lw.inst_leader(), negate=True)
@@ -86,17 +90,49 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
             a = _addr(a_addr, kk * MMA_K // 2)  # two bf16 per 32-bit column
         w.op("tcgen05.mma.cta_group::1.kind::f16", _addr(d_addr), a, bd, id_reg,
              first if i == 0 else on)
-    w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
-         _addr(bar, bar_off))
+    if own:
+        w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+             _addr(bar, bar_off))
     lw.depth -= not single
     if not single:
         w.put_label(done)
         w.op("bar.warp.sync", -1)
-    w.op("xor.b32", phase, phase, 1)
+    if own:
+        w.op("xor.b32", phase, phase, 1)
     if s.acc in t.flow.flagged:
         w.op("mov.pred", t._flag(lw, s.acc), 1)
     if s.future is None:
         t.wait_future(lw, fut)
+
+
+def commit_trigger(t, lw: Lowering, s: ir.Trigger) -> None:
+    """`trigger e after qk`: the thread that issued the MMAs commits them to e's slot.
+
+    tcgen05.commit makes the mbarrier track every tcgen05 operation the thread issued
+    before it (the pipe is in order), so the slot completes when qk and every earlier
+    MMA of the role have completed; the role does not wait. One commit is one arrival,
+    as the plain trigger's one arrive per instance (passes/event_arrivals.py). In a
+    warpgroup role the threads' tensor-memory reads and writes are ordered before the
+    commit as before an issue (fence, barrier over the instance)."""
+    for name in s.after:
+        if name not in t.future_of.values() or not t.in_mma_role(lw):
+            raise lw.refuse(f"'trigger ... after {name}' outside the role that issues the MMA",
+                            s.loc)
+    single = lw.role.single_thread
+    reg, off = events.slot_address(lw, s.event, s.loc)  # at depth 0: every thread has it
+    w = lw.w
+    if not single:
+        t.sync_before_issue(lw, s.after[0])
+    w.comment(f"{s.event.event} completes when {', '.join(s.after)} (and every earlier MMA of "
+              "this thread) has completed")
+    if not single:
+        done = w.label("committed")
+        w.bra(done, lw.inst_leader(), negate=True)
+    w.op("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64",
+         _addr(reg, off))
+    if not single:
+        w.put_label(done)
+        w.op("bar.warp.sync", -1)
 
 
 def _enable(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> V:

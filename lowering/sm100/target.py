@@ -120,9 +120,10 @@ class Sm100Target(block_acc.BlockAccHooks):
             mma_barriers.run(k, target)
         for s in ir.walk(self.role.body):
             if isinstance(s, ir.Mma):
-                fut = s.completion[len("mma."):]
+                fut = s.completion[len("mma."):] if s.completion else s.future
                 self.future_of[id(s)] = fut
-                self.futures.setdefault(fut, k.event(s.completion))
+                if s.completion:  # none: only `trigger ... after` commits it (mma_barriers)
+                    self.futures.setdefault(fut, k.event(s.completion))
         self.slot = k.tmem_slot
         total = k.smem_total
         if total + SMEM_ALIGN > SMEM_LIMIT:
