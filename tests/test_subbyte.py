@@ -69,6 +69,10 @@ def test_encode_rounds_to_nearest_even_and_saturates(name):
     got = subbyte.encode(torch.tensor(xs, dtype=torch.float64), name).tolist()
     want = [reference_encode(x, e, m) for x in xs]
     assert got == want
+    # the interpreter's one-element path, and decode_one
+    assert [subbyte.encode_one(x, name) for x in xs] == want
+    assert [subbyte.decode_one(c, name) for c in want] == \
+        [float(reference_value(c, e, m)) for c in want]
 
 
 @pytest.mark.parametrize("name", sorted(subbyte.INT_FORMATS))
@@ -80,7 +84,9 @@ def test_integer_codes_keep_the_low_bits(name):
         assert codes.tolist() == [int(x != 0) for x in v.tolist()]
     else:
         assert codes.tolist() == [x % (1 << bits) for x in v.tolist()]
+    assert [subbyte.encode_one(x, name) for x in v.tolist()] == codes.tolist()
     back = subbyte.decode(codes, name).tolist()
+    assert [subbyte.decode_one(c, name) for c in codes.tolist()] == back
     if signed:
         assert back == [c - (1 << bits) if c >= 1 << (bits - 1) else c for c in codes.tolist()]
     else:

@@ -175,7 +175,7 @@ class Memory:
         if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
             raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
         if box.base in self.codes:
-            return subbyte.decode(t[pos], self.codes[box.base]).item(), pos
+            return subbyte.decode_one(t[pos].item(), self.codes[box.base]), pos
         return t[pos].item(), pos
 
     def gather(self, box: Box, index: list, loc=None) -> torch.Tensor:
@@ -210,7 +210,8 @@ class Memory:
         if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
             raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
         if box.base in self.codes:
-            value = subbyte.encode(torch.as_tensor(value), self.codes[box.base])
+            value = (subbyte.encode(value, self.codes[box.base]) if isinstance(value, torch.Tensor)
+                     else subbyte.encode_one(value, self.codes[box.base]))
         t[pos] = value
 
     # -- races

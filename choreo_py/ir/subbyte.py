@@ -19,6 +19,10 @@ emulator:
 """
 from __future__ import annotations
 
+import bisect
+import math
+from functools import cache
+
 import torch
 
 #: fp6/fp4 formats: (exponent bits, mantissa bits).
@@ -66,10 +70,7 @@ def decode(codes: torch.Tensor, dtype: str) -> torch.Tensor:
     (bits above the code's are ignored)."""
     c = codes.to(torch.int64) & ((1 << code_bits(dtype)) - 1)
     if dtype in FLOAT_FORMATS:
-        mags = magnitudes(dtype)
-        table = torch.tensor(mags + [-v for v in mags], dtype=torch.float32)
-        table[len(mags)] = -0.0
-        return table[c]
+        return _value_table(dtype)[c]
     bits, signed = INT_FORMATS[dtype]
     if signed:
         c = torch.where(c >= 1 << (bits - 1), c - (1 << bits), c)
@@ -87,9 +88,23 @@ def encode(values: torch.Tensor, dtype: str) -> torch.Tensor:
     return (v & ((1 << bits) - 1)).to(torch.uint8)
 
 
-def _encode_float(x: torch.Tensor, dtype: str) -> torch.Tensor:
+@cache
+def _value_table(dtype: str) -> torch.Tensor:
+    """Each code's value (float32; the tables are small and read-only: callers index them)."""
+    mags = magnitudes(dtype)
+    table = torch.tensor(mags + [-v for v in mags], dtype=torch.float32)
+    table[len(mags)] = -0.0
+    return table
+
+
+@cache
+def _midpoints(dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
     mags = torch.tensor(magnitudes(dtype), dtype=torch.float64)
-    mids = (mags[1:] + mags[:-1]) / 2
+    return mags, (mags[1:] + mags[:-1]) / 2
+
+
+def _encode_float(x: torch.Tensor, dtype: str) -> torch.Tensor:
+    mags, mids = _midpoints(dtype)
     ax = torch.nan_to_num(x.abs(), nan=float(mags[-1]), posinf=float(mags[-1]))
     lo = torch.bucketize(ax, mids, right=False)   # a tie goes to the smaller code
     hi = torch.bucketize(ax, mids, right=True)    # a tie goes to the larger code
@@ -104,6 +119,42 @@ def round_value(x, dtype: str):
     or a tensor, as given)."""
     if isinstance(x, torch.Tensor):
         return decode(encode(x, dtype), dtype)
-    t = torch.tensor([x], dtype=torch.float64 if isinstance(x, float) else torch.int64)
-    out = decode(encode(t, dtype), dtype)[0]
-    return float(out) if dtype in FLOAT_FORMATS else int(out)
+    return decode_one(encode_one(x, dtype), dtype)
+
+
+# One element at a time (the interpreter's scalar code): the same tables, as Python lists.
+@cache
+def _value_list(dtype: str) -> list:
+    return _value_table(dtype).tolist()
+
+
+def decode_one(code: int, dtype: str):
+    """`decode` of one code: a float (fp6/fp4) or an int."""
+    c = int(code) & ((1 << code_bits(dtype)) - 1)
+    if dtype in FLOAT_FORMATS:
+        return _value_list(dtype)[c]
+    bits, signed = INT_FORMATS[dtype]
+    return c - (1 << bits) if signed and c >= 1 << (bits - 1) else c
+
+
+@cache
+def _midpoint_list(dtype: str) -> tuple[list, list]:
+    mags, mids = _midpoints(dtype)
+    return mags.tolist(), mids.tolist()
+
+
+def encode_one(x, dtype: str) -> int:
+    """`encode` of one Python number (the same rounding, by bisection)."""
+    if dtype == "bin1":
+        return int(x != 0)
+    if dtype in INT_FORMATS:
+        v = int(x) if not isinstance(x, float) else int(math.trunc(x))
+        return v & ((1 << INT_FORMATS[dtype][0]) - 1)
+    mags, mids = _midpoint_list(dtype)
+    x = float(x)
+    ax = mags[-1] if math.isnan(x) or math.isinf(x) else abs(x)
+    lo, hi = bisect.bisect_left(mids, ax), bisect.bisect_right(mids, ax)
+    idx = hi if lo != hi and hi % 2 == 0 else lo
+    sign = math.copysign(1.0, x) < 0 and not math.isnan(x)
+    e, m = FLOAT_FORMATS[dtype]
+    return idx | (int(sign) << (e + m))
