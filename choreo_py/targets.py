@@ -40,6 +40,9 @@ class Target:
     # IR statements the backend refuses by name: node class name -> what the
     # refusal calls it (the lowering core adds "is not lowered for <target> yet").
     refuses: dict = field(default_factory=dict)
+    # The fp6/fp4 conversions to and from f32/f16 (cvt ... .e2m3x2/.e3m2x2/.e2m1x2; PTX 8.6,
+    # sm_100a and later): without them fp6/fp4 data can only be copied.
+    fp6_fp4_cvt: bool = False
 
 
 _COMMON_REFUSALS = {
@@ -59,7 +62,7 @@ TARGETS: dict[str, Target] = {
     "sm_100a": Target(
         name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
         smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128, acc_owners=1,
-        mma_barriers=True,
+        mma_barriers=True, fp6_fp4_cvt=True,
         refuses={**_COMMON_REFUSALS,
                  "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
                             "memory, so pass the shared tile to the MMA)"}),

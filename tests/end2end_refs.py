@@ -11,7 +11,8 @@ GPU's (test_end2end_gpu.py) run the same cases.
 
 Long because: one port per end-to-end program, beside the input makers and checks
 the ports share; the families that stand alone are apart (end2end_gemms.py,
-flash_atten_ref.py, end2end_warp_refs.py: wmma.co and ampere_mma.co).
+flash_atten_ref.py, end2end_warp_refs.py: wmma.co and ampere_mma.co, end2end_subbyte.py:
+the sub-byte types).
 """
 from __future__ import annotations
 
@@ -560,6 +561,13 @@ CASES += [
     (os.path.join(END2END, "cooperative_grid_sync.co"), "coop_grid_sync", lambda gen, dev: (),
      lambda a: torch.tensor([2, 1], dtype=torch.int32), _equal),
 ]
+
+
+# --- the sub-byte types (fp6, fp4, u6..u1, s6..s2, bin1): end2end_subbyte.py
+from end2end_subbyte import REFUSED as _subbyte_refused, cases as _subbyte_cases  # noqa: E402
+
+CASES += _subbyte_cases(END2END)
+REFUSED_ON.update(_subbyte_refused)
 
 
 def case_id(case) -> str:

@@ -17,7 +17,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from end2end_refs import CASES, case_id, run_case  # noqa: E402
+from end2end_refs import CASES, REFUSED_ON, case_id, run_case  # noqa: E402
 
 pytestmark = pytest.mark.gpu  # skipped without a CUDA GPU (conftest.py)
 
@@ -34,8 +34,23 @@ def _load(path: str, function: str):
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_gpu_matches_the_programs_check(case):
+    refused = REFUSED_ON.get(case_id(case))
+    if refused is not None and refused[0] == _gpu_target():
+        from choreo_py.diagnostics import ChoreoError
+
+        with pytest.raises(ChoreoError) as e:  # by name (fp6/fp4 arithmetic on sm_90a)
+            run_case(case, _load, "cuda", _dtypes())
+        assert refused[1] in e.value.message
+        return
     run_case(case, _load, "cuda", _dtypes())
     torch.cuda.synchronize()
+
+
+def _gpu_target() -> str:
+    from choreo_py import targets
+
+    t = targets.for_capability(torch.cuda.get_device_capability())
+    return t.name if t is not None else ""
 
 
 def _dtypes():

@@ -21,6 +21,7 @@ from .isa_table import Unsupported, decoder
 from .lanes import CONTROL, LANES, NP
 from .operands import _TYPES, _UNSIGNED, operand_reader, ptype_of, writer
 from .isa_f32x2 import decode_f32x2
+from .isa_fp6 import FP6_FP4_PAIRS, decode_cvt_fp6_fp4
 from .rounding import add_f32, fma_f32, mode_of, mul_f32
 
 F32_TINY = np.float32(1.1754944e-38)
@@ -414,6 +415,8 @@ def _dec_cvt(inst):
     m = machine()
     if any(p.startswith(("e4m3", "e5m2")) for p in inst.parts):
         return _dec_cvt_fp8x2(inst, m)
+    if any(p in FP6_FP4_PAIRS for p in inst.parts):
+        return decode_cvt_fp6_fp4(inst, m)
     types = [p for p in inst.parts[1:] if p in _TYPES]
     rnd = next((p for p in inst.parts[1:] if p in ("rn", "rz", "rm", "rp", "rni", "rzi",
                                                    "rmi", "rpi")), "")

@@ -32,6 +32,8 @@ from typing import Optional
 
 import numpy as np
 
+from choreo_py.ir import subbyte
+
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
 from .report import HostProgramModule
@@ -40,7 +42,8 @@ _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
 TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
                 "u8": "uint8", "f64": "float64", "s64": "int64", "s8": "int8",
-                "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2"}
+                "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2",
+                **{t: "uint8" for t in subbyte.TYPES}}  # sub-byte types: uint8 codes
 
 
 @dataclass

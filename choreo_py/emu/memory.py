@@ -15,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from choreo_py.ir import subbyte
+
 SMEM_BASE = 1024  # shared address of the dynamic window (the first 1 KiB is reserved, as on sm_90)
 GLOBAL_BASE = 0x1_0000_0000
 PARAM_WINDOW = 0x7F00_0000_0000
 ESIZE = {"bf16": 2, "f16": 2, "f32": 4, "s32": 4, "u32": 4, "u8": 1, "f64": 8, "s64": 8,
-         "s8": 1, "f8_e4m3": 1, "f8_e5m2": 1}
+         "s8": 1, "f8_e4m3": 1, "f8_e5m2": 1, **{t: 1 for t in subbyte.TYPES}}
 ELEM_NP = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 
 

@@ -32,6 +32,7 @@ from .errors import InterpError
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
 from .scalars import Evaluator, binary, round_to
+from ..ir import subbyte
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
           ir.SetMaxRegs, ir.SyncWarp, ir.Yield)
@@ -375,6 +376,10 @@ class LaneRun:
         pos = self._positions(box, idx, loc)
         t = self.mem.tensors[box.base]
         self._account(box, pos, False, loc)
+        code_type = self.mem.codes.get(box.base)
+        if code_type is not None:  # a sub-byte type's codes (choreo_py/ir/subbyte.py)
+            v = subbyte.decode(t[tuple(pos)], code_type)
+            return v.item() if v.dim() == 0 else v
         if not any(isinstance(p, torch.Tensor) for p in pos):
             return t[tuple(pos)].item()
         v = t[tuple(pos)]
@@ -386,6 +391,9 @@ class LaneRun:
         pos = self._positions(box, idx, loc)
         t = self.mem.tensors[box.base]
         self._account(box, pos, True, loc)
+        code_type = self.mem.codes.get(box.base)
+        if code_type is not None:
+            value = subbyte.encode(torch.as_tensor(value), code_type)
         if not any(isinstance(p, torch.Tensor) for p in pos) and not isinstance(value, torch.Tensor):
             t[tuple(pos)] = value
             return

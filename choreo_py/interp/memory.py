@@ -21,6 +21,7 @@ from typing import Optional
 import torch
 
 from .. import ir
+from ..ir import subbyte
 from .errors import InterpError, RaceError
 from .scalars import TORCH_DTYPES
 
@@ -83,6 +84,13 @@ class Memory:
             self.storage[a.name] = self.storage[a.base]
             self.counts[a.name] = None
         self.history: dict[tuple[str, Optional[int]], list[Access]] = {}
+        # tensors of sub-byte types hold codes: decoded on reads, encoded on writes
+        self.codes: dict[str, str] = {
+            x.name: x.dtype for x in list(kernel.params) + list(kernel.buffers)
+            if subbyte.is_subbyte(x.dtype)}
+        for a in kernel.aliases:
+            if a.base in self.codes:
+                self.codes[a.name] = self.codes[a.base]
 
     # -- views
     def resolve(self, view: ir.View, env: dict, ev, loc=None) -> Box:
@@ -142,6 +150,8 @@ class Memory:
                 dst = tuple(slice(lo - s, hi - s) for (lo, hi), s in zip(rng, box.starts))
                 out[dst] = t[inner]
         out = out.reshape(box.shape)
+        if box.base in self.codes:
+            return subbyte.decode(out, self.codes[box.base])
         return out.to(torch.float32) if as_float and out.is_floating_point() else out
 
     def write(self, box: Box, value: torch.Tensor, loc=None) -> None:
@@ -154,6 +164,8 @@ class Memory:
         if not all(hi > lo for lo, hi in rng):
             return
         value = value.reshape(box.sizes)
+        if box.base in self.codes:
+            value = subbyte.encode(value, self.codes[box.base])
         src = tuple(slice(lo - s, hi - s) for (lo, hi), s in zip(rng, box.starts))
         t[tuple(slice(lo, hi) for lo, hi in rng)] = value[src].to(t.dtype)
 
@@ -162,6 +174,8 @@ class Memory:
         t = self._base(box)
         if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
             raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
+        if box.base in self.codes:
+            return subbyte.decode_one(t[pos].item(), self.codes[box.base]), pos
         return t[pos].item(), pos
 
     def gather(self, box: Box, index: list, loc=None) -> torch.Tensor:
@@ -186,6 +200,8 @@ class Memory:
             if bool(((p < 0) | (p >= d)).any()):
                 raise InterpError(f"an element of {box} is outside '{box.base}'", loc)
         v = t[tuple(pos)]
+        if box.base in self.codes:
+            return subbyte.decode(v, self.codes[box.base])
         return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
 
     def set_element(self, box: Box, index: tuple[int, ...], value, loc=None) -> None:
@@ -193,6 +209,9 @@ class Memory:
         t = self._base(box)
         if any(not 0 <= p < d for p, d in zip(pos, t.shape)):
             raise InterpError(f"element {list(index)} of {box} is outside '{box.base}'", loc)
+        if box.base in self.codes:
+            value = (subbyte.encode(value, self.codes[box.base]) if isinstance(value, torch.Tensor)
+                     else subbyte.encode_one(value, self.codes[box.base]))
         t[pos] = value
 
     # -- races

@@ -17,7 +17,7 @@ import struct
 
 import torch
 
-from ..ir import c_scalars
+from ..ir import c_scalars, subbyte
 from .. import ir
 from .errors import InterpError
 from ..construct_names import describe
@@ -28,6 +28,8 @@ TORCH_DTYPES = {
     "u64": torch.int64, "f16": torch.float16, "bf16": torch.bfloat16,
     "f32": torch.float32, "tf32": torch.float32, "f64": torch.float64,
     "f8_e4m3": torch.float8_e4m3fn, "f8_e5m2": torch.float8_e5m2,
+    # sub-byte types: one uint8 code per element (choreo_py/ir/subbyte.py)
+    **{t: torch.uint8 for t in subbyte.TYPES},
 }
 _BITS = c_scalars.INT_BITS
 _NARROW_FLOATS = ("f16", "bf16", "f8_e4m3", "f8_e5m2")
@@ -39,6 +41,8 @@ wrap_int = c_scalars.wrap  # two's complement of the type's width (c_scalars)
 
 def round_to(x, dtype: str):
     """Convert a value to `dtype` as a store or `to` would (floats stay float32 tensors)."""
+    if dtype in subbyte.FLOAT_FORMATS or dtype == "bin1":
+        return subbyte.round_value(x, dtype)
     if isinstance(x, torch.Tensor):
         if dtype in _NARROW_FLOATS:
             return x.to(TORCH_DTYPES[dtype]).to(torch.float32)
@@ -141,7 +145,8 @@ def _tensor_arith(op: str, a, b, dtype: str):
         r = _BITOPS[op](a, b)
     else:
         r = a + b if op == "+" else a - b if op == "-" else a * b
-    return round_to(r, dtype) if dtype in _NARROW_FLOATS else r
+    narrow = dtype in _NARROW_FLOATS or dtype in subbyte.FLOAT_FORMATS
+    return round_to(r, dtype) if narrow else r
 
 
 def unary(op: str, v, dtype: str):

@@ -36,11 +36,15 @@ from choreo_py.source import Loc
 # ---------------------------------------------------------------- types
 
 INT_TYPES = ("s8", "s16", "s32", "s64", "u8", "u16", "u32", "u64")
-FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "tf32", "f8_e4m3", "f8_e5m2")
+FLOAT_TYPES = ("f16", "bf16", "f32", "f64", "tf32", "f8_e4m3", "f8_e5m2",
+               "f6_e2m3", "f6_e3m2", "f4_e2m1")
 DTYPE_BITS = {
     "bool": 8, "s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32,
     "s64": 64, "u64": 64, "f16": 16, "bf16": 16, "f32": 32, "f64": 64, "tf32": 32,
     "f8_e4m3": 8, "f8_e5m2": 8,
+    # sub-byte types take one byte per element (their codes: choreo_py/ir/subbyte.py)
+    "f6_e2m3": 8, "f6_e3m2": 8, "f4_e2m1": 8, "u6": 8, "s6": 8, "u4": 8, "s4": 8,
+    "u2": 8, "s2": 8, "u1": 8, "bin1": 8,
 }
 
 

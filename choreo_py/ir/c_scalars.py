@@ -19,7 +19,10 @@ computes: if they disagreed, a check could pass a kernel that hangs.
 """
 from __future__ import annotations
 
-INT_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64}
+INT_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64,
+            # the sub-byte integers wrap to their width too (cute's integer_subbyte keeps
+            # the low bits); bin1 is a bool (see `wrap`)
+            "s6": 6, "u6": 6, "s4": 4, "u4": 4, "s2": 2, "u2": 2, "u1": 1}
 FLOAT_PROMOTION = ("f64", "f32", "bf16", "f16")  # the first one present wins
 INT_PROMOTION = ("u64", "s64", "u32")            # else s32
 DEFAULT_INT = "s32"
@@ -47,6 +50,8 @@ def promote(ta: str, tb: str, a_literal: bool = False, b_literal: bool = False) 
 
 def wrap(v, dtype: str):
     """An integer reduced to the range of `dtype` (two's complement); other values as they are."""
+    if dtype == "bin1" and isinstance(v, int):
+        return int(v != 0)
     bits = INT_BITS.get(dtype)
     if bits is None or not isinstance(v, int) or isinstance(v, bool):
         return v

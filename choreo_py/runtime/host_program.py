@@ -20,6 +20,7 @@ import os
 import struct
 
 from choreo_py import ir
+from choreo_py.ir import subbyte
 from choreo_py.host import Library
 from choreo_py.host.execute import HostRun
 
@@ -35,7 +36,9 @@ def torch_dtypes() -> dict:
             "u16": torch.uint16, "s32": torch.int32, "u32": torch.uint32, "s64": torch.int64,
             "u64": torch.uint64, "f16": torch.float16, "bf16": torch.bfloat16,
             "f32": torch.float32, "f64": torch.float64, "f8_e4m3": torch.float8_e4m3fn,
-            "f8_e5m2": torch.float8_e5m2}
+            "f8_e5m2": torch.float8_e5m2,
+            # sub-byte types: a uint8 code per element (choreo_py/ir/subbyte.py)
+            **{t: torch.uint8 for t in subbyte.TYPES}}
 
 
 class ThreadProgram:

@@ -5,12 +5,15 @@ import ctypes
 import os
 from typing import Iterable, Optional
 
+from choreo_py.ir import subbyte
+
 from . import build
 from .launch import ChoreoRuntimeError, kernel_param
 
 _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
                  "u8": "uint8", "f64": "float64", "s64": "int64", "s8": "int8",
-                 "u32": "uint32", "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2"}
+                 "u32": "uint32", "f8_e4m3": "float8_e4m3fn", "f8_e5m2": "float8_e5m2",
+                 **{t: "uint8" for t in subbyte.TYPES}}  # sub-byte types: uint8 codes
 
 
 _NOTHING = object()  # a launch with an empty grid

@@ -210,7 +210,7 @@ class ExprBuilder:
         the bytes of an element of a type."""
         if isinstance(n.operand, A.TypeRef):
             if n.operand.name not in ir.DTYPE_BITS:
-                raise Unsupported(f"'|{n.operand.name}|' of a packed sub-byte type", n.loc)
+                raise Unsupported(f"'|{n.operand.name}|' (a type without an element size here)", n.loc)
             return Scalar(B.const(ir.dtype_bytes(n.operand.name)), kind="const")
         v = self.value(n.operand)
         if not isinstance(v, ShapeValue):

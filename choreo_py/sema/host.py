@@ -38,10 +38,10 @@ ATOMIC_TYPES = {"__atomic_add": _INTS + ("f32",), "__atomic_exch": _INTS + ("f32
 
 
 def check_dtype(name: str, loc) -> None:
-    """Element types the IR has no size for (fp6, fp4, sub-byte integers) are refused by
-    name instead of failing later."""
+    """Element types the IR has no size for (the fp8 scale types f8_ue4m3, f8_ue8m0) are
+    refused by name instead of failing later."""
     if name not in ir.DTYPE_BITS:
-        raise Unsupported(f"the element type '{name}' (packed sub-byte data)", loc)
+        raise Unsupported(f"the element type '{name}'", loc)
 
 
 def nested_parallels(stmts) -> list:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from choreo_py import ir
 from choreo_py.ir import build as B
 
+from . import subbyte_elems
 from .exprs import ExprLowering, REG_TYPES
 from .writer import V
 
@@ -30,11 +31,12 @@ ELEM = {
     "s32": ("s32", "s32"), "u32": ("u32", "u32"), "s64": ("s64", "s64"), "u64": ("u64", "u64"),
     "f32": ("f32", "f32"), "f16": ("b16", "f32"), "bf16": ("b16", "f32"), "bool": ("u8", "u32"),
     "f8_e4m3": ("u8", "f32"), "f8_e5m2": ("u8", "f32"),
+    **subbyte_elems.ELEMS,  # the sub-byte types: one byte each (subbyte_elems.py)
 }
 #: fp8 formats: their name in cvt's packed-pair conversions (sm_89 and later).
 _FP8 = {"f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
 #: Types moved as raw bits when copied element by element (no arithmetic on them here).
-RAW = {"f8_e4m3": "u8", "f8_e5m2": "u8"}
+RAW = {"f8_e4m3": "u8", "f8_e5m2": "u8", **{t: "u8" for t in subbyte_elems.ELEMS}}
 #: Scalar types of values in registers (narrow types widen: see the module docstring);
 #: only thread kernels use these (`widened_types` of simt.ThreadLowering).
 WIDENED = {t: r for t, (_, r) in ELEM.items() if t not in REG_TYPES}
@@ -142,6 +144,8 @@ class Places:
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc, expr)
         w = self.lw.w
+        if dtype in subbyte_elems.ELEMS:
+            return subbyte_elems.load(self.lw, space, addr, dtype, loc)
         if dtype in _FP8:  # byte -> f16 (the low half of a converted pair) -> f32
             byte = w.reg("b16", "q8")
             w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
@@ -168,6 +172,9 @@ class Places:
         w = self.lw.w
         if value.is_const:
             value = self.lw.w.reg(reg, "c", init=V.imm(value.const, reg))
+        if dtype in subbyte_elems.ELEMS:
+            subbyte_elems.store(self.lw, space, addr, dtype, value, loc)
+            return
         if dtype in _FP8:  # f32 -> the low byte of a saturated pair (the high one is 0)
             pair = w.reg("b16", "q8")
             w.op(f"cvt.rn.satfinite.{_FP8[dtype]}x2.f32", pair, V.imm(0.0, "f32"), value)
@@ -195,6 +202,18 @@ class ThreadExprs(ExprLowering):
         if isinstance(e, ir.Elem):
             raise self.lw.refuse("a fragment element in per-thread code", self.loc)
         return super().leaf(e)
+
+    def binary(self, e: ir.Bin, hint: str, dst):
+        v = super().binary(e, hint, None if subbyte_elems.is_float(e.dtype) else dst)
+        if not subbyte_elems.is_float(e.dtype) or e.op not in ("+", "-", "*", "/"):
+            return v
+        # fp6/fp4 arithmetic gives an fp6/fp4 value (the interpreter's and the reference's
+        # semantics): the f32 result, rounded
+        r = subbyte_elems.round_float(self.lw, e.dtype, v, self.loc)
+        if dst is None:
+            return r
+        self.lw.w.op(f"mov.{dst.ty}", dst, r)
+        return dst
 
     def key(self, e: ir.Expr):
         if any(isinstance(x, ir.BufElem) for x in ir.expr_walk(e)):
