@@ -24,8 +24,8 @@ import choreo_py
 from choreo_py.driver import compile_file
 from choreo_py.emu import emulate_ptx
 from choreo_py.emu.rounding import add_f32, fma_f32
-from lowering.core import exp2_poly
-from lowering.core.writer import V, f32_hex
+from choreo_py.lowering.core import exp2_poly
+from choreo_py.lowering.core.writer import V, f32_hex
 
 ROOT = Path(__file__).resolve().parent.parent
 FA100 = ROOT / "tests" / "co" / "fa_blackwell_one_tile.co"  # the example before its rewrite

@@ -14,6 +14,7 @@ from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import arrays
 from . import views as V
+from .values import kind_of as _kind
 from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, ShapeNotYetKnown, ShapeValue, Tensor, TilingValue, Unsupported, Value,
                      ViewValue)
@@ -593,12 +594,3 @@ class ExprBuilder:
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
         return Scalar(ir.BufElem(view.view, index, view.dtype))
-
-
-def _kind(v: Value) -> str:
-    return {
-        "Scalar": "a scalar", "Tensor": "a global tensor", "BufferValue": "a buffer",
-        "ViewValue": "a view", "TilingValue": "a tiling", "EventValue": "an event",
-        "FutureValue": "a future", "FragValue": "a fragment", "ShapeValue": "a shape",
-        "ITupleValue": "an ituple",
-    }.get(type(v).__name__, "a value")

@@ -176,3 +176,13 @@ class Scope:
 
     def child(self) -> "Scope":
         return Scope(self)
+
+
+def kind_of(v: Value) -> str:
+    """What a value is, in a diagnostic's words ("a buffer", "an event", ...)."""
+    return {
+        "Scalar": "a scalar", "Tensor": "a global tensor", "BufferValue": "a buffer",
+        "ViewValue": "a view", "TilingValue": "a tiling", "EventValue": "an event",
+        "FutureValue": "a future", "FragValue": "a fragment", "ShapeValue": "a shape",
+        "ITupleValue": "an ituple",
+    }.get(type(v).__name__, "a value")

@@ -80,6 +80,7 @@ class Lowering:
         # MMA kernels: where the prologue loads the pointers of tensors read by element
         # (global_reads.py); None in thread kernels, which load every pointer up front
         self.prologue_mark: Optional[Mark] = None
+        self.element_reader = None  # MMA kernels: global_reads.load (set by kernel.py)
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:

@@ -23,7 +23,7 @@ from typing import Optional
 
 from choreo_py import ir
 
-from . import global_reads, mathfns
+from . import mathfns
 from .context import Lowering, children
 from .writer import V
 from choreo_py.construct_names import describe
@@ -104,9 +104,10 @@ class ExprLowering:
             if b is None:
                 raise self.lw.refuse(f"the name '{e.name}' here", self.loc)
             return b.value
-        if isinstance(e, ir.BufElem) and self.lw.prologue_mark is not None:
-            # an MMA kernel's element read (thread kernels read theirs in threads.ThreadExprs)
-            return global_reads.load(self.lw, self, e, self.loc)
+        if isinstance(e, ir.BufElem) and self.lw.element_reader is not None:
+            # an MMA kernel's element read: global_reads.load (thread kernels read theirs
+            # in threads.ThreadExprs)
+            return self.lw.element_reader(self.lw, self, e, self.loc)
         if isinstance(e, (ir.Elem, ir.BufElem)):
             raise self.lw.refuse("element access outside per-thread fragment code", self.loc)
         return None

@@ -19,13 +19,12 @@ import dataclasses
 
 from choreo_py import ir
 
+from .threads import Places
 from .writer import V
 
 
 def load(lw, x, e: ir.BufElem, loc) -> V:
     """The value of `e` (a global element) with its indices lowered by `x`."""
-    from .threads import Places
-
     root = lw.k.root(e.view.base)
     if lw.k.param(root) is None:
         raise lw.refuse(f"reading an element of the {_storage(lw, root)} buffer '{root}' "

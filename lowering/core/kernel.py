@@ -106,6 +106,7 @@ def _prologue(lw: Lowering) -> None:
         raise lw.refuse("a cooperative launch (': block<cooperative>') of an MMA kernel", k.loc)
     params.bind_dims(lw)  # dimensions, then scalar arguments
     lw.prologue_mark = w.mark()  # pointers of tensors read by element (global_reads.py)
+    lw.element_reader = global_reads.load
     for g, special in zip(k.grid, _SPECIAL):
         r = w.reg("u32", g.var)
         w.op("mov.u32", r, f"ptx.sreg(\"{special}\")")

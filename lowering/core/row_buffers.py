@@ -84,10 +84,12 @@ class RowBuffers:
 
 def _reads_partial(al: "RowBuffers", e: ir.Expr) -> bool:
     """Whether `e` reads a row vector each thread holds only a part of (`row_partial`)."""
-    return any(isinstance(x, ir.Elem) and _info(al, x).frag.layout == "row_partial"
+    return any(isinstance(x, ir.Elem) and _layout(al, x) == "row_partial"
                for x in ir.expr_walk(e))
 
 
-def _info(al, x: ir.Elem):
-    from .fragments import info  # fragments imports this module
-    return info(al.lw, x.frag, al.loc)
+def _layout(al, x: ir.Elem) -> Optional[str]:
+    """The layout of the fragment `x` reads (None: undeclared, which the apply's own
+    element lookup refuses by name)."""
+    fi = al.lw.frags.get(x.frag)
+    return fi.frag.layout if fi is not None else None

@@ -124,7 +124,7 @@ class Sm100Target(block_acc.BlockAccHooks):
             if isinstance(s, ir.Mma):
                 fut = s.completion[len("mma."):] if s.completion else s.future
                 self.future_of[id(s)] = fut
-                if s.completion:  # none: only `trigger ... after` commits it (mma_barriers)
+                if s.completion:  # (none: only `trigger ... after` commits it: mma_barriers)
                     self.futures.setdefault(fut, k.event(s.completion))
         self.slot = k.tmem_slot
         total = k.smem_total
@@ -314,8 +314,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         return lw.once(("flag", name), make)
 
     def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
-        flag = self.in_mma_role(lw) and frag.name in self.flow.flagged  # (lower_flow.py)
-        if frag.name in self.block and not flag:
+        if frag.name in self.block and not (self.in_mma_role(lw) and frag.name in self.flow.flagged):
             if lw.role is not None:
                 raise _refuse(f"filling the block's accumulator '{frag.name}' inside a role",
                               self.stmt.loc if self.stmt is not None else frag.loc)
