@@ -147,9 +147,12 @@ def test_ptxas_accepts_it_without_spills(ptx):
 def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
     rc = cli.main(["compile", str(path), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
     assert rc == 1
-    assert f"{EXAMPLE.name}:60:5: error: a ': block' accumulator (one tile the " \
-        "block's roles share; wgmma accumulates in the registers of the warpgroup that " \
-        "issues it) is not lowered for sm_90a yet" in capsys.readouterr().err
+    # the first construct sm_90a lacks: an event an MMA's completion triggers
+    line = EXAMPLE.read_text().splitlines().index(
+        "          trigger s0_full.at(order) after qk0;") + 1
+    assert f"{EXAMPLE.name}:{line}:11: error: 'trigger s0_full after qk0' (an MMA future " \
+        "completing an event) is not lowered for sm_90a yet; write 'wait qk0;' and a plain " \
+        "trigger" in capsys.readouterr().err
 
 
 # The strict emulator: Q = KV = 256 (one block, two KV tiles), 384 (two blocks, the second
