@@ -119,6 +119,14 @@ def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
     assert "bra L_mma_issued" not in ptx  # the MMA role is issue-only: no election
 
 
+def test_each_exponential_is_computed_once(ptx):
+    """The P apply also sums P's f32 values into l: the apply computes its one __exp2f per
+    element once for both statements (128 a thread a step), and the row scale one more."""
+    parts = re.split(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+);", ptx)
+    per_role = [(int(parts[i]), parts[i + 1].count("ex2.approx")) for i in range(1, len(parts), 2)]
+    assert per_role == [(24, 0), (40, 0), (176, 129), (176, 129), (64, 0)]
+
+
 def test_the_correction_role_moves_o_in_pieces(ptx):
     """The correction warpgroup (64 registers) rescales and stores O 8 columns at a time;
     the softmax roles hand it the factors through shared memory, read once per row."""
