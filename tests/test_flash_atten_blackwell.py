@@ -32,8 +32,15 @@ CAUSAL = ROOT / "examples" / "flash_atten_blackwell_causal.co"
 BOTH = [EXAMPLE, CAUSAL]
 
 
-def _inputs(sq, skv, h=1):
+def _inputs(sq, skv, h=1, grow=1):
+    """grow: keys past the first KV tile that many times larger. With randn inputs alone a
+    row's max rarely grows by more than the softmax's threshold (8 in log2 units) after the
+    first step, so O is not rescaled again; at 4 x (Q = 256, KV = 330) the rows of the
+    second step grow by 3.9 to 23, some rescale and some keep m; at 40 x by 93 to 273, so a
+    kept max overflows 2^128."""
     q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
+    if grow != 1:
+        k[:, 128:] *= grow
     return q, k, v, torch.full_like(q, float("nan"))
 
 
@@ -43,8 +50,8 @@ def _sdpa(q, k, v, causal=False):
         *t, is_causal=causal).transpose(1, 2)
 
 
-def _interpret(path, sq, skv, h=1, causal=False) -> float:
-    q, k, v, o = _inputs(sq, skv, h)
+def _interpret(path, sq, skv, h=1, causal=False, grow=1) -> float:
+    q, k, v, o = _inputs(sq, skv, h, grow)
     choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
     return rel(o, _sdpa(q, k, v, causal)) if not o.float().isnan().any() else float("nan")
 
@@ -90,17 +97,36 @@ def test_the_causal_mask_is_needed(tmp_path):
      "              if (j >= valid + BLOCK_N)\n                s0.at(i, j) = -inf;\n"),
     ("              if (j >= valid)\n                s1.at(i, j) = -inf;\n",
      "              if (j >= valid + BLOCK_N)\n                s1.at(i, j) = -inf;\n"),
-    ("            o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
-     "            o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
-    ("            o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
-     "            o1.at(i, j) = o1.at(i, j) * 1.0f;\n"),
+    ("              o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
+     "              o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
+    ("              o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
+     "              o1.at(i, j) = o1.at(i, j) * 1.0f;\n"),
 ])
 def test_the_mask_and_the_rescale_are_needed(tmp_path, old, new):
     src = EXAMPLE.read_text()
     assert src.count(old) == 1
     path = tmp_path / "v.co"
     path.write_text(src.replace(old, new))
-    assert not _interpret(path, 256, 330) < 5e-2
+    assert not _interpret(path, 256, 330, grow=1 if "BLOCK_N" in new else 4) < 5e-2
+
+
+@pytest.mark.parametrize("bound, matches", [("1e30f", False), ("-1.0f", True)])
+def test_the_rescale_is_taken(tmp_path, bound, matches):
+    """Keys that grow 40 x: the example matches SDPA; a variant that always keeps the old
+    max (never rescales: P overflows) does not, one that never keeps it (a rescale every
+    step) does."""
+    assert _interpret(EXAMPLE, 256, 330, grow=40) < 5e-3
+    src = EXAMPLE.read_text()
+    for n in "01":
+        assert src.count(f"m{n}_prev.at(i) * 0.12751743f <= 8.0f)") == 1
+    path = tmp_path / "v.co"
+    path.write_text(src.replace("<= 8.0f)", f"<= {bound})"))
+    assert (_interpret(path, 256, 330, grow=40) < 5e-3) == matches
+
+
+@pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
+def test_interpreter_matches_sdpa_grown(path):
+    assert _interpret(path, 384, 384, causal=path is CAUSAL, grow=4) < 5e-3
 
 
 @pytest.fixture(scope="module", params=BOTH, ids=lambda p: p.stem)
@@ -176,8 +202,8 @@ EMU = [(EXAMPLE, 256, 256, "round_robin"), (EXAMPLE, 256, 256, "reverse"),
        (CAUSAL, 200, 200, "greedy"), (CAUSAL, 300, 300, "round_robin")]
 
 
-def _emulate(path, sq, skv, schedule):
-    q, k, v, o = _inputs(sq, skv)
+def _emulate(path, sq, skv, schedule, grow=1):
+    q, k, v, o = _inputs(sq, skv, grow=grow)
     assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), schedule) == []
     assert not o.float().isnan().any()
     assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
@@ -188,6 +214,14 @@ def _emulate(path, sq, skv, schedule):
                          ids=lambda x: getattr(x, "stem", str(x)))
 def test_emulator_matches_sdpa_strict(path, sq, skv, schedule):
     _emulate(path, sq, skv, schedule)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
+def test_emulator_matches_sdpa_strict_with_rescales(path):
+    """Growing keys: the softmax takes the rescale after the first step, the correction
+    role's vote lets warps through (and the first step's skip)."""
+    _emulate(path, 384, 384, "random", grow=4)
 
 
 @pytest.mark.emu
