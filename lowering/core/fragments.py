@@ -254,9 +254,11 @@ class ApplyLowering(RowBuffers, ExprLowering):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
         if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
-            # a shared row vector: read again after this apply stores into it
+            # a shared row vector: read again after this apply stores into it; the index
+            # belongs to the key (`sc.at(j)` is not `sc.at(i)`: row_buffer refuses it)
             base = self.lw.k.root(e.view.base)
-            return ("buf", base, self.offsets()[self.a.indices[0]], self.version["buf " + base])
+            return ("buf", base, e.view, e.index, self.offsets()[self.a.indices[0]],
+                    self.version["buf " + base])
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             return ("index",) + self.offsets()[e.name]
         return super().key(e)
