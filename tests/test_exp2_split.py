@@ -6,7 +6,7 @@ FMA pipes by a degree-3 polynomial, the rest on MUFU (ex2.approx).
 - The emulator executes the sequence the lowering emits bit for bit as that model, and
   maps -inf (and everything below -127) to +0.0.
 - The pass marks only applies whose every __exp2f is rounded to bf16/f16 into an MMA
-  operand, and only on request (`[[exp2_split(f)]]`); bad requests are located errors.
+  operand or is the same call as one that is (P's row sum), and only on request (`[[exp2_split(f)]]`); bad requests are located errors.
 - In FA-shaped programs (sm_100a: tests/co/fa_blackwell_one_tile.co, the Blackwell example
   before its rewrite; sm_90a: examples/flash_atten.co) with the request, the PTX holds the counted MUFU and FMA
   instructions, ptxas accepts it, and the emulator matches SDPA as closely as without it.
@@ -205,6 +205,32 @@ def test_the_attribute_on_an_apply_without_a_rounded_exp2_is_refused(tmp_path):
         compile_file(str(path), emit="ir", target="sm_100a")
     at = _line_of(path, "[[exp2_split(0.5)]]")
     assert (f"fa_blackwell_one_tile.co:{at}:31: error: '[[exp2_split]]': this apply has no "
+            "__exp2f whose result is rounded to bf16 or f16 alone") in str(e.value)
+
+
+FA2T = ROOT / "examples" / "flash_atten_blackwell.co"
+L0_SUM = ("            l0.at(i) = l0.at(i) + __exp2f(s0.at(i, j) * 0.12751743f - "
+          "m0.at(i) * 0.12751743f);\n")
+
+
+def test_the_row_sum_of_the_same_exponential_is_split_with_it():
+    """examples/flash_atten_blackwell.co writes P and sums the same __exp2f into l in one
+    apply: the pass splits it (the lowering computes the call once, so l adds the values
+    P was rounded from)."""
+    text = compile_file(str(FA2T), emit="ir", target="sm_100a")
+    assert [line.strip() for line in text.splitlines() if "exp2-poly" in line] == \
+        [f"apply (i, j) in p{n}[128, 128] exp2-split=0.25 exp2-poly=k%16 in {{3, 7, 11, 15}} {{"
+         for n in "01"]
+
+
+def test_a_row_sum_of_another_exponential_is_refused(tmp_path):
+    """An unrounded __exp2f that is not one of P's own (here: scaled by 2) would take the
+    polynomial's error unrounded: the apply is refused."""
+    path = _requested(tmp_path, FA2T, L0_SUM, L0_SUM.replace("0.12751743f);", "0.25f);"))
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        compile_file(str(path), emit="ir", target="sm_100a")
+    at = _line_of(path, "[[exp2_split(0.25)]] apply {i, j} in p0.span")
+    assert (f"flash_atten_blackwell.co:{at}:32: error: '[[exp2_split]]': this apply has no "
             "__exp2f whose result is rounded to bf16 or f16 alone") in str(e.value)
 
 

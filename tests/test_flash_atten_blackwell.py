@@ -32,8 +32,15 @@ CAUSAL = ROOT / "examples" / "flash_atten_blackwell_causal.co"
 BOTH = [EXAMPLE, CAUSAL]
 
 
-def _inputs(sq, skv, h=1):
+def _inputs(sq, skv, h=1, grow=1):
+    """grow: keys past the first KV tile that many times larger. With randn inputs alone a
+    row's max rarely grows by more than the softmax's threshold (8 in log2 units) after the
+    first step, so O is not rescaled again; at 4 x (Q = 256, KV = 330) the rows of the
+    second step grow by 3.9 to 23, some rescale and some keep m; at 40 x by 93 to 273, so a
+    kept max overflows 2^128."""
     q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
+    if grow != 1:
+        k[:, 128:] *= grow
     return q, k, v, torch.full_like(q, float("nan"))
 
 
@@ -43,8 +50,8 @@ def _sdpa(q, k, v, causal=False):
         *t, is_causal=causal).transpose(1, 2)
 
 
-def _interpret(path, sq, skv, h=1, causal=False) -> float:
-    q, k, v, o = _inputs(sq, skv, h)
+def _interpret(path, sq, skv, h=1, causal=False, grow=1) -> float:
+    q, k, v, o = _inputs(sq, skv, h, grow)
     choreo_py.interpret(str(path), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
     return rel(o, _sdpa(q, k, v, causal)) if not o.float().isnan().any() else float("nan")
 
@@ -90,17 +97,36 @@ def test_the_causal_mask_is_needed(tmp_path):
      "              if (j >= valid + BLOCK_N)\n                s0.at(i, j) = -inf;\n"),
     ("              if (j >= valid)\n                s1.at(i, j) = -inf;\n",
      "              if (j >= valid + BLOCK_N)\n                s1.at(i, j) = -inf;\n"),
-    ("            o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
-     "            o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
-    ("            o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
-     "            o1.at(i, j) = o1.at(i, j) * 1.0f;\n"),
+    ("              o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
+     "              o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
+    ("              o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
+     "              o1.at(i, j) = o1.at(i, j) * 1.0f;\n"),
 ])
 def test_the_mask_and_the_rescale_are_needed(tmp_path, old, new):
     src = EXAMPLE.read_text()
     assert src.count(old) == 1
     path = tmp_path / "v.co"
     path.write_text(src.replace(old, new))
-    assert not _interpret(path, 256, 330) < 5e-2
+    assert not _interpret(path, 256, 330, grow=1 if "BLOCK_N" in new else 4) < 5e-2
+
+
+@pytest.mark.parametrize("bound, matches", [("1e30f", False), ("-1.0f", True)])
+def test_the_rescale_is_taken(tmp_path, bound, matches):
+    """Keys that grow 40 x: the example matches SDPA; a variant that always keeps the old
+    max (never rescales: P overflows) does not, one that never keeps it (a rescale every
+    step) does."""
+    assert _interpret(EXAMPLE, 256, 330, grow=40) < 5e-3
+    src = EXAMPLE.read_text()
+    for n in "01":
+        assert src.count(f"m{n}_prev.at(i) * 0.12751743f <= 8.0f)") == 1
+    path = tmp_path / "v.co"
+    path.write_text(src.replace("<= 8.0f)", f"<= {bound})"))
+    assert (_interpret(path, 256, 330, grow=40) < 5e-3) == matches
+
+
+@pytest.mark.parametrize("path", BOTH, ids=lambda p: p.stem)
+def test_interpreter_matches_sdpa_grown(path):
+    assert _interpret(path, 384, 384, causal=path is CAUSAL, grow=4) < 5e-3
 
 
 @pytest.fixture(scope="module", params=BOTH, ids=lambda p: p.stem)
@@ -117,6 +143,16 @@ def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o0_tmem], [%p0_tmem]" in ptx
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o1_tmem], [%p1_tmem]" in ptx
     assert "bra L_mma_issued" not in ptx  # the MMA role is issue-only: no election
+
+
+def test_each_exponential_is_computed_once(ptx):
+    """The P apply also sums P's f32 values into l: the apply computes its one __exp2f per
+    element once for both statements, 128 a thread a step, 4 of each 16 by the polynomial
+    (`[[exp2_split(0.25)]]`: 96 on MUFU, 32 on the FMA pipes), and the row scale one more."""
+    parts = re.split(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+);", ptx)
+    per_role = [(int(parts[i]), parts[i + 1].count("ex2.approx"),
+                 parts[i + 1].count("add.rm.f32")) for i in range(1, len(parts), 2)]
+    assert per_role == [(24, 0, 0), (40, 0, 0), (176, 97, 32), (176, 97, 32), (64, 0, 0)]
 
 
 def test_the_correction_role_moves_o_in_pieces(ptx):
@@ -147,9 +183,12 @@ def test_ptxas_accepts_it_without_spills(ptx):
 def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
     rc = cli.main(["compile", str(path), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
     assert rc == 1
-    assert f"{EXAMPLE.name}:60:5: error: a ': block' accumulator (one tile the " \
-        "block's roles share; wgmma accumulates in the registers of the warpgroup that " \
-        "issues it) is not lowered for sm_90a yet" in capsys.readouterr().err
+    # the first construct sm_90a lacks: an event an MMA's completion triggers
+    line = EXAMPLE.read_text().splitlines().index(
+        "          trigger s0_full.at(order) after qk0;") + 1
+    assert f"{EXAMPLE.name}:{line}:11: error: 'trigger s0_full after qk0' (an MMA future " \
+        "completing an event) is not lowered for sm_90a yet; write 'wait qk0;' and a plain " \
+        "trigger" in capsys.readouterr().err
 
 
 # The strict emulator: Q = KV = 256 (one block, two KV tiles), 384 (two blocks, the second
@@ -165,8 +204,8 @@ EMU = [(EXAMPLE, 256, 256, "round_robin"), (EXAMPLE, 256, 256, "reverse"),
        (CAUSAL, 200, 200, "greedy"), (CAUSAL, 300, 300, "round_robin")]
 
 
-def _emulate(path, sq, skv, schedule):
-    q, k, v, o = _inputs(sq, skv)
+def _emulate(path, sq, skv, schedule, grow=1):
+    q, k, v, o = _inputs(sq, skv, grow=grow)
     assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), schedule) == []
     assert not o.float().isnan().any()
     assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
@@ -177,6 +216,16 @@ def _emulate(path, sq, skv, schedule):
                          ids=lambda x: getattr(x, "stem", str(x)))
 def test_emulator_matches_sdpa_strict(path, sq, skv, schedule):
     _emulate(path, sq, skv, schedule)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("path, sq, skv", [
+    (EXAMPLE, 256, 330), pytest.param(CAUSAL, 384, 384, marks=pytest.mark.slow)],
+    ids=lambda x: getattr(x, "stem", str(x)))
+def test_emulator_matches_sdpa_strict_with_rescales(path, sq, skv):
+    """Keys past the first tile 4 x larger: the softmax rescales some rows after the first
+    step and keeps the max of others; the correction role's vote lets warps through."""
+    _emulate(path, sq, skv, "random", grow=4)
 
 
 @pytest.mark.emu

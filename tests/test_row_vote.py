@@ -19,6 +19,7 @@ loading O at the first KV step only (the max moves from -inf) unless a later til
 scores jump."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -112,6 +113,12 @@ def test_ptx_votes_then_skips_the_tmem_round_trip():
     assert at == sorted(at), at
     # the guard is evaluated once per thread, before the vote (it reads the row max only)
     assert ptx.count("vote.sync.any.pred") == 1
+    # between the vote and its label the tile moves 8 columns at a time, as any reader
+    # role's elementwise apply (the whole 128-column tile at once spilled at 64 registers)
+    voted = ptx[vote:ptx.index("L_row_vote_skip_0:", vote)]
+    assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32", voted)) == 16
+    assert len(re.findall(r"tcgen05\.st\.sync\.aligned\.32x32b\.x8\.b32", voted)) == 16
+    assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(16|32|64|128)", voted)
 
 
 @pytest.mark.ptxas

@@ -6,7 +6,8 @@ against 128 FP32 FMAs): one per score is MUFU's whole budget at attention's
 rates. The polynomial's error (2^-13 relative) is invisible once the value is
 rounded to bf16, so the decision is made only where it is: an apply every one of
 whose `__exp2f` calls lies inside a `__to(...)` stored into a bf16 or f16 MMA
-operand (P = __to(__exp2f(...)), the A operand of the next MMA).
+operand (P = __to(__exp2f(...)), the A operand of the next MMA), or that is the
+same call as one of those (the row sum of P's f32 values in the same apply).
 
 Of each 16 elements a thread computes, the fraction f the program asks for with
 `[[exp2_split(f)]]` on the apply (in sixteenths) takes the polynomial, spread
@@ -47,26 +48,25 @@ def _rounded_operands(kernel: ir.Kernel) -> set:
 
 
 def _qualifies(a: ir.Apply, rounded: set) -> bool:
-    """Some __exp2f, and each in a conversion stored into a 16-bit operand."""
-    inside = 0
+    """Some __exp2f in a conversion stored into a 16-bit operand, and every other __exp2f
+    of the apply the same call as one of those (P's f32 values summed into a row vector in
+    the same apply: the lowering computes the call once per element, so the sum adds the
+    values P was rounded from, polynomial or MUFU alike)."""
+    inside, other = set(), []
     for s in ir.walk(a.body):
         for attr in ("value", "cond"):
             e = getattr(s, attr, None)
             if not isinstance(e, ir.Expr):
                 continue
             calls = _exp2_calls(e)
-            if not calls:
-                continue
             ok = (attr == "value" and isinstance(s, ir.ElemStore) and s.frag in rounded
                   and isinstance(e, ir.Call) and e.fn == "to")
-            if not ok:
-                return False
-            inside += calls
-    return inside > 0
+            (inside.update if ok else other.extend)(calls)
+    return bool(inside) and all(c in inside for c in other)
 
 
-def _exp2_calls(e: ir.Expr) -> int:
-    return sum(1 for x in ir.expr_walk(e) if isinstance(x, ir.Call) and x.fn == "exp2")
+def _exp2_calls(e: ir.Expr) -> list:
+    return [x for x in ir.expr_walk(e) if isinstance(x, ir.Call) and x.fn == "exp2"]
 
 
 def columns(fraction: float) -> tuple[int, ...]:

@@ -254,9 +254,11 @@ class ApplyLowering(RowBuffers, ExprLowering):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
         if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
-            # a shared row vector: read again after this apply stores into it
+            # a shared row vector: read again after this apply stores into it; the index
+            # belongs to the key (`sc.at(j)` is not `sc.at(i)`: row_buffer refuses it)
             base = self.lw.k.root(e.view.base)
-            return ("buf", base, self.offsets()[self.a.indices[0]], self.version["buf " + base])
+            return ("buf", base, e.view, e.index, self.offsets()[self.a.indices[0]],
+                    self.version["buf " + base])
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             return ("index",) + self.offsets()[e.name]
         return super().key(e)
@@ -505,18 +507,18 @@ def apply(lw: Lowering, a: ir.Apply) -> None:
     acc_frags = [lw.frags[n].frag for n in accs if n in lw.frags and lw.frags[n].kind == "acc"]
     al = ApplyLowering(lw, a, dom)
     skip = _warp_vote(lw, a, al)
-    chunk = _column_chunk(lw, a, dom, acc_frags) if skip is None else 0
+    # a voted apply runs its guard's body under the row's predicate (one register, every
+    # element), piece by piece like any other: the vote is taken once, before the first load
+    body, pred = (a.body, None) if skip is None else (a.body[0].then, skip[1])
+    chunk = _column_chunk(lw, a, dom, acc_frags)
     if chunk:
-        return _apply_in_pieces(lw, al, acc_frags, chunk)
-    for f in acc_frags:
-        lw.target.access(lw, f)
-    if skip is None:
-        al.run(a.body, None)
-    else:  # the guard's predicate is the thread's row's: one register, every element
-        guard = a.body[0]
-        al.run(guard.then, {k: skip[1] for k in range(al.units)})
-    for f in acc_frags:
-        lw.target.update(lw, f)
+        _apply_in_pieces(lw, al, acc_frags, chunk, body, pred)
+    else:
+        for f in acc_frags:
+            lw.target.access(lw, f)
+        al.run(body, None if pred is None else {k: pred for k in range(al.units)})
+        for f in acc_frags:
+            lw.target.update(lw, f)
     if skip is not None:
         lw.w.put_label(skip[0])
 
@@ -554,13 +556,16 @@ def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> 
     return chunk if chunk and dom.layout.regs % chunk == 0 and dom.layout.regs > chunk else 0
 
 
-def _apply_in_pieces(lw: Lowering, al: "ApplyLowering", acc_frags: list, chunk: int):
-    """One ApplyLowering for all pieces: row values are computed once."""
-    a, stored = al.a, set()
+def _apply_in_pieces(lw: Lowering, al: "ApplyLowering", acc_frags: list, chunk: int,
+                     body: list, pred: Optional[V]):
+    """One ApplyLowering for all pieces: row values are computed once. `pred`: the row
+    guard of a voted apply, under which `body` (the guard's own) stores."""
+    stored = set()
     for first in range(0, al.dom.layout.regs, chunk):
         for f in acc_frags:
             lw.target.access_columns(lw, f, first, chunk)
-        al.run(a.body, None, list(range(first, first + chunk)))
+        ks = list(range(first, first + chunk))
+        al.run(body, None if pred is None else {k: pred for k in ks}, ks)
         for f in acc_frags:
             if lw.target.update_columns(lw, f, first, chunk):
                 stored.add(f.name)
