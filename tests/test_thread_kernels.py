@@ -107,7 +107,10 @@ def test_several_kernels_and_functions_in_one_file(tmp_path):
      "    parallel t by 32 : thread { sync.barrier : block; }\n    a.at(bx) = 1;\n  }\n"
      "  return a;\n}\n", "a grid-wide barrier inside a parallel region"),
     ("__co__ auto f(f6_e2m3 [4] a) {\n  f6_e2m3 [4] o;\n  parallel p by 1, q by 4\n"
-     "    o.at(q) = a.at(q);\n  return o;\n}\n", "the element type 'f6_e2m3'"),
+     "    o.at(q) = a.at(q) + a.at(q);\n  return o;\n}\n",
+     "converting f6_e2m3 to or from f32 needs the fp6/fp4 conversions of sm_100a"),
+    ("__co__ auto f(f8_ue8m0 [4] a) {\n  f8_ue8m0 [4] o;\n  parallel p by 1, q by 4\n"
+     "    o.at(q) = a.at(q);\n  return o;\n}\n", "the element type 'f8_ue8m0'"),
 ])
 def test_refused_by_name(tmp_path, src, message):
     path = _write(tmp_path, "refused.co", src)
