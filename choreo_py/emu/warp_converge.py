@@ -64,12 +64,7 @@ def _dec_vote_ballot(inst):
     bits = np.uint32(1) << np.arange(LANES, dtype=np.uint32)
 
     def ex(w):
-        if member is not None:
-            want = (member(w) & bits) != 0
-            missing = w.live & want & ~w.mask
-            if missing.any():
-                w.machine.race(f"vote.sync: lane {int(np.flatnonzero(missing)[0])} of its "
-                               "membermask does not execute it", inst)
+        _check_members(w, member, bits, inst)
         votes = np.asarray(p(w), bool) & w.mask
         wr(w, np.full(LANES, np.bitwise_or.reduce(np.where(votes, bits, 0)), np.uint32))
     return ex
@@ -92,13 +87,19 @@ def _dec_vote_pred(inst):
     bits = np.uint32(1) << np.arange(LANES, dtype=np.uint32)
 
     def ex(w):
-        if member is not None:
-            want = (member(w) & bits) != 0
-            missing = w.live & want & ~w.mask
-            if missing.any():
-                w.machine.race(f"vote.sync: lane {int(np.flatnonzero(missing)[0])} of its "
-                               "membermask does not execute it", inst)
+        _check_members(w, member, bits, inst)
         votes = np.asarray(p(w), bool)
         held = bool(votes[w.mask].all()) if every else bool(votes[w.mask].any())
         wr(w, np.full(LANES, held, bool))
     return ex
+
+
+def _check_members(w, member, bits, inst) -> None:
+    """A live lane of a vote's membermask that does not execute it is reported (the warp
+    would wait for it), as for shfl.sync."""
+    if member is None:
+        return
+    missing = w.live & ((member(w) & bits) != 0) & ~w.mask
+    if missing.any():
+        w.machine.race(f"vote.sync: lane {int(np.flatnonzero(missing)[0])} of its "
+                       "membermask does not execute it", inst)
