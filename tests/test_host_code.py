@@ -380,3 +380,40 @@ def test_a_float_host_value_reaches_the_kernel(tmp_path):
     b = torch.zeros(4)
     choreo_py.emulate_program(path, target="sm_90a").f(b)
     assert float(b[0]) == 4.5
+
+
+DERIVED = """
+__co__ auto halves(s32 [N, 64] x, int f) {
+  mdspan d : [N, f];
+  s32 [d / {2, 4}] out;
+  parallel {i, j} by [N / 2, f / 4] : block
+    parallel k by 1 : thread
+      out.at(i, j) = x.at(2 * i, j) + f;
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["interpreter", "sm_90a", "sm_100a"])
+def test_a_host_buffer_dimension_computed_from_the_parameters(tmp_path, engine):
+    """`s32 [d / {2, 4}] out;` of `d : [N, f]`: the call evaluates N / 2 and f / 4 when it
+    allocates `out`; the kernel binds them from the tensor it receives."""
+    path = _write(tmp_path, "halves.co", DERIVED)
+    if engine == "interpreter":
+        fn = choreo_py.interpret(path, function="halves", target="sm_90a")
+    else:
+        fn = choreo_py.emulate_program(path, target=engine)["halves"]
+        if find_ptxas() is not None:
+            ptxas(compile_file(path, "ptx", engine), engine)
+    x = torch.arange(8 * 64, dtype=torch.int32).reshape(8, 64)
+    res = fn(x, 32)
+    assert res.shape == (4, 8) and torch.equal(res, x[0::2, :8] + 32)
+
+
+def test_a_computed_host_buffer_dimension_that_is_not_positive_is_a_located_error(tmp_path):
+    path = _write(tmp_path, "halves.co", DERIVED)
+    fn = choreo_py.interpret(path, function="halves", target="sm_90a")
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        fn(torch.zeros((8, 64), dtype=torch.int32), 2)  # f / 4 == 0
+    assert "a dimension of 'out' is 0 for these arguments" in e.value.message
+    assert (e.value.loc.line, e.value.loc.col) == (4, 20)
