@@ -1,6 +1,6 @@
 """End-to-end cases of the sub-byte types (fp6, fp4, u6..u1, s6..s2, bin1), ported from the
-programs' main()s: add_fp6_fp4.co, float_types_fp6_fp4.co, copy_fp6_fp4.co, tma_fp6_fp4.co,
-hopper_mma.co and integral_types.co's sub-byte functions.
+programs' main()s: add_fp6_fp4.co, float_types_fp6_fp4.co, copy_fp6_fp4.co, fp6_fp4_copy.co,
+tma_fp6_fp4.co, hopper_mma.co and integral_types.co's sub-byte functions.
 
 A caller passes these types as uint8 tensors of codes, one element per byte
 (choreo_py/ir/subbyte.py). The inputs are what the programs' `fill_random(lo, hi)`
@@ -108,6 +108,16 @@ def cases(end2end: str) -> list:
         (at("hopper_mma.co"), "matmul_f4", _matmul_in("f4_e2m1"), None,
          _matmul_subset("f4_e2m1", 1.0, 0.5)),
     ]
+    # fp6_fp4_copy.co: [6, 17, 32] inputs in [-2, 2] through implicit shared buffers;
+    # float(res) == float(a) for the copies, the f16 sum within 0.35 of float(a) + float(b)
+    for t in ("f6", "f4"):
+        dtype = "f6_e2m3" if t == "f6" else "f4_e2m1"
+        out.append((at("fp6_fp4_copy.co"), f"dma_copy_{t}",
+                    _codes(dtype, (6, 17, 32), -2.0, 2.0, 1), _copy_codes(dtype),
+                    _same_codes(dtype)))
+    out.append((at("fp6_fp4_copy.co"), "dma_add_f6",
+                _codes("f6_e2m3", (6, 17, 32), -2.0, 2.0, 2), _sum_of("f6_e2m3"),
+                _within(0.35)))
     # float_types_fp6_fp4.co: element-wise copies, inputs in [-10, 10]; copy_fp6_fp4.co:
     # dma.copy through shared memory, inputs in [-2, 2]; float(res) == float(a)
     for t in ("f6_e3m2", "f6_e2m3", "f4_e2m1"):
@@ -139,4 +149,5 @@ _SM90 = "needs the fp6/fp4 conversions of sm_100a"
 REFUSED = {f"{f}::{fn}": ("sm_90a", _SM90) for f, fn in (
     ("add_fp6_fp4.co", "ele_add_f6"), ("add_fp6_fp4.co", "ele_add_f4"),
     ("tma_fp6_fp4.co", "tma_ab_buffer_f6"), ("tma_fp6_fp4.co", "tma_ab_buffer_f4"),
-    ("hopper_mma.co", "matmul_f6"), ("hopper_mma.co", "matmul_f4"))}
+    ("hopper_mma.co", "matmul_f6"), ("hopper_mma.co", "matmul_f4"),
+    ("fp6_fp4_copy.co", "dma_add_f6"))}

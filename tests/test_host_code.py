@@ -380,3 +380,96 @@ def test_a_float_host_value_reaches_the_kernel(tmp_path):
     b = torch.zeros(4)
     choreo_py.emulate_program(path, target="sm_90a").f(b)
     assert float(b[0]) == 4.5
+
+
+DERIVED = """
+__co__ auto halves(s32 [N, 64] x, int f) {
+  mdspan d : [N, f];
+  s32 [d / {2, 4}] out;
+  parallel {i, j} by [N / 2, f / 4] : block
+    parallel k by 1 : thread
+      out.at(i, j) = x.at(2 * i, j) + f;
+  return out;
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["interpreter", "sm_90a", "sm_100a"])
+def test_a_host_buffer_dimension_computed_from_the_parameters(tmp_path, engine):
+    """`s32 [d / {2, 4}] out;` of `d : [N, f]`: the call evaluates N / 2 and f / 4 when it
+    allocates `out`; the kernel binds them from the tensor it receives."""
+    path = _write(tmp_path, "halves.co", DERIVED)
+    if engine == "interpreter":
+        fn = choreo_py.interpret(path, function="halves", target="sm_90a")
+    else:
+        fn = choreo_py.emulate_program(path, target=engine)["halves"]
+        if find_ptxas() is not None:
+            ptxas(compile_file(path, "ptx", engine), engine)
+    x = torch.arange(8 * 64, dtype=torch.int32).reshape(8, 64)
+    res = fn(x, 32)
+    assert res.shape == (4, 8) and torch.equal(res, x[0::2, :8] + 32)
+
+
+def test_a_computed_host_buffer_dimension_that_is_not_positive_is_a_located_error(tmp_path):
+    path = _write(tmp_path, "halves.co", DERIVED)
+    fn = choreo_py.interpret(path, function="halves", target="sm_90a")
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        fn(torch.zeros((8, 64), dtype=torch.int32), 2)  # f / 4 == 0
+    assert "a dimension of 'out' is 0 for these arguments" in e.value.message
+    assert (e.value.loc.line, e.value.loc.col) == (4, 20)
+
+
+RUN_TIME_INDEX = """
+__co__ void pick(s32 [N, M] x, s32 [4] out, int c) {
+  mdspan dims : [N, M, 7];
+  int a = dims(c) + 1;
+  parallel p by 1 : block
+    parallel q by 1 : thread
+      out.at(0) = a;
+}
+"""
+
+
+@pytest.mark.parametrize("engine", ["interpreter", "sm_90a", "sm_100a"])
+def test_a_dimension_index_known_at_run_time_on_the_host(tmp_path, engine):
+    """`dims(c)` of the scalar parameter `c`: the host selects the element, and stops the call
+    with a located error for an index outside the rank."""
+    path = _write(tmp_path, "pick.co", RUN_TIME_INDEX)
+    if engine == "interpreter":
+        fn = choreo_py.interpret(path, function="pick", target="sm_90a")
+    else:
+        fn = choreo_py.emulate_program(path, target=engine)["pick"]
+        if find_ptxas() is not None:
+            ptxas(compile_file(path, "ptx", engine), engine)
+    x = torch.zeros((3, 5), dtype=torch.int32)
+    for c, want in ((0, 4), (1, 6), (2, 8)):
+        out = torch.zeros(4, dtype=torch.int32)
+        fn(x, out, c)
+        assert out[0].item() == want
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        fn(x, torch.zeros(4, dtype=torch.int32), 3)
+    assert "the dimension index is out of range for a rank-3 value (c=3)" in e.value.message
+    assert (e.value.loc.line, e.value.loc.col) == (4, 16)
+
+
+def test_the_run_time_index_check_is_made_once_and_not_by_the_one_kernel_launcher(tmp_path):
+    """The check is one host statement (an initialiser is built twice); the launcher of a
+    single kernel checks sizes only, so a function with the check is a host program."""
+    from choreo_py import frontend, ir
+    from choreo_py.runtime.kernel import _checks_host_values
+    from choreo_py.sema import build_function
+
+    text = RUN_TIME_INDEX.replace("out.at(0) = a;", "out.at(0) = N;")
+    fn = build_function(frontend.parse_text(text, "pick.co").functions[0])
+    assert sum(isinstance(s, ir.Assert) for s in fn.body) == 1
+    assert _checks_host_values(fn)
+
+
+def test_a_dimension_index_known_at_run_time_in_a_kernel_is_refused_by_name(tmp_path):
+    path = _write(tmp_path, "k.co", "__co__ void k(s32 [4] out, int c) {\n"
+                  "  mdspan dims : [4, 8];\n  parallel p by 1 : block\n"
+                  "    parallel q by 1 : thread\n      out.at(0) = dims(c);\n}\n")
+    with pytest.raises(choreo_py.ChoreoError) as e:
+        compile_file(path, "ptx", "sm_90a")
+    assert "a dimension index known only at run time in a kernel" in e.value.message
+    assert (e.value.loc.line, e.value.loc.col) == (5, 24)

@@ -85,21 +85,34 @@ def allocate(fn: ir.Function, tensors: dict, dims: dict, device=None,
                                       f"{d.value}", p.loc)
     table = dtypes or TORCH_DTYPES
     for p in fn.locals:
-        shape = []
-        for d in p.shape:
-            if isinstance(d, ir.Sym):
-                if d.name not in bound:
-                    raise InterpError(f"the dimension '{d.name}' of '{p.name}' is not bound "
-                                      "by the arguments", p.loc)
-                shape.append(bound[d.name])
-            else:
-                shape.append(int(d.value))
+        shape = [_local_dim(p, d, bound) for d in p.shape]
         if p.name in tensors:  # given by the caller (`interpret(path, tensors)`)
             continue
         where = device if device is not None else _device(tensors)
         tensors[p.name] = _filled(shape, table[p.dtype], where,
                                   p.init.value if p.init is not None else 0)
     return bound
+
+
+def _local_dim(p: ir.Param, d: ir.Expr, bound: dict) -> int:
+    """A host buffer's dimension: a constant, a dimension or scalar of the arguments, or an
+    expression of them (`f / 3`), which must come out positive."""
+    if isinstance(d, ir.Const):
+        return int(d.value)
+    missing = sorted(ir.sym_names(d) - set(bound))
+    if missing:
+        raise InterpError(f"the dimension '{missing[0]}' of '{p.name}' is not bound "
+                          "by the arguments", p.loc)
+    if isinstance(d, ir.Sym):
+        return bound[d.name]
+    try:
+        n = evaluate(d, bound)
+    except EvalError as x:
+        raise InterpError(f"a dimension of '{p.name}': {x}", p.loc) from None
+    if not isinstance(n, int) or n <= 0:
+        raise InterpError(f"a dimension of '{p.name}' is {n} for these arguments: "
+                          "dimensions must be positive", p.loc)
+    return n
 
 
 #: Unsigned dtypes that torch creates and fills only as their signed twin (same bits).

@@ -247,7 +247,8 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
         # (a function that returns nothing though it promises a value is a host
         # program: its call gives a MissingResult, host/missing_result.py)
         one_kernel = len(kernels) == 1 and not module.functions[0].locals \
-            and module.functions[0].missing_return is None
+            and module.functions[0].missing_return is None \
+            and not _checks_host_values(module.functions[0])
         if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel
                         or any(k.scalars for k in kernels)):
             # a host program: thread kernels, or several kernels (MMA ones among them), or
@@ -318,3 +319,14 @@ def _written_params(module) -> list[str]:
     fn = module.functions[0]
     _, writes = param_usage(module, fn)
     return [p.name for p in fn.params if p.name in writes]
+
+
+def _checks_host_values(fn) -> bool:
+    """Whether the host code checks more than the sizes (`dims(c)` of a scalar `c`: an
+    assertion on `c`): the launcher of one kernel checks only the sizes, a host program
+    runs the host statements."""
+    from choreo_py import ir
+
+    sizes = {d.name for p in fn.params for d in p.shape if isinstance(d, ir.Sym)}
+    return any(isinstance(s, ir.Assert) and not ir.sym_names(s.cond) <= sizes
+               for s in fn.body)

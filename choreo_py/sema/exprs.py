@@ -337,7 +337,7 @@ class ExprBuilder:
                 return base  # `k(0)` of `with k in [8]`: its only element
             return self._offset_form(base, n)
         if B.as_int(self.scalar(n.index)) is None:  # `dims(c)`: valid Choreo, known at run time
-            raise Unsupported("a dimension index known only at run time", n.index.loc)
+            return self.host_dim_element(base, n)  # sema/host_code.py
         k = self.const_int(n.index, "a dimension index")
         if isinstance(base, ShapeValue):
             seq = base.dims

@@ -98,14 +98,14 @@ class HostBuilder:
             else:
                 raise err("a buffer dimension must be an integer or a shape", d)
         for x, node in zip(dims, s.type.dims * len(dims)):
-            if not isinstance(x, (ir.Const, ir.Sym)):
-                raise Unsupported("a host buffer dimension computed from the parameters' "
-                                  "dimensions", node.loc)
-            v = self.scope.lookup(x.name) if isinstance(x, ir.Sym) else None
-            if isinstance(v, Scalar) and v.kind not in ("dim", "arg", "const"):
-                # the call allocates its buffers at entry, before host code gives it a value
-                raise Unsupported(f"a host buffer whose dimension is the host variable "
-                                  f"'{x.name}'", node.loc)
+            # A dimension computed from the parameters' dimensions and scalars (`f / 3`) is
+            # evaluated when the call allocates the buffer (interp/runner.allocate).
+            for name in sorted(ir.sym_names(x)):
+                v = self.scope.lookup(name)
+                if isinstance(v, Scalar) and v.kind not in ("dim", "arg", "const"):
+                    # the call allocates its buffers at entry, before host code gives it a value
+                    raise Unsupported(f"a host buffer whose dimension is the host variable "
+                                      f"'{name}'", node.loc)
             n = B.as_int(x)
             if n is not None and n <= 0:
                 raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", node)

@@ -30,7 +30,10 @@ from __future__ import annotations
 from ..frontend import ast as A
 from .. import ir
 from ..construct_names import describe
+from ..diagnostics import ChoreoError
+from ..ir import build as B
 from .host import nested_parallels
+from .values import kind_of
 from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsupported,
                      ViewValue)
 
@@ -107,6 +110,29 @@ class HostCodeBuilder:
         if isinstance(s, _CONTROL):
             return self.lenient_body("host code", self.host_control, s)
         return self.lenient_body("host code", self.host_stmt, s)
+
+    def host_dim_element(self, base, n: A.DimOf) -> Scalar:
+        """`dims(c)` of a host value `c`: the host checks 0 <= c < rank where the statement
+        runs (a located error otherwise) and selects the element; in a kernel it is refused."""
+        if not self.on_host:
+            raise Unsupported("a dimension index known only at run time in a kernel", n.index.loc)
+        if isinstance(base, ShapeValue):
+            seq = base.dims
+        elif isinstance(base, ITupleValue):
+            seq = base.elems
+        else:
+            raise ChoreoError(f"'(...)' selects an element of a shape or ituple, not of "
+                              f"{kind_of(base)}", n.loc)
+        k = B.convert(self.scalar(n.index), "s32")
+        inside = B.binop("&&", B.binop(">=", k, B.const(0)), B.binop("<", k, B.const(len(seq))))
+        check = ir.Assert(inside, f"the dimension index is out of range for a rank-{len(seq)} "
+                          "value", loc=n.index.loc)
+        if check not in self.out:  # a declaration's initialiser may be built twice
+            self.emit(check)
+        value = seq[-1]
+        for i in range(len(seq) - 2, -1, -1):
+            value = ir.Select(B.binop("==", k, B.const(i)), seq[i], value, "s32")
+        return Scalar(value)
 
     def check_host_body(self, body: list[ir.Stmt]) -> None:
         """Every statement the host code became is one the host runs (a view named after a
