@@ -16,7 +16,7 @@ from choreo_py.diagnostics import ChoreoError
 
 EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "examples").glob("*.co"))
 TOKEN = re.compile(r"\s+|[A-Za-z_]\w*|\d[\w.]*|\S")
-CASES_PER_EXAMPLE = 300  # x every example: 6,000+ inputs (bench/fuzz.py runs 20,000)
+CASES_PER_EXAMPLE = 150  # x every example: 3,000+ inputs (bench/fuzz.py runs 20,000)
 
 
 def _tokens(text: str) -> list[str]:
