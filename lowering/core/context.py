@@ -81,6 +81,9 @@ class Lowering:
         # (global_reads.py); None in thread kernels, which load every pointer up front
         self.prologue_mark: Optional[Mark] = None
         self.element_reader = None  # MMA kernels: global_reads.load (set by kernel.py)
+        self.global_pointers: dict = {}  # tensor -> its global address (global_reads.py)
+        self.element_places = None  # threads.Places of those reads
+        self.written_roots: Optional[set] = None  # what the kernel writes (global_reads.py)
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:

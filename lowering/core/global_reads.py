@@ -38,11 +38,11 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
 
 def params(lw) -> list[str]:
     """Tensors read by element, in the order their parameters follow the dimensions."""
-    return sorted(getattr(lw, "global_pointers", {}))
+    return sorted(lw.global_pointers)
 
 
 def _pointer(lw, name: str) -> V:
-    ptrs = lw.__dict__.setdefault("global_pointers", {})
+    ptrs = lw.global_pointers
     if name not in ptrs:
         w = lw.w
         with w.into(lw.prologue_mark):
@@ -61,7 +61,7 @@ def _storage(lw, name: str) -> str:
 
 def _written(lw) -> set:
     """Roots of the views any statement of the kernel writes (a `dst`, a BufStore's view)."""
-    memo = lw.__dict__.get("_written_roots")
+    memo = lw.written_roots
     if memo is None:
         memo = set()
         for s in ir.walk(lw.k.body):
@@ -71,5 +71,5 @@ def _written(lw) -> set:
                                                       and f.name == "view")
                 if writes and isinstance(v, ir.View):
                     memo.add(lw.k.root(v.base))
-        lw._written_roots = memo
+        lw.written_roots = memo
     return memo

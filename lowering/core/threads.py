@@ -78,7 +78,7 @@ class Places:
     def of_mma_kernel(cls, lw) -> "Places":
         """The places of an MMA kernel's element reads (global_reads.py): no local buffers,
         pointers filled in as tensors are first read."""
-        got = lw.__dict__.get("element_places")
+        got = lw.element_places
         if got is None:
             got = lw.element_places = cls(lw, 0, 0)
         return got
