@@ -20,6 +20,18 @@ def sdpa(q, k, v):
     return torch.nn.functional.scaled_dot_product_attention(*t, is_causal=True).transpose(1, 2)
 
 
+def sdpa_full(q, k, v):
+    """Non-causal attention of BSHD inputs in float32."""
+    t = [x.float().transpose(1, 2) for x in (q, k, v)]
+    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
+
+
+def fa_inputs(sq, skv, h=1):
+    """Q, K, V (BSHD bf16, as tests/test_flash_atten_blackwell.py makes them) and a NaN O."""
+    q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
+    return q, k, v, torch.full_like(q, float("nan"))
+
+
 def rel(out, ref):
     return ((out.float() - ref).norm() / ref.norm()).item()
 

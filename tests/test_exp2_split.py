@@ -26,23 +26,12 @@ from choreo_py.emu import emulate_ptx
 from choreo_py.emu.rounding import add_f32, fma_f32
 from choreo_py.lowering.core import exp2_poly
 from choreo_py.lowering.core.writer import V, f32_hex
+from fa_helpers import fa_inputs, sdpa_full
 
 ROOT = Path(__file__).resolve().parent.parent
 FA100 = ROOT / "tests" / "co" / "fa_blackwell_one_tile.co"  # the example before its rewrite
 FA90 = ROOT / "examples" / "flash_atten.co"
 P_APPLY = "          apply {i, j} in p.span\n            p.at(i, j) = __to(__exp2f("
-
-
-def _fa_inputs(sq, skv, h=1):
-    """Q, K, V (BSHD bf16, as tests/test_flash_atten_blackwell.py makes them) and a NaN O."""
-    from fa_helpers import bshd
-    q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
-    return q, k, v, torch.full_like(q, float("nan"))
-
-
-def _sdpa(q, k, v):
-    t = [x.float().transpose(1, 2) for x in (q, k, v)]
-    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
 
 
 def model(x: np.ndarray) -> np.ndarray:
@@ -301,9 +290,9 @@ def test_sm90a_splits_on_request(tmp_path):
 def test_emulator_matches_sdpa_with_the_split_sm100(tmp_path):
     from block_helpers import emulate_strict
     from fa_helpers import rel
-    q, k, v, o = _fa_inputs(256, 256)
+    q, k, v, o = fa_inputs(256, 256)
     assert emulate_strict(_fa100(tmp_path), dict(Q=q, K=k, V=v, O=o), "random") == []
-    err = rel(o, _sdpa(q, k, v))
+    err = rel(o, sdpa_full(q, k, v))
     assert not o.float().isnan().any() and err < 5e-3, err  # the example's own tolerance
 
 
@@ -315,5 +304,5 @@ def test_emulator_matches_sdpa_with_the_split_sm90(tmp_path):
     o = torch.full_like(q, float("nan"))
     choreo_py.emulate(str(_fa90(tmp_path)), dict(Q=q, K=k, V=v, O=o), target="sm_90a",
                       schedule="random", seed=1)
-    err = rel(o, _sdpa(q, k, v))
+    err = rel(o, sdpa_full(q, k, v))
     assert not o.float().isnan().any() and err < 5e-3, err

@@ -28,21 +28,10 @@ import torch
 import choreo_py
 from choreo_py.driver import compile_file
 from block_helpers import assert_no_spills
+from fa_helpers import fa_inputs, sdpa_full
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "gemm_block_acc_cond_rescale.co"
-
-
-def _fa_inputs(sq, skv, h=1):
-    """Q, K, V (BSHD bf16, as tests/test_flash_atten_blackwell.py makes them) and a NaN O."""
-    from fa_helpers import bshd
-    q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
-    return q, k, v, torch.full_like(q, float("nan"))
-
-
-def _sdpa(q, k, v):
-    t = [x.float().transpose(1, 2) for x in (q, k, v)]
-    return torch.nn.functional.scaled_dot_product_attention(*t).transpose(1, 2)
 
 
 def _inputs(m, n, k, big_rows, seed=7):
@@ -206,20 +195,20 @@ def test_fa4_form_is_voted_and_assembles(tmp_path):
 @pytest.mark.parametrize("jump", [False, True])
 def test_fa4_form_matches_sdpa_and_skips_after_the_first_step(tmp_path, jump):
     from fa_helpers import rel
-    q, k, v, o = _fa_inputs(256, 384)
+    q, k, v, o = fa_inputs(256, 384)
     if jump:  # a key of KV tile 1 along query 3, scaled: rows' maxima jump at step 1
         k[:, 128 + 5, 0, :] = (q[:, 3, 0, :].float() * 40).to(torch.bfloat16)
     loads = _emulate_counting(dict(Q=q, K=k, V=v, O=o), _fa4(tmp_path))
     first_step = 4 * 2  # 4 warps x 2 query tiles: m moves from -inf
     assert loads > first_step if jump else loads == first_step
-    assert not o.float().isnan().any() and rel(o, _sdpa(q, k, v)) < 5e-3
+    assert not o.float().isnan().any() and rel(o, sdpa_full(q, k, v)) < 5e-3
 
 
 def test_interpreter_runs_the_fa4_form(tmp_path):
     from fa_helpers import rel
-    q, k, v, o = _fa_inputs(200, 330)
+    q, k, v, o = fa_inputs(200, 330)
     choreo_py.interpret(str(_fa4(tmp_path)), dict(Q=q, K=k, V=v, O=o), target="sm_100a")
-    assert rel(o, _sdpa(q, k, v)) < 5e-3
+    assert rel(o, sdpa_full(q, k, v)) < 5e-3
 
 
 # ---------------------------------------------------------------- sm_90a: registers
@@ -249,4 +238,4 @@ def test_sm90a_lowers_the_row_guard_as_a_select(tmp_path):
     o = torch.full_like(q, float("nan"))
     choreo_py.emulate(str(path), dict(Q=q, K=k, V=v, O=o), target="sm_90a", schedule="random",
                       seed=1)
-    assert not o.float().isnan().any() and rel(o, _sdpa(q, k, v)) < 5e-3
+    assert not o.float().isnan().any() and rel(o, sdpa_full(q, k, v)) < 5e-3
