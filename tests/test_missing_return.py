@@ -97,6 +97,13 @@ def test_emulate_command_compares_the_writes_not_the_result(bump, capsys) -> Non
     assert "check interpreter: x max abs error 0.000e+00" in out and "result" not in out
 
 
+def test_emulate_command_prints_the_warning_once_as_the_compiler_writes_it(bump, capsys) -> None:
+    assert cli.main(["emulate", bump, "--target", "sm_90a"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("warning: the non-void function 'bump' has no 'return' statement") == 1
+    assert err.startswith(f"{bump}:") and "ChoreoWarning" not in err
+
+
 def test_spanned_return_type_without_return_warns(tmp_path, capsys) -> None:
     path = tmp_path / "span.co"
     path.write_text("__co__ f16 [1, 2] bar(f32 [3, 4, 5] b) { }\n")

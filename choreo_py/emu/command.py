@@ -15,15 +15,37 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 from ..interp import checks
-from ..interp.api import UsageError, function_dims, load_module, param_shape, param_usage, pick_function
+from ..interp.api import ChoreoWarning, UsageError, function_dims, load_module, param_shape, param_usage, pick_function
 from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
 from .api import EmuStats, emulate, emulate_ptx
 from .report import EmuError, HostProgramModule
 
 
 def emulate_command(args) -> int:
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", ChoreoWarning)
+        warnings.showwarning = _show_once(warnings.showwarning)
+        return _dispatch(args)
+
+
+def _show_once(show):
+    """The compiler's warnings as the compiler writes them, each once: the file is analysed
+    by more than one path (the kernel's build, the host program's, the interpreter's run)."""
+    seen = set()
+
+    def shown(message, category, filename, lineno, file=None, line=None):
+        if not issubclass(category, ChoreoWarning):
+            return show(message, category, filename, lineno, file, line)
+        if str(message) not in seen:
+            seen.add(str(message))
+            print(message, file=sys.stderr, flush=True)
+    return shown
+
+
+def _dispatch(args) -> int:
     try:
         if args.file.endswith(".ptx"):
             return _raw(args)
@@ -52,7 +74,7 @@ def _co(args) -> int:
     defines = parse_defines(args.define)
     module, found = load_module(args.file, args.include, defines, args.target)
     for w in found:
-        print(w.render(), file=sys.stderr)
+        warnings.warn(w.render(), ChoreoWarning)
     fn = pick_function(module, args.function)
     _bind_dims(fn, dims)
     check, why = _pick_reference(args, fn)
