@@ -213,6 +213,26 @@ def test_a_warpgroup_role_commits_from_its_elected_thread(tmp_path):
     assert elected and elected[1] == elected[2], "one elected commit, then the warp reconverges"
 
 
+def test_a_warpgroup_role_fences_its_shared_writes_before_a_commit(tmp_path):
+    """Shared memory the role's threads write after an MMA's issue is fenced into the async
+    proxy and the threads meet before the elected thread commits: the event's waiters may
+    read the buffer or hand it to the TMA engine."""
+    path = tmp_path / "ring.co"
+    path.write_text(RING.replace(
+        "          step = mma.row.row.async acc, a_buf[slot], b_buf[slot];\n",
+        "          two = mma.row.row.async acc2, a_buf[slot], b_buf[slot];\n"
+        "          wait two;\n"
+        "          step = mma.row.row.async acc, a_buf[slot], b_buf[slot];\n"
+        "          mma.store acc2, c_buf;\n").replace(
+        "acc = mma.fill.f32 0.0f;", "acc = mma.fill.f32 0.0f;\n        acc2 = mma.fill.f32 0.0f;"))
+    ptx = compile_file(str(path), emit="ptx", target="sm_100a")
+    commit = ptx.index(COMMIT + " [%empty_bar")
+    before_commit = ptx[ptx.rindex("tcgen05.mma", 0, commit):commit]  # after the MMA's issue
+    assert "st.shared" in before_commit
+    assert "fence.proxy.async.shared::cta;" in before_commit
+    assert re.search(r"bar\.sync %inst_bar_\d+, 128;", before_commit)
+
+
 @pytest.mark.emu
 @pytest.mark.parametrize("schedule", ["reverse", "random"])
 def test_a_warpgroup_role_matches_torch_in_the_emulator(tmp_path, schedule):

@@ -113,7 +113,9 @@ def commit_trigger(t, lw: Lowering, s: ir.Trigger) -> None:
     MMA of the role have completed; the role does not wait. One commit is one arrival,
     as the plain trigger's one arrive per instance (passes/event_arrivals.py). In a
     warpgroup role the threads' tensor-memory reads and writes are ordered before the
-    commit as before an issue (fence, barrier over the instance)."""
+    commit as before an issue (fence, barrier over the instance), and their shared-memory
+    writes as before a plain trigger (fence.proxy.async, barrier): a waiter may read them
+    or hand the buffer to the TMA engine."""
     for name in s.after:
         if name not in t.future_of.values() or not t.in_mma_role(lw):
             raise lw.refuse(f"'trigger ... after {name}' outside the role that issues the MMA",
@@ -121,7 +123,8 @@ def commit_trigger(t, lw: Lowering, s: ir.Trigger) -> None:
     single = lw.role.single_thread
     reg, off = events.slot_address(lw, s.event, s.loc)  # at depth 0: every thread has it
     w = lw.w
-    if not single:
+    if not single:  # what the role's threads wrote to shared memory is the waiters' too
+        lw.instance_sync_if_dirty()
         t.sync_before_issue(lw, s.after[0])
     w.comment(f"{s.event.event} completes when {', '.join(s.after)} (and every earlier MMA of "
               "this thread) has completed")
