@@ -553,6 +553,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
 
     def s_InThreads(self, s: A.InThreads) -> None:
         par = self.in_parallel
+        if par is None and not s.is_async and self.role is None:
+            return self._block_inthreads(s)
         if par is None:
             raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
@@ -586,6 +588,17 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         finally:
             self.role = None
         self.emit(role)
+
+    def _block_inthreads(self, s: A.InThreads) -> None:
+        """`inthreads (p < 2) { ... }` in a block's own code: every thread of the block runs
+        its code, so the blocks whose indices satisfy the condition run the body and the
+        others skip it (an `if`; no role: there are no thread groups to choose from). A
+        body holding parallel levels stays refused: the IR nests them in no `if`."""
+        cond = self.scalar(s.cond)
+        body = self.block(s.body.stmts)
+        if any(isinstance(x, ir.Parallel) for x in ir.walk(body)):
+            raise Unsupported("'inthreads' around parallel levels of thread groups", s.loc)
+        self.emit(ir.If(cond, body, loc=s.loc))
 
 
 def _is_increment(e) -> bool:

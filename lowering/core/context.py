@@ -49,6 +49,10 @@ class RoleCtx:
 class Region:
     mark: Optional[Mark] = None
     cache: dict = field(default_factory=dict)
+    # Keys cached at the top level of the statement being lowered: their registers are set
+    # after its mark, so a value hoisted to that mark from inside the statement (a branch in
+    # it) must not read them; it computes its own at the mark.
+    fresh: set = field(default_factory=set)
 
 
 class Lowering:
@@ -139,16 +143,21 @@ class Lowering:
         """Called before each top-level statement of the current region."""
         if self.depth == 0 and self.regions:
             self.regions[-1].mark = self.w.mark()
+            self.regions[-1].fresh = set()
 
     def cached(self, key) -> Optional[V]:
-        for r in reversed(self.regions):
-            if key in r.cache:
+        for i, r in enumerate(reversed(self.regions)):
+            if key in r.cache and not (i == 0 and self.depth > 0 and key in r.fresh):
                 return r.cache[key]
         return None
 
     def remember(self, key, value: V) -> None:
         if self.regions:
             self.regions[-1].cache[key] = value
+            if self.depth == 0:
+                self.regions[-1].fresh.add(key)
+            else:
+                self.regions[-1].fresh.discard(key)
 
     def hoist_mark(self) -> Optional[Mark]:
         """Where invariant values go: None when already at the region's top level."""
