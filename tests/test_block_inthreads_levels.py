@@ -1,7 +1,8 @@
-"""Two parallel-structure forms (sema/kernel.py, sema/host.py): `inthreads` in a block's own
-code is an `if` on the block's indices, and a `: group` level inside a flattened
-`: group-4` is the warp of each thread within its group-4. The interpreter, the PTX
-emulator (both targets) and ptxas see the same kernels."""
+"""Parallel-structure forms (sema/role_forms.py, sema/host.py): `inthreads` in a block's own
+code is an `if` on the block's indices; a `: group` level inside a flattened `: group-4` is
+the warp of each thread within its group-4; a role of single threads whose condition reads
+a run-time value guards its body with that part. The interpreter, the PTX emulator (both
+targets) and ptxas see the same kernels."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -16,6 +17,7 @@ from choreo_py.driver import compile_file
 CO = Path(__file__).parent / "co"
 LEVELS = CO / "nested_group_levels.co"
 INTHREADS = CO / "block_inthreads.co"
+GUARDED = CO / "role_run_time_guard.co"
 ENGINES = ["interpreter", "sm_90a", "sm_100a"]
 
 
@@ -64,9 +66,29 @@ def test_the_ir() -> None:
     assert "if p < 2 || p == 3 {" in compile_file(str(INTHREADS), "ir", "sm_90a")
 
 
+def test_a_run_time_condition_guards_the_role_body() -> None:
+    ir = compile_file(str(GUARDED), "ir", "sm_90a")
+    assert "role (g__t / 128 == 0) = {0, 1, 2," in ir and "126, 127} {\n      if g__t % 128 < limit {\n        wait e" in ir
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_guarded_waits_complete(target) -> None:
+    """Strict runs (races and deadlocks are errors) for no, some and every thread of group-4
+    0 waiting, in the interpreter and the emulator; in the emulator, the warps that skip the
+    wait run fewer instructions (the guard is evaluated at run time, not dropped)."""
+    from choreo_py.emu.api import EmuStats
+
+    ran = {}
+    for limit in (0, 40, 128):
+        choreo_py.interpret(str(GUARDED)).guarded(limit)
+        ran[limit] = EmuStats()
+        choreo_py.emulate_program(str(GUARDED), target=target, stats=ran[limit]).guarded(limit)
+    assert ran[0].instructions < ran[40].instructions < ran[128].instructions
+
+
 @pytest.mark.ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-@pytest.mark.parametrize("path", [LEVELS, INTHREADS], ids=["levels", "inthreads"])
+@pytest.mark.parametrize("path", [LEVELS, INTHREADS, GUARDED], ids=["levels", "inthreads", "guarded"])
 def test_assembles(target, path) -> None:
     from choreo_py.runtime.build import ptxas
 
@@ -79,10 +101,14 @@ def test_assembles(target, path) -> None:
     ("    parallel g by 1 : group-4 {\n      parallel q by 5 : group {\n"
      "        parallel t by 4 : thread { x.at(p, t) = t; }\n      }\n    }\n",
      "a nested group level that is not one dimension of at most 4 groups"),
+    ("    shared event e;\n    parallel g by 2 : group-4, t by 128 : thread {\n"
+     "      inthreads.async (g == 0 && t < n) { wait e; }\n"
+     "      inthreads.async (g == 1 && t < n) { trigger e; }\n    }\n",
+     "an 'inthreads' condition on run-time values around a trigger"),
 ])
 def test_forms_left_refused(tmp_path, body, message) -> None:
     path = tmp_path / "r.co"
-    path.write_text("__co__ void r(s32 [4, 8] x) {\n  parallel p by 4 : block {\n" + body
+    path.write_text("__co__ void r(s32 [4, 8] x, int n) {\n  parallel p by 4 : block {\n" + body
                     + "  }\n}\n")
     with pytest.raises(ChoreoError) as info:
         compile_file(str(path), "ir", "sm_90a")
