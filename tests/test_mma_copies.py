@@ -186,13 +186,47 @@ def test_one_instance_without_roles_emulated(tmp_path, target):
         ptxas(compile_file(path, "ptx", target), target)
 
 
-def test_two_instances_without_roles_stay_refused_on_sm100a(tmp_path):
+TWO_GROUPS = """
+__co__ auto two(f16 [128, 64] lhs, f16 [64, 64] rhs) {
+  f32 [128, 64] output{0.0f};
+  parallel pb by 1 : block {
+    lhs_s = dma.copy.swiz<128> lhs => shared;
+    rhs_s = dma.copy.swiz<128> rhs => shared;
+    parallel wgm by 2 : group-4 {
+      mc = mma.fill.f32 0.0f;
+      mma.row.row mc, lhs_s.chunkat(wgm, _), rhs_s;
+      mma.store mc, output.subspan(64, 64).at(wgm, 0);
+    }
+  }
+  return output;
+}
+"""
+
+
+def test_two_instances_without_roles_are_one_role_of_both_on_sm100a(tmp_path):
+    """passes/mma_roles.py: each warpgroup its own tile, as an explicit role of both."""
     path = tmp_path / "two.co"
-    path.write_text(open(AUTO_K).read() if os.path.exists(AUTO_K) else "")
-    if not os.path.exists(AUTO_K):
-        pytest.skip("no ../shared corpus")
-    with pytest.raises(ChoreoError, match="MMAs in a parallel region without inthreads roles"):
-        compile_file(str(path), "ptx", "sm_100a")
+    path.write_text(TWO_GROUPS)
+    roles = {t: [s for s in ir.walk(ir_of_file(str(path), target=t).functions[0].kernels[0].body)
+                 if isinstance(s, ir.Role)] for t in ("sm_90a", "sm_100a")}
+    assert roles["sm_90a"] == []
+    assert [(r.name, r.members, r.is_async) for r in roles["sm_100a"]] == \
+        [("wgm < 2", (0, 1), True)]
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("engine", ["interpreter", "sm_100a"])  # sm_90a: the corpus test above
+def test_two_instances_without_roles_emulated(tmp_path, engine):
+    path = tmp_path / "two.co"
+    path.write_text(TWO_GROUPS)
+    a, b = _ab(128, 64, seed=5)
+    if engine == "interpreter":
+        c = choreo_py.interpret(str(path)).two(a, b)
+    else:
+        c, _ = emulate_function(str(path), "two", (a, b), engine)
+        if find_ptxas() is not None:
+            ptxas(compile_file(str(path), "ptx", engine), engine)
+    assert _rel(c, a.float() @ b.float().t()) <= 2 ** -9
 
 
 # ---------------------------------------------------------------- register A operands

@@ -63,7 +63,7 @@ PASSES: tuple[tuple[str, Pass], ...] = (
     ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event
     ("global-mma-stores", global_mma_stores.run),  # mma.store into global -> staging + TMA
     ("one-region", one_region.run),              # MMA kernels: a block of one 1-instance region is it
-    ("mma-roles", mma_roles.run),                # sm_100a: one instance's MMAs -> its role
+    ("mma-roles", mma_roles.run),                # sm_100a: a region's MMAs -> its instances' role
     ("copy-swizzle", copy_swizzle.run),          # a buffer's swizzle from the copies that fill it
     ("fragment-layout", fragment_layout.run),    # acc / operand / row / row_partial
     ("event-arrivals", event_arrivals.run),      # arrivals that complete an event generation

@@ -237,6 +237,8 @@ class HostBuilder:
         """The inner region of flattened groups: its variable is the thread's lane."""
         t, threads = self.group_lanes
         lvl = s.levels[0]
+        if len(s.levels) == 1 and lvl.level == "group" and threads > 32:
+            return self._nested_groups(s, t, threads)
         if len(s.levels) != 1 or (lvl.level or "thread") != "thread":
             raise Unsupported("a nested parallel level other than threads in a group", s.loc)
         names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
@@ -255,6 +257,32 @@ class HostBuilder:
             self.scope = outer
         if extent < threads:
             body = [ir.If(B.binop("<", lane, B.const(extent)), body, loc=s.loc)]
+        for x in body:
+            self.emit(x)
+
+    def _nested_groups(self, s: A.ParallelBy, t: ir.Expr, threads: int) -> None:
+        """`parallel q by K : group` inside a flattened `: group-4`: the group-4's threads
+        are already one region, so `q` is the warp of the thread within its group-4
+        ((t % 128) / 32), warps past K skip the body, and a thread region inside `q`
+        takes its lane from t % 32 (the nested lanes are 32 wide while the body builds)."""
+        lvl = s.levels[0]
+        names = lvl.elements or ([lvl.var] if lvl.var else ["_p"])
+        bounds = self._bounds(lvl)
+        extent = B.as_int(bounds[0]) if len(bounds) == 1 else None
+        if len(names) != 1 or extent is None or extent * 32 > threads:
+            raise Unsupported(f"a nested group level that is not one dimension of at most "
+                              f"{threads // 32} groups", lvl.loc)
+        outer, lanes = self.scope, self.group_lanes
+        self.scope = outer.child()
+        warp = B.binop("/", B.binop("%", t, B.const(threads)), B.const(32))
+        self.scope.bind(names[0], Scalar(warp, bound=bounds[0], kind="index"))
+        self.group_lanes = (t, 32)
+        try:
+            body = self.block(s.body.stmts)
+        finally:
+            self.scope, self.group_lanes = outer, lanes
+        if extent * 32 < threads:
+            body = [ir.If(B.binop("<", warp, B.const(extent)), body, loc=s.loc)]
         for x in body:
             self.emit(x)
 

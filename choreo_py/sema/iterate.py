@@ -20,6 +20,9 @@ from .exprs import err
 from .values import BoundedTuple, ITupleValue, Scalar, ShapeValue, Unsupported
 
 
+WHERE = "<->"  # scope key prefix (no program name has it): the names a `where` bound together
+
+
 def _bounded(bound: ir.Expr, loc, ituple1: bool = False) -> Scalar:
     return Scalar(B.const(0), bound=bound, kind="bounded", loc=loc, ituple1=ituple1)
 
@@ -48,13 +51,13 @@ class IterationBuilder:
             raise Unsupported(f"this {kind} block as sema builds it ({e.message})", e.loc) from None
 
     def _with(self, s: A.With) -> None:
-        if s.where:
-            raise Unsupported("a 'where' clause of a 'with'", s.where[0].loc)
         outer = self.scope
         self.scope = outer.child()
         try:
             for b in s.bindings:
                 self._with_binding(b)
+            for w in s.where:
+                self._where_bind(w)
             body = self.block(s.body.stmts, new_scope=False)
         finally:
             self.scope = outer
@@ -91,11 +94,32 @@ class IterationBuilder:
             self.scope.bind(b.name, BoundedTuple(tuple(B.const(0) for _ in parts),
                                                  parts=tuple(parts), loc=b.loc))
 
+    def _where_bind(self, w: A.WhereBind) -> None:
+        """`where a <-> b`: the two bounded integers are one value (the language binds their
+        value numbers), so `b` is `a`'s value and a `foreach` over either sets both."""
+        a, b = self.scope.lookup(w.lhs), self.scope.lookup(w.rhs)
+        for name, v in ((w.lhs, a), (w.rhs, b)):
+            if not isinstance(v, Scalar) or v.kind != "bounded":
+                raise err(f"'{name}' is not a bounded integer of this 'with'; 'where' binds "
+                          "two of them", w)
+        if B.as_int(a.bound) is None or B.as_int(a.bound) != B.as_int(b.bound):
+            raise Unsupported("a 'where' binding of bounded integers whose bounds are not the "
+                              "same compile-time integer", w.loc)
+        names = self._where_names(w.lhs) | self._where_names(w.rhs)
+        for name in names:
+            self.scope.bind(name, a)
+            self.scope.bind(WHERE + name, frozenset(names))
+
+    def _where_names(self, name: str) -> frozenset:
+        """`name` and every bounded integer a `where` made one value with it."""
+        return self.scope.lookup(WHERE + name) or frozenset((name,))
+
     def foreach_ranges(self, s: A.Foreach) -> None:
         """`foreach index, y(1:)` over variables an enclosing `with` bound."""
         loops: list[tuple[str, ir.Expr, ir.Expr, ir.Expr, ir.Expr]] = []  # var, start, stop,
         tuples: dict[str, tuple[str, ...]] = {}                            # step, bound
         tuples1: set[str] = set()  # rank-1 bounded ituples (values.Scalar.ituple1)
+        aliases: dict[str, frozenset] = {}  # loop variable: the names `where` bound to it
         for r in s.ranges:
             v = self.scope.lookup(r.bound)
             if isinstance(v, BoundedTuple):
@@ -105,6 +129,8 @@ class IterationBuilder:
                 for part in v.parts:
                     bound = self.scope.lookup(part).bound
                     loops.append((part, B.const(0), bound, B.const(1), bound))
+                    if self._where_names(part) - {part}:
+                        aliases[part] = self._where_names(part) - {part}
                 tuples[r.bound] = v.parts
                 continue
             if not isinstance(v, Scalar) or v.kind != "bounded":
@@ -113,12 +139,20 @@ class IterationBuilder:
             loops.append(self._range(r, v.bound))
             if v.ituple1 and r.var == r.bound:
                 tuples1.add(r.var)
+            bound_with = self._where_names(r.bound) - {r.bound}
+            if bound_with and r.var == r.bound:
+                aliases[r.var] = bound_with
         outer = self.scope
         self.scope = outer.child()
         try:
             for var, _, _, _, bound in loops:
                 self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index",
                                             ituple1=var in tuples1))
+                for other in aliases.get(var, ()):
+                    if any(other == v for v, *_ in loops):
+                        raise Unsupported(f"a 'foreach' over '{var}' and '{other}', which a "
+                                          "'where' made one value", s.loc)
+                    self.scope.bind(other, self.scope.lookup(var))
             for name, parts in tuples.items():
                 self.scope.bind(name, BoundedTuple(tuple(ir.Sym(p, "s32") for p in parts),
                                                    parts=parts))

@@ -26,6 +26,7 @@ from .block_accs import BlockAccBuilder
 from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
+from .role_forms import RoleFormBuilder
 from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
@@ -46,7 +47,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder, RoleFormBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -553,12 +554,15 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
 
     def s_InThreads(self, s: A.InThreads) -> None:
         par = self.in_parallel
+        if par is None and not s.is_async and self.role is None:
+            return self.block_inthreads(s)
         if par is None:
             raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
             # Valid Choreo (only an inner '.async' is not); the IR has one level of roles.
             raise Unsupported("nested 'inthreads' regions", s.loc)
         cond = self.scalar(s.cond)
+        cond, guard = self.split_guard(cond, par, s)
         members = []
         for p in range(par.extent):
             try:
@@ -585,6 +589,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             role.body = self.block(s.body.stmts)
         finally:
             self.role = None
+        if guard is not None:
+            role.body = self.guarded_body(guard, role.body, s)
         self.emit(role)
 
 

@@ -151,7 +151,7 @@ class Scope:
         out: list[str] = []
         s: Scope | None = self
         while s is not None:
-            out += s.names
+            out += [n for n in s.names if not n.startswith("<->")]  # sema/iterate.py WHERE
             s = s.parent
         return out
 

@@ -49,6 +49,10 @@ class RoleCtx:
 class Region:
     mark: Optional[Mark] = None
     cache: dict = field(default_factory=dict)
+    # Keys cached by the statement being lowered, not at its mark: their registers are set
+    # after the mark, so a value hoisted to that mark from inside the statement (a branch in
+    # it) must not read them; it computes its own there. Code after them reuses them.
+    fresh: set = field(default_factory=set)
 
 
 class Lowering:
@@ -139,16 +143,22 @@ class Lowering:
         """Called before each top-level statement of the current region."""
         if self.depth == 0 and self.regions:
             self.regions[-1].mark = self.w.mark()
+            self.regions[-1].fresh = set()
 
     def cached(self, key) -> Optional[V]:
         for r in reversed(self.regions):
-            if key in r.cache:
+            if key in r.cache and not (key in r.fresh and self.w.writing_into(r.mark)):
                 return r.cache[key]
         return None
 
     def remember(self, key, value: V) -> None:
         if self.regions:
-            self.regions[-1].cache[key] = value
+            r = self.regions[-1]
+            r.cache[key] = value
+            if self.hoist_mark() is None and not self.w.writing_into(r.mark):
+                r.fresh.add(key)  # computed here, at the statement's top level
+            else:
+                r.fresh.discard(key)  # computed at the mark (where invariants go)
 
     def hoist_mark(self) -> Optional[Mark]:
         """Where invariant values go: None when already at the region's top level."""

@@ -163,6 +163,10 @@ class Writer:
         self._chunks.append([])
         return m
 
+    def writing_into(self, mark: Optional[Mark]) -> bool:
+        """Whether the lines written now go to `mark` (an `into(mark)` block is open)."""
+        return mark is not None and self._target is mark.chunk
+
     @contextmanager
     def into(self, mark: Optional[Mark]):
         """Write to `mark` (or here when None) for the duration of the block."""
