@@ -106,3 +106,56 @@ def cases(end2end: str) -> tuple[list, dict]:
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
                _hilbert_inputs, None, _persis_check)]
     return cases, not_interpreted
+
+
+# --- block-scaled fp8 GEMMs (sema/mma_scale.py): wgmma_ss.co's blockscale_gemm_e4m3_n48 at
+# its main()'s sizes and data (M = N = 384, K = 128, the e4m3 copies of the f16 data above,
+# every scale 1.0; |out - ref| <= 0.1), and wgmma_persis.co's blockscale_gemm_e4m3_ws_persis
+# at its test_blockscale_persistent sizes (512 x 2048 x 128, inputs in [0, 2), scales in
+# [1, 3); |out - ref| <= 0.5 + 0.08 |ref|, there over 256 samples, here over every element).
+# The refs scale each 128-wide K block: out = sum_kb (lhs_kb @ rhs_kb^T) * sl[:, kb] * sr[n, kb].
+def _blockscale_ref(lhs, sl, rhs, sr, n_block):
+    m, k = lhs.shape
+    ref = torch.zeros(m, rhs.shape[0])
+    for kb in range(k // 128):
+        part = lhs[:, kb * 128:(kb + 1) * 128] @ rhs[:, kb * 128:(kb + 1) * 128].T
+        col = sr[:, kb].repeat_interleave(n_block)[:rhs.shape[0]]
+        ref += part * sl[:, kb:kb + 1] * col[None, :]
+    return ref
+
+
+def _blockscale_ss_inputs(gen, dev, scales=None):
+    lhs, rhs, out = _wgmma_ss_inputs(torch.float8_e4m3fn, torch.float16)(gen, "cpu")
+    m, k = lhs.shape
+    n = rhs.shape[0]
+    sl = torch.ones(m, k // 128) if scales is None else scales(gen, (m, k // 128))
+    sr = torch.ones(n // 48, k // 128) if scales is None else scales(gen, (n // 48, k // 128))
+    return tuple(x.to(dev) for x in (lhs, sl, rhs, sr, out))
+
+
+def _blockscale_ss_check(args, res, want):
+    lhs, sl, rhs, sr, out = (a.cpu().float() for a in args)
+    err = float((out - _blockscale_ref(lhs, sl, rhs, sr, 48)).abs().max())
+    assert err <= 0.1, f"blockscale values are not equal (max error {err})"
+
+
+def _blockscale_persis_inputs(gen, dev):
+    m, n, k = 512, 2048, 128
+    lhs = (torch.rand(m, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+    rhs = (torch.rand(n, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+    sl = 1 + 2 * torch.rand(m, 1, generator=gen)
+    sr = 1 + 2 * torch.rand(n // 128, 1, generator=gen)
+    return tuple(x.to(dev) for x in (lhs, sl, rhs, sr, torch.zeros(m, n, dtype=torch.float16)))
+
+
+def _blockscale_persis_check(args, res, want):
+    lhs, sl, rhs, sr, out = (a.cpu().float() for a in args)
+    ref = _blockscale_ref(lhs, sl, rhs, sr, 128)
+    assert bool(((out - ref).abs() <= 0.5 + 0.08 * ref.abs()).all()), "blockscale mismatch"
+
+
+def blockscale_cases(end2end: str) -> list:
+    return [(os.path.join(end2end, "wgmma_ss.co"), "blockscale_gemm_e4m3_n48",
+             _blockscale_ss_inputs, None, _blockscale_ss_check),
+            (os.path.join(end2end, "wgmma_persis.co"), "blockscale_gemm_e4m3_ws_persis",
+             _blockscale_persis_inputs, None, _blockscale_persis_check)]

@@ -279,10 +279,12 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if new_scope:
             self.scope = self.scope.child()
         try:
-            for s in stmts:
+            for i, s in enumerate(stmts):
+                self.open_scale_segments(stmts, i)  # sema/mma_scale.py
                 self.stmt(s)
             return self.out
         finally:
+            self.close_scale_segments(stmts)
             self.out, self.scope = saved_out, saved_scope
 
     def emit(self, s: ir.Stmt) -> None:
