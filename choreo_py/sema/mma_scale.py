@@ -58,16 +58,16 @@ class ScaledMmaBuilder:
         seg = self._segments().get(s.acc.id) if isinstance(s.acc, A.Name) else None
         if seg is None:
             return acc
-        if seg["part"] is None:  # (an MMA the segment's scan did not see: cannot happen)
-            raise Unsupported("an MMA on a scaled accumulator in this position", s.loc)
+        # (the segment's scan zeroed the part before the statement holding this MMA)
+        assert seg["part"] is not None, "an MMA the segment's scan did not see"
         return seg["part"]
 
     def after_part_mma(self, acc: ir.Frag, part: ir.Frag, node) -> None:
         if not acc.shape:
             acc.shape = part.shape
         elif part.shape and acc.shape != part.shape:
-            raise err(f"accumulator '{acc.name}' is [{', '.join(map(str, acc.shape))}], but this "
-                      f"MMA produces [{', '.join(map(str, part.shape))}]", node)
+            have, (m, n) = "[" + ", ".join(map(str, acc.shape)) + "]", part.shape
+            raise err(f"accumulator '{acc.name}' is {have}, but this MMA produces [{m}, {n}]", node)
 
     # ------------------------------------------------------------ mma.<layout>.scale
     def scaled_mma(self, s: A.MmaOp, plain) -> None:
