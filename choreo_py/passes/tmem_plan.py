@@ -165,11 +165,27 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
             f = kernel.frag(name)
             raise ChoreoError(f"'{name}' is declared in the columns of '{f.host}', but it "
                               f"cannot be read from tensor memory: {staged[name]}", f.loc)
+    _folded_accumulators(kernel, seen)
     roles = {id(u.role): u.role for u in uses}
     if len(roles) > 1:
         raise _Unplanned("tcgen05 lowering: MMAs of one kernel must sit in one role "
                          f"(found {len(roles)})", uses[0].stmt.loc)
     return wanted, next(iter(roles.values())), staged, lane0
+
+
+def _folded_accumulators(kernel: ir.Kernel, seen: set[str]) -> None:
+    """An accumulator that no MMA writes, only an apply (the sum a block-scaled MMA folds
+    its scaled partial products into: sema/mma_scale.py), gets no region. Blackwell's own
+    block-scaled MMAs (tcgen05 kind::mxf8f6f4 / mxf4 .block_scale) take ue8m0 scale factors
+    per 32 (or 16) K elements from tensor memory; a program's f32 scales are no such factors,
+    so the fold would be the way (tcgen05.ld of the part, the scaling in registers, the sum
+    in tensor memory or registers); it is not lowered."""
+    stored = {s.acc for s in ir.walk(kernel.body) if isinstance(s, ir.MmaStore)}
+    for f in kernel.frags:
+        if f.layout == "acc" and f.name in stored and f.name not in seen:
+            raise _Unplanned(f"the accumulator '{f.name}' that a block-scaled MMA folds into "
+                             "(f32 scales: tcgen05's block-scaled kinds take ue8m0 ones) is "
+                             "not lowered for sm_100a yet", f.loc)
 
 
 def _columns(frag: ir.Frag, kind: str) -> int:

@@ -108,7 +108,6 @@ class Sm100Target(block_acc.BlockAccHooks):
         if not self.uses_tmem:
             return k
         check_tmem_map(k, target)  # the map is still the kernel's (IR edited since?)
-        _refuse_folded_accumulators(k, self.plan)
         self.block = block_acc.block_accs(k)
         self.block_ops = block_acc.block_operands(k)
         self.repartitioned = block_acc.repartitioned(k)
@@ -560,23 +559,6 @@ def _uses_index(stmts: list, name: str) -> bool:
         return (isinstance(e, ir.Sym) and e.name == name) or any(visit(c) for c in children(e))
     return any(visit(getattr(s, attr)) for s in ir.walk(stmts) for attr in ("value", "cond")
                if isinstance(getattr(s, attr, None), ir.Expr))
-
-
-def _refuse_folded_accumulators(k: ir.Kernel, plan) -> None:
-    """An accumulator no MMA writes, only applies (the sum a block-scaled MMA folds its
-    scaled partial products into, sema/mma_scale.py), has no tensor-memory region. Blackwell's
-    own block-scaled MMAs (tcgen05 kind::mxf8f6f4 / mxf4 .block_scale) take ue8m0 scale
-    factors per 32 (or 16) K elements from tensor memory: a program's f32 scales are no such
-    factors, so the fold (tcgen05.ld of the part, the scaling in registers, tcgen05.st of
-    the sum) would be the way; it is not lowered."""
-    mapped = {r.frag for r in plan.regions}
-    written = {s.acc for s in ir.walk(k.body) if isinstance(s, ir.Mma)}
-    for f in k.frags:
-        if f.layout == "acc" and f.name not in mapped and f.name not in written and \
-                any(isinstance(s, ir.MmaStore) and s.acc == f.name for s in ir.walk(k.body)):
-            raise ChoreoError(f"the accumulator '{f.name}' that a block-scaled MMA folds into "
-                              "(f32 scales: tcgen05's block-scaled kinds take ue8m0 ones) is "
-                              "not lowered for sm_100a yet", f.loc)
 
 
 def _frag_loc(k: ir.Kernel, name: str):
