@@ -278,13 +278,16 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.out = []
         if new_scope:
             self.scope = self.scope.child()
+        plan = self.scale_plan(stmts)  # sema/mma_scale.py: the block's `mma.scale`s
         try:
             for i, s in enumerate(stmts):
-                self.open_scale_segments(stmts, i)  # sema/mma_scale.py
+                if plan:
+                    self.open_scale_segments(plan, stmts, i)
                 self.stmt(s)
             return self.out
         finally:
-            self.close_scale_segments(stmts)
+            if plan:
+                self.close_scale_segments(plan, stmts)
             self.out, self.scope = saved_out, saved_scope
 
     def emit(self, s: ir.Stmt) -> None:

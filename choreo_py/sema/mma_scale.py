@@ -126,16 +126,24 @@ class ScaledMmaBuilder:
         self.emit(ir.Apply(names, acc.shape, acc.name, body, loc=s.loc))
 
     # ------------------------------------------------------------ segments
-    def open_scale_segments(self, stmts: list, i: int) -> None:
+    def scale_plan(self, stmts: list) -> dict:
+        """{accumulator name: indices of its `mma.scale`s} of a block's own statements
+        (computed once per block: most blocks have none)."""
+        plan: dict = {}
+        for k, x in enumerate(stmts):
+            if isinstance(x, A.MmaScale) and isinstance(x.acc, A.Name):
+                plan.setdefault(x.acc.id, []).append(k)
+        return plan
+
+    def open_scale_segments(self, plan: dict, stmts: list, i: int) -> None:
         """Before statement i of a block: open the segment of every accumulator that an
         `mma.scale` later in the block folds, zeroing its part before the segment's first
         MMA; close it after its `mma.scale`."""
         segs = self._segments()
-        for name in _scaled_names(stmts):
-            ends = [k for k, x in enumerate(stmts) if _is_scale_of(x, name)]
-            if i > 0 and _is_scale_of(stmts[i - 1], name):
+        for name, ends in plan.items():
+            if i - 1 in ends:
                 segs.pop(name, None)
-            if not any(k >= i for k in ends):
+            if ends[-1] < i:
                 continue
             seg = segs.get(name)
             if seg is None:
@@ -151,20 +159,11 @@ class ScaledMmaBuilder:
                 self.zero_part(seg["part"], stmts[i].loc)
                 seg["filled"] = True
 
-    def close_scale_segments(self, stmts: list) -> None:
+    def close_scale_segments(self, plan: dict, stmts: list) -> None:
         segs = self._segments()
-        for name in _scaled_names(stmts):
+        for name in plan:
             if segs.get(name, {}).get("owner") == id(stmts):
                 del segs[name]
-
-
-def _is_scale_of(s, name: str) -> bool:
-    return isinstance(s, A.MmaScale) and isinstance(s.acc, A.Name) and s.acc.id == name
-
-
-def _scaled_names(stmts: list) -> list[str]:
-    return sorted({s.acc.id for s in stmts if isinstance(s, A.MmaScale)
-                   and isinstance(s.acc, A.Name)})
 
 
 def _mmas_on(stmt, name: str) -> bool:
