@@ -180,14 +180,11 @@ def blockscale_cases(end2end: str) -> list:
              _blockscale_persis_inputs, None, _blockscale_persis_check)]
 
 
-#: sm_100a refuses the accumulator a block-scaled MMA folds into, by name (tcgen05's own
-#: block-scaled kinds take ue8m0 scales; lowering/sm100/target.py says why); both programs'
-#: accumulators are f16 as well, which sm_100a refuses too.
-_FOLDED = "that a block-scaled MMA folds into"
+#: On sm_100a both programs are refused by name before their scaling (which sm_100a lowers:
+#: tests/test_mma_scale.py): f16 accumulators, and the persistent one's region that joins.
 BLOCKSCALE_REFUSED_ON = {
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", f"the accumulator 'acc' {_FOLDED}"),
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a",
-                                                            f"the accumulator 'acc' {_FOLDED}"),
-    "wgmma_persis.co::blockscale_gemm_e4m3_ws_persis": ("sm_100a",
-                                                        f"the accumulator 'mc' {_FOLDED}"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_persis.co::blockscale_gemm_e4m3_ws_persis": (
+        "sm_100a", "in a kernel with tensor-memory accumulators"),
 }

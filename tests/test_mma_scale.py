@@ -2,8 +2,10 @@
 
 tests/co/gemm_blockscale.co's three functions (`mma.scale` after a block's MMAs,
 `mma.row.row.scale` on each MMA, row scales as a [1, M] tile) against torch, with
-random scales per 64-wide K block: in the interpreter and, sm_90a, in the PTX
-emulator; the IR they are built into; the refusal on sm_100a; the errors. The
+random scales per 64-wide K block: in the interpreter and in the PTX emulator on both
+targets (sm_90a: the part in registers; sm_100a: the part and the sum in tensor memory,
+each fold a tcgen05.ld of both and a tcgen05.st of the sum); the IR they are built into;
+the errors. The
 corpus programs (wgmma_ss.co, wgmma_persis.co) are end-to-end cases
 (tests/end2end_gemms.py).
 """
@@ -55,10 +57,11 @@ def test_interpreter_matches_torch(name):
 
 
 @pytest.mark.emu
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
 @pytest.mark.parametrize("name", FUNCTIONS)
-def test_emulated_ptx_matches_torch(name):
+def test_emulated_ptx_matches_torch(name, target):
     args, want = _inputs(name, seed=1)
-    out, _ = emulate_function(GEMM, name, args, "sm_90a")
+    out, _ = emulate_function(GEMM, name, args, target)
     assert _rel(out["C"], want) <= 2 ** -18
 
 
@@ -77,17 +80,19 @@ def test_the_ir_zeroes_a_part_and_folds_it():
     assert reads == {"mc", "mc__part"} and bases == {"SA", "SB"}
 
 
-def test_ptxas_accepts_sm90a():
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_ptxas_accepts(target):
     if find_ptxas() is None:
         pytest.skip("ptxas (CUDA 12.8+) is not on PATH")
-    ptxas(compile_file(GEMM, "ptx", "sm_90a"), "sm_90a")
+    ptxas(compile_file(GEMM, "ptx", target), target)
 
 
-def test_sm100a_refuses_the_fold_by_name():
-    with pytest.raises(ChoreoError) as e:
-        compile_file(GEMM, "ptx", "sm_100a")
-    assert "that a block-scaled MMA folds into" in e.value.message
-    assert "is not lowered for sm_100a yet" in e.value.message and e.value.line == 11
+def test_sm100a_keeps_the_sum_in_tensor_memory_beside_its_part():
+    """The sum no MMA writes gets columns of its own (passes/tmem_plan.py), as the part does."""
+    k = ir_of_file(GEMM, target="sm_100a").functions[0].kernels[0]
+    cols = {r.frag: (r.col, r.ncols) for r in k.tmem.regions}
+    assert set(cols) == {"mc", "mc__part"} and cols["mc"] != cols["mc__part"]
+    assert all(n == 128 for _, n in cols.values())
 
 
 KERNEL = """__co__ void k(global f32 [64, 2] sa, global s32 [64, 1] si) {{

@@ -17,7 +17,9 @@ zeroed (`mma.fill`), the MMAs into it, and the fold, an `apply` over acc:
 
 computed in f32 and rounded once to acc's type. The MMAs into the part are
 synchronous, so the fold reads their finished result; on sm_90a the part lives in
-registers beside acc and the fold is per-thread code over the rows each thread holds.
+registers beside acc and the fold is per-thread code over the rows each thread holds; on
+sm_100a both are in tensor memory (passes/tmem_plan.py gives the sum, which no MMA
+writes, columns of its own) and the fold is a tcgen05.ld of both and a tcgen05.st of acc.
 """
 from __future__ import annotations
 
