@@ -65,6 +65,15 @@ def test_emulated_ptx_matches_torch(name, target):
     assert _rel(out["C"], want) <= 2 ** -18
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_gpu_matches_torch(name):
+    args, want = _inputs(name, seed=2)
+    args = tuple(t.cuda() for t in args)
+    getattr(choreo_py.load(GEMM), name)(*args)
+    assert _rel(args[4].cpu(), want) <= 2 ** -18
+
+
 def test_the_ir_zeroes_a_part_and_folds_it():
     """Each K step: the part zeroed, the MMA into it, then an apply over mc that reads it
     (and the row scale, a global element) -- no MMA writes mc itself."""
