@@ -71,7 +71,9 @@ def test_gpu_matches_torch(name):
     args, want = _inputs(name, seed=2)
     args = tuple(t.cuda() for t in args)
     getattr(choreo_py.load(GEMM), name)(*args)
-    assert _rel(args[4].cpu(), want) <= 2 ** -18
+    # (the tensor cores' f32 sums are not IEEE-rounded: a looser bound than the CPU's,
+    # still far below a wrong scale's O(1) error)
+    assert _rel(args[4].cpu(), want) <= 2 ** -12
 
 
 def test_the_ir_zeroes_a_part_and_folds_it():
