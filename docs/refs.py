@@ -26,6 +26,16 @@ def row_softmax(A, B):
     return (A @ B.T).softmax(dim=1)
 
 
+def gemm_block_scaled(A, SA, B, SB, BK=64, BN=128):
+    """reference/mma.md's block-scaled GEMM: each BK-wide K block's product scaled by its row
+    scale SA[m, kb] and its BN-wide tile's scale SB[n // BN, kb]."""
+    out = A.new_zeros(A.shape[0], B.shape[0])
+    for kb in range(A.shape[1] // BK):
+        part = A[:, kb * BK:(kb + 1) * BK] @ B[:, kb * BK:(kb + 1) * BK].T
+        out += part * SA[:, kb:kb + 1] * SB[:, kb].repeat_interleave(BN)[None, :B.shape[0]]
+    return out
+
+
 def gemm_rescaled_rows(A, B, BK=64, BN=128):
     """gemm_block_acc_rescale.co: after each K step's MMA, every row of each BN-wide tile
     is divided by max(its largest element, 1)."""

@@ -106,3 +106,85 @@ def cases(end2end: str) -> tuple[list, dict]:
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
                _hilbert_inputs, None, _persis_check)]
     return cases, not_interpreted
+
+
+# --- block-scaled fp8 GEMMs (sema/mma_scale.py): wgmma_ss.co's blockscale_gemm_e4m3_n48 at
+# its main()'s sizes and data (M = N = 384, K = 128, the e4m3 copies of the f16 data above,
+# every scale 1.0; |out - ref| <= 0.1), and wgmma_persis.co's blockscale_gemm_e4m3_ws_persis
+# at its test_blockscale_persistent sizes (512 x 2048 x 128, inputs in [0, 2), scales in
+# [1, 3); |out - ref| <= 0.5 + 0.08 |ref|, there over 256 samples, here over every element).
+# The refs scale each 128-wide K block: out = sum_kb (lhs_kb @ rhs_kb^T) * sl[:, kb] * sr[n, kb].
+def _blockscale_ref(lhs, sl, rhs, sr, n_block):
+    m, k = lhs.shape
+    ref = torch.zeros(m, rhs.shape[0])
+    for kb in range(k // 128):
+        part = lhs[:, kb * 128:(kb + 1) * 128] @ rhs[:, kb * 128:(kb + 1) * 128].T
+        col = sr[:, kb].repeat_interleave(n_block)[:rhs.shape[0]]
+        ref += part * sl[:, kb:kb + 1] * col[None, :]
+    return ref
+
+
+def _blockscale_ss_inputs(gen, dev):
+    lhs, rhs, out = _wgmma_ss_inputs(torch.float8_e4m3fn, torch.float16)(gen, "cpu")
+    m, k = lhs.shape
+    n = rhs.shape[0]
+    sl, sr = torch.ones(m, k // 128), torch.ones(n // 48, k // 128)
+    return tuple(x.to(dev) for x in (lhs, sl, rhs, sr, out))
+
+
+def _blockscale_ss_scaled_inputs(gen, dev):
+    """Beyond main(): two K blocks (K = 256) and scales in [0.5, 1.5), so that each block's
+    product is scaled by its own factors (inputs in {0, 0.5, 1}, as main()'s)."""
+    m, n, k = 128, 96, 256
+    lhs = (torch.randint(0, 3, (m, k), generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    rhs = (torch.randint(0, 3, (n, k), generator=gen) * 0.5).to(torch.float8_e4m3fn)
+    sl = 0.5 + torch.rand(m, k // 128, generator=gen)
+    sr = 0.5 + torch.rand(n // 48, k // 128, generator=gen)
+    out = torch.zeros(m, n, dtype=torch.float16)
+    return tuple(x.to(dev) for x in (lhs, sl, rhs, sr, out))
+
+
+def _blockscale_ss_close(rel):
+    """main()'s check, |out - ref| <= 0.1, plus `rel` |ref| for the f16 accumulator's
+    roundings where the sums grow past main()'s (0 for main()'s own data)."""
+    def check(args, res, want):
+        lhs, sl, rhs, sr, out = (a.cpu().float() for a in args)
+        ref = _blockscale_ref(lhs, sl, rhs, sr, 48)
+        bad = (out - ref).abs() > 0.1 + rel * ref.abs()
+        assert not bool(bad.any()), \
+            f"blockscale values are not equal (max error {float((out - ref).abs().max())})"
+    return check
+
+
+def _blockscale_persis_inputs(gen, dev):
+    m, n, k = 512, 2048, 128
+    lhs = (torch.rand(m, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+    rhs = (torch.rand(n, k, generator=gen) * 2).to(torch.float8_e4m3fn)
+    sl = 1 + 2 * torch.rand(m, 1, generator=gen)
+    sr = 1 + 2 * torch.rand(n // 128, 1, generator=gen)
+    return tuple(x.to(dev) for x in (lhs, sl, rhs, sr, torch.zeros(m, n, dtype=torch.float16)))
+
+
+def _blockscale_persis_check(args, res, want):
+    lhs, sl, rhs, sr, out = (a.cpu().float() for a in args)
+    ref = _blockscale_ref(lhs, sl, rhs, sr, 128)
+    assert bool(((out - ref).abs() <= 0.5 + 0.08 * ref.abs()).all()), "blockscale mismatch"
+
+
+def blockscale_cases(end2end: str) -> list:
+    return [(os.path.join(end2end, "wgmma_ss.co"), "blockscale_gemm_e4m3_n48",
+             _blockscale_ss_inputs, None, _blockscale_ss_close(0.0)),
+            (os.path.join(end2end, "wgmma_ss.co"), "blockscale_gemm_e4m3_n48",
+             _blockscale_ss_scaled_inputs, None, _blockscale_ss_close(2 ** -8), "two_k_blocks"),
+            (os.path.join(end2end, "wgmma_persis.co"), "blockscale_gemm_e4m3_ws_persis",
+             _blockscale_persis_inputs, None, _blockscale_persis_check)]
+
+
+#: On sm_100a both programs are refused by name before their scaling (which sm_100a lowers:
+#: tests/test_mma_scale.py): f16 accumulators, and the persistent one's region that joins.
+BLOCKSCALE_REFUSED_ON = {
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_persis.co::blockscale_gemm_e4m3_ws_persis": (
+        "sm_100a", "in a kernel with tensor-memory accumulators"),
+}

@@ -518,6 +518,12 @@ _more, _not_run = _gemm_cases(END2END)
 CASES += _more
 NOT_INTERPRETED.update(_not_run)
 
+# --- block-scaled fp8 GEMMs of wgmma_ss.co and wgmma_persis.co: end2end_gemms.py
+from end2end_gemms import BLOCKSCALE_REFUSED_ON, blockscale_cases  # noqa: E402
+
+CASES += blockscale_cases(END2END)
+REFUSED_ON.update(BLOCKSCALE_REFUSED_ON)
+
 
 # --- end2end/tma_v2.co, tma_f32.co: TMA copies through shared memory, double-buffered with
 # `tma.any` placeholders and `swap`; inputs in [-10, 10) (fp8: [-2, 2)), exact equality

@@ -3,7 +3,8 @@
 For targets with tensor memory (targets.Target.tmem_columns; sm_100a: 128
 lanes x 512 columns of 32 bits per CTA) an MMA accumulator lives in TMEM,
 not in registers. This pass gives every accumulator fragment (the target of
-`mma.fill` / `mma`) and every register A operand (e.g. the seed's bf16
+`mma.fill` / `mma`, and the sum a block-scaled MMA folds into, which only
+applies write) and every register A operand (e.g. the seed's bf16
 `acc_s_cast`) a region per instance of the role that issues the MMAs, and
 records the map on the kernel (`ir.TmemMap`), printed as
 
@@ -165,11 +166,24 @@ def _collect(kernel: ir.Kernel, uses: list[_MmaUse]):
             f = kernel.frag(name)
             raise ChoreoError(f"'{name}' is declared in the columns of '{f.host}', but it "
                               f"cannot be read from tensor memory: {staged[name]}", f.loc)
+    wanted += [(f, "acc") for f in _folded_accumulators(kernel, seen)]
     roles = {id(u.role): u.role for u in uses}
     if len(roles) > 1:
         raise _Unplanned("tcgen05 lowering: MMAs of one kernel must sit in one role "
                          f"(found {len(roles)})", uses[0].stmt.loc)
     return wanted, next(iter(roles.values())), staged, lane0
+
+
+def _folded_accumulators(kernel: ir.Kernel, seen: set[str]) -> list[ir.Frag]:
+    """Accumulators that no MMA writes, only applies: the sums a block-scaled MMA folds its
+    scaled partial products into (sema/mma_scale.py). They live in tensor memory beside
+    their parts, in the MMA role's columns, as every accumulator of the kernel does: each
+    fold reads the part and the sum with tcgen05.ld and writes the sum back with
+    tcgen05.st. (Blackwell's own block-scaled MMAs, tcgen05 kind::mxf8f6f4 / mxf4
+    .block_scale, take ue8m0 scale factors per 32 or 16 K elements from tensor memory; a
+    program's f32 scales are no such factors, hence the fold.)"""
+    used = {s.acc for s in ir.walk(kernel.body) if isinstance(s, (ir.MmaFill, ir.MmaStore))}
+    return [f for f in kernel.frags if f.layout == "acc" and f.name in used and f.name not in seen]
 
 
 def _columns(frag: ir.Frag, kind: str) -> int:

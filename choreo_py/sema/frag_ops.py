@@ -15,6 +15,7 @@ from ..ir import build as B
 from .exprs import check_float_range, err
 from .values import FragValue, FutureValue, Scalar, ShapeValue, Unsupported
 from .views import static_shape
+from .mma_scale import ScaledMmaBuilder
 
 
 def fmt_shape(shape) -> str:
@@ -22,7 +23,7 @@ def fmt_shape(shape) -> str:
     return "[" + ", ".join(str(d) for d in shape) + "]"
 
 
-class FragOpBuilder:
+class FragOpBuilder(ScaledMmaBuilder):
     # ------------------------------------------------------------ fragments
     def _add_frag(self, name: str, dtype: str, shape: tuple[int, ...], node,
                   rename: bool = False) -> ir.Frag:
@@ -91,9 +92,17 @@ class FragOpBuilder:
         return v.frag
 
     def s_MmaOp(self, s: A.MmaOp) -> None:
-        if s.sparse or s.scale or s.metadata is not None:
-            raise Unsupported("sparse and scaled MMA", s.loc)
+        if s.sparse or s.metadata is not None:
+            raise Unsupported("sparse MMA", s.loc)
+        if s.scale:
+            return self.scaled_mma(s, self._mma_into)
         acc = self._frag_of(s.acc, "the accumulator")
+        target = self.scaled_target(s, acc)
+        self._mma_into(s, target)
+        if target is not acc:
+            self.after_part_mma(acc, target, s.acc)
+
+    def _mma_into(self, s: A.MmaOp, acc: ir.Frag) -> None:
         a_val = self.value(s.a)
         if isinstance(a_val, FragValue):
             a, a_shape, a_dtype = a_val.frag.name, a_val.frag.shape, a_val.frag.dtype

@@ -279,11 +279,16 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.out = []
         if new_scope:
             self.scope = self.scope.child()
+        plan = self.scale_plan(stmts)  # sema/mma_scale.py: the block's `mma.scale`s
         try:
-            for s in stmts:
+            for i, s in enumerate(stmts):
+                if plan:
+                    self.open_scale_segments(plan, stmts, i)
                 self.stmt(s)
             return self.out
         finally:
+            if plan:
+                self.close_scale_segments(plan, stmts)
             self.out, self.scope = saved_out, saved_scope
 
     def emit(self, s: ir.Stmt) -> None:
