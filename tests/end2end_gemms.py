@@ -108,7 +108,9 @@ def cases(end2end: str) -> tuple[list, dict]:
                   ("matmul_e4m3", torch.float8_e4m3fn, torch.float32, False),
                   ("matmul_st_trans", torch.float16, torch.float16, True),
                   # its synchronous dma.copy loads and its store of output_s: TMA (sync_copies)
-                  ("matmul_f16", torch.float16, torch.float16, False))]
+                  ("matmul_f16", torch.float16, torch.float16, False),
+                  # loads two warpgroups make together: issued and waited by their leader
+                  ("matmul_e4m3_mwg", torch.float8_e4m3fn, torch.float16, False))]
     cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
                _persis_inputs, None, _persis_check),
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",

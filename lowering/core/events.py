@@ -9,6 +9,7 @@
 | `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
 | `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
+| `tma.load src => dst` (synchronous) | its slot of `__tma_sync` (passes/sync_copies.py) armed with the load's bytes, the load, then a wait by the threads that run it (a leader-only load's: by its role's threads after the leader's block) on a phase register of its own, flipped after each wait |
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
+from choreo_py.passes.sync_copies import SYNC_EVENT
+
+from .analysis import view_elems
 from .context import Lowering
 from .exprs import ExprLowering
 from .writer import V
@@ -160,6 +164,36 @@ def arm(lw: Lowering, group, loc, pred: Optional[V]) -> tuple[V, int]:
     args = [_addr(reg, off), str(group.nbytes)] + ([f"pred={pred.text}"] if pred else [])
     lw.w.call("ptx.mbarrier.arrive_expect_tx", *args)
     return reg, off
+
+
+def sync_load_phases(lw: Lowering) -> None:
+    """Phase registers of the synchronous loads' mbarrier slots, one per load statement
+    (its slot completes once per execution, and the threads that wait on it are always the
+    ones that run it), initialised by every thread before any code that may run one."""
+    lw.sync_load_phase = {i: lw.w.reg("u32", "tma_sync_phase", V.imm(0, "u32"))
+                          for i in sorted(set(lw.facts.sync_loads.values()))}
+
+
+def sync_load(lw: Lowering, s: ir.TmaLoad, slot: int) -> None:
+    """A synchronous TMA load: armed with its bytes, issued, waited (see the table)."""
+    ev = lw.k.event(SYNC_EVENT)
+    pred = lw.issuer()
+    lw.instance_sync_if_dirty()
+    off = ev.offset + 8 * slot
+    nbytes = view_elems(s.dst, s.loc) * ir.dtype_bytes(lw.k.buffer(s.dst.base).dtype)
+    args = [_addr(lw.smem_base, off), str(nbytes)] + ([f"pred={pred.text}"] if pred else [])
+    lw.w.call("ptx.mbarrier.arrive_expect_tx", *args)
+    lw.memory.tma_load(s, (lw.smem_base, off), pred)
+    ph = lw.sync_load_phase[slot]
+
+    def wait() -> None:
+        lw.w.comment("a synchronous load: its threads wait for the tile")
+        lw.w.call("ptx.mbarrier.wait", _addr(lw.smem_base, off), ph.text)
+        lw.w.op("xor.b32", ph, ph, 1)
+    if lw.leader_waits is not None:  # issued in a leader's block: waited after it
+        lw.leader_waits.append(wait)
+    else:
+        wait()
 
 
 def _addr(reg: V, off: int) -> str:
