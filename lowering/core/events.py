@@ -7,7 +7,7 @@
 | `wait e` (no order) | the generation this path waits next, counted at compile time; where a wait on `e` is inside a loop or branch of the role, a phase register per role flipped after each wait |
 | `trigger e after f, g` | the loads' issuing thread arms slot e with `arrive.expect_tx` (their byte count) before the first load; the loads complete it |
 | `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
-| `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
+| `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 (`trigger e[i]`: on slot i) |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
 | `tma.load src => dst` (synchronous) | its slot of `__tma_sync` (passes/sync_copies.py) armed with the load's bytes, the load, then a wait by the threads that run it (a leader-only load's: by its role's threads after the leader's block) on a phase register of its own, flipped after each wait |
 """
@@ -51,15 +51,24 @@ def _event(lw: Lowering, ref: ir.EventRef, loc) -> ir.Event:
     return ev
 
 
-def slot_address(lw: Lowering, ref: ir.EventRef, loc) -> tuple[V, int]:
-    """(register, byte offset) of the mbarrier `ref` names."""
+def slot_address(lw: Lowering, ref: ir.EventRef, loc, by_slot: bool = False) -> tuple[V, int]:
+    """(register, byte offset) of the mbarrier `ref` names; `by_slot`: `e[i]` may name one by
+    its physical slot (a trigger arrives there; a wait would need the slot's generation)."""
     ev = _event(lw, ref, loc)
     n = ev.slots or 1
-    if ref.order is None and ref.index is not None:
+    if ref.order is None and ref.index is not None and not by_slot:
         raise lw.refuse(f"indexing event '{ev.name}' by physical slot ('{ev.name}[i]')", loc)
-    if ref.order is None or n == 1:
+    if (ref.order is None and ref.index is None) or n == 1:
         return lw.smem_base, ev.offset
     ex = ExprLowering(lw, loc)
+    if ref.order is None:  # `e[i]`, i < n (sema checks constant indices; the program's word)
+        b = ex.value(ir.Bin("*", ref.index, ir.Const(8, "s32"), ref.index.dtype),
+                     f"{ev.name}_slot")
+        if b.is_const:
+            return lw.smem_base, ev.offset + b.const
+        out = lw.w.reg("u32", f"{ev.name}_bar")
+        lw.w.op("add.u32", out, lw.smem_base, b)
+        return out, ev.offset
     slot = ir.Bin("%", ref.order, ir.Const(n, "s32"), ref.order.dtype)
     byte = ir.Bin("*", slot, ir.Const(8, "s32"), ref.order.dtype)
     if n & (n - 1) == 0 and ex.nonneg(ref.order):
@@ -150,7 +159,7 @@ def trigger(lw: Lowering, s: ir.Trigger) -> None:
     if id(s) in lw.facts.commits:  # analysis: only targets with `commit_trigger` record them
         lw.target.commit_trigger(lw, s)
         return
-    reg, off = slot_address(lw, s.event, s.loc)
+    reg, off = slot_address(lw, s.event, s.loc, by_slot=True)
     pred = lw.issuer()
     if pred is not None:
         lw.instance_sync_if_dirty()
