@@ -98,12 +98,14 @@ class ClusterBuilder:
 
     def multicast_source(self, s: A.DmaOp, src) -> None:
         """A multicast copy: allowed in a cluster, of a tile every block of it names alike."""
-        if self.cluster is None:
-            raise Unsupported("'tma.copy.multicast' outside a ': cluster' region", s.loc)
         if s.engine != "tma" or s.operation != "copy":
             raise Unsupported(f"'{s.engine}.{s.operation}.multicast'", s.loc)
-        varying = self.cluster_varying()
+        if self.cluster is None:
+            raise Unsupported("'tma.copy.multicast' outside a ': cluster' region", s.loc)
         v = src.view
+        if self._storage(v) != "global":  # (a multicast lands a global tile in the blocks)
+            raise Unsupported(f"'tma.copy.multicast' from {self._storage(v)} memory", s.loc)
+        varying = self.cluster_varying()
         for e in (*v.offsets, *v.extents, *((v.slot,) if v.slot is not None else ())):
             for n in sorted(ir.sym_names(e)):
                 known = self.scope.lookup(n)
