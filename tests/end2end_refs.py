@@ -346,6 +346,7 @@ REFUSED_ON = {
     "wgmma_ss.co::matmul_st_trans": ("sm_100a", "the f16 fragment 'acc'"),
     "wgmma_ss.co::matmul_e4m3_mwg": ("sm_100a", "MMAs in a parallel region without inthreads roles"),
     "wgmma_ss.co::matmul_f16_tbc": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::matmul_st_masked": ("sm_100a", "the f16 fragment 'acc'"),
     "wgmma_ss.co::matmul_e4m3_ws_tbc": ("sm_100a", "the f16 fragment 'acc'"),
     "wgmma_ss.co::matmul_e4m3_mwg_tbc": ("sm_100a",
                                          "MMAs in a parallel region without inthreads roles"),
