@@ -107,7 +107,8 @@ def _without_cluster(src: str) -> str:
     (GEMM.replace("RHS_TILE", "rhs.subspan(128, 64).at(block_n, iv_k)")
          .replace("parallel {cm} by [2] : cluster {", "parallel {cm} by [16] : cluster {"),
      "a cluster of 16 blocks (more than 8)", 3),
-])
+], ids=["tile_of_block_m", "tile_of_the_rank", "outside_a_cluster", "two_dimensions",
+        "sixteen_blocks"])
 def test_refused_by_name(tmp_path, src, message, line):
     path = tmp_path / "g.co"
     path.write_text(src)
