@@ -65,24 +65,27 @@ class ClusterBuilder:
             where = stmts[0].loc if stmts else s.loc
             raise Unsupported("a ': cluster' region whose body is not one ': block' region", where)
         self.cluster = (names[0] if names else None, size, lvl.loc)
+        outer = self.scope
+        self.scope = outer.child()  # the rank, seen by the kernel (a child of this scope)
         try:
+            self._bind_rank(stmts[0])
             self.launch(stmts[0], host)
         finally:
-            self.cluster = None
+            self.cluster, self.scope = None, outer
 
-    def bind_cluster_rank(self, grid: list) -> None:
-        """Binds the rank variable (`x % n`) once the grid's variables are bound; the grid's
-        first extent must be a multiple of n."""
-        if self.cluster is None:
-            return
+    def _bind_rank(self, blocks: A.ParallelBy) -> None:
+        """The rank variable, `x % n` of the block level's first variable x; the block
+        level's first extent must be a multiple of n."""
         name, size, loc = self.cluster
-        first, extent = grid[0]
-        n = B.as_int(extent)
+        lvl = blocks.levels[0]
+        bounds = self._bounds(lvl)
+        first = (lvl.elements or ([lvl.var] if lvl.var else ["_b0"]))[0]
+        n = B.as_int(bounds[0])
         if n is not None and n % size:
             raise ChoreoError(f"a cluster of {size} blocks needs a grid whose first dimension "
                               f"is a multiple of {size}; this one has {n} blocks", loc)
         if n is None:
-            cond = B.binop("==", B.binop("%", extent, B.const(size)), B.const(0))
+            cond = B.binop("==", B.binop("%", bounds[0], B.const(size)), B.const(0))
             self.entry_asserts.append(ir.Assert(
                 cond, f"a cluster of {size} blocks needs a grid whose first dimension is a "
                 f"multiple of {size}", loc=loc))
