@@ -7,6 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 
+import numpy as np
+
 from choreo_py.interp import sparse as interp_sparse
 from choreo_py.interp.errors import InterpError
 from end2end_sparse import encode, structured_sparse
@@ -29,3 +31,185 @@ def test_interpreter_reads_unordered_indices_and_refuses_equal_ones():
     assert got.tolist() == [[2.0, 0.0, 1.0, 0.0, 0.0, 3.0, 0.0, 4.0]]
     with pytest.raises(InterpError, match="0b0101"):
         interp_sparse.expand(packed, torch.tensor([[0b0101]], dtype=torch.float32), None)
+
+
+# ------------------------------------------------ the emulator's wgmma.mma_async.sp
+# The metadata registers are built here from CUTLASS's sparse GMMA metadata layouts
+# (cute/atom/mma_traits_sm90_gmma_sparse.hpp), evaluated as CuTe layouts: a (thread,
+# value) coordinate maps to element m + 64 k of the 64 x K metadata tile, one bit per
+# dense column (value v is bit v of the thread's 32-bit register; the bits of column k
+# are bit k % 4 of its group's nibble).
+E_LAYOUTS = {  # dense K of one instruction -> (thread shape, thread stride, value shape, stride)
+    32: ((2, 2, 8, 4), (1024, 0, 1, 16), (16, 2), (64, 8)),      # ELayout_64x32 (16-bit)
+    64: ((2, 2, 8, 4), (8, 2048, 1, 16), (32,), (64,)),          # ELayout_64x64 (8-bit)
+}
+
+
+def _colex(i: int, shape) -> list:
+    out = []
+    for s in shape:
+        out.append(i % s)
+        i //= s
+    return out
+
+
+def meta_registers(meta: torch.Tensor, k: int, step: int) -> list[int]:
+    """The 128 threads' sp-meta values for instruction `step` (dense columns step*k..)."""
+    tshape, tstride, vshape, vstride = E_LAYOUTS[k]
+    nibbles = [[(int(meta[r, g // 2]) >> (4 * (g % 2))) & 0xF for g in range(2 * meta.shape[1])]
+               for r in range(64)]
+    regs = []
+    for t in range(128):
+        toff = sum(c * s for c, s in zip(_colex(t, tshape), tstride))
+        v = 0
+        for bit in range(32):
+            off = toff + sum(c * s for c, s in zip(_colex(bit, vshape), vstride))
+            m, col = off % 64, step * k + off // 64
+            v |= ((nibbles[m][col // 4] >> (col % 4)) & 1) << bit
+        regs.append(v)
+    return regs
+
+
+HEAD = """.version 8.5
+.target sm_90a
+.address_size 64
+.extern .shared .align 128 .b8 smem[];
+"""
+
+
+#: element type -> (PTX type, dense K of one instruction, A descriptor bits, B descriptor
+#: bits): A packed [64, 32] (bf16: 64-byte rows, 64-byte swizzle; e4m3: 32-byte rows,
+#: 32-byte swizzle), B [n, 64] (128-byte / 64-byte swizzle); SBO = 8 rows, LBO = 16 B
+KINDS = {"bf16": ("bf16", 32, 0x8000002000010000, 0x4000004000010000),
+         "f8_e4m3": ("e4m3", 64, 0xC000001000010000, 0x8000002000010000)}
+
+
+def sparse_ptx(n: int, sel: int, dtype: str) -> str:
+    """D = dense(A) @ B^T over K = 64 (two m64nNk32 steps for bf16, one m64nNk64 for
+    e4m3): packed A at smem, B at smem + 4096, the metadata registers read from global
+    memory, two per thread (the second unused for e4m3)."""
+    kind, k, a_bits, b_bits = KINDS[dtype]
+    es = 2 if k == 32 else 1
+    acc = ", ".join(f"%d{i}" for i in range(n // 2))
+    stores = "\n".join(f"\tst.global.f32 [%py+{4 * i}], %d{i};" for i in range(n // 2))
+    trans = ", 0, 0" if es == 2 else ""
+    mmas = "\n".join(
+        f"\tadd.s64 %da, %da0, {2 * s};\n\tadd.s64 %db, %db0, {4 * s};\n"
+        f"\twgmma.mma_async.sp.sync.aligned.m64n{n}k{k}.f32.{kind}.{kind} {{{acc}}}, %da, %db, "
+        f"%e{s}, {sel}, {0 if s == 0 else 1}, 1, 1{trans};" for s in range(64 // k))
+    tx = 64 * 32 * es + n * 64 * es
+    return HEAD + f"""
+.visible .entry k(
+\t.param .align 64 .b8 tmap_A[128],
+\t.param .align 64 .b8 tmap_B[128],
+\t.param .u64 p_e,
+\t.param .u64 p_y
+)
+{{
+\t.reg .u32 %sm, %tid, %off, %t32, %e0, %e1;
+\t.reg .u64 %tm, %py, %pe, %o64, %da0, %db0, %da, %db;
+\t.reg .f32 %d<{n // 2}>;
+\t.reg .pred %p, %q;
+\t.reg .b64 %st;
+\tmov.u32 %sm, smem;
+\tadd.u32 %sm, %sm, 1023;
+\tand.b32 %sm, %sm, -1024;
+\tmov.u32 %tid, %tid.x;
+\tsetp.eq.u32 %p, %tid, 0;
+\t@%p mbarrier.init.shared::cta.b64 [%sm+16384], 1;
+\tbar.sync 0;
+\t@%p mbarrier.arrive.expect_tx.shared::cta.b64 %st, [%sm+16384], {tx};
+\tmov.b64 %tm, tmap_A;
+\tcvta.param.u64 %tm, %tm;
+\t@%p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%sm], [%tm, {{0, 0}}], [%sm+16384];
+\tmov.b64 %tm, tmap_B;
+\tcvta.param.u64 %tm, %tm;
+\t@%p cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%sm+4096], [%tm, {{0, 0}}], [%sm+16384];
+WAIT:
+\tmbarrier.try_wait.parity.shared.b64 %q, [%sm+16384], 0;
+\t@!%q bra WAIT;
+\tmul.lo.u32 %off, %tid, 8;
+\tcvt.u64.u32 %o64, %off;
+\tld.param.u64 %pe, [p_e];
+\tadd.s64 %pe, %pe, %o64;
+\tld.global.u32 %e0, [%pe];
+\tld.global.u32 %e1, [%pe+4];
+\tshr.u32 %t32, %sm, 4;
+\tcvt.u64.u32 %da0, %t32;
+\tor.b64 %da0, %da0, {a_bits};
+\tadd.u32 %t32, %sm, 4096;
+\tshr.u32 %t32, %t32, 4;
+\tcvt.u64.u32 %db0, %t32;
+\tor.b64 %db0, %db0, {b_bits};
+\twgmma.fence.sync.aligned;
+{mmas}
+\twgmma.commit_group.sync.aligned;
+\twgmma.wait_group.sync.aligned 0;
+\tmul.lo.u32 %off, %tid, {4 * (n // 2)};
+\tcvt.u64.u32 %o64, %off;
+\tld.param.u64 %py, [p_y];
+\tadd.s64 %py, %py, %o64;
+{stores}
+\tret;
+}}
+"""
+
+
+def _run_sparse(n: int, sel: int, blank, dtype: str = "bf16"):
+    """(D read back through the accumulator fragment, the dense torch product)."""
+    from choreo_py.emu import emulate_ptx
+
+    tdtype = {"bf16": torch.bfloat16, "f8_e4m3": torch.float8_e4m3fn}[dtype]
+    k = KINDS[dtype][1]
+    es = 2 if k == 32 else 1
+    gen = torch.Generator().manual_seed(5)
+    dense = structured_sparse(gen, 64, 64, tdtype)
+    packed, meta = encode(dense)
+    b = (torch.rand(n, 64, generator=gen) * 2 - 1).to(tdtype)
+    regs = [meta_registers(meta, k, s) for s in range(64 // k)] + [[0] * 128]
+    if blank is not None:  # pair `blank` of each quad holds 0b0000 groups (invalid)
+        regs = [[0 if (t % 4) // 2 == blank else v for t, v in enumerate(r)] for r in regs]
+    words = np.array([[regs[0][t], regs[1][t]] for t in range(128)], dtype=np.uint32)
+    e = torch.from_numpy(words.reshape(-1).view(np.int32).copy())
+    y = torch.zeros(128 * (n // 2))
+    launch = {"grid": [1, 1, 1], "block": [128, 1, 1], "shared_bytes": 16384 + 1024 + 64,
+              "params": [{"name": "tmap_A", "tmap": "A", "box": [32, 64], "swizzle": 32 * es},
+                         {"name": "tmap_B", "tmap": "B", "box": [64, n], "swizzle": 64 * es},
+                         {"name": "p_e", "ptr": "E"}, {"name": "p_y", "ptr": "Y"}],
+              "tensors": {"A": {"dtype": dtype, "shape": [64, 32]},
+                          "B": {"dtype": dtype, "shape": [n, 64]},
+                          "E": {"dtype": "s32", "shape": [256]},
+                          "Y": {"dtype": "f32", "shape": [128 * (n // 2)]}}}
+    emulate_ptx(sparse_ptx(n, sel, dtype), launch, {"A": packed, "B": b, "E": e, "Y": y})
+    out = y.numpy().reshape(4, 32, n // 2)
+    d = np.full((64, n), np.nan, dtype=np.float32)
+    for w in range(4):
+        for lane in range(32):
+            g, c = lane // 4, lane % 4
+            for i in range(n // 2):
+                d[16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * c + (i & 1)] = out[w, lane, i]
+    return d, (dense.double() @ b.double().T).float().numpy()
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("n,sel", [(16, 0), (32, 1)])
+def test_emulator_sparse_wgmma_matches_the_dense_product(n, sel):
+    """bf16, two m64nNk32 steps. The selector names the pair of each quad whose registers
+    are read: the other pair holds invalid metadata, which must not matter."""
+    d, ref = _run_sparse(n, sel, blank=1 - sel)
+    np.testing.assert_allclose(d, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.emu
+def test_emulator_sparse_wgmma_e4m3_matches_the_dense_product():
+    """e4m3: one m64nNk64 step, every thread's register read (selector 0)."""
+    d, ref = _run_sparse(24, 0, blank=None, dtype="f8_e4m3")
+    np.testing.assert_allclose(d, ref, rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.emu
+def test_emulator_reports_invalid_metadata_of_the_selected_pair():
+    from choreo_py.emu import EmuError
+
+    with pytest.raises(EmuError, match="0b0000"):
+        _run_sparse(16, 0, blank=0)
