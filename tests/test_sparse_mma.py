@@ -268,3 +268,62 @@ def test_two_step_sparse_mma_in_the_emulator(tmp_path, schedule):
     got = choreo_py.emulate_program(str(path), target="sm_90a", schedule=schedule,
                                     seed=7)["sp2"](*args)
     assert float((got.double() - ref).abs().max()) < 1e-3
+
+
+# ------------------------------------------------------------ the rules, by name
+def _compile(tmp_path, body: str, target: str = "sm_90a"):
+    from choreo_py.driver import compile_file
+
+    path = tmp_path / "k.co"
+    path.write_text("__co__ void k() {\n  parallel b by 1 : block {\n" + body + "\n  }\n}\n")
+    return compile_file(str(path), emit="ir", target=target)
+
+
+SHARED = """    shared f16[64, 16] a;
+    shared f16[32, 32] bt;
+    shared u8[64, 4] m;
+"""
+
+
+@pytest.mark.parametrize("mma,words", [
+    ("me = mma.load m;\n      mma.row.row.sp acc, a, bt, me;", None),
+    ("mma.row.row.sp acc, a, bt;", "a sparse MMA without its metadata operand"),
+    ("ma = mma.load a;\n      me = mma.load m;\n      mma.row.row.sp acc, ma, bt, me;",
+     "a sparse MMA on register fragments"),
+    ("me = mma.load m;\n      f = mma.row.row.sp.async acc, a, bt, me;\n      wait f;",
+     "an asynchronous or scheduled sparse MMA"),
+    ("me = mma.load bt;\n      mma.row.row.sp acc, a, bt, me;",
+     "is a u8[64, 4] fragment (4 bits per group of 4 along K); 'me' is f16[32, 32]"),
+])
+def test_sema_rules(tmp_path, mma, words):
+    from choreo_py.diagnostics import ChoreoError
+
+    body = SHARED + "    parallel g by 1 : group-4 {\n      acc = mma.fill.f32 0.0f;\n      " \
+        + mma + "\n    }"
+    if words is None:
+        assert "sparse=me" in _compile(tmp_path, body)
+        return
+    with pytest.raises(ChoreoError) as e:
+        _compile(tmp_path, body)
+    assert words in e.value.message and e.value.loc is not None
+
+
+def test_verifier_wants_a_shared_packed_a():
+    from choreo_py.ir import parse as ir_parse, verify as ir_verify
+    from choreo_py.diagnostics import ChoreoError
+
+    text = """kernel k() {
+  grid t < 1
+  shared b: f16[32, 32]
+  frag acc: f32[64, 32] layout=acc
+  frag a: f16[64, 16] layout=operand
+  frag me: u8[64, 4] layout=sparse_meta
+  mma.row.row acc += a * b<0+:32, 0+:32> sparse=me
+}
+
+func k() {
+  launch k
+}
+"""
+    with pytest.raises(ChoreoError, match="packed A operand from shared memory"):
+        ir_verify.verify_module(ir_parse.parse_module(text))

@@ -127,8 +127,9 @@ class FragOpBuilder:
         sparse [M, K] matrix, meta the u8 [M, K/8] fragment (`mma.load`) saying where each
         kept value sits (ir.SparseMma); B is dense."""
         acc = self._frag_of(s.acc, "the accumulator")
-        if s.metadata is None:
-            raise err("a sparse MMA needs its metadata: 'mma.row.row.sp acc, a, b, meta'", s)
+        if s.metadata is None:  # (the form whose metadata comes from a `dma.copy.sp`)
+            raise Unsupported("a sparse MMA without its metadata operand ('mma.row.row.sp acc, "
+                              "a, b, meta' takes it as a fragment)", s.loc)
         meta = self._frag_of(s.metadata, "the metadata of a sparse MMA")
         if isinstance(self.value(s.a), FragValue) or isinstance(self.value(s.b), FragValue):
             raise Unsupported("a sparse MMA on register fragments (its packed A and B are "
