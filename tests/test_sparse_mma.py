@@ -106,7 +106,7 @@ def sparse_ptx(n: int, sel: int, dtype: str) -> str:
 \t.param .u64 p_y
 )
 {{
-\t.reg .u32 %sm, %tid, %off, %t32, %e0, %e1;
+\t.reg .u32 %sm, %th, %off, %t32, %e0, %e1;
 \t.reg .u64 %tm, %py, %pe, %o64, %da0, %db0, %da, %db;
 \t.reg .f32 %d<{n // 2}>;
 \t.reg .pred %p, %q;
@@ -114,8 +114,8 @@ def sparse_ptx(n: int, sel: int, dtype: str) -> str:
 \tmov.u32 %sm, smem;
 \tadd.u32 %sm, %sm, 1023;
 \tand.b32 %sm, %sm, -1024;
-\tmov.u32 %tid, %tid.x;
-\tsetp.eq.u32 %p, %tid, 0;
+\tmov.u32 %th, %tid.x;
+\tsetp.eq.u32 %p, %th, 0;
 \t@%p mbarrier.init.shared::cta.b64 [%sm+16384], 1;
 \tbar.sync 0;
 \t@%p mbarrier.arrive.expect_tx.shared::cta.b64 %st, [%sm+16384], {tx};
@@ -128,7 +128,7 @@ def sparse_ptx(n: int, sel: int, dtype: str) -> str:
 WAIT:
 \tmbarrier.try_wait.parity.shared.b64 %q, [%sm+16384], 0;
 \t@!%q bra WAIT;
-\tmul.lo.u32 %off, %tid, 8;
+\tmul.lo.u32 %off, %th, 8;
 \tcvt.u64.u32 %o64, %off;
 \tld.param.u64 %pe, [p_e];
 \tadd.s64 %pe, %pe, %o64;
@@ -145,7 +145,7 @@ WAIT:
 {mmas}
 \twgmma.commit_group.sync.aligned;
 \twgmma.wait_group.sync.aligned 0;
-\tmul.lo.u32 %off, %tid, {4 * (n // 2)};
+\tmul.lo.u32 %off, %th, {4 * (n // 2)};
 \tcvt.u64.u32 %o64, %off;
 \tld.param.u64 %py, [p_y];
 \tadd.s64 %py, %py, %o64;
@@ -155,10 +155,8 @@ WAIT:
 """
 
 
-def _run_sparse(n: int, sel: int, blank, dtype: str = "bf16"):
-    """(D read back through the accumulator fragment, the dense torch product)."""
-    from choreo_py.emu import emulate_ptx
-
+def sparse_case(n: int, sel: int, blank, dtype: str = "bf16"):
+    """(PTX, launch, tensors, dense torch product) of one hand-written wgmma.sp kernel."""
     tdtype = {"bf16": torch.bfloat16, "f8_e4m3": torch.float8_e4m3fn}[dtype]
     k = KINDS[dtype][1]
     es = 2 if k == 32 else 1
@@ -180,15 +178,67 @@ def _run_sparse(n: int, sel: int, blank, dtype: str = "bf16"):
                           "B": {"dtype": dtype, "shape": [n, 64]},
                           "E": {"dtype": "s32", "shape": [256]},
                           "Y": {"dtype": "f32", "shape": [128 * (n // 2)]}}}
-    emulate_ptx(sparse_ptx(n, sel, dtype), launch, {"A": packed, "B": b, "E": e, "Y": y})
-    out = y.numpy().reshape(4, 32, n // 2)
+    tensors = {"A": packed, "B": b, "E": e, "Y": y}
+    return sparse_ptx(n, sel, dtype), launch, tensors, (dense.double() @ b.double().T).float()
+
+
+def read_d(y: torch.Tensor, n: int) -> np.ndarray:
+    """D [64, n] from the threads' accumulator registers as the kernel stored them."""
+    out = y.cpu().numpy().reshape(4, 32, n // 2)
     d = np.full((64, n), np.nan, dtype=np.float32)
     for w in range(4):
         for lane in range(32):
             g, c = lane // 4, lane % 4
             for i in range(n // 2):
                 d[16 * w + g + 8 * ((i >> 1) & 1), 8 * (i >> 2) + 2 * c + (i & 1)] = out[w, lane, i]
-    return d, (dense.double() @ b.double().T).float().numpy()
+    return d
+
+
+def _run_sparse(n: int, sel: int, blank, dtype: str = "bf16"):
+    """(D as the emulator computes it, the dense torch product)."""
+    from choreo_py.emu import emulate_ptx
+
+    ptx, launch, tensors, ref = sparse_case(n, sel, blank, dtype)
+    emulate_ptx(ptx, launch, tensors)
+    return read_d(tensors["Y"], n), ref.numpy()
+
+
+#: the hand-written kernels: (n, selector, the pair blanked, type)
+HAND_WRITTEN = [(16, 0, 1, "bf16"), (32, 1, 0, "bf16"), (24, 0, None, "f8_e4m3")]
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("n,sel,blank,dtype", HAND_WRITTEN)
+def test_hand_written_sparse_wgmma_assembles(n, sel, blank, dtype):
+    """ptxas accepts the kernels' wgmma.mma_async.sp as written from the PTX ISA."""
+    from choreo_py.runtime.build import ptxas
+
+    cubin, _ = ptxas(sparse_ptx(n, sel, dtype), "sm_90a")
+    assert len(cubin) > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,sel,blank,dtype", HAND_WRITTEN)
+def test_gpu_runs_the_hand_written_sparse_wgmma_as_the_emulator_does(n, sel, blank, dtype):
+    """The same kernels on the GPU: D against the dense product and against the emulator's
+    D (a difference here with the programs' own GPU cases passing or not tells whether
+    the emulator's model of wgmma.sp or the lowering is wrong)."""
+    from choreo_py.emu.launch import LaunchSpec
+    from choreo_py.runtime.build import ptxas
+    from choreo_py.runtime.launch import CudaKernel, kernel_param
+
+    ptx, launch, tensors, ref = sparse_case(n, sel, blank, dtype)
+    cubin, _ = ptxas(ptx, "sm_90a")
+    spec = LaunchSpec.from_json(ptx, launch)
+    dev = {k: v.cuda() for k, v in tensors.items()}
+    kern = CudaKernel(cubin, "k", spec.shared_bytes, dev["Y"].device)
+    params = [kernel_param(p, dev, {}) for p in spec.params]
+    kern.launch(tuple(spec.grid), 128, CudaKernel.pack(params), 0)
+    torch.cuda.synchronize()
+    got = read_d(dev["Y"], n)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-4)
+    emu, _ = _run_sparse(n, sel, blank, dtype)
+    np.testing.assert_allclose(got, emu, rtol=1e-5, atol=1e-4)
 
 
 @pytest.mark.emu
