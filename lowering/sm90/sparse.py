@@ -27,12 +27,9 @@ from ..core.memory import addr, multiple_of
 K_STEP = {"bf16": 32, "f16": 32, "e4m3": 64, "e5m2": 64}
 
 
-def meta_registers(frag: ir.Frag) -> int:
-    """Registers per thread of a [64, K/8] metadata fragment: one per instruction. The
-    instruction's K depends on A's type, which the fragment does not carry; 16-bit
-    types (4 bytes of each row per instruction) give the larger count, and a fragment
-    read by an fp8 MMA uses the first half (meta_bytes)."""
-    return max(1, frag.shape[1] // 4)
+def meta_registers(frag: ir.Frag, kind: str) -> int:
+    """Registers per thread of a [64, K/8] metadata fragment: one per instruction."""
+    return max(1, frag.shape[1] // meta_bytes(kind))
 
 
 def meta_bytes(kind: str) -> int:

@@ -103,7 +103,8 @@ class Sm90Target:
 
     # ------------------------------------------------------------ mma
     def declare_sparse_meta(self, lw: Lowering, frag: ir.Frag, loc) -> str:
-        return lw.w.array("b32", sparse.meta_registers(frag), frag.name)
+        kind = sparse.meta_kind(lw, frag.name, loc, _KINDS)
+        return lw.w.array("b32", sparse.meta_registers(frag, kind), frag.name)
 
     def load_sparse_meta(self, lw: Lowering, fi, s: ir.MmaLoad) -> None:
         self._check_warpgroup(lw, s.loc)
