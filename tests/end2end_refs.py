@@ -348,10 +348,7 @@ REFUSED_ON = {
 }
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
-NOT_INTERPRETED = {
-    "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
-                                 "on the GPU",
-}
+NOT_INTERPRETED: dict = {}
 
 
 def _add_local(gen, dev):
