@@ -203,6 +203,9 @@ class ApplyLowering(RowBuffers, ExprLowering):
         self.tmp_arrays: dict = {}
         self.units = len(dom.layout.row_slots) if dom.kind == "row" else dom.layout.regs
         self.plain = 0
+        # `g_t = g_s.at(i);` inside the body: the value of each element k, computed where
+        # the statement stands (a later store does not change it)
+        self.lets: dict[str, dict[int, V]] = {}
 
     # which register holds element k of fragment `fi` (an index pattern of the apply)
     def elem(self, e: ir.Elem) -> V:
@@ -228,6 +231,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return {i: ("ROW", lay.row_off[self.k]), rest[0]: ("COL", lay.col_off[self.k])}
 
     def leaf(self, e: ir.Expr) -> Optional[V]:
+        if isinstance(e, ir.Sym) and e.name in self.lets:
+            return self.lets[e.name][self.k]
         if isinstance(e, ir.Elem):
             return self.elem(e)
         if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
@@ -250,6 +255,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return out
 
     def key(self, e: ir.Expr):
+        if isinstance(e, ir.Sym) and e.name in self.lets:
+            return ("let", e.name, self.k, self.lets[e.name][self.k].text)
         if isinstance(e, ir.Elem):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
@@ -316,8 +323,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return super().binary(e, hint, dst)
 
     def uses_index(self, e: ir.Expr) -> bool:
-        if isinstance(e, ir.Sym):
-            return e.name in self.a.indices
+        if isinstance(e, ir.Sym):  # (a named value of the body may: it is not affine here)
+            return e.name in self.a.indices or e.name in self.lets
         return any(self.uses_index(c) for c in children(e))
 
     def linear(self, e: ir.Expr):
@@ -393,6 +400,15 @@ class ApplyLowering(RowBuffers, ExprLowering):
                 self.row_buffer_store(s, cond, ks)
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
+            elif isinstance(s, ir.Let):
+                for k in ks:
+                    self.k = k
+                    v = self.value(s.value, s.name)
+                    if isinstance(s.value, ir.Elem):  # a copy: a later store changes the element
+                        reg = self.out(None, v.ty, s.name)
+                        self.w.op(f"mov.{v.ty}", reg, v)
+                        v = reg
+                    self.lets.setdefault(s.name, {})[k] = v
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
 

@@ -87,11 +87,15 @@ class Memory:
         self.layouts: dict[str, BufLayout] = {}
         self.maps: list[TensorMap] = []
         self._read: Optional[set[str]] = None
+        self._elems: Optional[set[str]] = None
         for b in lw.k.buffers:  # swizzles: the program's, or passes/free_tile_swizzle's
-            if b.storage != "shared" or len(b.shape) != 2:
+            if b.storage != "shared" or len(b.shape) not in (1, 2) \
+                    or (len(b.shape) == 1 and b.swizzle):
                 continue
-            self.layouts[b.name] = BufLayout(b.name, b.dtype, b.shape[0], b.shape[1],
-                                             b.count or 1, b.offset, b.swizzle)
+            # a vector (`shared f32[64] g_s`) is a tile of one row, unswizzled
+            rows, cols = (1, b.shape[0]) if len(b.shape) == 1 else b.shape
+            self.layouts[b.name] = BufLayout(b.name, b.dtype, rows, cols, b.count or 1,
+                                             b.offset, b.swizzle)
 
     # ------------------------------------------------------------ layouts
     def layout(self, name: str, loc) -> BufLayout:
@@ -127,7 +131,7 @@ class Memory:
         same from any start)."""
         lw = self.lw
         lay = self.layout(view.base, loc)
-        r0, c0 = view.offsets
+        r0, c0 = view.offsets if len(view.offsets) == 2 else (ir.Const(0, "s32"), view.offsets[0])
         if not isinstance(c0, ir.Const):
             chunk = 16 // lay.esize
             if not (runtime_col and lay.swizzle and lay.stripe_cols >= lay.cols
@@ -210,11 +214,12 @@ class Memory:
                 raise lw.refuse("a TMA copy whose box is not a compile-time constant", s.loc)
             ext.append(e.value)
         rank = len(p.shape)
-        if len(kept) != 2 or kept[-1] != rank - 1:
+        if len(kept) not in (1, 2) or kept[-1] != rank - 1:
             raise lw.refuse("a TMA copy other than a 2-D box whose rows are contiguous in "
-                            "global memory", s.loc)
-        rows, cols = ext[kept[0]], ext[kept[1]]
-        if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != (rows, cols):
+                            "global memory, or a run of one row", s.loc)
+        rows, cols = (ext[kept[0]], ext[kept[1]]) if len(kept) == 2 else (1, ext[kept[0]])
+        want = (rows, cols) if len(kept) == 2 else (cols,)
+        if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != want:
             raise ChoreoError(f"copy of a [{rows}, {cols}] box into a tile of another shape", s.loc)
         width = lay.stripe_cols if lay.swizzle else cols
         if cols % width:
@@ -276,22 +281,33 @@ class Memory:
         read_only = last or p.name not in self.tensors_read()
         lw.w.op("cp.async.bulk.wait_group.read" if read_only else "cp.async.bulk.wait_group", 0,
                 pred=pred)
+        if not read_only and p.name in self.elements_read():
+            # its writes (async proxy) before the role's element loads (generic proxy), which
+            # the role's barrier after the store (roles.tma_store) orders after this
+            lw.w.call("ptx.fence.proxy_async", *([f"pred={pred.text}"] if pred else []))
 
     def tensors_read(self) -> set[str]:
         """Global tensors the kernel reads (copies from them, element reads)."""
         if self._read is None:
-            self._read = set()
+            self._read = {s.src.base for s in ir.walk(self.lw.k.body)
+                          if isinstance(s, (ir.TmaLoad, ir.DmaCopy))}
+            self._read |= self.elements_read()
+            self._read &= {p.name for p in self.lw.k.params}
+        return self._read
+
+    def elements_read(self) -> set[str]:
+        """Global tensors and buffers the kernel reads element by element (`U.at(i, j)`)."""
+        if self._elems is None:
+            self._elems = set()
             for s in ir.walk(self.lw.k.body):
-                if isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
-                    self._read.add(s.src.base)
                 for attr in ("value", "cond", "init", "start", "stop", "step"):
                     e = getattr(s, attr, None)
                     if isinstance(e, ir.Expr):
-                        self._read |= _elem_bases(e)
+                        self._elems |= _elem_bases(e)
                 for e in getattr(s, "index", ()) or ():
-                    self._read |= _elem_bases(e)
-            self._read &= {p.name for p in self.lw.k.params}
-        return self._read
+                    self._elems |= _elem_bases(e)
+            self._elems = {self.lw.k.root(n) for n in self._elems}
+        return self._elems
 
     def policy(self, evict: Optional[str], loc) -> Optional[V]:
         if evict is None:
