@@ -618,3 +618,9 @@ def case_ptx(case, target: str) -> str:
 from end2end_warp_refs import warp_cases  # noqa: E402  (it takes this module's helpers)
 
 CASES += warp_cases(END2END, DTYPES, _floats, _ints, _equal_as_int)
+
+
+# --- end2end/gdn_recurrence.co: a Gated Delta Network's chunked state update (end2end_gdn.py)
+from end2end_gdn import cases as _gdn_cases  # noqa: E402
+
+CASES += _gdn_cases(END2END)
