@@ -11,7 +11,9 @@ register type as in thread kernels (threads.py).
 
 A tensor the kernel also writes is read this way only when every write of it is a
 TMA store (`mma.store` to a global tile becomes one) of the one role instance
-that reads it: its issuing thread waits for the store's writes, fences them
+that reads it, and each block reads and writes a slice of its own (a dimension
+the read indexes by a grid variable, where every store's tile is the one slice of
+that variable: `State.at(bh, dv, dk)` beside stores into `State<bh, 0+:64, 0+:64>`): its issuing thread waits for the store's writes, fences them
 toward the generic proxy (memory.tma_store) and the instance's threads meet
 (roles.tma_store) before any of them reads on (gdn_recurrence.co: a state
 stored at the end of each chunk and read at the start of the next). Another
@@ -44,7 +46,8 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
     if lw.k.param(root) is None:
         raise lw.refuse(f"reading an element of the {_storage(lw, root)} buffer '{root}' "
                         "in an MMA kernel", loc)
-    if root in _written(lw) and not _stored_by_this_instance(lw, root):
+    if root in _written(lw) and not (_stored_by_this_instance(lw, root)
+                                     and _blocks_apart(lw, root, e)):
         raise lw.refuse(f"reading elements of '{root}', which this kernel also writes", loc)
     places = Places.of_mma_kernel(lw)
     places.pointers.setdefault(root, _pointer(lw, root))
@@ -83,6 +86,37 @@ def _stored_by_this_instance(lw, root: str) -> bool:
     return not any(id(s) not in ours and lw.k.root(getattr(s, f.name).base) == root
                    for s in ir.walk(lw.k.body) for f in dataclasses.fields(s)
                    if _writes(s, f.name) and isinstance(getattr(s, f.name), ir.View))
+
+
+def _blocks_apart(lw, root: str, e: ir.BufElem) -> bool:
+    """Whether the read and every TMA store of `root` stay in the slice of one block: in some
+    dimension the read's position is a grid variable and each store's tile is one element
+    wide at that variable (see the module docstring)."""
+    grid = {g.var for g in lw.k.grid}
+    it = iter(e.index)
+    pos = [_plus(off, next(it)) if keep else off for off, keep in zip(e.view.offsets,
+                                                                        e.view.keep)]
+    stores = [s for s, _ in _stores(lw.k.body, None) if lw.k.root(s.dst.base) == root]
+    if e.view.base != root or any(s.dst.base != root for s in stores):
+        return False  # (an alias's dimensions are not the tensor's)
+    for d, p in enumerate(pos):
+        if isinstance(p, ir.Sym) and p.name in grid and all(
+                _at(s.dst.offsets[d], p.name) and _const(s.dst.extents[d]) == 1
+                for s in stores):
+            return True
+    return False
+
+
+def _plus(a: ir.Expr, b: ir.Expr) -> ir.Expr:
+    return b if _const(a) == 0 else a if _const(b) == 0 else ir.Bin("+", a, b, "s32")
+
+
+def _at(e: ir.Expr, name: str) -> bool:
+    return isinstance(e, ir.Sym) and e.name == name
+
+
+def _const(e: ir.Expr):
+    return e.value if isinstance(e, ir.Const) else None
 
 
 def _stores(stmts, members) -> list:
