@@ -101,6 +101,14 @@ def cases(end2end: str) -> tuple[list, dict]:
     cases += [(os.path.join(end2end, "wgmma_ss.co"), fn,
                _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
               for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
+    # synchronous TMA loads in MMA kernels; fp8 inputs of the same values (exact in e4m3)
+    cases += [(os.path.join(end2end, "wgmma_ss.co"), fn, _wgmma_ss_inputs(a, out), None,
+               _wgmma_ss_check(transposed))
+              for fn, a, out, transposed in (
+                  ("matmul_e4m3", torch.float8_e4m3fn, torch.float32, False),
+                  ("matmul_st_trans", torch.float16, torch.float16, True),
+                  # its synchronous dma.copy loads and its store of output_s: TMA (sync_copies)
+                  ("matmul_f16", torch.float16, torch.float16, False))]
     cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
                _persis_inputs, None, _persis_check),
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
