@@ -29,6 +29,7 @@ from typing import Optional
 from choreo_py import ir
 
 from . import exp2_poly
+from .apply_lets import ApplyLets
 from .context import Lowering, children
 from .exprs import ExprLowering
 from .row_buffers import RowBuffers
@@ -189,7 +190,7 @@ def all_reduce(lw: Lowering, s: ir.AllReduce) -> None:
 
 # ---------------------------------------------------------------- apply
 
-class ApplyLowering(RowBuffers, ExprLowering):
+class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
     """Expressions of one apply, for one register k at a time."""
 
     def __init__(self, lw: Lowering, a: ir.Apply, dom: FragInfo) -> None:
@@ -203,9 +204,7 @@ class ApplyLowering(RowBuffers, ExprLowering):
         self.tmp_arrays: dict = {}
         self.units = len(dom.layout.row_slots) if dom.kind == "row" else dom.layout.regs
         self.plain = 0
-        # `g_t = g_s.at(i);` inside the body: the value of each element k, computed where
-        # the statement stands (a later store does not change it)
-        self.lets: dict[str, dict[int, V]] = {}
+        self.lets: dict[str, dict[int, V]] = {}  # named values of the body (apply_lets.py)
 
     # which register holds element k of fragment `fi` (an index pattern of the apply)
     def elem(self, e: ir.Elem) -> V:
@@ -231,8 +230,6 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return {i: ("ROW", lay.row_off[self.k]), rest[0]: ("COL", lay.col_off[self.k])}
 
     def leaf(self, e: ir.Expr) -> Optional[V]:
-        if isinstance(e, ir.Sym) and e.name in self.lets:
-            return self.lets[e.name][self.k]
         if isinstance(e, ir.Elem):
             return self.elem(e)
         if isinstance(e, ir.BufElem) and self.lw.k.param(self.lw.k.root(e.view.base)) is None:
@@ -255,8 +252,6 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return out
 
     def key(self, e: ir.Expr):
-        if isinstance(e, ir.Sym) and e.name in self.lets:
-            return ("let", e.name, self.k, self.lets[e.name][self.k].text)
         if isinstance(e, ir.Elem):
             r = self.elem(e).text
             return ("elem", r, self.version[r])
@@ -401,14 +396,7 @@ class ApplyLowering(RowBuffers, ExprLowering):
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             elif isinstance(s, ir.Let):
-                for k in ks:
-                    self.k = k
-                    v = self.value(s.value, s.name)
-                    if isinstance(s.value, ir.Elem):  # a copy: a later store changes the element
-                        reg = self.out(None, v.ty, s.name)
-                        self.w.op(f"mov.{v.ty}", reg, v)
-                        v = reg
-                    self.lets.setdefault(s.name, {})[k] = v
+                self.let(s, ks)
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
 

@@ -327,17 +327,11 @@ class Sm100Target(block_acc.BlockAccHooks):
         arr = lw.frags[frag.name].array
         for k in range(self.acc_layout(frag, frag.loc).regs):
             lw.w.op("mov.f32", V(f"{arr}[{k}]", "f32"), value)
-        if self.in_tmem(frag.name) and self.flow.store_back(self.stmt, frag.name):
+        if self.flow.store_back(self.stmt, frag.name):
             self.tmem_store(lw, frag.name, arr, self.acc_layout(frag, frag.loc).regs, packed=False)
 
-    def in_tmem(self, name: str) -> bool:
-        """Whether the accumulator-layout fragment has tensor-memory columns: one that no MMA
-        writes (`frag f32[DV, DK] state_frag` filled by an apply, added to an accumulator)
-        lives in registers alone, in the layout of the accumulators' tcgen05.ld."""
-        return any(r.frag == name for r in self.plan.regions)
-
     def access(self, lw: Lowering, frag: ir.Frag) -> None:
-        if self.in_tmem(frag.name) and self.flow.load(self.stmt, frag.name):
+        if self.flow.load(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_load(lw, frag.name, fi.array, fi.layout.regs)
 
@@ -345,8 +339,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         # the core calls this for every accumulator an apply touched, read-only ones too
         # (a reader role of the block's accumulator has no flow facts: store_back is True,
         # so its write goes back to tensor memory at once)
-        if frag.name in writes(self.stmt) and self.in_tmem(frag.name) \
-                and self.flow.store_back(self.stmt, frag.name):
+        if frag.name in writes(self.stmt) and self.flow.store_back(self.stmt, frag.name):
             fi = lw.frags[frag.name]
             self.tmem_store(lw, frag.name, fi.array, fi.layout.regs, packed=False)
             if frag.name in self.block and not self.in_mma_role(lw):
