@@ -118,17 +118,21 @@ class Memory:
         """The copy of the local buffer (or alias of one) `name` that the thread instance
         running with `env` has: a local buffer is per thread on the GPU. Each instance's copy
         is a tensor of its own, made at its first use, named for the instance
-        (`buffer{q=3}`): its accesses never meet another instance's, as on the GPU."""
+        (`buffer{q=3}`): its accesses never meet another instance's, as on the GPU. It
+        starts as the enclosing instance's copy (what the outer code, which each of the
+        instance's threads ran on its own copy, left there), else as a fresh buffer."""
         key = [(v, env[v]) for v in self.instance_vars if isinstance(env.get(v), int)]
         if not key:
             return name
-        own = name + "{" + ", ".join(f"{v}={i}" for v, i in key) + "}"
+        own = _named(name, key)
         if own not in self.tensors:
             alias = self.kernel.alias(name)
             if alias is not None:
                 self.tensors[own] = self.tensors[self.own(alias.base, env)].view(alias.shape)
             else:
-                self.tensors[own] = _alloc(self.kernel.buffer(name))
+                outer = next(n for n in (_named(name, key[:i]) for i in
+                                         reversed(range(len(key)))) if n in self.tensors)
+                self.tensors[own] = self.tensors[outer].clone()
             self.storage[own], self.counts[own] = self.storage[name], self.counts[name]
             if name in self.codes:
                 self.codes[own] = self.codes[name]
@@ -264,6 +268,11 @@ class Memory:
                 kept.append(a)
         kept.append(Access(write, rng, agent.id, clock[agent.id], loc, what))
         self.history[key] = kept
+
+
+def _named(name: str, key: list) -> str:
+    """The name of an instance's copy of a local buffer (the buffer's own for no key)."""
+    return name + "{" + ", ".join(f"{v}={i}" for v, i in key) + "}" if key else name
 
 
 def private_names(kernel: ir.Kernel) -> frozenset[str]:
