@@ -50,6 +50,7 @@ class BufLayout:
     count: int
     offset: int
     swizzle: Optional[int]
+    vector: bool = False  # a rank-1 buffer, a tile of one row: TMA copies only
 
     @property
     def esize(self) -> int:
@@ -95,12 +96,13 @@ class Memory:
             # a vector (`shared f32[64] g_s`) is a tile of one row, unswizzled
             rows, cols = (1, b.shape[0]) if len(b.shape) == 1 else b.shape
             self.layouts[b.name] = BufLayout(b.name, b.dtype, rows, cols, b.count or 1,
-                                             b.offset, b.swizzle)
+                                             b.offset, b.swizzle, len(b.shape) == 1)
 
     # ------------------------------------------------------------ layouts
-    def layout(self, name: str, loc) -> BufLayout:
+    def layout(self, name: str, loc, *, vector: bool = False) -> BufLayout:
+        """The buffer's layout as a tile; a vector's only where `vector` (a TMA copy's)."""
         lay = self.layouts.get(name)
-        if lay is None:
+        if lay is None or (lay.vector and not vector):
             b = self.lw.k.buffer(name)
             what = f"the {b.storage} buffer '{name}' of rank {len(b.shape)}" if b else f"'{name}'"
             raise self.lw.refuse(f"{what} as a tile", loc)
@@ -109,18 +111,20 @@ class Memory:
                                  f"{lay.swizzle} B swizzle", loc)
         return lay
 
-    def view_origin(self, view: ir.View, loc, *, row_align: int = 8) -> tuple[BufLayout, V, int, int]:
+    def view_origin(self, view: ir.View, loc, *, row_align: int = 8,
+                    vector: bool = False) -> tuple[BufLayout, V, int, int]:
         """(layout, register, byte offset, first column) of a 2-D box of a shared buffer.
 
         The register holds the run-time part of the address (base, slot,
         row offset); the constant part is returned separately so that it
         can ride in the instruction's address operand."""
-        lay, const, terms, col = self.origin_terms(view, loc, row_align=row_align)
+        lay, const, terms, col = self.origin_terms(view, loc, row_align=row_align, vector=vector)
         hint = "tile_addr" if view.slot is None else f"{view.base}_slot_addr"
         reg, extra = self.address(terms, loc, hint)
         return lay, reg, const + extra, col
 
-    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8, runtime_col=False):
+    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8, runtime_col=False,
+                     vector: bool = False):
         """(layout, constant bytes, [(expr, bytes per unit)], first column) of a tile's origin.
 
         `runtime_col` (an MMA operand's descriptor): a first column known only at run time
@@ -130,7 +134,7 @@ class Memory:
         column; the first column returned is then 0 (the stepping inside the stripe is the
         same from any start)."""
         lw = self.lw
-        lay = self.layout(view.base, loc)
+        lay = self.layout(view.base, loc, vector=vector)
         r0, c0 = view.offsets if len(view.offsets) == 2 else (ir.Const(0, "s32"), view.offsets[0])
         if not isinstance(c0, ir.Const):
             chunk = 16 // lay.esize
@@ -222,6 +226,9 @@ class Memory:
         if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != want:
             raise ChoreoError(f"copy of a [{rows}, {cols}] box into a tile of another shape", s.loc)
         width = lay.stripe_cols if lay.swizzle else cols
+        if lay.vector and width * lay.esize % 16:
+            raise lw.refuse(f"a TMA copy of a vector of {width * lay.esize} B (TMA boxes "
+                            "move rows of a multiple of 16 B)", s.loc)
         if cols % width:
             raise lw.refuse(f"a box of {cols} columns in {lay.swizzle} B stripes", s.loc)
         if max(ext) > 256 or width > 256:
@@ -243,7 +250,7 @@ class Memory:
     # ------------------------------------------------------------ copies
     def tma_load(self, s: ir.TmaLoad, mbar: tuple[V, int], pred: Optional[V]) -> None:
         lw = self.lw
-        lay, dst, off, _ = self.view_origin(s.dst, s.loc)
+        lay, dst, off, _ = self.view_origin(s.dst, s.loc, vector=True)
         if (s.swizzle or None) != lay.swizzle:
             raise ChoreoError(f"tma.load with swizzle {s.swizzle} into '{lay.name}', whose "
                               f"layout has swizzle {lay.swizzle}", s.loc)
@@ -265,7 +272,7 @@ class Memory:
 
     def tma_store(self, s: ir.TmaStore, pred: Optional[V], last: bool) -> None:
         lw = self.lw
-        lay, src, off, _ = self.view_origin(s.src, s.loc)
+        lay, src, off, _ = self.view_origin(s.src, s.loc, vector=True)
         p = lw.k.param(s.dst.base)
         box, stripes = self.box(s, s.dst, s.src, lay)
         tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
