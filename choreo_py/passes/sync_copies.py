@@ -29,6 +29,13 @@ instance and no roles: its threads are the block's). The others stay as they are
 copies alone, `ir.is_thread_kernel`) keep their copies: they are lowered as
 cooperative loads there.
 
+The synchronous loads left (a copy that several instances of a region make
+together, issued once by their leader, `tma.load [leader]` between two
+`role.sync`s, or one inside a role) keep their form; each gets a slot of the
+event `__tma_sync` (one arrival per generation) that the lowering arms, the
+load completes and the issuing threads wait on before the next statement
+(lowering/core/roles.py). The interpreter does not look at the event.
+
 A copy that names no swizzle into a tile that only MMAs read (no element access,
 no other copy observes its layout) gets the widest swizzle that divides its
 rows: the MMA units read shared tiles through swizzled descriptors here, and no
@@ -40,6 +47,7 @@ from .. import ir
 
 EVENT = "__copied"
 COUNTER = "__copies"
+SYNC_EVENT = "__tma_sync"
 _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaStore)
 
 
@@ -52,6 +60,7 @@ def run(kernel: ir.Kernel, target=None) -> None:
     names = iter(f"__copy{i}" for i in range(1 << 30))
     free = _mma_only(kernel)
     body, changed = _rewrite(kernel, kernel.body, names, free)
+    _sync_event(kernel, body)
     if not changed:
         return
     kernel.body = body
@@ -59,6 +68,18 @@ def run(kernel: ir.Kernel, target=None) -> None:
         return  # only stores: no event, no counter
     kernel.events.append(ir.Event(EVENT, None, loc=kernel.loc))
     kernel.body = [ir.Var(COUNTER, "u32", ir.Const(0, "u32"), loc=kernel.loc)] + body
+
+
+def sync_loads(stmts: list) -> list:
+    """The synchronous TMA loads of a kernel body, in the order of their event slots."""
+    return [s for s in ir.walk(stmts) if isinstance(s, ir.TmaLoad) and s.future is None]
+
+
+def _sync_event(kernel: ir.Kernel, body: list) -> None:
+    n = len(sync_loads(body))
+    if n and not any(ev.name == SYNC_EVENT for ev in kernel.events):
+        kernel.events.append(ir.Event(SYNC_EVENT, n if n > 1 else None, loc=kernel.loc,
+                                      arrivals=1))
 
 
 def _names(kernel: ir.Kernel) -> set:

@@ -23,6 +23,7 @@ from .exprs import ExprBuilder, err
 from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
+from .clusters import ClusterBuilder
 from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
 from .levels import LevelBuilder, nest_levels
@@ -46,7 +47,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder, ClusterBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -196,6 +197,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         # `parallel.async` launches on the stream like any kernel (launches are in order).
         if any(lv.device_target for lv in s.levels):
             return self.device_region(s, host)  # sema/host.py
+        if s.levels[0].level == "cluster" and self.cluster is None:
+            return self.cluster_launch(s, host)  # sema/clusters.py
         lvl, inner = self.split_levels(s)
         if lvl is None:  # `parallel p by N : thread` at the top: a grid of one block
             lvl = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="", text="1", loc=s.loc)],
@@ -234,6 +237,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         for var, bound in zip(names, bounds):
             self.kernel.grid.append(ir.GridDim(var, bound))
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        self.bind_cluster_rank(list(zip(names, bounds)))
         if inner:  # `parallel p by 6, q by 64`: the later levels nest inside the block
             body = A.Block(stmts=s.body.stmts, loc=s.body.loc)
             nested = A.ParallelBy(levels=inner[:1], is_async=False, stream=None, attributes=[],
