@@ -356,10 +356,7 @@ REFUSED_ON = {
 }
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
-NOT_INTERPRETED = {
-    "add.co::ele_add_local_dma": "local buffers are per block in the interpreter, per thread "
-                                 "on the GPU",
-}
+NOT_INTERPRETED: dict = {}
 
 
 def _add_local(gen, dev):
@@ -642,3 +639,9 @@ def case_ptx(case, target: str) -> str:
 from end2end_warp_refs import warp_cases  # noqa: E402  (it takes this module's helpers)
 
 CASES += warp_cases(END2END, DTYPES, _floats, _ints, _equal_as_int)
+
+
+# --- end2end/gdn_recurrence.co: a Gated Delta Network's chunked state update (end2end_gdn.py)
+from end2end_gdn import cases as _gdn_cases  # noqa: E402
+
+CASES += _gdn_cases(END2END)

@@ -75,3 +75,24 @@ def test_reading_a_tensor_the_kernel_writes_is_refused(tmp_path):
         compile_file(str(bad), "ptx", "sm_90a")
     assert "reading elements of 'C', which this kernel also writes" in e.value.message
     assert e.value.loc is not None and e.value.loc.line == 19  # the apply
+
+
+GDN = os.path.join(os.environ.get("CHOREO_SHARED") or os.path.join(
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "..", "shared"),
+    "corpus", "tests", "gpu", "end2end", "gdn_recurrence.co")
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_a_tensor_stored_in_a_loop_and_read_next_iteration(target):
+    """gdn_recurrence.co reads State by element in each chunk and stores it at the end of the
+    chunk (the last statement of the loop): the store is waited for in full (not just its
+    read of the tile), fenced toward the generic proxy, and the instance's threads meet,
+    before the next chunk reads it (its run: the end-to-end case in end2end_gdn.py)."""
+    if not os.path.exists(GDN):
+        pytest.skip("the shared corpus is not available (set CHOREO_SHARED)")
+    ptx = compile_file(GDN, "ptx", target)
+    assert "ptr_State" in ptx and "ptr_U" in ptx
+    waits = re.findall(r"cp\.async\.bulk\.wait_group(\.read)? 0;\s*\n(.*)\n(.*)\n(.*)", ptx)
+    full = [w for w in waits if not w[0]]
+    assert len(full) == 1 and "fence.proxy.async;" in full[0][1]
+    assert any("bar.sync %inst_bar" in line for line in full[0][2:])

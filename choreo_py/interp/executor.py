@@ -205,7 +205,7 @@ class BlockRun(FragmentStatements):
             raise InterpError("the interpreter cannot run a parallel region after a yield "
                               f"that only some instances took (at {self.partial_yield})", s.loc)
         if id(s) not in self.lane_bodies:
-            self.lane_bodies[id(s)] = lanes.eligible(s.body)
+            self.lane_bodies[id(s)] = lanes.eligible(s.body, private=self.mem.private)
         if self.lane_bodies[id(s)]:  # plain per-thread code: every instance at once
             self._yields(*lanes.LaneRun(self, s, th).run(), s.extent)
             return

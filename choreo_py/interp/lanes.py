@@ -24,6 +24,8 @@ parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
 from __future__ import annotations
 
+from dataclasses import fields
+
 import torch
 
 from .. import ir
@@ -38,8 +40,12 @@ _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.Vi
           ir.SetMaxRegs, ir.SyncWarp, ir.Yield)
 
 
-def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
-    """Whether a parallel body is plain per-thread code (see the module docstring)."""
+def eligible(body: list[ir.Stmt], top: bool = True, private=frozenset()) -> bool:
+    """Whether a parallel body is plain per-thread code (see the module docstring) that
+    touches no name of `private` (local buffers: each lane would need its own copy; such
+    bodies run as one thread per instance, Memory.own)."""
+    if private and _touches(body, private):
+        return False
     for s in body:
         if isinstance(s, ir.SyncShared) and top:
             continue
@@ -48,6 +54,21 @@ def eligible(body: list[ir.Stmt], top: bool = True) -> bool:
         if not all(eligible(b, False) for b in ir.child_blocks(s)):
             return False
     return True
+
+
+def _touches(body: list[ir.Stmt], names) -> bool:
+    """Whether a statement of `body` reads or writes a view of one of `names`."""
+    for s in ir.walk(body):
+        for f in fields(s):
+            v = getattr(s, f.name)
+            for x in (v if isinstance(v, (list, tuple)) else (v,)):
+                if isinstance(x, ir.View) and x.base in names:
+                    return True
+                if isinstance(x, ir.Expr) and any(
+                        isinstance(e, ir.BufElem) and e.view.base in names
+                        for e in ir.expr_walk(x)):
+                    return True
+    return False
 
 
 def _lane_dtype(dtype: str) -> torch.dtype:

@@ -91,6 +91,12 @@ class Memory:
         for a in kernel.aliases:
             if a.base in self.codes:
                 self.codes[a.name] = self.codes[a.base]
+        self.kernel = kernel
+        self.private = private_names(kernel)
+        # the variables that tell one thread instance from another (grid variables too:
+        # harmless, each block has its own Memory)
+        self.instance_vars = tuple(dict.fromkeys(
+            s.var for s in ir.walk(kernel.body) if isinstance(s, ir.Parallel)))
 
     # -- views
     def resolve(self, view: ir.View, env: dict, ev, loc=None) -> Box:
@@ -101,11 +107,36 @@ class Memory:
         if isinstance(parent, Box):  # a view over a named view (`ViewDef`)
             box = _compose(parent, offs, exts, tuple(view.keep), slot, loc)
         elif view.base in self.tensors:
-            box = Box(view.base, slot, offs, exts, tuple(view.keep))
+            base = self.own(view.base, env) if view.base in self.private else view.base
+            box = Box(base, slot, offs, exts, tuple(view.keep))
         else:
             raise InterpError(f"'{view.base}' is not a tensor, buffer or view", loc)
         self._check(box, loc)
         return box
+
+    def own(self, name: str, env: dict) -> str:
+        """The copy of the local buffer (or alias of one) `name` that the thread instance
+        running with `env` has: a local buffer is per thread on the GPU. Each instance's copy
+        is a tensor of its own, made at its first use, named for the instance
+        (`buffer{q=3}`): its accesses never meet another instance's, as on the GPU. It
+        starts as the enclosing instance's copy (what the outer code, which each of the
+        instance's threads ran on its own copy, left there), else as a fresh buffer."""
+        key = [(v, env[v]) for v in self.instance_vars if isinstance(env.get(v), int)]
+        if not key:
+            return name
+        own = _named(name, key)
+        if own not in self.tensors:
+            alias = self.kernel.alias(name)
+            if alias is not None:
+                self.tensors[own] = self.tensors[self.own(alias.base, env)].view(alias.shape)
+            else:
+                outer = next(n for n in (_named(name, key[:i]) for i in
+                                         reversed(range(len(key)))) if n in self.tensors)
+                self.tensors[own] = self.tensors[outer].clone()
+            self.storage[own], self.counts[own] = self.storage[name], self.counts[name]
+            if name in self.codes:
+                self.codes[own] = self.codes[name]
+        return own
 
     def _check(self, box: Box, loc) -> None:
         t = self.tensors[box.base]
@@ -237,6 +268,25 @@ class Memory:
                 kept.append(a)
         kept.append(Access(write, rng, agent.id, clock[agent.id], loc, what))
         self.history[key] = kept
+
+
+def _named(name: str, key: list) -> str:
+    """The name of an instance's copy of a local buffer (the buffer's own for no key)."""
+    return name + "{" + ", ".join(f"{v}={i}" for v, i in key) + "}" if key else name
+
+
+def private_names(kernel: ir.Kernel) -> frozenset[str]:
+    """The kernel's local buffers, with the aliases (`span_as`) and named views over them:
+    the names whose memory is each thread's own."""
+    names = {b.name for b in kernel.buffers if b.storage == "local"}
+    names |= {a.name for a in kernel.aliases if a.base in names}
+    defs = [s for s in ir.walk(kernel.body) if isinstance(s, ir.ViewDef)]
+    grown = True
+    while grown:  # a named view over a named view over a local buffer...
+        new = {s.name for s in defs if s.view.base in names} - names
+        names |= new
+        grown = bool(new)
+    return frozenset(names)
 
 
 def _race(box: Box, key, write: bool, what: str, loc, a: Access) -> None:

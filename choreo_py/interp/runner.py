@@ -168,13 +168,6 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
 
 def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
          progress=None) -> RunStats:
-    local = next((b for b in kernel.buffers if b.storage == "local"), None)
-    if local is not None and any(isinstance(s, ir.Parallel) and s.extent > 1
-                                 for s in ir.walk(kernel.body)):
-        # Buffers are per block here; a local buffer is per thread on the GPU.
-        raise InterpError(f"the local buffer '{local.name}' in a parallel region of several "
-                          "instances is not run by the interpreter yet (its buffers are per "
-                          "block, a local buffer is per thread)", local.loc)
     env0 = bind_dims(kernel, tensors, dims)
     arrivals, instances = static_counts(kernel)
     rng = random.Random(seed)

@@ -29,6 +29,7 @@ from typing import Optional
 from choreo_py import ir
 
 from . import exp2_poly
+from .apply_lets import ApplyLets
 from .context import Lowering, children
 from .exprs import ExprLowering
 from .row_buffers import RowBuffers
@@ -192,7 +193,7 @@ def all_reduce(lw: Lowering, s: ir.AllReduce) -> None:
 
 # ---------------------------------------------------------------- apply
 
-class ApplyLowering(RowBuffers, ExprLowering):
+class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
     """Expressions of one apply, for one register k at a time."""
 
     def __init__(self, lw: Lowering, a: ir.Apply, dom: FragInfo) -> None:
@@ -206,6 +207,7 @@ class ApplyLowering(RowBuffers, ExprLowering):
         self.tmp_arrays: dict = {}
         self.units = len(dom.layout.row_slots) if dom.kind == "row" else dom.layout.regs
         self.plain = 0
+        self.lets: dict[str, dict[int, V]] = {}  # named values of the body (apply_lets.py)
 
     # which register holds element k of fragment `fi` (an index pattern of the apply)
     def elem(self, e: ir.Elem) -> V:
@@ -319,8 +321,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
         return super().binary(e, hint, dst)
 
     def uses_index(self, e: ir.Expr) -> bool:
-        if isinstance(e, ir.Sym):
-            return e.name in self.a.indices
+        if isinstance(e, ir.Sym):  # (a named value of the body may: it is not affine here)
+            return e.name in self.a.indices or e.name in self.lets
         return any(self.uses_index(c) for c in children(e))
 
     def linear(self, e: ir.Expr):
@@ -396,6 +398,8 @@ class ApplyLowering(RowBuffers, ExprLowering):
                 self.row_buffer_store(s, cond, ks)
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
+            elif isinstance(s, ir.Let):
+                self.let(s, ks)
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
 

@@ -50,6 +50,7 @@ class BufLayout:
     count: int
     offset: int
     swizzle: Optional[int]
+    vector: bool = False  # a rank-1 buffer, a tile of one row: TMA copies only
 
     @property
     def esize(self) -> int:
@@ -87,16 +88,21 @@ class Memory:
         self.layouts: dict[str, BufLayout] = {}
         self.maps: list[TensorMap] = []
         self._read: Optional[set[str]] = None
+        self._elems: Optional[set[str]] = None
         for b in lw.k.buffers:  # swizzles: the program's, or passes/free_tile_swizzle's
-            if b.storage != "shared" or len(b.shape) != 2:
+            if b.storage != "shared" or len(b.shape) not in (1, 2) \
+                    or (len(b.shape) == 1 and b.swizzle):
                 continue
-            self.layouts[b.name] = BufLayout(b.name, b.dtype, b.shape[0], b.shape[1],
-                                             b.count or 1, b.offset, b.swizzle)
+            # a vector (`shared f32[64] g_s`) is a tile of one row, unswizzled
+            rows, cols = (1, b.shape[0]) if len(b.shape) == 1 else b.shape
+            self.layouts[b.name] = BufLayout(b.name, b.dtype, rows, cols, b.count or 1,
+                                             b.offset, b.swizzle, len(b.shape) == 1)
 
     # ------------------------------------------------------------ layouts
-    def layout(self, name: str, loc) -> BufLayout:
+    def layout(self, name: str, loc, *, vector: bool = False) -> BufLayout:
+        """The buffer's layout as a tile; a vector's only where `vector` (a TMA copy's)."""
         lay = self.layouts.get(name)
-        if lay is None:
+        if lay is None or (lay.vector and not vector):
             b = self.lw.k.buffer(name)
             what = f"the {b.storage} buffer '{name}' of rank {len(b.shape)}" if b else f"'{name}'"
             raise self.lw.refuse(f"{what} as a tile", loc)
@@ -105,18 +111,20 @@ class Memory:
                                  f"{lay.swizzle} B swizzle", loc)
         return lay
 
-    def view_origin(self, view: ir.View, loc, *, row_align: int = 8) -> tuple[BufLayout, V, int, int]:
+    def view_origin(self, view: ir.View, loc, *, row_align: int = 8,
+                    vector: bool = False) -> tuple[BufLayout, V, int, int]:
         """(layout, register, byte offset, first column) of a 2-D box of a shared buffer.
 
         The register holds the run-time part of the address (base, slot,
         row offset); the constant part is returned separately so that it
         can ride in the instruction's address operand."""
-        lay, const, terms, col = self.origin_terms(view, loc, row_align=row_align)
+        lay, const, terms, col = self.origin_terms(view, loc, row_align=row_align, vector=vector)
         hint = "tile_addr" if view.slot is None else f"{view.base}_slot_addr"
         reg, extra = self.address(terms, loc, hint)
         return lay, reg, const + extra, col
 
-    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8, runtime_col=False):
+    def origin_terms(self, view: ir.View, loc, *, row_align: int = 8, runtime_col=False,
+                     vector: bool = False):
         """(layout, constant bytes, [(expr, bytes per unit)], first column) of a tile's origin.
 
         `runtime_col` (an MMA operand's descriptor): a first column known only at run time
@@ -126,8 +134,8 @@ class Memory:
         column; the first column returned is then 0 (the stepping inside the stripe is the
         same from any start)."""
         lw = self.lw
-        lay = self.layout(view.base, loc)
-        r0, c0 = view.offsets
+        lay = self.layout(view.base, loc, vector=vector)
+        r0, c0 = view.offsets if len(view.offsets) == 2 else (ir.Const(0, "s32"), view.offsets[0])
         if not isinstance(c0, ir.Const):
             chunk = 16 // lay.esize
             if not (runtime_col and lay.swizzle and lay.stripe_cols >= lay.cols
@@ -210,13 +218,17 @@ class Memory:
                 raise lw.refuse("a TMA copy whose box is not a compile-time constant", s.loc)
             ext.append(e.value)
         rank = len(p.shape)
-        if len(kept) != 2 or kept[-1] != rank - 1:
+        if len(kept) not in (1, 2) or kept[-1] != rank - 1:
             raise lw.refuse("a TMA copy other than a 2-D box whose rows are contiguous in "
-                            "global memory", s.loc)
-        rows, cols = ext[kept[0]], ext[kept[1]]
-        if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != (rows, cols):
+                            "global memory, or a run of one row", s.loc)
+        rows, cols = (ext[kept[0]], ext[kept[1]]) if len(kept) == 2 else (1, ext[kept[0]])
+        want = (rows, cols) if len(kept) == 2 else (cols,)
+        if tuple(x.value if isinstance(x, ir.Const) else None for x in tile.shape) != want:
             raise ChoreoError(f"copy of a [{rows}, {cols}] box into a tile of another shape", s.loc)
         width = lay.stripe_cols if lay.swizzle else cols
+        if lay.vector and width * lay.esize % 16:
+            raise lw.refuse(f"a TMA copy of a vector of {width * lay.esize} B (TMA boxes "
+                            "move rows of a multiple of 16 B)", s.loc)
         if cols % width:
             raise lw.refuse(f"a box of {cols} columns in {lay.swizzle} B stripes", s.loc)
         if max(ext) > 256 or width > 256:
@@ -238,7 +250,7 @@ class Memory:
     # ------------------------------------------------------------ copies
     def tma_load(self, s: ir.TmaLoad, mbar: tuple[V, int], pred: Optional[V]) -> None:
         lw = self.lw
-        lay, dst, off, _ = self.view_origin(s.dst, s.loc)
+        lay, dst, off, _ = self.view_origin(s.dst, s.loc, vector=True)
         if (s.swizzle or None) != lay.swizzle:
             raise ChoreoError(f"tma.load with swizzle {s.swizzle} into '{lay.name}', whose "
                               f"layout has swizzle {lay.swizzle}", s.loc)
@@ -260,7 +272,7 @@ class Memory:
 
     def tma_store(self, s: ir.TmaStore, pred: Optional[V], last: bool) -> None:
         lw = self.lw
-        lay, src, off, _ = self.view_origin(s.src, s.loc)
+        lay, src, off, _ = self.view_origin(s.src, s.loc, vector=True)
         p = lw.k.param(s.dst.base)
         box, stripes = self.box(s, s.dst, s.src, lay)
         tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
@@ -276,22 +288,33 @@ class Memory:
         read_only = last or p.name not in self.tensors_read()
         lw.w.op("cp.async.bulk.wait_group.read" if read_only else "cp.async.bulk.wait_group", 0,
                 pred=pred)
+        if not read_only and p.name in self.elements_read():
+            # its writes (async proxy) before the role's element loads (generic proxy), which
+            # the role's barrier after the store (roles.tma_store) orders after this
+            lw.w.call("ptx.fence.proxy_async", *([f"pred={pred.text}"] if pred else []))
 
     def tensors_read(self) -> set[str]:
         """Global tensors the kernel reads (copies from them, element reads)."""
         if self._read is None:
-            self._read = set()
+            self._read = {s.src.base for s in ir.walk(self.lw.k.body)
+                          if isinstance(s, (ir.TmaLoad, ir.DmaCopy))}
+            self._read |= self.elements_read()
+            self._read &= {p.name for p in self.lw.k.params}
+        return self._read
+
+    def elements_read(self) -> set[str]:
+        """Global tensors and buffers the kernel reads element by element (`U.at(i, j)`)."""
+        if self._elems is None:
+            self._elems = set()
             for s in ir.walk(self.lw.k.body):
-                if isinstance(s, (ir.TmaLoad, ir.DmaCopy)):
-                    self._read.add(s.src.base)
                 for attr in ("value", "cond", "init", "start", "stop", "step"):
                     e = getattr(s, attr, None)
                     if isinstance(e, ir.Expr):
-                        self._read |= _elem_bases(e)
+                        self._elems |= _elem_bases(e)
                 for e in getattr(s, "index", ()) or ():
-                    self._read |= _elem_bases(e)
-            self._read &= {p.name for p in self.lw.k.params}
-        return self._read
+                    self._elems |= _elem_bases(e)
+            self._elems = {self.lw.k.root(n) for n in self._elems}
+        return self._elems
 
     def policy(self, evict: Optional[str], loc) -> Optional[V]:
         if evict is None:

@@ -42,12 +42,15 @@ class Flow:
     loads: dict = field(default_factory=dict)      # (id(stmt), acc) -> bool
     writeback: dict = field(default_factory=dict)  # (id(stmt), acc) -> bool
     flagged: frozenset = frozenset()
+    # the accumulators with tensor-memory columns; one of the accumulator layout that no MMA
+    # writes (`frag f32[DV, DK] state_frag` an apply fills) lives in registers alone
+    in_tmem: frozenset = frozenset()
 
     def load(self, s, acc: str) -> bool:
-        return self.loads.get((id(s), acc), True)  # unknown statement: be safe
+        return acc in self.in_tmem and self.loads.get((id(s), acc), True)  # unknown: be safe
 
     def store_back(self, s, acc: str) -> bool:
-        return self.writeback.get((id(s), acc), True)
+        return acc in self.in_tmem and self.writeback.get((id(s), acc), True)
 
 
 elem_reads = ir.elem_reads  # fragments an apply body reads (as the core sees them)
@@ -108,7 +111,7 @@ class _Analysis:
         self.accs = accs
         self.facts = facts
         self.shared = shared & accs  # the block's: a trigger may publish them
-        self.flow = Flow()
+        self.flow = Flow(in_tmem=frozenset(accs))
         self.needs_value: dict = {}  # id(fill) -> a read may see the fill before an MMA
 
     def folded(self, s) -> bool:
