@@ -236,9 +236,13 @@ def test_gpu_runs_the_hand_written_sparse_wgmma_as_the_emulator_does(n, sel, bla
     kern.launch(tuple(spec.grid), 128, CudaKernel.pack(params), 0)
     torch.cuda.synchronize()
     got = read_d(dev["Y"], n)
-    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-5, atol=1e-4)
+    # Hopper's fp8 wgmma adds its products with fewer mantissa bits than f32 (the H200
+    # measured relative differences up to 1.2e-4 against the exact f32 sum the emulator
+    # takes); a misplaced metadata pair or K half is off by whole products (> 1e-1)
+    rtol, atol = (1e-3, 1e-3) if dtype == "f8_e4m3" else (1e-5, 1e-4)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=rtol, atol=atol)
     emu, _ = _run_sparse(n, sel, blank, dtype)
-    np.testing.assert_allclose(got, emu, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got, emu, rtol=rtol, atol=atol)
 
 
 @pytest.mark.emu
