@@ -14,7 +14,6 @@ import math
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
-from ..ir.eval import EvalError, evaluate
 from ..ir.printer import expr as print_expr
 from . import limits
 
@@ -568,26 +567,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             raise Unsupported("nested 'inthreads' regions", s.loc)
         cond = self.scalar(s.cond)
         cond, guard = self.split_guard(cond, par, s)
-        members = []
-        for p in range(par.extent):
-            try:
-                if evaluate(cond, {par.var: p}):
-                    members.append(p)
-            except EvalError:
-                # Valid Choreo (the predicate need only differ between threads); the IR
-                # assigns roles to thread groups when compiling.
-                raise Unsupported(f"an 'inthreads' condition depending on more than the "
-                                  f"parallel variable '{par.var}'", s.cond.loc) from None
-        if not members:
-            raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
-                      s.cond)
-        for other in self.out:
-            if isinstance(other, ir.Role) and other.is_async and s.is_async:
-                both = sorted(set(other.members) & set(members))
-                if both:
-                    raise err(f"roles ({other.name}) and ({print_expr(cond)}) both select thread "
-                              f"group {par.var}={both[0]}; asynchronous roles must not overlap",
-                              s.cond)
+        members = self.role_members(cond, par, s)
         role = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=s.is_async, loc=s.loc)
         self.role = role
         try:

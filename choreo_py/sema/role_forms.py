@@ -20,7 +20,9 @@ from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
 from ..ir.eval import EvalError, evaluate
+from ..ir.printer import expr as print_expr
 from ..construct_names import describe
+from .exprs import err
 from .values import Unsupported
 
 #: What a guarded role body may hold: statements each thread runs on its own.
@@ -36,6 +38,31 @@ class RoleFormBuilder:
         if any(isinstance(x, ir.Parallel) for x in ir.walk(body)):
             raise Unsupported("'inthreads' around parallel levels of thread groups", s.loc)
         self.emit(ir.If(cond, body, loc=s.loc))
+
+    def role_members(self, cond: ir.Expr, par: ir.Parallel, s: A.InThreads) -> list[int]:
+        """The thread groups `cond` selects (it may read the parallel variable alone), none
+        of them already in an asynchronous role of the same region."""
+        members = []
+        for p in range(par.extent):
+            try:
+                if evaluate(cond, {par.var: p}):
+                    members.append(p)
+            except EvalError:
+                # Valid Choreo (the predicate need only differ between threads); the IR
+                # assigns roles to thread groups when compiling.
+                raise Unsupported(f"an 'inthreads' condition depending on more than the "
+                                  f"parallel variable '{par.var}'", s.cond.loc) from None
+        if not members:
+            raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
+                      s.cond)
+        for other in self.out:
+            if isinstance(other, ir.Role) and other.is_async and s.is_async:
+                both = sorted(set(other.members) & set(members))
+                if both:
+                    raise err(f"roles ({other.name}) and ({print_expr(cond)}) both select thread "
+                              f"group {par.var}={both[0]}; asynchronous roles must not overlap",
+                              s.cond)
+        return members
 
     def split_guard(self, cond: ir.Expr, par: ir.Parallel, s: A.InThreads):
         """(the condition on the instance, the run-time guard or None)."""

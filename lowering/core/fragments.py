@@ -31,6 +31,7 @@ from choreo_py import ir
 from . import exp2_poly
 from .apply_lets import ApplyLets
 from .context import Lowering, children
+from .f16_values import half_bits, round_f16, round_to_dtype
 from .exprs import ExprLowering
 from .row_buffers import RowBuffers
 from .target import AccLayout
@@ -91,22 +92,12 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         if fi.kind == "acc":
             lw.target.fill(lw, f, init)
         elif fi.kind == "operand":  # packed pairs of 16-bit elements: the value's bits twice
-            bits = _half_bits(s.init.value, f.dtype)
+            bits = half_bits(s.init.value, f.dtype)
             for k in range(lay.regs // 2):
                 w.op("mov.b32", fi.reg(k), V.imm(bits << 16 | bits, "b32"))
         else:
             for k in range(len(lay.row_slots)):
                 w.op("mov.f32", fi.reg(k), init)
-
-
-def _half_bits(value: float, dtype: str) -> int:
-    """The bits of a constant as f16 or bf16 (round to nearest even, as cvt.rn does)."""
-    import struct
-
-    if dtype == "f16":
-        return struct.unpack("<H", struct.pack("<e", value))[0]
-    f32 = struct.unpack("<I", struct.pack("<f", value))[0]
-    return ((f32 + 0x7FFF + ((f32 >> 16) & 1)) >> 16) & 0xFFFF
 
 
 def fill(lw: Lowering, s: ir.MmaFill) -> None:
@@ -115,25 +106,6 @@ def fill(lw: Lowering, s: ir.MmaFill) -> None:
         return
     fi = info(lw, s.acc, s.loc)
     lw.target.fill(lw, fi.frag, V.imm(round_to_dtype(s.value.value, fi.frag.dtype), "f32"))
-
-
-def round_to_dtype(value: float, dtype: str) -> float:
-    """A constant as the accumulator's type holds it (f16: rounded to nearest even)."""
-    import struct
-
-    if dtype != "f16":
-        return value
-    return struct.unpack("<e", struct.pack("<e", value))[0]
-
-
-def round_f16(lw: Lowering, regs: list[V]) -> None:
-    """f32 registers of an f16 accumulator rounded to f16 values (an f16 accumulator lives
-    in f32 registers and takes f16 precision after every update, as the interpreter's
-    does: each MMA into it and each element stored)."""
-    h = lw.w.reg("b16", "acc_h")
-    for r in regs:
-        lw.w.op("cvt.rn.f16.f32", h, r)
-        lw.w.op("cvt.f32.f16", r, h)
 
 
 def copy(lw: Lowering, s: ir.FragCopy) -> None:

@@ -31,7 +31,7 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.ir import build as B
 
-from .fragments import round_f16
+from .f16_values import round_f16
 from .threads import ThreadExprs
 from .writer import V
 

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from ..core.fragments import k_steps, mma_accumulator, round_f16
+from ..core.f16_values import round_f16
+from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
