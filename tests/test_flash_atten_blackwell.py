@@ -1,10 +1,13 @@
 """examples/flash_atten_blackwell.co (non-causal; -D CAUSAL=1, as
 flash_atten_blackwell_causal.co, causal): attention for sm_100a in FA4's shape on the
-block's accumulators. A block owns two 128-row query tiles (S0, S1, O0, O1 in tensor
-memory: 512 columns; P0 over S0, P1 over S1); five warpgroups: a one-thread TMA load
-role, a one-thread MMA role, two softmax warpgroups (one per query tile) that hand each
-row's rescale factor to a correction warpgroup through shared memory, and the correction
-warpgroup that rescales O0 and O1 in tensor memory and stores O / l.
+block's accumulators, in a persistent grid (one block per SM, NUM_SMS, walking work items
+of two 128-row query tiles of one head; causal: longest first). A block's item has S0,
+S1, O0, O1 in tensor memory (512 columns; P0 over S0, P1 over S1); five warpgroups: a
+one-thread TMA load role, a one-thread MMA role, two softmax warpgroups (one per query
+tile) that hand each row's rescale factor to a correction warpgroup through shared
+memory, and the correction warpgroup that rescales O0 and O1 in tensor memory and stores
+O / l. The emulator cases build it with a small NUM_SMS, so a block runs several items
+(the rings, counters and the l hand-off cross items; an item's first PVs overwrite O).
 
 The plan puts P0 and P1 in S0's and S1's columns (the loop form of the order proof admits
 the KV loop);
@@ -83,6 +86,14 @@ def test_interpreter_matches_sdpa(path, sq, skv, h):
     assert _interpret(path, sq, skv, h, causal=path is CAUSAL) < 5e-3
 
 
+@pytest.mark.parametrize("path, sq, h", [(EXAMPLE, 384, 3), (CAUSAL, 640, 2)],
+                         ids=lambda x: getattr(x, "stem", str(x)))
+def test_interpreter_matches_sdpa_several_items_a_block(tmp_path, path, sq, h):
+    """Two blocks, 3 items each: 6 items of 3 KV steps (non-causal: 2 query blocks of 3
+    heads, the second past Q_SEQ) and of 5, 5, 4, 4, 2, 2 steps (causal, longest first)."""
+    assert _interpret(_blocks(tmp_path, path, 2), sq, sq, h, causal=path is CAUSAL) < 5e-3
+
+
 def test_the_causal_mask_is_needed(tmp_path):
     src = EXAMPLE.read_text()
     old = "              if (j >= valid || j > i + diag)\n"
@@ -93,10 +104,10 @@ def test_the_causal_mask_is_needed(tmp_path):
 
 
 @pytest.mark.parametrize("old, new", [
-    ("              if (j >= valid)\n                s0.at(i, j) = -inf;\n",
-     "              if (j >= valid + BLOCK_N)\n                s0.at(i, j) = -inf;\n"),
-    ("              if (j >= valid)\n                s1.at(i, j) = -inf;\n",
-     "              if (j >= valid + BLOCK_N)\n                s1.at(i, j) = -inf;\n"),
+    ("                  if (j >= valid)\n                    s0.at(i, j) = -inf;\n",
+     "                  if (j >= valid + BLOCK_N)\n                    s0.at(i, j) = -inf;\n"),
+    ("                  if (j >= valid)\n                    s1.at(i, j) = -inf;\n",
+     "                  if (j >= valid + BLOCK_N)\n                    s1.at(i, j) = -inf;\n"),
     ("              o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
      "              o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
     ("              o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
@@ -132,6 +143,16 @@ def test_interpreter_matches_sdpa_grown(path):
 @pytest.fixture(scope="module", params=BOTH, ids=lambda p: p.stem)
 def ptx(request) -> str:
     return compile_file(str(request.param), emit="ptx", target="sm_100a")
+
+
+def test_an_items_first_pv_overwrites_o(ptx):
+    """`if (step == 0) mma.fill o0, 0.0f;` before PV0: a predicate the PV's first k-step
+    reads (enable-input-d), no store to tensor memory."""
+    for acc in ("o0", "o1"):
+        pv = re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\], \[%p{acc[1]}_tmem\]"
+                        r"[^;]*;", ptx)
+        assert pv and pv[0].endswith(f"%{acc}_accumulate;"), pv
+        assert f"mov.pred %{acc}_accumulate, 0;" in ptx
 
 
 def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
@@ -185,52 +206,65 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
     assert rc == 1
     # the first construct sm_90a lacks: an event an MMA's completion triggers
     line = EXAMPLE.read_text().splitlines().index(
-        "          trigger s0_full.at(order) after qk0;") + 1
-    assert f"{EXAMPLE.name}:{line}:11: error: 'trigger s0_full after qk0' (an MMA future " \
+        "              trigger s0_full.at(order) after qk0;") + 1
+    assert f"{EXAMPLE.name}:{line}:15: error: 'trigger s0_full after qk0' (an MMA future " \
         "completing an event) is not lowered for sm_90a yet; write 'wait qk0;' and a plain " \
         "trigger" in capsys.readouterr().err
 
 
-# The strict emulator: Q = KV = 256 (one block, two KV tiles), 384 (two blocks, the second
-# with a query tile past Q_SEQ; three KV tiles: the 2-slot rings reuse a slot), Q = 200,
-# KV = 330 (partial last query and KV tiles) and Q = 300, KV = 200 (a block whose second
-# query tile is past Q_SEQ); causal: 256, 384 and 200, 300 (a partial diagonal tile).
-# greedy holds the correction role's second O store until its first has read o_buf.
-FAST = [(EXAMPLE, 200, 330, "greedy")]
-EMU = [(EXAMPLE, 256, 256, "round_robin"), (EXAMPLE, 256, 256, "reverse"),
-       (EXAMPLE, 384, 384, "random"), (EXAMPLE, 300, 200, "greedy"),
-       (EXAMPLE, 200, 330, "random"),
-       (CAUSAL, 256, 256, "reverse"), (CAUSAL, 384, 384, "random"),
-       (CAUSAL, 200, 200, "greedy"), (CAUSAL, 300, 300, "round_robin")]
+# The strict emulator, at -D NUM_SMS=1 or 2 so that a block runs several items (h heads
+# of cdiv(Q, 256) items each): Q = KV = 256 (two KV tiles), 384 (two items a head, the
+# second with a query tile past Q_SEQ; three KV tiles: the 2-slot rings reuse a slot),
+# Q = 200, KV = 330 (partial last query and KV tiles) and Q = 300, KV = 200 (an item whose
+# second query tile is past Q_SEQ); causal: 256, 384 and 200, 300 (a partial diagonal
+# tile). greedy holds the correction role's second O store until its first has read o_buf.
+FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]     # 2 items on one block
+EMU = [(EXAMPLE, 256, 256, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
+       (EXAMPLE, 384, 384, 2, 2, "random"), (EXAMPLE, 300, 200, 3, 2, "greedy"),
+       (EXAMPLE, 200, 330, 1, 1, "random"),
+       (CAUSAL, 256, 256, 2, 1, "reverse"), (CAUSAL, 384, 384, 2, 2, "random"),
+       (CAUSAL, 200, 200, 3, 2, "greedy"), (CAUSAL, 300, 300, 1, 1, "round_robin")]
+DEFAULT_SMS = "#define NUM_SMS 148\n"
 
 
-def _emulate(path, sq, skv, schedule, grow=1):
-    q, k, v, o = _inputs(sq, skv, grow=grow)
-    assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), schedule) == []
+def _blocks(tmp_path, path, sms: int) -> Path:
+    """The example (or its causal build) in a grid of `sms` blocks."""
+    src = EXAMPLE.read_text()
+    assert DEFAULT_SMS in src
+    out = tmp_path / f"{path.stem}_{sms}.co"
+    out.write_text(("#define CAUSAL 1\n" if path is CAUSAL else "")
+                   + src.replace(DEFAULT_SMS, f"#define NUM_SMS {sms}\n"))
+    return out
+
+
+def _emulate(tmp_path, path, sq, skv, h, sms, schedule, grow=1):
+    q, k, v, o = _inputs(sq, skv, h, grow=grow)
+    assert emulate_strict(_blocks(tmp_path, path, sms), dict(Q=q, K=k, V=v, O=o), schedule) == []
     assert not o.float().isnan().any()
     assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
 
 
 @pytest.mark.emu
-@pytest.mark.parametrize("path, sq, skv, schedule", FAST,
+@pytest.mark.parametrize("path, sq, skv, h, sms, schedule", FAST,
                          ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict(path, sq, skv, schedule):
-    _emulate(path, sq, skv, schedule)
+def test_emulator_matches_sdpa_strict(tmp_path, path, sq, skv, h, sms, schedule):
+    _emulate(tmp_path, path, sq, skv, h, sms, schedule)
 
 
 @pytest.mark.emu
 @pytest.mark.parametrize("path, sq, skv", [
-    (EXAMPLE, 256, 330), pytest.param(CAUSAL, 384, 384, marks=pytest.mark.slow)],
+    (EXAMPLE, 256, 330),
+    pytest.param(CAUSAL, 384, 384, marks=pytest.mark.slow)],
     ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict_with_rescales(path, sq, skv):
+def test_emulator_matches_sdpa_strict_with_rescales(tmp_path, path, sq, skv):
     """Keys past the first tile 4 x larger: the softmax rescales some rows after the first
     step and keeps the max of others; the correction role's vote lets warps through."""
-    _emulate(path, sq, skv, "random", grow=4)
+    _emulate(tmp_path, path, sq, skv, 1, 1, "random", grow=4)
 
 
 @pytest.mark.emu
 @pytest.mark.slow
-@pytest.mark.parametrize("path, sq, skv, schedule", EMU,
+@pytest.mark.parametrize("path, sq, skv, h, sms, schedule", EMU,
                          ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict_more(path, sq, skv, schedule):
-    _emulate(path, sq, skv, schedule)
+def test_emulator_matches_sdpa_strict_more(tmp_path, path, sq, skv, h, sms, schedule):
+    _emulate(tmp_path, path, sq, skv, h, sms, schedule)
