@@ -154,8 +154,8 @@ def test_census_per_role_of_the_blackwell_example():
     # per KV step QK0 and QK1 (8 K-steps each, from shared memory), PV0 and PV1 (P in TMEM)
     assert _shapes(mma.step) == {(128, 128, 16, "smem"): 16, (128, 128, 16, "tmem"): 16}
     loop = _between(ptx, "L_step_loop_2:", "bra.uni L_step_loop_2;")
-    i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_0;" in ln)
-    j = loop.index("L_endif_0:")
+    i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_" in ln)   # softmax 0's mask
+    j = loop.index(loop[i].split("bra.uni ")[1].rstrip(";") + ":")
     masked, every = loop[i + 1:j], loop[:i + 1] + loop[j:]   # the mask runs on the last tile only
 
     def count(lines, word):
