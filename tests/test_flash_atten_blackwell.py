@@ -73,7 +73,7 @@ def test_the_plan_puts_p_over_s(path):
     roles = re.findall(r"role \(r == (\d)\) = \{(\d)\}(?: maxregs=(\d+))?", text)
     assert [(int(a), int(b)) for a, b, _ in roles] == [(i, i) for i in range(5)]
     regs = [int(m) for _, _, m in roles]
-    assert regs == [24, 40, 176, 176, 64] and sum(regs) * 128 <= 96 * 640  # the launch share
+    assert regs == [24, 64, 168, 168, 56] and sum(regs) * 128 <= 96 * 640  # the launch share
     # the plan and the 1024 bytes that align its base fit the 227 KB a block may have
     assert int(re.search(r"shared_memory (\d+)", text).group(1)) + 1024 <= 227 * 1024
 
@@ -156,14 +156,29 @@ def test_an_items_first_pv_overwrites_o(ptx):
 
 
 def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
-    # per KV step: QK0, QK1 (8 K-steps each, the first overwriting S) and PV0, PV1
+    # QK0, QK1 (8 K-steps each, the first overwriting S) before the KV loop and in it
     for acc in ("s0", "s1"):
-        assert len(re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\]", ptx)) == 8
+        assert len(re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\]", ptx)) == 16
         assert re.search(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\], [^;]*%overwrite",
                          ptx)
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o0_tmem], [%p0_tmem]" in ptx
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o1_tmem], [%p1_tmem]" in ptx
     assert "bra L_mma_issued" not in ptx  # the MMA role is issue-only: no election
+
+
+def test_the_mma_role_issues_in_fa4s_order(ptx):
+    """Per trip of the MMA role's KV loop: PV0(t), QK0(t+1), PV1(t), QK1(t+1); the item's
+    first QKs come before the loop, its last PVs after it."""
+    mma = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 64;"):ptx.index("setmaxnreg.inc")]
+    loop = re.search(r"\n(L_step_loop_\d+):\n(.*?)bra\.uni \1;", mma, re.S)
+    before, body, after = mma[:loop.start()], loop.group(2), mma[loop.end():]
+
+    def at(text, acc):
+        return text.index(f"tcgen05.mma.cta_group::1.kind::f16 [%{acc}_tmem]")
+    assert at(body, "o0") < at(body, "s0") < at(body, "o1") < at(body, "s1")
+    assert at(before, "s0") < at(before, "s1") and "[%o0_tmem]" not in before.split("L_step_loop")[0][
+        before.index("[%s0_tmem]"):]
+    assert at(after, "o0") < at(after, "o1") and "[%s0_tmem]" not in after.split("L_endif")[0]
 
 
 def test_each_exponential_is_computed_once(ptx):
@@ -173,13 +188,13 @@ def test_each_exponential_is_computed_once(ptx):
     parts = re.split(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+);", ptx)
     per_role = [(int(parts[i]), parts[i + 1].count("ex2.approx"),
                  parts[i + 1].count("add.rm.f32")) for i in range(1, len(parts), 2)]
-    assert per_role == [(24, 0, 0), (40, 0, 0), (176, 97, 32), (176, 97, 32), (64, 0, 0)]
+    assert per_role == [(24, 0, 0), (64, 0, 0), (168, 97, 32), (168, 97, 32), (56, 0, 0)]
 
 
 def test_the_correction_role_moves_o_in_pieces(ptx):
-    """The correction warpgroup (64 registers) rescales and stores O 8 columns at a time;
+    """The correction warpgroup (56 registers) rescales and stores O 8 columns at a time;
     the softmax roles hand it the factors through shared memory, read once per row."""
-    corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 64;"):]
+    corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 56;"):]
     assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(16|32|64)", corr)
     # a kernel that repartitions its registers moves S, P and the fills 16 registers at a
     # time (ptxas spilled at x64 moves)
@@ -206,10 +221,10 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
     assert rc == 1
     # the first construct sm_90a lacks: an event an MMA's completion triggers
     line = EXAMPLE.read_text().splitlines().index(
-        "              trigger s0_full.at(order) after qk0;") + 1
-    assert f"{EXAMPLE.name}:{line}:15: error: 'trigger s0_full after qk0' (an MMA future " \
-        "completing an event) is not lowered for sm_90a yet; write 'wait qk0;' and a plain " \
-        "trigger" in capsys.readouterr().err
+        "            trigger s0_full.at(order) after qk0_first;") + 1
+    assert f"{EXAMPLE.name}:{line}:13: error: 'trigger s0_full after qk0_first' (an MMA future " \
+        "completing an event) is not lowered for sm_90a yet; write 'wait qk0_first;' and a " \
+        "plain trigger" in capsys.readouterr().err
 
 
 # The strict emulator, at -D NUM_SMS=1 or 2 so that a block runs several items (h heads
