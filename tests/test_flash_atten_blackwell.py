@@ -228,17 +228,15 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
 
 
 # The strict emulator, at -D NUM_SMS=1 or 2 so that a block runs several items (h heads
-# of cdiv(Q, 256) items each): Q = KV = 256 (two KV tiles), 384 (two items a head, the
-# second with a query tile past Q_SEQ; three KV tiles: the 2-slot rings reuse a slot),
-# Q = 200, KV = 330 (partial last query and KV tiles) and Q = 300, KV = 200 (an item whose
-# second query tile is past Q_SEQ); causal: 256, 384 and 200, 300 (a partial diagonal
-# tile). greedy holds the correction role's second O store until its first has read o_buf.
-FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]     # 2 items on one block
-EMU = [(EXAMPLE, 256, 256, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
-       (EXAMPLE, 384, 384, 2, 2, "random"), (EXAMPLE, 300, 200, 3, 2, "greedy"),
-       (EXAMPLE, 200, 330, 1, 1, "random"),
-       (CAUSAL, 256, 256, 2, 1, "reverse"), (CAUSAL, 384, 384, 2, 2, "random"),
-       (CAUSAL, 200, 200, 3, 2, "greedy"), (CAUSAL, 300, 300, 1, 1, "round_robin")]
+# of cdiv(Q, 256) items each): Q = 200, KV = 330 (partial last query and KV tiles, 2
+# items on one block); Q = 300, KV = 200 (4 items on one block, two of them with a query
+# tile past Q_SEQ); 256 (one item, two KV tiles); causal: 384 (items of 3 and 2 KV steps
+# on one block, longest first: the 2-slot rings reuse a slot) and 200 (a partial
+# diagonal tile, 2 items on one block). greedy holds the correction role's second O
+# store until its first has read o_buf.
+FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]
+EMU = [(EXAMPLE, 300, 200, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
+       (CAUSAL, 384, 384, 1, 1, "random"), (CAUSAL, 200, 200, 2, 1, "greedy")]
 DEFAULT_SMS = "#define NUM_SMS 148\n"
 
 
