@@ -10,8 +10,9 @@ same sequence as the loop form's (S(0), P(0), S(1), P(1), ...), so the same argu
 holds; this proves the rotated program has that sequence and that its event numbers
 are the steps of it:
 
-- the writer role W is as in tmem_host_loop.py (checked there: one `apply` writing P in
-  its KV loop between its wait of S's event e_s and its trigger of P's event e_p);
+- the writer role W is as in tmem_host_loop.py: one `apply` writing P in its KV loop,
+  after its wait of S's event e_s (every other statement naming S between the two) and
+  before its plain trigger of P's event e_p, at step numbers of that loop;
 - the MMA role R, issue-only, names S and P in one block B (its top level, or the body
   of the `foreach`/`if` statements of a work-item loop, each holding nothing else that
   names them), and there only in: before one loop L, `mma.fill s, 0` at once followed
@@ -243,6 +244,10 @@ def check_rotated(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role
         raise Refused(f"the MMA reading '{frag.name}' at {_line(lb[i_pv])} waits no event the "
                       f"writer triggers after the apply at {_line(apply)}")
     e_p, k_p = ref.event, w_step(*w_trigs[ref.event])
+    tp = wb[w_trigs[e_p][1]]
+    if tp.after:
+        raise Refused(f"the trigger at {_line(tp)} fires when its futures complete "
+                      "('after'), not after the statements before it")
     checks.append((ref, lb[j], _step(ref, lb[j], lb, j, c), k_p, e_p))
     j, ref = _waited(b, i_loop + 1, i_pv_last, e_p)
     if ref is None:
