@@ -134,6 +134,18 @@ def attention_work(b, h, s, causal, persistent=False, blocks=132, block_m=128) -
     return Work("persistent", tuple(per_head * (b * h)), blocks, once, flops)
 
 
+def blackwell_work(b, h, s, causal, blocks=148) -> Work:
+    """examples/flash_atten_blackwell.co's persistent order: items of two 128-row query
+    tiles (256 rows) of one head, numbered longest first over all heads (causal: query
+    block bm = blocks - 1 - item / heads, min(2 bm + 2, KV tiles) steps); block w takes
+    items w, w + blocks, ... (its NUM_SMS define is the B200's 148 SMs)."""
+    qb, kv = -(-s // 256), -(-s // 128)
+    steps = [min(2 * (qb - 1 - t) + 2, kv) if causal else kv for t in range(qb)]
+    items = tuple((st, 1) for st in steps for _ in range(b * h))
+    return Work("persistent", items, blocks, 4 * b * s * h * 128 * 2,
+                4.0 * b * h * s * s * 128 / (2 if causal else 1))
+
+
 def gemm_work(m, n, k, blocks=132, bm=128, bn=128, bk=64) -> Work:
     tiles = (-(-m // bm)) * (-(-n // bn))
     return Work("grid", tuple(((-(-k // bk)), 1) for _ in range(tiles)), blocks,
@@ -307,7 +319,10 @@ def work_of(name: str, shape: dict, mach: Machine) -> Work:
         return gemm_work(shape["M"], shape["N"], shape["K"], mach.sms)
     if name == "design":
         return design_work(shape["B"], shape["H"], shape["S"], shape["causal"], mach.sms)
-    rows = query_rows(census_of(name, "sm_100a")) if name.startswith("blackwell") else 128
+    if name.startswith("blackwell"):
+        assert query_rows(census_of(name, "sm_100a")) == 256  # the order above is of 256-row items
+        return blackwell_work(shape["B"], shape["H"], shape["S"], shape["causal"], mach.sms)
+    rows = 128
     return attention_work(shape["B"], shape["H"], shape["S"], shape["causal"],
                           persistent=name == "persistent", blocks=mach.sms, block_m=rows)
 
@@ -455,6 +470,10 @@ def _step_name(name: str, causal: bool) -> str:
     return name
 
 
+# The kernels whose grid is persistent (blocks take work items): their once-per-tile code
+# has no load round trip (the next item's loads run under this one's end).
+PERSISTENT = ("persistent", "design", "blackwell", "blackwell_causal")
+
 FA4_KERNELS = (("design", "the design kernel"), ("blackwell", "compiled flash_atten_blackwell"),
                ("seed", "compiled seed"))
 
@@ -493,7 +512,7 @@ def fa4_steps(p: Params) -> str:
         label = "design" if name == "design" else EXAMPLES[name] + ".co"
         lines.append(f"| {label} | {rows} | " + " | ".join(
             f"{b[k]:.0f}" for k in ("tensor", "smem", "l2", "issue", "sfu", "chain"))
-            + f" | {tile_clocks(c, B200, p, B200.clock_mhz, name == 'design'):.0f} | {waits} |")
+            + f" | {tile_clocks(c, B200, p, B200.clock_mhz, name in PERSISTENT):.0f} | {waits} |")
     return "\n".join(lines)
 
 
@@ -518,7 +537,7 @@ def steps_table(p: Params) -> str:
     for name, target, mach in cases:
         c = design_census() if name == "design" else census_of(name, target)
         b = step_bounds(c, mach, p)
-        tile = tile_clocks(c, mach, p, mach.clock_mhz, name in ("persistent", "design"))
+        tile = tile_clocks(c, mach, p, mach.clock_mhz, name in PERSISTENT)
         lines.append(f"| {name} | {target or 'sm_100a (source)'} | "
                      + " | ".join(f"{b[k]:.0f}" for k in ("tensor", "smem", "l2", "issue", "sfu",
                                                           "chain"))

@@ -219,7 +219,7 @@ def test_a_row_sum_of_another_exponential_is_refused(tmp_path):
     with pytest.raises(choreo_py.ChoreoError) as e:
         compile_file(str(path), emit="ir", target="sm_100a")
     at = _line_of(path, "[[exp2_split(0.25)]] apply {i, j} in p0.span")
-    assert (f"flash_atten_blackwell.co:{at}:32: error: '[[exp2_split]]': this apply has no "
+    assert (f"flash_atten_blackwell.co:{at}:36: error: '[[exp2_split]]': this apply has no "
             "__exp2f whose result is rounded to bf16 or f16 alone") in str(e.value)
 
 

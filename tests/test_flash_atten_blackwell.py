@@ -1,10 +1,13 @@
 """examples/flash_atten_blackwell.co (non-causal; -D CAUSAL=1, as
 flash_atten_blackwell_causal.co, causal): attention for sm_100a in FA4's shape on the
-block's accumulators. A block owns two 128-row query tiles (S0, S1, O0, O1 in tensor
-memory: 512 columns; P0 over S0, P1 over S1); five warpgroups: a one-thread TMA load
-role, a one-thread MMA role, two softmax warpgroups (one per query tile) that hand each
-row's rescale factor to a correction warpgroup through shared memory, and the correction
-warpgroup that rescales O0 and O1 in tensor memory and stores O / l.
+block's accumulators, in a persistent grid (one block per SM, NUM_SMS, walking work items
+of two 128-row query tiles of one head; causal: longest first). A block's item has S0,
+S1, O0, O1 in tensor memory (512 columns; P0 over S0, P1 over S1); five warpgroups: a
+one-thread TMA load role, a one-thread MMA role, two softmax warpgroups (one per query
+tile) that hand each row's rescale factor to a correction warpgroup through shared
+memory, and the correction warpgroup that rescales O0 and O1 in tensor memory and stores
+O / l. The emulator cases build it with a small NUM_SMS, so a block runs several items
+(the rings, counters and the l hand-off cross items; an item's first PVs overwrite O).
 
 The plan puts P0 and P1 in S0's and S1's columns (the loop form of the order proof admits
 the KV loop);
@@ -70,7 +73,7 @@ def test_the_plan_puts_p_over_s(path):
     roles = re.findall(r"role \(r == (\d)\) = \{(\d)\}(?: maxregs=(\d+))?", text)
     assert [(int(a), int(b)) for a, b, _ in roles] == [(i, i) for i in range(5)]
     regs = [int(m) for _, _, m in roles]
-    assert regs == [24, 40, 176, 176, 64] and sum(regs) * 128 <= 96 * 640  # the launch share
+    assert regs == [24, 64, 168, 168, 56] and sum(regs) * 128 <= 96 * 640  # the launch share
     # the plan and the 1024 bytes that align its base fit the 227 KB a block may have
     assert int(re.search(r"shared_memory (\d+)", text).group(1)) + 1024 <= 227 * 1024
 
@@ -83,6 +86,14 @@ def test_interpreter_matches_sdpa(path, sq, skv, h):
     assert _interpret(path, sq, skv, h, causal=path is CAUSAL) < 5e-3
 
 
+@pytest.mark.parametrize("path, sq, h", [(EXAMPLE, 384, 3), (CAUSAL, 640, 2)],
+                         ids=lambda x: getattr(x, "stem", str(x)))
+def test_interpreter_matches_sdpa_several_items_a_block(tmp_path, path, sq, h):
+    """Two blocks, 3 items each: 6 items of 3 KV steps (non-causal: 2 query blocks of 3
+    heads, the second past Q_SEQ) and of 5, 5, 4, 4, 2, 2 steps (causal, longest first)."""
+    assert _interpret(_blocks(tmp_path, path, 2), sq, sq, h, causal=path is CAUSAL) < 5e-3
+
+
 def test_the_causal_mask_is_needed(tmp_path):
     src = EXAMPLE.read_text()
     old = "              if (j >= valid || j > i + diag)\n"
@@ -93,10 +104,10 @@ def test_the_causal_mask_is_needed(tmp_path):
 
 
 @pytest.mark.parametrize("old, new", [
-    ("              if (j >= valid)\n                s0.at(i, j) = -inf;\n",
-     "              if (j >= valid + BLOCK_N)\n                s0.at(i, j) = -inf;\n"),
-    ("              if (j >= valid)\n                s1.at(i, j) = -inf;\n",
-     "              if (j >= valid + BLOCK_N)\n                s1.at(i, j) = -inf;\n"),
+    ("                  if (j >= valid)\n                    s0.at(i, j) = -inf;\n",
+     "                  if (j >= valid + BLOCK_N)\n                    s0.at(i, j) = -inf;\n"),
+    ("                  if (j >= valid)\n                    s1.at(i, j) = -inf;\n",
+     "                  if (j >= valid + BLOCK_N)\n                    s1.at(i, j) = -inf;\n"),
     ("              o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n",
      "              o0.at(i, j) = o0.at(i, j) * 1.0f;\n"),
     ("              o1.at(i, j) = o1.at(i, j) * sc1.at(i);\n",
@@ -134,15 +145,40 @@ def ptx(request) -> str:
     return compile_file(str(request.param), emit="ptx", target="sm_100a")
 
 
+def test_an_items_first_pv_overwrites_o(ptx):
+    """`if (step == 0) mma.fill o0, 0.0f;` before PV0: a predicate the PV's first k-step
+    reads (enable-input-d), no store to tensor memory."""
+    for acc in ("o0", "o1"):
+        pv = re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\], \[%p{acc[1]}_tmem\]"
+                        r"[^;]*;", ptx)
+        assert pv and pv[0].endswith(f"%{acc}_accumulate;"), pv
+        assert f"mov.pred %{acc}_accumulate, 0;" in ptx
+
+
 def test_the_mma_role_is_one_thread_and_s_is_fresh(ptx):
-    # per KV step: QK0, QK1 (8 K-steps each, the first overwriting S) and PV0, PV1
+    # QK0, QK1 (8 K-steps each, the first overwriting S) before the KV loop and in it
     for acc in ("s0", "s1"):
-        assert len(re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\]", ptx)) == 8
+        assert len(re.findall(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\]", ptx)) == 16
         assert re.search(rf"tcgen05\.mma\.cta_group::1\.kind::f16 \[%{acc}_tmem\], [^;]*%overwrite",
                          ptx)
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o0_tmem], [%p0_tmem]" in ptx
     assert "tcgen05.mma.cta_group::1.kind::f16 [%o1_tmem], [%p1_tmem]" in ptx
     assert "bra L_mma_issued" not in ptx  # the MMA role is issue-only: no election
+
+
+def test_the_mma_role_issues_in_fa4s_order(ptx):
+    """Per trip of the MMA role's KV loop: PV0(t), QK0(t+1), PV1(t), QK1(t+1); the item's
+    first QKs come before the loop, its last PVs after it."""
+    mma = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 64;"):ptx.index("setmaxnreg.inc")]
+    loop = re.search(r"\n(L_step_loop_\d+):\n(.*?)bra\.uni \1;", mma, re.S)
+    before, body, after = mma[:loop.start()], loop.group(2), mma[loop.end():]
+
+    def at(text, acc):
+        return text.index(f"tcgen05.mma.cta_group::1.kind::f16 [%{acc}_tmem]")
+    assert at(body, "o0") < at(body, "s0") < at(body, "o1") < at(body, "s1")
+    assert at(before, "s0") < at(before, "s1") and "[%o0_tmem]" not in before.split("L_step_loop")[0][
+        before.index("[%s0_tmem]"):]
+    assert at(after, "o0") < at(after, "o1") and "[%s0_tmem]" not in after.split("L_endif")[0]
 
 
 def test_each_exponential_is_computed_once(ptx):
@@ -152,13 +188,13 @@ def test_each_exponential_is_computed_once(ptx):
     parts = re.split(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+);", ptx)
     per_role = [(int(parts[i]), parts[i + 1].count("ex2.approx"),
                  parts[i + 1].count("add.rm.f32")) for i in range(1, len(parts), 2)]
-    assert per_role == [(24, 0, 0), (40, 0, 0), (176, 97, 32), (176, 97, 32), (64, 0, 0)]
+    assert per_role == [(24, 0, 0), (64, 0, 0), (168, 97, 32), (168, 97, 32), (56, 0, 0)]
 
 
 def test_the_correction_role_moves_o_in_pieces(ptx):
-    """The correction warpgroup (64 registers) rescales and stores O 8 columns at a time;
+    """The correction warpgroup (56 registers) rescales and stores O 8 columns at a time;
     the softmax roles hand it the factors through shared memory, read once per row."""
-    corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 64;"):]
+    corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 56;"):]
     assert not re.search(r"tcgen05\.(ld|st)\.sync\.aligned\.32x32b\.x(16|32|64)", corr)
     # a kernel that repartitions its registers moves S, P and the fills 16 registers at a
     # time (ptxas spilled at x64 moves)
@@ -185,52 +221,63 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
     assert rc == 1
     # the first construct sm_90a lacks: an event an MMA's completion triggers
     line = EXAMPLE.read_text().splitlines().index(
-        "          trigger s0_full.at(order) after qk0;") + 1
-    assert f"{EXAMPLE.name}:{line}:11: error: 'trigger s0_full after qk0' (an MMA future " \
-        "completing an event) is not lowered for sm_90a yet; write 'wait qk0;' and a plain " \
-        "trigger" in capsys.readouterr().err
+        "            trigger s0_full.at(order) after qk0_first;") + 1
+    assert f"{EXAMPLE.name}:{line}:13: error: 'trigger s0_full after qk0_first' (an MMA future " \
+        "completing an event) is not lowered for sm_90a yet; write 'wait qk0_first;' and a " \
+        "plain trigger" in capsys.readouterr().err
 
 
-# The strict emulator: Q = KV = 256 (one block, two KV tiles), 384 (two blocks, the second
-# with a query tile past Q_SEQ; three KV tiles: the 2-slot rings reuse a slot), Q = 200,
-# KV = 330 (partial last query and KV tiles) and Q = 300, KV = 200 (a block whose second
-# query tile is past Q_SEQ); causal: 256, 384 and 200, 300 (a partial diagonal tile).
-# greedy holds the correction role's second O store until its first has read o_buf.
-FAST = [(EXAMPLE, 200, 330, "greedy")]
-EMU = [(EXAMPLE, 256, 256, "round_robin"), (EXAMPLE, 256, 256, "reverse"),
-       (EXAMPLE, 384, 384, "random"), (EXAMPLE, 300, 200, "greedy"),
-       (EXAMPLE, 200, 330, "random"),
-       (CAUSAL, 256, 256, "reverse"), (CAUSAL, 384, 384, "random"),
-       (CAUSAL, 200, 200, "greedy"), (CAUSAL, 300, 300, "round_robin")]
+# The strict emulator, at -D NUM_SMS=1 or 2 so that a block runs several items (h heads
+# of cdiv(Q, 256) items each): Q = 200, KV = 330 (partial last query and KV tiles, 2
+# items on one block); Q = 300, KV = 200 (4 items on one block, two of them with a query
+# tile past Q_SEQ); 256 (one item, two KV tiles); causal: 384 (items of 3 and 2 KV steps
+# on one block, longest first: the 2-slot rings reuse a slot) and 200 (a partial
+# diagonal tile, 2 items on one block). greedy holds the correction role's second O
+# store until its first has read o_buf.
+FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]
+EMU = [(EXAMPLE, 300, 200, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
+       (CAUSAL, 384, 384, 1, 1, "random"), (CAUSAL, 200, 200, 2, 1, "greedy")]
+DEFAULT_SMS = "#define NUM_SMS 148\n"
 
 
-def _emulate(path, sq, skv, schedule, grow=1):
-    q, k, v, o = _inputs(sq, skv, grow=grow)
-    assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), schedule) == []
+def _blocks(tmp_path, path, sms: int) -> Path:
+    """The example (or its causal build) in a grid of `sms` blocks."""
+    src = EXAMPLE.read_text()
+    assert DEFAULT_SMS in src
+    out = tmp_path / f"{path.stem}_{sms}.co"
+    out.write_text(("#define CAUSAL 1\n" if path is CAUSAL else "")
+                   + src.replace(DEFAULT_SMS, f"#define NUM_SMS {sms}\n"))
+    return out
+
+
+def _emulate(tmp_path, path, sq, skv, h, sms, schedule, grow=1):
+    q, k, v, o = _inputs(sq, skv, h, grow=grow)
+    assert emulate_strict(_blocks(tmp_path, path, sms), dict(Q=q, K=k, V=v, O=o), schedule) == []
     assert not o.float().isnan().any()
     assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
 
 
 @pytest.mark.emu
-@pytest.mark.parametrize("path, sq, skv, schedule", FAST,
+@pytest.mark.parametrize("path, sq, skv, h, sms, schedule", FAST,
                          ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict(path, sq, skv, schedule):
-    _emulate(path, sq, skv, schedule)
+def test_emulator_matches_sdpa_strict(tmp_path, path, sq, skv, h, sms, schedule):
+    _emulate(tmp_path, path, sq, skv, h, sms, schedule)
 
 
 @pytest.mark.emu
 @pytest.mark.parametrize("path, sq, skv", [
-    (EXAMPLE, 256, 330), pytest.param(CAUSAL, 384, 384, marks=pytest.mark.slow)],
+    (EXAMPLE, 256, 330),
+    pytest.param(CAUSAL, 384, 384, marks=pytest.mark.slow)],
     ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict_with_rescales(path, sq, skv):
+def test_emulator_matches_sdpa_strict_with_rescales(tmp_path, path, sq, skv):
     """Keys past the first tile 4 x larger: the softmax rescales some rows after the first
     step and keeps the max of others; the correction role's vote lets warps through."""
-    _emulate(path, sq, skv, "random", grow=4)
+    _emulate(tmp_path, path, sq, skv, 1, 1, "random", grow=4)
 
 
 @pytest.mark.emu
 @pytest.mark.slow
-@pytest.mark.parametrize("path, sq, skv, schedule", EMU,
+@pytest.mark.parametrize("path, sq, skv, h, sms, schedule", EMU,
                          ids=lambda x: getattr(x, "stem", str(x)))
-def test_emulator_matches_sdpa_strict_more(path, sq, skv, schedule):
-    _emulate(path, sq, skv, schedule)
+def test_emulator_matches_sdpa_strict_more(tmp_path, path, sq, skv, h, sms, schedule):
+    _emulate(tmp_path, path, sq, skv, h, sms, schedule)

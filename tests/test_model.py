@@ -154,8 +154,8 @@ def test_census_per_role_of_the_blackwell_example():
     # per KV step QK0 and QK1 (8 K-steps each, from shared memory), PV0 and PV1 (P in TMEM)
     assert _shapes(mma.step) == {(128, 128, 16, "smem"): 16, (128, 128, 16, "tmem"): 16}
     loop = _between(ptx, "L_step_loop_2:", "bra.uni L_step_loop_2;")
-    i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_0;" in ln)
-    j = loop.index("L_endif_0:")
+    i = next(k for k, ln in enumerate(loop) if "bra.uni L_endif_" in ln)   # softmax 0's mask
+    j = loop.index(loop[i].split("bra.uni ")[1].rstrip(";") + ":")
     masked, every = loop[i + 1:j], loop[:i + 1] + loop[j:]   # the mask runs on the last tile only
 
     def count(lines, word):
@@ -260,13 +260,16 @@ def test_the_critical_path_serialises_one_tile_and_overlaps_two():
         run(broken)
 
 
-def test_the_blackwell_example_serialises_its_roles():
-    """The example's period is its roles' work in series (its MMA thread waits for its own
-    MMAs), longer than any pipe; the design kernel's pipeline keeps the tensor pipe busy."""
+def test_the_blackwell_examples_roles_overlap_in_fa4s_order():
+    """The example issues PV0(t), QK0(t+1), PV1(t), QK1(t+1) (as the design kernel):
+    each tile's softmax overlaps the other tile's MMAs, so its role pipeline runs at its
+    busiest pipe (the softmax warpgroups' issue), no longer longer than every pipe (in
+    the order QK0, QK1, PV0, PV1 it was: 3311 clocks a trip against issue's 2792); the
+    design kernel's pipeline keeps the tensor pipe busy."""
     p = M.Params(**json.loads((ROOT / "bench" / "model_params.json").read_text()))
     b = M.step_bounds(M.census_of("blackwell", "sm_100a"), M.B200, p)
-    assert b["chain"] > max(v for k, v in b.items() if k != "chain")
-    assert M.bound_of(b) == "chain"
+    assert b["chain"] <= max(v for k, v in b.items() if k != "chain") + 1.0
+    assert M.bound_of(b) == "issue" and b["issue"] > b["tensor"]
     d = M.step_bounds(M.design_census(), M.B200, p)
     assert d["chain"] == pytest.approx(d["tensor"], rel=1e-6) and M.bound_of(d) == "tensor"
 

@@ -102,3 +102,18 @@ def test_event_never_triggered(capsys, tmp_path, monkeypatch):
 def test_examples_have_no_static_fault(capsys, example):
     assert cli.main(["check", str(example)]) == 0
     assert "error" not in capsys.readouterr().err
+
+
+def test_a_block_accumulators_guarded_fill_right_before_its_mma_is_the_overwrite(capsys, tmp_path):
+    """examples/flash_atten_blackwell.co: `if (step == 0) mma.fill o0, 0.0f;` right before
+    PV0, with the previous step's PV0 in flight (the MMA role never waits it), is that PV's
+    overwrite (a predicate on sm_100a, no store to tensor memory); a statement between
+    them makes it a fill of the tile the PV may still be writing."""
+    assert cli.main(["check", str(EX / "flash_atten_blackwell.co")]) == 0
+    capsys.readouterr()
+    old = "                mma.fill o0, 0.0f;              // a new item: this PV overwrites O0\n"
+    path = _variant(tmp_path, "flash_atten_blackwell.co", old, old + "              wait vf.at(order);\n")
+    rc, err = _errors(capsys, ["check", str(path)])
+    line = path.read_text().splitlines().index(old.rstrip("\n")) + 1
+    assert rc == 1 and (f"v.co:{line}:17: error: this fill uses 'o0' while the MMA 'pv0' "
+                        f"(line {line + 2}) may still be writing it; 'wait pv0;' first") in err, err

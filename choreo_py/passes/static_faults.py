@@ -12,7 +12,9 @@ buffer reads its neighbour). Each check here is exact for what it reports:
   flight on some path: a may-analysis over the structured control flow, with
   the in-order completion of MMA groups (waiting a later MMA completes the
   earlier ones); a fill 0 right before an MMA into the same fragment is that
-  MMA's overwrite, not a read; what leaves a role (to the roles after it) drops
+  MMA's overwrite, not a read (so is a block accumulator's `if (c) mma.fill acc, 0;`
+  right before an MMA into it: sm_100a clears that MMA's enable-input-d predicate,
+  lowering/sm100/lower_flow.py `flagged`, and writes no tensor memory); what leaves a role (to the roles after it) drops
   the MMAs a `trigger e after f` published (and those issued before them): the
   other roles see them through e;
 - an event some role waits on, not `= ready`, that no statement ever triggers.
@@ -114,7 +116,7 @@ class _Faults:
         self.issued: dict[str, int] = {}  # future -> sequence number of its latest MMA
         self.jumps: list[list] = []
         self.published: list[set] = []  # per role: MMA futures a `trigger ... after` names
-        self.folded = _folded_fills(k.body)
+        self.folded = _folded_fills(k.body, block=_block_accs(k.body))
 
     def report(self, message: str, loc) -> None:
         key = (message, loc)
@@ -268,16 +270,28 @@ class _Faults:
         the MMAs in flight (lowering/core/analysis.py folds the same pairs)."""
         return id(s) in self.folded
 
-def _folded_fills(stmts: list, out: set | None = None) -> set:
-    """id() of every `mma.fill acc, 0` whose next statement is an MMA into acc."""
+def _folded_fills(stmts: list, out: set | None = None, block: frozenset = frozenset()) -> set:
+    """id() of every `mma.fill acc, 0` whose next statement is an MMA into acc, and of a
+    block accumulator's fill 0 that is all of an `if` (no else) right before one."""
     out = set() if out is None else out
     for s, nxt in zip(stmts, stmts[1:] + [None]):
-        if isinstance(s, ir.MmaFill) and s.value.value == 0 and isinstance(nxt, ir.Mma) \
-                and nxt.acc == s.acc:
+        into = isinstance(nxt, ir.Mma)
+        if isinstance(s, ir.MmaFill) and s.value.value == 0 and into and nxt.acc == s.acc:
             out.add(id(s))
-        for block in ir.child_blocks(s):
-            _folded_fills(block, out)
+        if isinstance(s, ir.If) and not s.orelse and len(s.then) == 1 and into:
+            f = s.then[0]
+            if isinstance(f, ir.MmaFill) and f.value.value == 0 and f.acc == nxt.acc \
+                    and f.acc in block:
+                out.add(id(f))
+        for b in ir.child_blocks(s):
+            _folded_fills(b, out, block)
     return out
+
+
+def _block_accs(stmts: list) -> frozenset:
+    """The block's accumulators (`mma.fill ... : block`: tensor memory on sm_100a)."""
+    return frozenset(s.frag.name for s in ir.walk(stmts)
+                     if isinstance(s, ir.FragDecl) and s.frag.block)
 
 
 def ir_int(e) -> int | None:

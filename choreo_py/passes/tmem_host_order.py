@@ -22,13 +22,16 @@ Reading P (the MMA that takes it as A) is not restricted: S's cells hold P until
 nothing is left to read them as S.
 
 An apply at the top level of a loop at its role's top level is FA4's KV loop (S fresh
-every step, P over it, the next step's MMA into S over P): tmem_host_loop.py proves it.
+every step, P over it, the next step's MMA into S over P): tmem_host_loop.py proves it,
+or tmem_host_rotated.py where the MMA role issues the next step's MMA into S after the
+MMA reading P in each trip (FA4's order).
 """
 from __future__ import annotations
 
 from .. import ir
 from ..diagnostics import ChoreoError
 from .tmem_host_loop import Refused, check_loop, lifted, touches as _touches
+from .tmem_host_rotated import check_rotated, rotated
 
 
 def _line(stmt) -> str:
@@ -152,9 +155,13 @@ def check_order(kernel: ir.Kernel, frag: ir.Frag) -> None:
     w_role, w_at, in_loop = _writer(frag, views)
     apply = w_role.body[w_at] if in_loop is None else w_role.body[w_at].body[in_loop]
     _apply_reads_in_place(frag, apply)
-    if in_loop is not None:  # FA4's KV loop: tmem_host_loop.py
+    if in_loop is not None:  # FA4's KV loop: tmem_host_loop.py (rotated: tmem_host_rotated.py)
         try:
-            check_loop(kernel, frag, views, w_role, w_at, in_loop, frozenset(nested), real)
+            rot = rotated(frag, views, w_role)
+            if rot is not None:
+                check_rotated(kernel, frag, views, w_role, w_at, in_loop, *rot, frozenset(nested))
+            else:
+                check_loop(kernel, frag, views, w_role, w_at, in_loop, frozenset(nested), real)
         except Refused as why:
             raise _not_in_host(frag, why.message) from None
     else:
