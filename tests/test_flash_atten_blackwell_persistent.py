@@ -113,3 +113,13 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys):
     rc = cli.main(["compile", str(EXAMPLE), "--target", "sm_90a", "-o", str(tmp_path / "x.py")])
     assert rc == 1
     assert "a ': block' accumulator" in capsys.readouterr().err
+
+
+def test_the_o_store_ending_an_item_is_read_before_the_threads_meet(ptx):
+    """The next item's correction threads write o_buf again: the store's one issuing thread
+    waits until the TMA engine has read the tile, then the role's threads meet (a store
+    ending a loop body is not the kernel's end)."""
+    store = ptx.rindex("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%tmap_O")
+    after = ptx[store:ptx.index("bra.uni L_round_loop", store)]
+    read = after.index("cp.async.bulk.wait_group.read 0;")
+    assert re.search(r"bar\.sync %inst_bar_\d+, 128;", after[read:])

@@ -245,10 +245,11 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
 
 
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
-    if lw.loops and lw.k.root(s.dst.base) in lw.memory.elements_read():
-        # the last statement of a loop body is followed by the next iteration, whose element
-        # reads of the tensor must see this store (global_reads.py): waited for in full,
-        # then the instance's threads meet
+    if lw.loops:
+        # The last statement of a loop body is followed by the next iteration: its threads
+        # may write the tile again (the store must have read it first: one thread waits,
+        # then the instance's threads meet), and its element reads of the tensor must see
+        # this store (global_reads.py: waited for in full first)
         last = False
     pred = lw.issuer()
     lw.instance_sync_if_dirty()
