@@ -203,9 +203,20 @@ def test_the_correction_role_moves_o_in_pieces(ptx):
     # columns 0-7 of O0: the step's rescale, the division by l, the mma.store
     assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32 \{%o0_0,", corr)) == 3
     assert len(re.findall(r"ld\.shared\.f32 %sc0_at", corr)) == 2  # step factor, l
-    # O1 goes through o_buf after O0: the threads meet once O0's store has read it
-    after = corr.split("cp.async.bulk.wait_group.read 0;", 1)[1]
-    assert after.index("bar.sync %inst_bar") < after.index("st.shared.v4.b32")
+
+
+def test_o_is_stored_from_registers_with_no_drain(ptx):
+    """`mma.store.direct`: O0 and O1 leave the correction role as 16 predicated
+    st.global.v4 a thread each (a row past Q_SEQ is not stored), with no shared staging
+    tile, TMA store or store drain on an item's path."""
+    corr = ptx[ptx.index("setmaxnreg.dec.sync.aligned.u32 56;"):]
+    stores = re.findall(r"@%(\w+) st\.global\.v4\.b32 \[%(\w+)\+(\d+)\]", corr)
+    assert len(stores) == 32 and len({(p, a) for p, a, _ in stores}) == 2
+    assert sorted({int(off) for _, _, off in stores}) == list(range(0, 256, 16))
+    assert "setp.lt.u32 %gst_in, %gst_row, %Q_SEQ;" in corr
+    for gone in ("cp.async.bulk.wait_group", "cp.async.bulk.tensor", "st.shared.v4"):
+        assert gone not in corr
+    assert ".param .u64 ptr_O" in ptx
 @pytest.mark.ptxas
 def test_ptxas_accepts_it_without_spills(ptx):
     from choreo_py.runtime import build
@@ -232,8 +243,8 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
 # items on one block); Q = 300, KV = 200 (4 items on one block, two of them with a query
 # tile past Q_SEQ); 256 (one item, two KV tiles); causal: 384 (items of 3 and 2 KV steps
 # on one block, longest first: the 2-slot rings reuse a slot) and 200 (a partial
-# diagonal tile, 2 items on one block). greedy holds the correction role's second O
-# store until its first has read o_buf.
+# diagonal tile, 2 items on one block). greedy runs the correction role's O stores (plain
+# st.global, never waited) far ahead of the next item's first PVs, which overwrite O.
 FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]
 EMU = [(EXAMPLE, 300, 200, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
        (CAUSAL, 384, 384, 1, 1, "random"), (CAUSAL, 200, 200, 2, 1, "greedy")]

@@ -610,11 +610,12 @@ class MmaOp(Stmt):
 
 @dataclass(kw_only=True, eq=False)
 class MmaStore(Stmt):
-    """`mma.store[.async|.transp|.mask] acc, dst[, rows[, cols]];`"""
+    """`mma.store[.async|.transp|.mask|.direct] acc, dst[, rows[, cols]];`"""
     source: Expr
     dst: Expr
     is_async: bool = False
     transposed: bool = False
+    direct: bool = False       # `.direct`: each thread's elements straight to global memory
     mask: list[Expr] = field(default_factory=list)
 
 

@@ -268,6 +268,8 @@ class OpBuilder(BuilderBase):
                 op.transposed = True
             elif mod.name == "mask":
                 op.mask = [self._placeholder(loc)]
+            elif mod.name == "direct":
+                op.direct = True
             else:
                 self.error(f"unknown modifier '.{mod.name}' for 'mma.store'", mod.loc)
         counts = (3, 4) if op.mask else (2,)

@@ -575,12 +575,14 @@ class WarpMma(Stmt):
 
 @dataclass
 class MmaStore(Stmt):
-    """`mma.store acc, tile` (`.transp`: element (i, j) of acc to (j, i) of the tile)."""
+    """`mma.store acc, tile` (`.transp`: element (i, j) of acc to (j, i) of the tile;
+    `.direct`: into a global tile, each thread its elements with plain stores, no staging)."""
 
     acc: str
     dst: View
     loc: Optional[Loc] = None
     transposed: bool = False
+    direct: bool = False
 
 
 @dataclass

@@ -391,10 +391,11 @@ class _Parser:
         if line.startswith("mma.fill "):
             acc, _, value = line[9:].partition(", ")
             return ir.MmaFill(acc, self.exprs(value).expr())
-        if line.startswith("mma.store ") or line.startswith("mma.store.transp "):
+        if line.startswith(("mma.store ", "mma.store.transp ", "mma.store.direct ")):
             head, _, dst = line.partition(" => ")
             op, acc = head.split(" ", 1)
-            return ir.MmaStore(acc, self.exprs(dst).view(), transposed=op.endswith(".transp"))
+            return ir.MmaStore(acc, self.exprs(dst).view(), transposed=op.endswith(".transp"),
+                               direct=op.endswith(".direct"))
         if line.startswith("mma.load "):
             src, _, frag = line[9:].partition(" => ")
             return ir.MmaLoad(frag, self.exprs(src).view())

@@ -225,7 +225,8 @@ class _Printer:
     def s_WarpMma(self, s): self.emit(f"mma.sync.{s.layout} {s.acc} += {s.a} * {s.b}")
 
     def s_MmaStore(self, s):
-        self.emit(f"mma.store{'.transp' if s.transposed else ''} {s.acc} => {view(s.dst)}")
+        mod = ".transp" if s.transposed else ".direct" if s.direct else ""
+        self.emit(f"mma.store{mod} {s.acc} => {view(s.dst)}")
     def s_MmaLoad(self, s): self.emit(f"mma.load {view(s.src)} => {s.frag}")
 
     def s_Apply(self, s):

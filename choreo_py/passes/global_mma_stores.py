@@ -29,7 +29,7 @@ def run(kernel: ir.Kernel, target=None) -> None:
 def _rewrite(kernel: ir.Kernel, stmts: list, region, counter) -> list:
     out = []
     for s in stmts:
-        if isinstance(s, ir.MmaStore) and _global_tile(kernel, s.dst):
+        if isinstance(s, ir.MmaStore) and not s.direct and _global_tile(kernel, s.dst):
             out += _staged(kernel, s, region, next(counter))
             continue
         inner = s if isinstance(s, ir.Parallel) else region

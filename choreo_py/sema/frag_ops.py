@@ -243,13 +243,24 @@ class FragOpBuilder(ScaledMmaBuilder):
         dst = self.view_of(s.dst)
         if s.mask:
             self._check_mask(s, dst.view)
+        if s.direct:
+            self._check_direct(s, dst.view)
         shape = static_shape(dst.view)
         want = tuple(reversed(acc.shape)) if s.transposed and acc.shape else acc.shape
         if shape is not None and want and shape != want:
             what = "'mma.store.transp'" if s.transposed else "'mma.store'"
             raise err(f"{what} of a {fmt_shape(acc.shape)} accumulator into a {fmt_shape(shape)} "
                       "destination", s.dst)
-        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc, transposed=s.transposed))
+        self.emit(ir.MmaStore(acc.name, dst.view, loc=s.loc, transposed=s.transposed,
+                              direct=s.direct))
+
+    def _check_direct(self, s: A.MmaStore, view: ir.View) -> None:
+        """`mma.store.direct`: a plain (untransposed, unmasked) store into a global tile."""
+        if s.transposed or s.mask:
+            raise err("'mma.store.direct' is a plain store: not with '.transp' or '.mask'", s.loc)
+        if self.kernel.param(view.base) is None:
+            raise err(f"'mma.store.direct' writes a global tile, and '{view.base}' is not a "
+                      "global tensor", s.dst)
 
     def _check_mask(self, s: A.MmaStore, view: ir.View) -> None:
         """A mask the plain store already applies (the tensor's edge), or a refusal."""

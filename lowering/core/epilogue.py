@@ -28,6 +28,9 @@ from .writer import V
 
 
 def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
+    if s.direct:  # (sm_100a's tcgen05 target has it: sm100/store_global.py)
+        raise lw.refuse("mma.store.direct (a store of an accumulator straight to global "
+                        "memory) on this target", s.loc)
     fi = info(lw, s.acc, s.loc)
     if fi.kind != "acc":
         raise lw.refuse(f"mma.store of '{s.acc}', which is not an accumulator", s.loc)

@@ -50,7 +50,7 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
                                      and _blocks_apart(lw, root, e)):
         raise lw.refuse(f"reading elements of '{root}', which this kernel also writes", loc)
     places = Places.of_mma_kernel(lw)
-    places.pointers.setdefault(root, _pointer(lw, root))
+    places.pointers.setdefault(root, pointer(lw, root))
     return places.load(e.view, e.index, e.dtype, loc, expr=x)
 
 
@@ -59,7 +59,8 @@ def params(lw) -> list[str]:
     return sorted(lw.global_pointers)
 
 
-def _pointer(lw, name: str) -> V:
+def pointer(lw, name: str) -> V:
+    """The global address of tensor `name` (a kernel parameter of its own, loaded once)."""
     ptrs = lw.global_pointers
     if name not in ptrs:
         w = lw.w

@@ -325,7 +325,8 @@ def _pack(lw, wf: WarpFrag, dst: V, elems: list) -> None:
 
 def mma_store(lw, s: ir.MmaStore) -> None:
     """Each accumulator element the lane holds, rounded to the destination's type
-    (`mma.store.transp`: element (i, j) to (j, i) of the destination)."""
+    (`mma.store.transp`: element (i, j) to (j, i) of the destination; `.direct` is what
+    this store does anyway: each lane its elements)."""
     wf = _frag(lw, s.acc, s.loc)
     if wf.role != "acc":
         raise lw.refuse(f"mma.store of the MMA operand '{s.acc}'", s.loc)

@@ -23,6 +23,7 @@ from ..core.context import Lowering
 from ..core.fragments import info
 from ..core.writer import V
 from ..core.memory import addr as _addr
+from .store_global import direct_store
 
 
 def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
@@ -33,6 +34,8 @@ def mma_store(lw: Lowering, s: ir.MmaStore) -> None:
     fi = info(lw, s.acc, s.loc)
     if fi.kind != "acc":
         raise lw.refuse(f"mma.store of '{s.acc}', which is not an accumulator", s.loc)
+    if s.direct:
+        return direct_store(lw, s, fi)  # registers -> st.global (store_global.py)
     lay = fi.layout
     shape = tuple(e.value if isinstance(e, ir.Const) else None for e in s.dst.shape)
     if shape != (lay.rows, lay.cols):
