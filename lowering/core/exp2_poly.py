@@ -61,12 +61,13 @@ def emit(w, out: V, x: V) -> None:
     w.op("shl.b32", e, t, 23)  # t's last use: few registers live through the polynomial
     frac = f("e2f")
     w.op("sub.f32", frac, a, n)
-    p = f("e2p")
+    # p is a .b32 register: an .f32 instruction takes it (a bit-size type is compatible
+    # with every type of its size) and so does the integer add, so the exponent joins the
+    # polynomial's bits with no move between register types; one move gives `out` its type
+    p = w.reg("b32", "e2p")
     w.op("fma.rn.f32", p, frac, c(C3), c(C2))
     w.op("fma.rn.f32", p, p, frac, c(C1))
     w.op("fma.rn.f32", p, p, frac, c(1.0))
-    pb = w.reg("b32", "e2b")
-    w.op("mov.b32", pb, p)
-    w.op("add.s32", pb, pb, e)
-    w.op("mov.b32", out, pb)
+    w.op("add.s32", p, p, e)
+    w.op("mov.b32", out, p)
 

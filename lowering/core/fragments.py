@@ -125,15 +125,23 @@ def shuffle_combine(lw: Lowering, op: str, x: V, lanes) -> None:
 
 
 def tree(lw: Lowering, op: str, vals: list[V], dst: V) -> None:
-    """dst = op(vals...) as a balanced tree (short dependency chains)."""
+    """dst = op(vals...) as a balanced tree (short dependency chains); a target whose
+    min/max take three inputs (`minmax3`: sm_100a) combines three at a node."""
+    arity = 3 if op in ("max", "min") and getattr(lw.target, "minmax3", False) else 2
     while len(vals) > 1:
         nxt = []
-        for a in range(0, len(vals) - 1, 2):
-            t = dst if len(vals) == 2 else lw.w.reg("f32", "red")
-            lw.w.op(f"{op}.f32", t, vals[a], vals[a + 1])
+        full = len(vals) // arity * arity
+        for a in range(0, full, arity):
+            t = dst if len(vals) == arity else lw.w.reg("f32", "red")
+            lw.w.op(f"{op}.f32", t, *vals[a:a + arity])
             nxt.append(t)
-        if len(vals) % 2:
-            nxt.append(vals[-1])
+        rest = vals[full:]
+        if len(rest) == 2:  # two left over: one two-input node
+            t = dst if not nxt else lw.w.reg("f32", "red")
+            lw.w.op(f"{op}.f32", t, *rest)
+            nxt.append(t)
+        else:
+            nxt += rest
         vals = nxt
     if vals[0].text != dst.text:
         lw.w.op("mov.f32", dst, vals[0])

@@ -74,6 +74,7 @@ class _Sync:
 
 class Sm100Target(block_acc.BlockAccHooks):
     arch = "sm_100a"
+    minmax3 = True  # min/max.f32 take three inputs here: a row's max in half the instructions
 
     def __init__(self) -> None:
         self.plan: Optional[ir.TmemMap] = None  # the kernel's map (pass tmem-plan)
