@@ -96,10 +96,10 @@ def test_interpreter_matches_sdpa_several_items_a_block(tmp_path, path, sq, h):
 
 def test_the_causal_mask_is_needed(tmp_path):
     src = EXAMPLE.read_text()
-    old = "              if (j >= valid || j > i + diag)\n"
+    old = "                  if (j > __min(valid - 1, i + diag))\n"
     assert src.count(old) == 2
     path = tmp_path / "v.co"
-    path.write_text("#define CAUSAL 1\n" + src.replace(old, "              if (j >= valid)\n"))
+    path.write_text("#define CAUSAL 1\n" + src.replace(old, "                  if (j >= valid)\n"))
     assert not _interpret(path, 256, 256, causal=True) < 5e-2
 
 
