@@ -137,12 +137,20 @@ def attention_work(b, h, s, causal, persistent=False, blocks=132, block_m=128) -
 def blackwell_work(b, h, s, causal, blocks=148) -> Work:
     """examples/flash_atten_blackwell.co's persistent order: items of two 128-row query
     tiles (256 rows) of one head, numbered longest first over all heads (causal: query
-    block bm = blocks - 1 - item / heads, min(2 bm + 2, KV tiles) steps); block w takes
-    items w, w + blocks, ... (its NUM_SMS define is the B200's 148 SMs)."""
+    block bm = blocks - 1 - item / heads, min(2 bm + 2, KV tiles) steps), taken in a snake:
+    in round r block w takes item r * blocks + w (r even) or r * blocks + blocks - 1 - w
+    (r odd) (its NUM_SMS define is the B200's 148 SMs). makespan() gives item i to block
+    i % blocks, so the items are listed in that order: round r's reversed when r is odd."""
     qb, kv = -(-s // 256), -(-s // 128)
     steps = [min(2 * (qb - 1 - t) + 2, kv) if causal else kv for t in range(qb)]
-    items = tuple((st, 1) for st in steps for _ in range(b * h))
-    return Work("persistent", items, blocks, 4 * b * s * h * 128 * 2,
+    order = [(st, 1) for st in steps for _ in range(b * h)]
+    items = []
+    for r in range(0, len(order), blocks):
+        chunk = order[r:r + blocks]
+        if r // blocks % 2:  # block w takes the round's item blocks - 1 - w
+            chunk = (chunk + [(0, 0)] * (blocks - len(chunk)))[::-1]
+        items += chunk
+    return Work("persistent", tuple(items), blocks, 4 * b * s * h * 128 * 2,
                 4.0 * b * h * s * s * 128 / (2 if causal else 1))
 
 

@@ -241,13 +241,14 @@ def test_sm90a_refuses_it_by_name(tmp_path, capsys, path):
 # The strict emulator, at -D NUM_SMS=1 or 2 so that a block runs several items (h heads
 # of cdiv(Q, 256) items each): Q = 200, KV = 330 (partial last query and KV tiles, 2
 # items on one block); Q = 300, KV = 200 (4 items on one block, two of them with a query
-# tile past Q_SEQ); 256 (one item, two KV tiles); causal: 384 (items of 3 and 2 KV steps
-# on one block, longest first: the 2-slot rings reuse a slot) and 200 (a partial
+# tile past Q_SEQ); 256 (one item, two KV tiles); causal: 384 with 3 heads on 2 blocks
+# (items of 3, 3, 3, 2, 2, 2 KV steps longest first, taken in a snake: block 0 runs items
+# 0, 3, 4 and block 1 items 1, 2, 5; the 2-slot rings reuse a slot) and 200 (a partial
 # diagonal tile, 2 items on one block). greedy runs the correction role's O stores (plain
 # st.global, never waited) far ahead of the next item's first PVs, which overwrite O.
 FAST = [(EXAMPLE, 200, 330, 2, 1, "greedy")]
 EMU = [(EXAMPLE, 300, 200, 2, 1, "round_robin"), (EXAMPLE, 256, 256, 1, 1, "reverse"),
-       (CAUSAL, 384, 384, 1, 1, "random"), (CAUSAL, 200, 200, 2, 1, "greedy")]
+       (CAUSAL, 384, 384, 3, 2, "random"), (CAUSAL, 200, 200, 2, 1, "greedy")]
 DEFAULT_SMS = "#define NUM_SMS 148\n"
 
 
