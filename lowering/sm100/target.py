@@ -73,8 +73,7 @@ class _Sync:
 
 
 class Sm100Target(block_acc.BlockAccHooks):
-    arch = "sm_100a"
-    minmax3 = True  # min/max.f32 take three inputs here: a row's max in half the instructions
+    arch, minmax3 = "sm_100a", True  # (min/max.f32 take three inputs here: core/fragments.tree)
 
     def __init__(self) -> None:
         self.plan: Optional[ir.TmemMap] = None  # the kernel's map (pass tmem-plan)
