@@ -91,8 +91,7 @@ class RoleFormBuilder:
     def nested_inthreads(self, s: A.InThreads, par: ir.Parallel) -> None:
         outer = self.role
         if s.is_async:
-            raise err(f"only the outermost 'inthreads' may be '.async'; this one is inside "
-                      f"the role ({outer.name})", s)
+            raise err("only the outermost 'inthreads' of a parallel level can be '.async'", s)
         if par.threads != 1:
             # Valid Choreo; the IR nests roles of single threads only.
             raise Unsupported("nested 'inthreads' regions", s.loc)
