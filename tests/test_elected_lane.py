@@ -4,7 +4,8 @@ from a nested `inthreads (t == 32)` in a loop paced by an event, one from a role
 128 threads and one from a role of 32 (a part of a warpgroup); the interpreter and
 the emulator (both targets, three schedules, strict) store the tiles as the reference
 has them, each `trigger ... after` being the one arrival its event counts. The two
-corpus programs of these forms assemble for both targets."""
+corpus programs of these forms assemble for both targets; the GPU check skips without
+a CUDA GPU."""
 from __future__ import annotations
 
 import os
@@ -49,6 +50,14 @@ def test_elected_loads_in_the_emulator(target, schedule):
     choreo_py.emulate_program(PATH, target=target, schedule=schedule, seed=1).elected_lane(
         a, b, c, out)
     assert torch.equal(out, want)
+
+
+@pytest.mark.gpu
+def test_elected_loads_on_the_gpu():
+    a, b, c, want = _case()
+    out = torch.zeros(64, 32, device="cuda")
+    choreo_py.load(PATH).elected_lane(a.cuda(), b.cuda(), c.cuda(), out)
+    assert torch.equal(out.cpu(), want)
 
 
 def _ir(text: str):
