@@ -189,6 +189,10 @@ class OpBuilder(FragOpBuilder):
             # Issued by one thread for the group: made synchronous, so that its
             # future is complete for every instance (a stronger order, never a weaker one).
             op.future = None
+        elif isinstance(op, ir.TmaLoad) and op.future and self.in_parallel.threads == 1:
+            # A role of single threads: one elected thread issues it (sema/role_forms.py).
+            self.elected_copy(op, self._instance_varying(op), s)
+            return
         elif getattr(op, "future", None):
             raise Unsupported("an asynchronous copy issued by a role of several thread groups",
                               s.loc)
