@@ -98,6 +98,8 @@ class Warp:
 
     def mark_written(self, r: int, lanes=None) -> None:
         """Register `r` was written on `lanes` (default: the executing lanes)."""
+        if r not in self.unset:  # every lane wrote it already (check_read only looks at unset)
+            return
         if lanes is None:
             if self.full:  # all 32 lanes: no mask to merge
                 self.unset.discard(r)
