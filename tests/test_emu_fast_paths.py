@@ -9,8 +9,38 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
+from choreo_py.emu.isa_fp6 import FP6_FP4_PAIRS, float_encoder
 from choreo_py.emu.memory import GlobalMemory
+from choreo_py.ir import subbyte
+
+
+def _f32_probes(dtype: str) -> np.ndarray:
+    """Every code's value and the midpoints between codes, each with its 4 f32 neighbours
+    either side, both signs; zeros, infinities, NaN, huge values; random bit patterns."""
+    mags = np.array(subbyte.magnitudes(dtype), dtype=np.float64)
+    points = np.concatenate([mags, (mags[1:] + mags[:-1]) / 2, mags * 2, [1e30, 3.4e38]])
+    points = points.astype(np.float32)
+    near = [points]
+    up, down = points.copy(), points.copy()
+    for _ in range(4):
+        up, down = np.nextafter(up, np.float32(np.inf)), np.nextafter(down, np.float32(-np.inf))
+        near += [up, down]
+    vals = np.concatenate(near + [np.array([0.0, np.inf, np.nan], np.float32)])
+    vals = np.concatenate([vals, -vals])
+    bits = np.random.default_rng(0).integers(0, 1 << 32, 100_000, dtype=np.uint64)
+    return np.concatenate([vals, bits.astype(np.uint32).view(np.float32)])
+
+
+@pytest.mark.parametrize("dtype", sorted({d for d, _ in FP6_FP4_PAIRS.values()}))
+def test_fp6_fp4_encoder_matches_subbyte_encode(dtype):
+    x = _f32_probes(dtype)
+    want = subbyte.encode(torch.from_numpy(x.copy()), dtype).numpy().astype(np.uint32)
+    with np.errstate(all="ignore"):  # as the emulator runs (api.run_spec): NaN bit patterns
+        got = float_encoder(dtype)(x)
+    assert got.dtype == np.uint32
+    assert np.array_equal(got, want), x[got != want][:8]
 
 
 def _memory():
