@@ -93,3 +93,39 @@ def test_global_stores_scatter_as_the_per_lane_loop():
     with pytest.raises(IndexError, match="outside every tensor"):
         gm.store(np.array([pa, pa + 1000], dtype=np.uint64), np.ones((2, 4), np.uint8))
     assert np.array_equal(a[4:], before[4:]) and (a[:4] == 1).all()  # lane 0 stored first
+
+
+class _Inst:  # the fields _binary_fn and _by_constant read
+    def __init__(self, opcode: str) -> None:
+        self.opcode, self.parts = opcode, tuple(opcode.split("."))
+
+
+@pytest.mark.parametrize("name", ["shl", "shr", "div", "rem"])
+def test_integer_ops_by_an_immediate_match_the_general_form(name):
+    from choreo_py.emu.isa_alu import _binary_fn, _by_constant
+    from choreo_py.emu.lanes import NP
+    from choreo_py.emu.operands import const
+
+    rng = np.random.default_rng(3)
+    tested = 0
+    for t in ("u16", "s16", "b32", "u32", "s32", "u64", "s64", "b64"):
+        dt = np.dtype(NP[t])
+        info = np.iinfo(dt)
+        edges = np.array([info.min, info.max, 0, -1 if dt.kind == "i" else 1, 7], dtype=dt)
+        a = np.concatenate([edges, rng.integers(info.min, info.max, 27, dtype=dt, endpoint=True)])
+        bits = dt.itemsize * 8
+        bt = "u32" if name in ("shl", "shr") else t
+        for k in (0, 1, 3, 7, bits - 1, bits, bits + 5, -1, -7, info.max):
+            if k < 0 and (bt != t or dt.kind == "u"):
+                continue
+            inst = _Inst(f"{name}.{t}")
+            c = const(k, bt)
+            fast = _by_constant(inst, name, t, c)
+            if fast is None:
+                assert k == 0 and name in ("div", "rem")
+                continue
+            want = _binary_fn(name, inst, t)(a, c)
+            got = fast(a)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (t, k)
+            tested += 1
+    assert tested >= 60
