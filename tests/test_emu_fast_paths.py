@@ -129,3 +129,40 @@ def test_integer_ops_by_an_immediate_match_the_general_form(name):
             assert got.dtype == want.dtype and np.array_equal(got, want), (t, k)
             tested += 1
     assert tested >= 60
+
+
+def test_one_lane_shared_index_matches_the_array_form():
+    from types import SimpleNamespace
+
+    from choreo_py.emu.isa_mem import _one_lane_index, _smem_index
+
+    class Fault(Exception):
+        pass
+
+    def warp(lane, one):
+        mask = np.zeros(32, dtype=bool)
+        mask[lane] = True
+        cta = SimpleNamespace(smem=np.zeros(1024 + 256, np.uint8), smem_base=1024)
+        return SimpleNamespace(cta=cta, mask=mask, one=lane if one else -1, inst=None,
+                               machine=SimpleNamespace(misuse=lambda msg, inst: Fault(msg)))
+
+    def index(w, addrs, size):
+        try:
+            return _smem_index(w, addrs, size)
+        except Fault as e:
+            return str(e)
+
+    rng = np.random.default_rng(4)
+    checked = fallbacks = 0
+    for x in [1024, 1028, 1030, 1279, 1276, 1272, 1023, 0, 2**63 - 2, 2**63, 2**64 - 4] + \
+            list(rng.integers(900, 1400, 60)):
+        for size in (1, 2, 4, 8, 16, 12):
+            lane = int(rng.integers(0, 32))
+            addrs = rng.integers(0, 2**64, 32, dtype=np.uint64)
+            addrs[lane] = x
+            fast, general = index(warp(lane, True), addrs, size), index(warp(lane, False), addrs, size)
+            assert type(fast) is type(general)
+            assert np.array_equal(fast, general) if isinstance(fast, np.ndarray) else fast == general
+            fallbacks += _one_lane_index(warp(lane, True), addrs, size) is None
+            checked += 1
+    assert checked == 426 and 0 < fallbacks < checked

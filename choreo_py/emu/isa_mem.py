@@ -17,6 +17,7 @@ from .operands import address_reader, operand_reader, ptype_of, symbol_value, wr
 
 SHARED_WINDOW = 0x7E00_0000_0000
 _MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+_U64 = (1 << 64) - 1
 _SPACES = ("shared", "global", "param", "local", "const")
 
 
@@ -35,6 +36,10 @@ def _vec(inst) -> int:
 def _smem_index(w, addrs: np.ndarray, size: int) -> np.ndarray:
     """Active lanes' shared addresses, checked for bounds and alignment (inactive lanes: base)."""
     cta = w.cta
+    if w.one >= 0:
+        a = _one_lane_index(w, addrs, size)
+        if a is not None:
+            return a
     a = np.where(w.mask, addrs, np.uint64(cta.smem_base)).astype(np.int64)
     # the three per-lane conditions below, as two reductions and a count (no lane fails)
     if (int(_MIN(a)) < cta.smem_base or int(_MAX(a + size)) > cta.smem.size
@@ -44,6 +49,23 @@ def _smem_index(w, addrs: np.ndarray, size: int) -> np.ndarray:
             f"shared access of {size} bytes at {int(bad):#x}: outside the "
             f"{cta.smem.size - cta.smem_base}-byte window at {cta.smem_base:#x} or misaligned",
             w.inst)
+    return a
+
+
+def _one_lane_index(w, addrs: np.ndarray, size: int):
+    """_smem_index for one executing lane (w.one), its checks on Python ints (with int64's
+    wrap-around, as the array form computes them); None when an access fails them (the
+    array form then reports it)."""
+    base, end = w.cta.smem_base, w.cta.smem.size
+    x = int(addrs[w.one]) & _U64
+    x = x - (1 << 64) if x >> 63 else x
+    last = x + size
+    last = last - (1 << 64) if last >> 63 else last
+    al = min(size, 16)
+    if x < base or max(last, base + size) > end or x % al or base % al:
+        return None
+    a = np.full(LANES, base, dtype=np.int64)
+    a[w.one] = x
     return a
 
 
