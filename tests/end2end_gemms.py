@@ -204,10 +204,11 @@ def blockscale_cases(end2end: str) -> list:
 
 
 #: On sm_100a both programs are refused by name before their scaling (which sm_100a lowers:
-#: tests/test_mma_scale.py): f16 accumulators, and the persistent one's region that joins.
+#: tests/test_mma_scale.py): fp8 inputs, and the persistent one's region that joins.
 BLOCKSCALE_REFUSED_ON = {
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a",
+                                                          "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_persis.co::blockscale_gemm_e4m3_ws_persis": (
         "sm_100a", "in a kernel with tensor-memory accumulators"),
 }
