@@ -343,10 +343,9 @@ REFUSED_ON = {
     "wgmma_ss.co::matmul_f16_ws_1p3c": ("sm_100a", "in a kernel with tensor-memory accumulators"),
     "wgmma_ss.co::matmul_e4m3": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_ss.co::matmul_st_trans": ("sm_100a", "mma.store.transp (a transposed store"),
-    "wgmma_ss.co::matmul_e4m3_mwg": ("sm_100a", "MMAs in a parallel region without inthreads roles"),
+    "wgmma_ss.co::matmul_e4m3_mwg": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_ss.co::matmul_e4m3_ws_tbc": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
-    "wgmma_ss.co::matmul_e4m3_mwg_tbc": ("sm_100a",
-                                         "MMAs in a parallel region without inthreads roles"),
+    "wgmma_ss.co::matmul_e4m3_mwg_tbc": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_persis.co::matmul_f16_ws_1p3c_persis": ("sm_100a",
                                                    "in a kernel with tensor-memory accumulators"),
 }
