@@ -106,3 +106,17 @@ def test_an_asynchronous_mma_into_an_f16_accumulator_is_refused(tmp_path):
         compile_file(str(path), "ptx", "sm_100a")
     assert "an asynchronous MMA into the f16 accumulator 'acc'" in e.value.message
     assert e.value.loc is not None and e.value.loc.line == 8
+
+
+#: End-to-end functions with f16 accumulators that sm_100a lowers (all four are emulated
+#: under the default schedule by test_end2end_emu.py); the two quickest again under another.
+@pytest.mark.emu
+@pytest.mark.parametrize("name", ["wgmma_ss.co::matmul_st_masked",
+                                  "wgmma_persis.co::matmul_persis_hilbert_sm90[4x2_tiles]"])
+def test_f16_gemms_under_a_random_schedule(name):
+    from choreo_py.runtime.host_program import torch_dtypes
+    from end2end_refs import CASES, case_id, run_case
+
+    case = next(c for c in CASES if case_id(c) == name)
+    lib = choreo_py.emulate_program(case[0], target="sm_100a", schedule="random", seed=5)
+    run_case(case, lambda path, function: lib[function], "cpu", torch_dtypes())
