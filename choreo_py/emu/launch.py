@@ -33,6 +33,7 @@ from typing import Optional
 import numpy as np
 
 from choreo_py.ir import subbyte
+from choreo_py.runtime.launch import check_tma_strides
 
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
@@ -190,6 +191,7 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
             es = ESIZE[dtype]
             tdims = tuple(int(s) for s in reversed(t.shape))
             strides = tuple(int(s) * es for s in reversed(t.stride()))[1:]
+            check_tma_strides(tname, strides)
             ps.set_tmap(pname, TensorMap(tname, dtype, addr[tname], tdims, strides,
                                          tuple(int(b) for b in box), int(swz)))
             if sizes[pname] == 8:  # a pointer to the map (pyptx's `.param .u64 X_tma_desc`)

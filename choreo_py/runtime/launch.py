@@ -27,6 +27,16 @@ class ChoreoRuntimeError(ValueError):
     """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
 
 
+def check_tma_strides(name: str, strides) -> None:
+    """A tensor map's byte strides (of dimensions 1..) are multiples of 16: the driver
+    refuses to encode any other (cuTensorMapEncodeTiled's globalStrides). The emulator
+    applies the same rule, so a kernel it runs is one the GPU can launch."""
+    for s in strides:
+        if s % 16:
+            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
+                                     f"multiples of 16 bytes")
+
+
 def word(value) -> int:
     """A dimension or scalar argument as the 32-bit word a kernel parameter holds: an
     integer's two's complement, a float's f32 bits (lowering/core/params.py)."""
@@ -48,10 +58,7 @@ def kernel_param(p, tensors: dict, dims: dict):
     esize = t.element_size()
     sizes = tuple(reversed(t.shape))
     strides = tuple(s * esize for s in reversed(t.stride()))[1:]
-    for axis, s in enumerate(strides):
-        if s % 16:
-            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
-                                     f"multiples of 16 bytes")
+    check_tma_strides(name, strides)
     return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
 
 
