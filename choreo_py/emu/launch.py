@@ -61,6 +61,8 @@ class LaunchSpec:
     ptx_name: str = "kernel.ptx"
     extra: dict = field(default_factory=dict)
     cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
+    rebuild: object = None          # callable(tensor names) -> the spec of the build copying
+                                    # those tensors without TMA (from_co's; tma_fallback.py)
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -133,16 +135,51 @@ def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
                       ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx")
 
 
-def from_co(path: str, target: str, include_dirs=(), defines=None) -> LaunchSpec:
-    """Compiles a .co file for `target` and describes its launch."""
+def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=()) -> LaunchSpec:
+    """Compiles a .co file for `target` and describes its launch; `cooperative`: tensors
+    copied by the threads instead of TMA (see `tma_build`)."""
     from choreo_py.driver import ir_of_file
     from choreo_py.runtime import build
 
     module = ir_of_file(path, include_dirs, defines, target=target)
-    text = build.pyptx_text(module, path, target)
+    text = build.pyptx_text(module, path, target, cooperative)
     base = os.path.basename(path)
     spec = from_pyptx_module(text, f"{base}.{target.replace('_', '')}.pyptx.py")
     spec.ptx_name = f"{os.path.splitext(base)[0]}.{target.replace('_', '')}.ptx"
+    builds: dict = {}
+
+    def rebuild(names):
+        key = frozenset(names) | frozenset(cooperative)
+        if key not in builds:
+            builds[key] = from_co(path, target, include_dirs, defines, tuple(sorted(key)))
+        return builds[key]
+    spec.rebuild = rebuild
+    return spec
+
+
+def unaligned_maps(spec: LaunchSpec, tensors: dict) -> set:
+    """Tensors of the spec's tensor maps whose byte strides are not 16-byte multiples."""
+    out = set()
+    for p in spec.params:
+        if p[0] == "tmap":
+            t = tensors[p[2]]
+            es = ESIZE[p[3]]
+            if any(int(s) * es % 16 for s in t.stride()[:-1]):
+                out.add(p[2])
+    return out
+
+
+def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
+    """The build of the kernel for these tensors: the spec, or (for tensors whose rows TMA
+    cannot copy) the build that copies them with the threads, as the GPU launcher picks it
+    (runtime/kernel.py). A spec of raw PTX has no other build: `bind` refuses such maps."""
+    tried: set = set()
+    while spec.rebuild is not None:
+        names = unaligned_maps(spec, tensors)
+        if not names or names <= tried:
+            break
+        tried |= names
+        spec = spec.rebuild(tried)
     return spec
 
 
