@@ -3,7 +3,7 @@
 A tensor map needs byte strides that are multiples of 16; the GPU's driver refuses any
 other, and so does the emulator (tests/test_emu_tma_strides.py). The same GEMM
 (examples/gemm.co: A [M, K], B [N, K], C [M, N], partial tiles) runs for any shape:
-with aligned rows every copy is the TMA's, with K = 100 and N = 100 (rows of 200 bytes)
+with aligned rows every copy is the TMA's, with K = 36 and N = 100 (rows of 72 and 200 bytes)
 the launcher picks the build whose copies of those tensors the threads make (loads
 zero-filled outside the tensor and written in the tile's swizzled layout, completing the
 TMA's bytes on its mbarrier; the store clipped to the tensor). Both match torch on both
@@ -54,13 +54,13 @@ def test_aligned_rows_use_tma(spec):
 
 
 def test_unaligned_rows_use_the_threads(spec):
-    t = _tensors(128, 100, 100)  # A, B, C: rows of 200 bytes; partial N and K tiles
+    t = _tensors(128, 100, 36)  # A, B: rows of 72 bytes, C: of 200; partial N and K tiles
     built = tma_build(spec, t)
     assert built is not spec
     assert _kinds(built) == {"A": "ptr", "B": "ptr", "C": "ptr"}
     assert "mbarrier.complete_tx.shared::cta.b64" in built.ptx
     assert "cp.async.bulk.tensor" not in built.ptx
-    assert tma_build(spec, _tensors(128, 100, 100, seed=1)) is built  # (the build is cached)
+    assert tma_build(spec, _tensors(128, 100, 36, seed=1)) is built  # (the build is cached)
     run_spec(spec, t, strict=True)  # (run_spec picks the build itself)
     ref = (t["A"].float() @ t["B"].float().T).to(torch.bfloat16)
     assert torch.allclose(t["C"].float(), ref.float(), atol=0.05, rtol=0.02)
@@ -82,3 +82,20 @@ def test_ptxas_accepts_the_cooperative_build(target):
     spec = from_co(str(GEMM), target, cooperative=("A", "B", "C"))
     cubin, _ = ptxas(spec.ptx, target)
     assert cubin
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_the_gpu_launcher_picks_the_cooperative_build(target):
+    # (what ChoreoFunction._prepare does before encoding tensor maps; no GPU needed here)
+    import choreo_py
+    from choreo_py.runtime.launch import unaligned_tmaps
+
+    fn = choreo_py.load(str(GEMM), target=target)
+    t = _tensors(128, 100, 64)
+    names = unaligned_tmaps(fn.meta.PARAMS, t)
+    assert names == {"C"}
+    other = fn.build_for(names)
+    assert other is fn.build_for(names) and other.cooperative == names
+    assert {p[2]: p[0] for p in other.meta.PARAMS if p[0] in ("tmap", "ptr")} == \
+        {"A": "tmap", "B": "tmap", "C": "ptr"}
+    assert unaligned_tmaps(other.meta.PARAMS, t) == set()

@@ -37,6 +37,19 @@ def check_tma_strides(name: str, strides) -> None:
                                      f"multiples of 16 bytes")
 
 
+def unaligned_tmaps(params, tensors: dict) -> frozenset:
+    """Tensors of a module's tensor-map parameters whose byte strides break
+    `check_tma_strides`: the launcher runs the build that copies them with the threads
+    (lowering/core/tma_fallback.py) instead."""
+    out = set()
+    for p in params:
+        if p[0] == "tmap":
+            t = tensors[p[2]]
+            if any(s * t.element_size() % 16 for s in t.stride()[:-1]):
+                out.add(p[2])
+    return frozenset(out)
+
+
 def word(value) -> int:
     """A dimension or scalar argument as the 32-bit word a kernel parameter holds: an
     integer's two's complement, a float's f32 bits (lowering/core/params.py)."""
