@@ -20,9 +20,9 @@ ASM = [("test_volatile_copy", 42), ("test_basic_copy", 7), ("test_readwrite", 99
 
 # --- end2end/wgmma_ss.co: GEMMs of its main()'s data (lhs[m][k] = ((m + 2k) % 3) / 2,
 # rhs[n][k] = ((2n + k) % 3) / 2) at M = N = 384, K = 128; |out - ref| <= 0.1
-def _wgmma_ss_inputs(dtype, out_dtype, transposed=False):
+def _wgmma_ss_inputs(dtype, out_dtype, transposed=False, m=384, n=384):
     def make(gen, dev):
-        m, n, k = 384, 384, 128
+        k = 128
         kk = torch.arange(k)
         lhs = (((torch.arange(m)[:, None] + 2 * kk) % 3) * 0.5).to(dtype).to(dev)
         rhs = (((2 * torch.arange(n)[:, None] + kk) % 3) * 0.5).to(dtype).to(dev)
@@ -101,6 +101,29 @@ def cases(end2end: str) -> tuple[list, dict]:
     cases += [(os.path.join(end2end, "wgmma_ss.co"), fn,
                _wgmma_ss_inputs(torch.float16, torch.float16), None, _wgmma_ss_check())
               for fn in ("matmul_f16_ws_1p1c", "matmul_f16_ws_1p3c")]
+    # synchronous TMA loads in MMA kernels; fp8 inputs of the same values (exact in e4m3)
+    cases += [(os.path.join(end2end, "wgmma_ss.co"), fn, _wgmma_ss_inputs(a, out), None,
+               _wgmma_ss_check(transposed))
+              for fn, a, out, transposed in (
+                  ("matmul_e4m3", torch.float8_e4m3fn, torch.float32, False),
+                  ("matmul_st_trans", torch.float16, torch.float16, True),
+                  # its synchronous dma.copy loads and its store of output_s: TMA (sync_copies)
+                  ("matmul_f16", torch.float16, torch.float16, False),
+                  # loads two warpgroups make together: issued and waited by their leader
+                  ("matmul_e4m3_mwg", torch.float8_e4m3fn, torch.float16, False))]
+    # its masked store: main()'s 70 x 130 views of the same data (the first rows of each)
+    cases.append((os.path.join(end2end, "wgmma_ss.co"), "matmul_st_masked",
+                  _wgmma_ss_inputs(torch.float16, torch.float16, m=70, n=130), None,
+                  _wgmma_ss_check()))
+    # `: cluster` (sema/clusters.py): clusters of 2 blocks over main()'s grids, a multicast
+    # load as each block's load of the same tile, `trigger.cluster` as the block's trigger
+    cases += [(os.path.join(end2end, "wgmma_ss.co"), fn, _wgmma_ss_inputs(a, torch.float16, m=m),
+               None, _wgmma_ss_check())
+              for fn, a, m in (("matmul_f16_tbc", torch.float16, 384),
+                               ("matmul_e4m3_ws_tbc", torch.float8_e4m3fn, 384),
+                               # clusters of 4 blocks of 128 rows: M = 512, not main()'s 384
+                               # (3 blocks, no whole cluster: refused, tests/test_clusters.py)
+                               ("matmul_e4m3_mwg_tbc", torch.float8_e4m3fn, 512))]
     cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
                _persis_inputs, None, _persis_check),
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",

@@ -41,10 +41,6 @@ CASES = {
         "tma.load 'a_load' that no 'trigger ... after a_load' publishes", 30, 11),
     "event_by_slot": (GEMM.replace("wait full.at(order);", "wait full[slot];"),
                       "indexing event 'full' by physical slot", 43, 11),
-    "synchronous_tma_load": (
-        GEMM.replace("a_load = tma.load.async.swiz", "tma.load.swiz")
-            .replace("after a_load, b_load", "after b_load"),
-        "a synchronous tma.load", 30, 11),
     "statement_after_parallel": (_after_parallel(GEMM),
                                  "a parallel region that joins (code after it, or a loop or "
                                  "branch around it) whose roles set their register counts",

@@ -16,7 +16,11 @@ check already know:
     __copies = __copies + 1;
 
 with one event `__copied` and one counter `__copies` (its generation) per
-kernel. Only copies the TMA can make are rewritten: from a global tensor into a
+kernel. A synchronous `dma.copy tile_s => out.subspan(...)` from a shared
+buffer into a global tensor, of the same static shape, is a synchronous TMA
+store (`tma.copy tile_s => ...`), which the lowering issues from one thread and
+waits for, after the threads' writes of the tile are fenced for the TMA engine.
+Only copies the TMA can make are rewritten: from a global tensor into a
 whole shared buffer view of the same static shape, without transpose or
 padding, at block level (outside parallel regions and roles, where one issuing
 thread stands for the block, or inside the kernel's only region when it has one
@@ -24,6 +28,13 @@ instance and no roles: its threads are the block's). The others stay as they are
 (and are refused by name by a backend that cannot lower them). Thread kernels (no MMA, no event; TMA
 copies alone, `ir.is_thread_kernel`) keep their copies: they are lowered as
 cooperative loads there.
+
+The synchronous loads left (a copy that several instances of a region make
+together, issued once by their leader, `tma.load [leader]` between two
+`role.sync`s, or one inside a role) keep their form; each gets a slot of the
+event `__tma_sync` (one arrival per generation) that the lowering arms, the
+load completes and the issuing threads wait on before the next statement
+(lowering/core/roles.py). The interpreter does not look at the event.
 
 A copy that names no swizzle into a tile that only MMAs read (no element access,
 no other copy observes its layout) gets the widest swizzle that divides its
@@ -36,6 +47,7 @@ from .. import ir
 
 EVENT = "__copied"
 COUNTER = "__copies"
+SYNC_EVENT = "__tma_sync"
 _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaStore)
 
 
@@ -48,14 +60,45 @@ def run(kernel: ir.Kernel, target=None) -> None:
     names = iter(f"__copy{i}" for i in range(1 << 30))
     free = _mma_only(kernel)
     body, changed = _rewrite(kernel, kernel.body, names, free)
+    _sync_event(kernel, body)
     if not changed:
         return
+    kernel.body = body
+    if not any(isinstance(s, ir.Trigger) and s.event.event == EVENT for s in ir.walk(body)):
+        return  # only stores: no event, no counter
     kernel.events.append(ir.Event(EVENT, None, loc=kernel.loc))
     kernel.body = [ir.Var(COUNTER, "u32", ir.Const(0, "u32"), loc=kernel.loc)] + body
 
 
+def sync_loads(stmts: list) -> list:
+    """The synchronous TMA loads of a kernel body, in the order of their event slots."""
+    return [s for s in ir.walk(stmts) if isinstance(s, ir.TmaLoad) and s.future is None]
+
+
+def _sync_event(kernel: ir.Kernel, body: list) -> None:
+    n = len(sync_loads(body))
+    if n and not any(ev.name == SYNC_EVENT for ev in kernel.events):
+        kernel.events.append(ir.Event(SYNC_EVENT, n if n > 1 else None, loc=kernel.loc,
+                                      arrivals=1))
+
+
 def _names(kernel: ir.Kernel) -> set:
     return {getattr(s, "name", None) for s in ir.walk(kernel.body)}
+
+
+def _tma_store(kernel: ir.Kernel, s: ir.Stmt) -> bool:
+    """A synchronous dma.copy of a shared tile into a global tensor, of one static shape."""
+    if not isinstance(s, ir.DmaCopy) or s.future is not None or s.transpose or s.pad:
+        return False
+    src, dst = kernel.buffer(s.src.base), kernel.buffer(s.dst.base)
+    if src is None or src.storage != "shared" or dst is not None:
+        return False
+    return _static_shape(s.src) is not None and _static_shape(s.src) == _static_shape(s.dst)
+
+
+def _static_shape(v: ir.View):
+    shape = tuple(e.value if isinstance(e, ir.Const) else None for e in v.shape)
+    return None if None in shape else shape
 
 
 def _tma_copy(kernel: ir.Kernel, s: ir.Stmt) -> bool:
@@ -111,6 +154,11 @@ def _rewrite(kernel: ir.Kernel, stmts: list, names, free) -> tuple[list, bool]:
     out, changed, i = [], False, 0
     while i < len(stmts):
         s = stmts[i]
+        if _tma_store(kernel, s):
+            out.append(ir.TmaStore(s.src, s.dst, loc=s.loc, leader_only=s.leader_only))
+            changed = True
+            i += 1
+            continue
         if _tma_copy(kernel, s):
             run = []
             while i < len(stmts) and _tma_copy(kernel, stmts[i]):

@@ -32,6 +32,7 @@ from .. import ir
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
 from ..ir import build as B
+from .clusters import ClusterBuilder
 from .host import nested_parallels
 from .values import kind_of
 from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsupported,
@@ -82,13 +83,14 @@ def _value_syms(v) -> list[ir.Sym]:
     return out
 
 
-class HostCodeBuilder:
+class HostCodeBuilder(ClusterBuilder):
     """Mixin of KernelBuilder: host statements (see the module docstring)."""
 
     def host_statement(self, s: A.Stmt) -> None:
         """One statement outside any kernel."""
-        if isinstance(s, A.ParallelBy):
-            return self.launch(s, self.out)
+        if isinstance(s, A.ParallelBy):  # (a cluster around the kernel: sema/clusters.py)
+            cluster = s.levels[0].level == "cluster"
+            return (self.cluster_launch if cluster else self.launch)(s, self.out)
         if isinstance(s, A.BufferDecl):
             if self.host_depth:
                 raise Unsupported("a host buffer declared inside host control flow", s.loc)

@@ -121,7 +121,7 @@ class OpBuilder(FragOpBuilder):
 
     # ------------------------------------------------------------ data movement
     def s_DmaOp(self, s: A.DmaOp) -> None:
-        if s.sparse or s.multicast or s.zfill or s.promote or s.after \
+        if s.sparse or s.zfill or s.promote or s.after \
                 or (s.operation in ("pad", "transp") and s.engine != "dma"):
             raise Unsupported(f"'{s.engine}.{s.operation}' with these modifiers", s.loc)
         if s.operation == "any":
@@ -129,6 +129,8 @@ class OpBuilder(FragOpBuilder):
         if s.dst is None:
             raise Unsupported("a copy without a destination", s.loc)
         src = self.view_of(s.src)
+        if s.multicast:  # the load every block of the cluster makes (sema/clusters.py)
+            self.multicast_source(s, src)
         transpose, pad, shape = self.copy_layout(s, src)
         dst = self.rotated_dst(s, src, shape)
         rotated = dst is not None
@@ -343,8 +345,11 @@ class OpBuilder(FragOpBuilder):
             self.emit(ir.Wait(items, loc=s.loc))
 
     def s_Trigger(self, s: A.Trigger) -> None:
-        if s.scope is not None:
+        if s.scope == "cluster" and self.cluster is None:
+            raise Unsupported("'trigger.cluster' outside a ': cluster' region", s.loc)
+        if s.scope not in (None, "cluster"):
             raise Unsupported(f"'trigger.{s.scope}'", s.loc)
+        # (`trigger.cluster e` in a cluster: the block's own trigger, sema/clusters.py)
         after, kinds = [], set()
         for f in s.after:
             v = self.value(f)

@@ -27,7 +27,7 @@ from typing import Optional
 
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import event_arrivals
+from choreo_py.passes import event_arrivals, sync_copies
 
 from .context import children
 
@@ -52,6 +52,7 @@ class Facts:
     arrivals: dict = field(default_factory=dict)  # event -> count
     mma_futures: set = field(default_factory=set)
     commits: set = field(default_factory=set)  # id(Trigger) after MMA futures (tcgen05.commit)
+    sync_loads: dict = field(default_factory=dict)  # id(synchronous TmaLoad) -> __tma_sync slot
 
 
 def analyse(kernel: ir.Kernel, arch: str) -> Facts:
@@ -62,6 +63,8 @@ def analyse(kernel: ir.Kernel, arch: str) -> Facts:
     _blocks(kernel.body, lambda b: _fold_fills(b, f, shared))
     _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, arch))
     f.arrivals = event_arrivals.arrivals(kernel)  # the fact the pass stored
+    if kernel.event(sync_copies.SYNC_EVENT) is not None:
+        f.sync_loads = {id(s): i for i, s in enumerate(sync_copies.sync_loads(kernel.body))}
     return f
 
 

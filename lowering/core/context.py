@@ -71,6 +71,8 @@ class Lowering:
         self.memory = None  # memory.Memory
         self.stmt_memo: dict = {}  # values of the statement being lowered
         self.plain_waits: dict[str, int] = {}  # event -> generations waited on this path
+        self.sync_load_phase: dict[int, V] = {}  # __tma_sync slot -> phase register (events.py)
+        self.leader_waits: Optional[list] = None  # in a leader block: waits after it (roles.py)
         self.smem_dirty = False  # threads wrote shared memory since the last barrier
         self.smem_read = False  # threads read shared memory (mma.load) since the last barrier
         self.instance_barrier_base: Optional[int] = None

@@ -7,8 +7,9 @@
 | `wait e` (no order) | the generation this path waits next, counted at compile time; where a wait on `e` is inside a loop or branch of the role, a phase register per role flipped after each wait |
 | `trigger e after f, g` | the loads' issuing thread arms slot e with `arrive.expect_tx` (their byte count) before the first load; the loads complete it |
 | `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
-| `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 |
+| `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 (`trigger e[i]`: on slot i) |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
+| `tma.load src => dst` (synchronous) | its slot of `__tma_sync` (passes/sync_copies.py) armed with the load's bytes, the load, then a wait by the threads that run it (a leader-only load's: by its role's threads after the leader's block) on a phase register of its own, flipped after each wait |
 """
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
+from choreo_py.passes.sync_copies import SYNC_EVENT
+
+from .analysis import view_elems
 from .context import Lowering
 from .exprs import ExprLowering
 from .writer import V
@@ -47,15 +51,24 @@ def _event(lw: Lowering, ref: ir.EventRef, loc) -> ir.Event:
     return ev
 
 
-def slot_address(lw: Lowering, ref: ir.EventRef, loc) -> tuple[V, int]:
-    """(register, byte offset) of the mbarrier `ref` names."""
+def slot_address(lw: Lowering, ref: ir.EventRef, loc, by_slot: bool = False) -> tuple[V, int]:
+    """(register, byte offset) of the mbarrier `ref` names; `by_slot`: `e[i]` may name one by
+    its physical slot (a trigger arrives there; a wait would need the slot's generation)."""
     ev = _event(lw, ref, loc)
     n = ev.slots or 1
-    if ref.order is None and ref.index is not None:
+    if ref.order is None and ref.index is not None and not by_slot:
         raise lw.refuse(f"indexing event '{ev.name}' by physical slot ('{ev.name}[i]')", loc)
-    if ref.order is None or n == 1:
+    if (ref.order is None and ref.index is None) or n == 1:
         return lw.smem_base, ev.offset
     ex = ExprLowering(lw, loc)
+    if ref.order is None:  # `e[i]`, i < n (sema checks constant indices; the program's word)
+        b = ex.value(ir.Bin("*", ref.index, ir.Const(8, "s32"), ref.index.dtype),
+                     f"{ev.name}_slot")
+        if b.is_const:
+            return lw.smem_base, ev.offset + b.const
+        out = lw.w.reg("u32", f"{ev.name}_bar")
+        lw.w.op("add.u32", out, lw.smem_base, b)
+        return out, ev.offset
     slot = ir.Bin("%", ref.order, ir.Const(n, "s32"), ref.order.dtype)
     byte = ir.Bin("*", slot, ir.Const(8, "s32"), ref.order.dtype)
     if n & (n - 1) == 0 and ex.nonneg(ref.order):
@@ -146,7 +159,7 @@ def trigger(lw: Lowering, s: ir.Trigger) -> None:
     if id(s) in lw.facts.commits:  # analysis: only targets with `commit_trigger` record them
         lw.target.commit_trigger(lw, s)
         return
-    reg, off = slot_address(lw, s.event, s.loc)
+    reg, off = slot_address(lw, s.event, s.loc, by_slot=True)
     pred = lw.issuer()
     if pred is not None:
         lw.instance_sync_if_dirty()
@@ -160,6 +173,36 @@ def arm(lw: Lowering, group, loc, pred: Optional[V]) -> tuple[V, int]:
     args = [_addr(reg, off), str(group.nbytes)] + ([f"pred={pred.text}"] if pred else [])
     lw.w.call("ptx.mbarrier.arrive_expect_tx", *args)
     return reg, off
+
+
+def sync_load_phases(lw: Lowering) -> None:
+    """Phase registers of the synchronous loads' mbarrier slots, one per load statement
+    (its slot completes once per execution, and the threads that wait on it are always the
+    ones that run it), initialised by every thread before any code that may run one."""
+    lw.sync_load_phase = {i: lw.w.reg("u32", "tma_sync_phase", V.imm(0, "u32"))
+                          for i in sorted(set(lw.facts.sync_loads.values()))}
+
+
+def sync_load(lw: Lowering, s: ir.TmaLoad, slot: int) -> None:
+    """A synchronous TMA load: armed with its bytes, issued, waited (see the table)."""
+    ev = lw.k.event(SYNC_EVENT)
+    pred = lw.issuer()
+    lw.instance_sync_if_dirty()
+    off = ev.offset + 8 * slot
+    nbytes = view_elems(s.dst, s.loc) * ir.dtype_bytes(lw.k.buffer(s.dst.base).dtype)
+    args = [_addr(lw.smem_base, off), str(nbytes)] + ([f"pred={pred.text}"] if pred else [])
+    lw.w.call("ptx.mbarrier.arrive_expect_tx", *args)
+    lw.memory.tma_load(s, (lw.smem_base, off), pred)
+    ph = lw.sync_load_phase[slot]
+
+    def wait() -> None:
+        lw.w.comment("a synchronous load: its threads wait for the tile")
+        lw.w.call("ptx.mbarrier.wait", _addr(lw.smem_base, off), ph.text)
+        lw.w.op("xor.b32", ph, ph, 1)
+    if lw.leader_waits is not None:  # issued in a leader's block: waited after it
+        lw.leader_waits.append(wait)
+    else:
+        wait()
 
 
 def _addr(reg: V, off: int) -> str:

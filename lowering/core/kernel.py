@@ -74,6 +74,7 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     events.init_events(lw)  # ends with a block barrier
     _hook(lw, "after_events")
     events.plain_phases(lw, k.body)
+    events.sync_load_phases(lw)
     _region(lw, k.body, top=True)
     lw.leave_region()
     with w.into(prefetch):

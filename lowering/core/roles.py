@@ -25,7 +25,9 @@ tensor memory (sm_100a frees it as its roles end).
 `leader_only` statements (after `role.sync`) are issued once for the whole
 role by its first thread, after a named barrier over the role's threads and
 `fence.proxy.async.shared::cta` (thread-written shared memory becomes
-visible to the TMA engine).
+visible to the TMA engine). A synchronous `tma.load` is armed, issued and
+waited on its own mbarrier slot by the threads that run it (for a leader-only
+one, the role's threads after the leader's block, where they have converged).
 """
 from __future__ import annotations
 
@@ -213,15 +215,24 @@ def leader_block(lw: Lowering, stmts: list, lower_one) -> None:
     saved = lw.role
     lw.role = RoleCtx(saved.members, saved.threads, saved.instance, saved.local_tid, True,
                       exit_label=saved.exit_label)
+    lw.leader_waits = []
     with lw.skippable():
         for s in stmts:
             lower_one(s)
     lw.role = saved
     w.put_label(skip)
+    # The role's threads, converged again, wait for the tiles the leader's synchronous
+    # loads bring (the wgmma that reads them next is warp-aligned).
+    waits, lw.leader_waits = lw.leader_waits, None
+    for wait in waits:
+        wait()
 
 
 def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
     group = lw.facts.tma_groups.get(id(s))
+    if group is None and s.future is None and id(s) in lw.facts.sync_loads:
+        events.sync_load(lw, s, lw.facts.sync_loads[id(s)])
+        return
     if group is None:
         what = "a synchronous tma.load" if s.future is None else \
             f"tma.load '{s.future}' that no 'trigger ... after {s.future}' publishes"
