@@ -64,6 +64,7 @@ IR_WORDS = {
     "NamedBarrier": "a named barrier (__bar_sync / __bar_arrive)",
     "FragDecl": "a fragment declaration", "MmaFill": "mma.fill", "Mma": "an mma operation",
     "MmaStore": "mma.store", "MmaLoad": "mma.load",
+    "SparseMma": "a sparse mma (mma.row.row.sp, 2:4 structured-sparse A)",
     "WarpMma": "a warp's mma on register fragments (mma.sync / WMMA)",
     "ElemStore": "a store to a fragment element",
     "BufStore": "a store to a buffer element (per-thread buffer code)",

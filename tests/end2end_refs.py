@@ -578,6 +578,13 @@ CASES += _subbyte_cases(END2END)
 REFUSED_ON.update(_subbyte_refused)
 
 
+# --- end2end/gemm_sp.co: 2:4 structured-sparse A (wgmma.mma_async.sp): end2end_sparse.py
+from end2end_sparse import REFUSED as _sparse_refused, cases as _sparse_cases  # noqa: E402
+
+CASES += _sparse_cases(END2END)
+REFUSED_ON.update(_sparse_refused)
+
+
 def case_id(case) -> str:
     """`file::function`, and the case's label where a function has several (its call's
     scalar arguments)."""

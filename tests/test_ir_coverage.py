@@ -54,6 +54,7 @@ SAMPLES = {
     ir.Trigger: "trigger e after f", ir.FragDecl: "frag acc: f32[64, 64] layout=acc",
     ir.MmaFill: "mma.fill acc, 0.0:f32",
     ir.Mma: "m = mma.row.row.async acc += buf<0+:64, 0+:64> * buf<0+:64, 0+:64>",
+    ir.SparseMma: "mma.row.row acc += buf<0+:64, 0+:32> * buf<0+:64, 0+:64> sparse=a",
     ir.WarpMma: "mma.sync.row.col acc += a * a",
     ir.MmaStore: "mma.store acc => buf<0+:64, 0+:64>", ir.MmaLoad: "mma.load buf<0+:64, 0+:64> => a",
     ir.Apply: "apply (i, j) in acc[64, 64] {\n}", ir.ElemStore: "acc[0, 0] = 1.0:f32",

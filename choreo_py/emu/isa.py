@@ -17,7 +17,7 @@ __all__ = ["DECODERS", "HANDLERS", "Unsupported", "decode", "decoder", "handler"
 def _loaded() -> None:
     # The instruction families register themselves on import.
     from . import (isa_alu, isa_atomic, isa_mem, isa_mma_sync, isa_sync, isa_tma,  # noqa: F401
-                   isa_warp, isa_wgmma, warp_converge)
+                   isa_warp, isa_wgmma, isa_wgmma_sp, warp_converge)
     try:  # the Blackwell families (tcgen05, TMEM) when present
         from . import tcgen05_handlers  # noqa: F401
     except ImportError as err:

@@ -182,23 +182,10 @@ def _dec_mma(inst):
         ta = 0
     if (sa, sb) != (1, 1):
         raise Unsupported(f"'{inst.opcode}' with negated inputs (imm-scale {sa}, {sb})")
-    d_rows, d_cols = _d_index(n)
 
     def ex(w):
-        if not w.gfull:
-            w.machine.race("wgmma.mma_async executed by a warp whose 32 lanes are not all "
-                           "converged (.sync.aligned)", inst)
-        lane0 = int(np.flatnonzero(w.mask)[0])
-        accumulate = bool(scale_d(w)[lane0])
-        _check_fenced(w, inst, d_regs if accumulate else (), "accumulator")
-        _check_fenced(w, inst, a_regs or (), "A register")
-        rank = w.warp_id % 4
-        cta = w.cta
-        st = _state(w)
-        seq = st["issued"] = st.get("issued", 0) + 1
-        key = ("wgmma", w.warp_id // 4, seq)  # one key per warpgroup operation (see _retire)
-        _warpgroup(cta, w)["issued"].setdefault(seq, set()).add(w.warp_id)
-        cta.notify()
+        lane0, accumulate, key = issue_begin(w, inst, scale_d, d_regs, a_regs)
+        rank, cta = w.warp_id % 4, w.cta
         bdesc = int(b_desc(w)[lane0])
         b_addr = operand_addrs(bdesc, n, k, es, bool(tb))
         cta.races.async_read(inst, int(b_addr.min()), int(b_addr.max()) + es,
@@ -220,20 +207,46 @@ def _dec_mma(inst):
                 hi = _to_f32((v >> 16).astype(np.uint16), atype)
                 amat[_A_ROWS[:, j], _A_COLS[:, j]] = lo
                 amat[_A_ROWS[:, j], _A_COLS[:, j] + 1] = hi
-        acc = np.zeros((16, n), dtype=np.float64)
-        if accumulate:
-            cur = np.stack([_current(w, r) for r in d_regs], axis=1)  # (32, n/2)
-            acc[d_rows, d_cols] = cur
-        res = (acc + amat.astype(np.float64) @ bmat.astype(np.float64).T).astype(np.float32)
-        vals = res[d_rows, d_cols]  # (32, n/2)
-        pending = st.setdefault("values", {})
-        for i, r in enumerate(d_regs):
-            pending[r] = vals[:, i]
-            w.inflight_regs[r] = (inst, "acc")
-        for r in a_regs or ():
-            w.inflight_regs.setdefault(r, (inst, "a"))
-        st["open"].append((d_regs, a_regs, key))
+        issue_result(w, inst, d_regs, a_regs, accumulate, amat, bmat, key)
     return ex
+
+
+def issue_begin(w, inst, scale_d, d_regs, a_regs):
+    """The checks and bookkeeping of one warp's issue of a warpgroup MMA: (first active
+    lane, whether it accumulates, the operation's key)."""
+    if not w.gfull:
+        w.machine.race("wgmma.mma_async executed by a warp whose 32 lanes are not all "
+                       "converged (.sync.aligned)", inst)
+    lane0 = int(np.flatnonzero(w.mask)[0])
+    accumulate = bool(scale_d(w)[lane0])
+    _check_fenced(w, inst, d_regs if accumulate else (), "accumulator")
+    _check_fenced(w, inst, a_regs or (), "A register")
+    st = _state(w)
+    seq = st["issued"] = st.get("issued", 0) + 1
+    key = ("wgmma", w.warp_id // 4, seq)  # one key per warpgroup operation (see _retire)
+    _warpgroup(w.cta, w)["issued"].setdefault(seq, set()).add(w.warp_id)
+    w.cta.notify()
+    return lane0, accumulate, key
+
+
+def issue_result(w, inst, d_regs, a_regs, accumulate, amat, bmat, key) -> None:
+    """D (this warp's 16 rows) = [D +] amat (16 x k) @ bmat (n x k)^T, pending until
+    wgmma.wait_group writes it."""
+    d_rows, d_cols = _d_index(2 * len(d_regs))
+    acc = np.zeros((16, 2 * len(d_regs)), dtype=np.float64)
+    if accumulate:
+        cur = np.stack([_current(w, r) for r in d_regs], axis=1)  # (32, n/2)
+        acc[d_rows, d_cols] = cur
+    res = (acc + amat.astype(np.float64) @ bmat.astype(np.float64).T).astype(np.float32)
+    vals = res[d_rows, d_cols]  # (32, n/2)
+    st = _state(w)
+    pending = st.setdefault("values", {})
+    for i, r in enumerate(d_regs):
+        pending[r] = vals[:, i]
+        w.inflight_regs[r] = (inst, "acc")
+    for r in a_regs or ():
+        w.inflight_regs.setdefault(r, (inst, "a"))
+    st["open"].append((d_regs, a_regs, key))
 
 
 def _warpgroup(cta, w) -> dict:

@@ -504,7 +504,8 @@ GENERATORS = {
     ir.For: BlockRun.s_for, ir.While: BlockRun.s_while, ir.If: BlockRun.s_if,
     ir.Parallel: BlockRun.s_parallel, ir.Role: BlockRun.s_role, ir.Wait: BlockRun.s_wait,
     ir.Trigger: BlockRun.s_trigger, ir.TmaLoad: BlockRun.s_copy, ir.DmaCopy: BlockRun.s_copy,
-    ir.TmaStore: BlockRun.s_tma_store, ir.Mma: BlockRun.s_mma, ir.SyncShared: BlockRun.s_sync,
+    ir.TmaStore: BlockRun.s_tma_store, ir.Mma: BlockRun.s_mma, ir.SparseMma: BlockRun.s_mma,
+    ir.SyncShared: BlockRun.s_sync,
     ir.NamedBarrier: BlockRun.s_named_barrier, ir.RoleSync: BlockRun.s_sync,
     ir.GridSync: BlockRun.s_grid_sync,
 }

@@ -11,6 +11,7 @@ from .. import ir
 from .errors import InterpError, RaceError
 from .fragments import (ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce,
                         warp_product)
+from . import sparse
 from .scheduler import PREEMPT, Thread
 from .sync import Future
 
@@ -99,8 +100,15 @@ class FragmentStatements:
             self.check_frag(th, a_frag, False, s.loc)
         what = f"mma.{s.layout} '{s.future}'" if s.future else f"mma.{s.layout}"
 
+        meta = None
+        if isinstance(s, ir.SparseMma):
+            self.check_frag(th, s.meta, False, s.loc)
+            meta = self.frag(th, s.meta, s.loc).data
+
         def action(agent):  # the MMA reads its operands when it runs, not at issue
             a = self.frag(th, a_frag, s.loc).data if a_frag else self.mem.read(a_box)
+            if meta is not None:  # 2:4 sparse A: the dense matrix it packs
+                a = sparse.expand(a, meta, s.loc)
             acc.set(acc.data + mma_product(s.layout, a, self.mem.read(b_box), acc, s.loc))
 
         agent = th

@@ -542,6 +542,22 @@ class Mma(Stmt):
 
 
 @dataclass
+class SparseMma(Mma):
+    """acc += expand(a, meta) @ op(b): an Mma whose A is 2:4 structured sparse.
+
+    `a` is the packed [M, K/2] shared tile (the two kept values of each group of four
+    along K, in column order); `meta` names a u8 [M, K/8] register fragment (`mma.load`)
+    whose row r, byte j holds groups 2j (low nibble) and 2j + 1 (high nibble) of A's row
+    r; a group's nibble is i0 | i1 << 2, the columns (0..3, i0 < i1) of its two values.
+    B is dense: [N, K] for "row.row", [K, N] for "row.col" (docs/reference/mma.md).
+    A subclass of Mma so that every pass that orders, waits or places MMAs treats it as
+    one; the stages that compute it dispatch on this class.
+    """
+
+    meta: str = ""
+
+
+@dataclass
 class WarpMma(Stmt):
     """acc += a @ op(b) of one warp (`parallel ... : group`), both operands register
     fragments loaded by `mma.load` (the mma.sync / WMMA form). Same `layout` words as

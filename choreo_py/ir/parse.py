@@ -404,15 +404,18 @@ class _Parser:
         return self.mma(line, None)
 
     def mma(self, line: str, future: Optional[str]) -> ir.Stmt:
-        m = re.fullmatch(r"mma\.([\w.]+?)(\.async)? (\w+) \+= (.*?)(?: k_schedule=\[(.*?)\])?"
-                         r"(?: commit=([\w.]+))?", line)
+        m = re.fullmatch(r"mma\.([\w.]+?)(\.async)? (\w+) \+= (.*?)(?: sparse=(\w+))?"
+                         r"(?: k_schedule=\[(.*?)\])?(?: commit=([\w.]+))?", line)
         if m is None:
             raise IRParseError(f"not an MMA: '{line}'")
         a_text, b_text = _split_product(m.group(4))
         a = self.exprs(a_text).view() if "<" in a_text else a_text
-        sched = tuple(int(x) for x in m.group(5).split(",")) if m.group(5) else None
-        return ir.Mma(m.group(3), a, self.exprs(b_text).view(), m.group(1), future, sched,
-                      completion=m.group(6))
+        sched = tuple(int(x) for x in m.group(6).split(",")) if m.group(6) else None
+        b = self.exprs(b_text).view()
+        if m.group(5):  # 2:4 sparse A, its metadata fragment
+            return ir.SparseMma(m.group(3), a, b, m.group(1), future, sched,
+                                completion=m.group(7), meta=m.group(5))
+        return ir.Mma(m.group(3), a, b, m.group(1), future, sched, completion=m.group(7))
 
     def copy(self, line: str, future: Optional[str]) -> ir.Stmt:
         m = re.fullmatch(r"(tma\.load|tma\.store|dma\.copy)((?:\.\w+(?:<[^>]*>)?)*)( \[leader\])? "

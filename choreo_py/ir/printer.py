@@ -218,8 +218,9 @@ class _Printer:
         lhs = f"{s.future} = " if s.future else ""
         sched = f" k_schedule={list(s.k_schedule)}" if s.k_schedule else ""
         commit = f" commit={s.completion}" if s.completion else ""
+        sparse = f" sparse={s.meta}" if isinstance(s, ir.SparseMma) else ""
         self.emit(f"{lhs}mma.{s.layout}{'.async' if s.future else ''} {s.acc} += {a} * "
-                  f"{view(s.b)}{sched}{commit}")
+                  f"{view(s.b)}{sparse}{sched}{commit}")
 
     def s_WarpMma(self, s): self.emit(f"mma.sync.{s.layout} {s.acc} += {s.a} * {s.b}")
 
@@ -268,7 +269,7 @@ STATEMENTS = {
     ir.SetMaxRegs: _Printer.s_SetMaxRegs, ir.TmaLoad: _Printer.s_TmaLoad,
     ir.TmaStore: _Printer.s_TmaStore, ir.DmaCopy: _Printer.s_DmaCopy, ir.Wait: _Printer.s_Wait,
     ir.Trigger: _Printer.s_Trigger, ir.FragDecl: _Printer.s_FragDecl,
-    ir.MmaFill: _Printer.s_MmaFill, ir.Mma: _Printer.s_Mma, ir.MmaStore: _Printer.s_MmaStore,
+    ir.MmaFill: _Printer.s_MmaFill, ir.Mma: _Printer.s_Mma, ir.SparseMma: _Printer.s_Mma, ir.MmaStore: _Printer.s_MmaStore,
     ir.MmaLoad: _Printer.s_MmaLoad, ir.Apply: _Printer.s_Apply, ir.WarpMma: _Printer.s_WarpMma,
     ir.ElemStore: _Printer.s_ElemStore, ir.BufStore: _Printer.s_BufStore,
     ir.Reduce: _Printer.s_Reduce, ir.AllReduce: _Printer.s_AllReduce,

@@ -316,6 +316,12 @@ class _Verifier:
         self.view(s.b, s.loc, want="shared")
         self._define_future(s.future, "mma", s.loc)
 
+    def s_SparseMma(self, s):
+        self.s_Mma(s)
+        self._frag(s.meta, s.loc)
+        if isinstance(s.a, str):
+            self.err("a sparse MMA takes its packed A operand from shared memory", s.loc)
+
     def s_WarpMma(self, s):
         for name in (s.acc, s.a, s.b):
             self._frag(name, s.loc)
@@ -407,7 +413,8 @@ STATEMENTS = {
     ir.Parallel: _Verifier.s_Parallel, ir.Role: _Verifier.s_Role, ir.TmaLoad: _Verifier.s_TmaLoad,
     ir.TmaStore: _Verifier.s_TmaStore, ir.DmaCopy: _Verifier.s_DmaCopy, ir.Wait: _Verifier.s_Wait,
     ir.Trigger: _Verifier.s_Trigger, ir.FragDecl: _Verifier.s_FragDecl,
-    ir.MmaFill: _Verifier.s_MmaFill, ir.Mma: _Verifier.s_Mma, ir.MmaStore: _Verifier.s_MmaStore,
+    ir.MmaFill: _Verifier.s_MmaFill, ir.Mma: _Verifier.s_Mma,
+    ir.SparseMma: _Verifier.s_SparseMma, ir.MmaStore: _Verifier.s_MmaStore,
     ir.MmaLoad: _Verifier.s_MmaLoad, ir.Apply: _Verifier.s_Apply, ir.WarpMma: _Verifier.s_WarpMma,
     ir.ElemStore: _Verifier.s_ElemStore, ir.BufStore: _Verifier.s_BufStore,
     ir.Reduce: _Verifier.s_Reduce, ir.AllReduce: _Verifier.s_AllReduce,

@@ -82,6 +82,8 @@ def assign_frag_layouts(kernel: ir.Kernel) -> None:
     for s in ir.walk(kernel.body):
         if isinstance(s, ir.Mma) and isinstance(s.a, str):
             kernel.frag(s.a).layout = "operand"
+        if isinstance(s, ir.SparseMma):  # placed as the target's sparse MMA reads it
+            kernel.frag(s.meta).layout = "sparse_meta"
     states = _RowStates(kernel)
     states.block(kernel.body)
     for f in kernel.frags:

@@ -91,8 +91,10 @@ class FragOpBuilder:
         return v.frag
 
     def s_MmaOp(self, s: A.MmaOp) -> None:
-        if s.sparse or s.scale or s.metadata is not None:
-            raise Unsupported("sparse and scaled MMA", s.loc)
+        if s.scale:
+            raise Unsupported("scaled MMA", s.loc)
+        if s.sparse:
+            return self._sparse_mma(s)
         acc = self._frag_of(s.acc, "the accumulator")
         a_val = self.value(s.a)
         if isinstance(a_val, FragValue):
@@ -119,6 +121,37 @@ class FragOpBuilder:
         self.emit(ir.Mma(acc.name, a, bv.view, s.layout, fut, order, loc=s.loc))
         if fut:
             self.scope.bind(fut, FutureValue(fut, "mma", None, loc=s.loc))
+
+    def _sparse_mma(self, s: A.MmaOp) -> None:
+        """`mma.row.row.sp acc, a, b, meta`: A is the packed [M, K/2] shared tile of a 2:4
+        sparse [M, K] matrix, meta the u8 [M, K/8] fragment (`mma.load`) saying where each
+        kept value sits (ir.SparseMma); B is dense."""
+        acc = self._frag_of(s.acc, "the accumulator")
+        if s.metadata is None:  # (the form whose metadata comes from a `dma.copy.sp`)
+            raise Unsupported("a sparse MMA without its metadata operand ('mma.row.row.sp acc, "
+                              "a, b, meta' takes it as a fragment)", s.loc)
+        meta = self._frag_of(s.metadata, "the metadata of a sparse MMA")
+        if isinstance(self.value(s.a), FragValue) or isinstance(self.value(s.b), FragValue):
+            raise Unsupported("a sparse MMA on register fragments (its packed A and B are "
+                              "shared tiles; only the metadata is 'mma.load'ed)", s.loc)
+        av, bv = self.view_of(s.a), self.view_of(s.b)
+        for v, node, what in ((av, s.a, "A"), (bv, s.b, "B")):
+            if self._storage(v.view) != "shared":
+                raise err(f"a sparse MMA reads its {what} operand from shared memory", node)
+        a_shape, b_shape = static_shape(av.view), static_shape(bv.view)
+        if a_shape is None or len(a_shape) != 2:
+            raise err("MMA operands must be 2-D tiles of known shape", s.a)
+        m, k = a_shape[0], 2 * a_shape[1]
+        if meta.dtype != "u8" or meta.shape != (m, k // 8) or k % 8:
+            raise err(f"the metadata of a sparse MMA whose packed A is {fmt_shape(a_shape)} "
+                      f"(K = {k}) is a u8{fmt_shape((m, k // 8))} fragment (4 bits per group "
+                      f"of 4 along K); '{meta.name}' is {meta.dtype}{fmt_shape(meta.shape)}",
+                      s.metadata)
+        if s.is_async or s.issue_order:
+            raise Unsupported("an asynchronous or scheduled sparse MMA", s.loc)
+        self._check_mma(s, acc, (m, k), b_shape, av.dtype, bv.dtype)
+        self.emit(ir.SparseMma(acc.name, av.view, bv.view, s.layout, loc=s.loc,
+                               meta=meta.name))
 
     def _warp_mma(self, s: A.MmaOp, acc: ir.Frag, a_val, b: ir.Frag) -> None:
         """`mma.row.col c, a, b` with both operands loaded by `mma.load`: one warp's MMA (the

@@ -83,6 +83,9 @@ def _store_transposed(lw: Lowering, s: ir.MmaStore, fi) -> None:
 
 def mma_load(lw: Lowering, s: ir.MmaLoad) -> None:
     fi = info(lw, s.frag, s.loc)
+    if fi.kind == "meta":  # a sparse MMA's metadata (declared only by a target that has one)
+        lw.target.load_sparse_meta(lw, fi, s)
+        return
     if fi.kind != "operand":
         raise lw.refuse(f"mma.load into '{s.frag}', which is not the register A operand of "
                         "an MMA", s.loc)

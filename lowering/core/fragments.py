@@ -40,12 +40,12 @@ from choreo_py.construct_names import describe
 @dataclass
 class FragInfo:
     frag: ir.Frag
-    kind: str  # "acc" | "row" | "operand"
+    kind: str  # "acc" | "row" | "operand" | "meta" (a sparse MMA's metadata)
     array: str
-    layout: AccLayout
+    layout: Optional[AccLayout]
 
     def reg(self, k: int) -> V:
-        ty = "b32" if self.kind == "operand" else "f32"
+        ty = "b32" if self.kind in ("operand", "meta") else "f32"
         return V(f"{self.array}[{k}]", ty)
 
 
@@ -59,6 +59,9 @@ def info(lw: Lowering, name: str, loc) -> FragInfo:
 def declare(lw: Lowering, s: ir.FragDecl) -> None:
     f = s.frag
     w = lw.w
+    if f.layout == "sparse_meta":  # a sparse MMA's metadata: the target places it
+        lw.frags[f.name] = FragInfo(f, "meta", lw.target.declare_sparse_meta(lw, f, s.loc), None)
+        return
     if f.layout not in ("acc", "row", "row_partial", "operand"):
         raise lw.refuse(f"the per-thread fragment '{f.name}' (layout {f.layout})", s.loc)
     if f.layout == "operand" and f.dtype not in ("bf16", "f16"):

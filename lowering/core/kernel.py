@@ -226,6 +226,7 @@ _HANDLERS = {
     ir.FragDecl: lambda lw, s, last: fragments.declare(lw, s),
     ir.MmaFill: lambda lw, s, last: fragments.fill(lw, s),
     ir.Mma: lambda lw, s, last: _mma(lw, s),
+    ir.SparseMma: lambda lw, s, last: _mma(lw, s),
     ir.MmaStore: lambda lw, s, last: epilogue.mma_store(lw, s),
     ir.MmaLoad: lambda lw, s, last: epilogue.mma_load(lw, s),
     ir.Apply: lambda lw, s, last: fragments.apply(lw, s),

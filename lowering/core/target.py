@@ -78,6 +78,13 @@ class MmaTarget(Protocol):
     def access(self, lw, frag: ir.Frag) -> None:
         """Before per-thread code reads the accumulator (tensor memory -> registers)."""
 
+    def declare_sparse_meta(self, lw, frag: ir.Frag, loc) -> str:
+        """A sparse MMA's metadata fragment (ir.SparseMma.meta): its register array, or a
+        refusal by name where the target's sparse MMA does not read it from registers."""
+
+    def load_sparse_meta(self, lw, fi, s: ir.MmaLoad) -> None:
+        """`mma.load` of that fragment from its shared tile."""
+
     def update(self, lw, frag: ir.Frag) -> None:
         """After per-thread code wrote the accumulator (registers -> tensor memory)."""
 

@@ -54,6 +54,12 @@ class Sm100Lowering(Sm100Target):
         super().__init__()
         self._outer: list = []
 
+    def declare_sparse_meta(self, lw: Lowering, frag: ir.Frag, loc) -> str:
+        # tcgen05.mma.sp reads the metadata from tensor memory (tcgen05.cp from shared
+        # memory, in the layout the PTX ISA gives per kind and M), not from registers
+        raise lw.refuse(f"the metadata fragment '{frag.name}' of a sparse MMA "
+                        "(mma.row.row.sp; tcgen05.mma.sp reads it from tensor memory)", loc)
+
     def commit_trigger(self, lw: Lowering, s: ir.Trigger) -> None:
         commit_trigger(self, lw, s)  # `trigger e after <MMA future>`: lower_mma.py
 

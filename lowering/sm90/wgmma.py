@@ -25,6 +25,7 @@ from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
 from ..core.target import AccLayout
 from ..core.writer import V
+from . import sparse
 
 _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 _KINDS = {"bf16": "bf16", "f16": "f16", "f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
@@ -101,8 +102,18 @@ class Sm90Target:
         lw.w.call("ptx.wgmma.wait_group", str(groups_after))
 
     # ------------------------------------------------------------ mma
+    def declare_sparse_meta(self, lw: Lowering, frag: ir.Frag, loc) -> str:
+        kind = sparse.meta_kind(lw, frag.name, loc, _KINDS)
+        return lw.w.array("b32", sparse.meta_registers(frag, kind), frag.name)
+
+    def load_sparse_meta(self, lw: Lowering, fi, s: ir.MmaLoad) -> None:
+        self._check_warpgroup(lw, s.loc)
+        sparse.load_meta(lw, fi, s, sparse.meta_kind(lw, s.frag, s.loc, _KINDS))
+
     def issue(self, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         self._check_warpgroup(lw, s.loc)
+        if isinstance(s, ir.SparseMma):
+            return self._issue_sparse(lw, s, zero_first)
         acc = mma_accumulator(lw, s)
         m, n = acc.frag.shape
         if acc.frag.dtype == "f16" and s.future is not None:
@@ -153,6 +164,45 @@ class Sm90Target:
             if acc.frag.dtype == "f16":
                 round_f16(lw, [V(f"{acc.array}[{r}]", "f32")
                                for r in range(self.acc_layout(acc.frag, s.loc).regs)])
+
+    def _issue_sparse(self, lw: Lowering, s: ir.SparseMma, zero_first: bool) -> None:
+        """wgmma.mma_async.sp steps (lowering/sm90/sparse.py): packed A and B through
+        descriptors, the metadata register of the step, sparsity selector 0."""
+        acc = mma_accumulator(lw, s)
+        n = acc.frag.shape[1]
+        a_kind, half, _ = self._a_operand(lw, s)
+        a_lay, b = lw.memory.layout(s.a.base, s.loc), lw.memory.layout(s.b.base, s.loc)
+        k = 2 * half
+        if s.layout != "row.row" or _shape(s.b) != (n, k):
+            raise lw.refuse(f"a sparse mma.{s.layout} with B of shape {list(_shape(s.b))} "
+                            f"(wgmma.sp takes B K-major: [{n}, {k}], mma.row.row)", s.loc)
+        kind = _KINDS.get(b.dtype)
+        if kind is None or kind != a_kind:
+            raise lw.refuse(f"a sparse MMA on {a_lay.dtype} x {b.dtype}", s.loc)
+        if acc.frag.dtype != "f32":
+            raise lw.refuse(f"a sparse MMA into a {acc.frag.dtype} accumulator", s.loc)
+        ks = sparse.K_STEP[kind]
+        if k % ks:
+            raise lw.refuse(f"a sparse MMA with K = {k} (a multiple of {ks})", s.loc)
+        meta = lw.frags[s.meta]
+        if meta.frag.shape != (64, k // 8):
+            raise lw.refuse(f"a sparse MMA whose metadata '{s.meta}' is not [64, {k // 8}]",
+                            s.loc)
+        b_desc, b_col0 = self._desc(lw, s.b, s.loc, mn_major=False)
+        a_desc, a_col0 = self._desc(lw, s.a, s.loc, mn_major=False)
+        w = lw.w
+        opcode = f"wgmma.mma_async.sp.sync.aligned.m64n{n}k{ks}.f32.{kind}.{kind}"
+        trans = () if ks == 64 else (0, 0)  # 8-bit inputs have no transpose operands
+        w.call("ptx.wgmma.fence")
+        for kk in range(k // ks):
+            sparse.check_in_atom(lw, a_lay, a_col0 + kk * ks // 2, ks // 2, "packed A", s.loc)
+            sparse.check_in_atom(lw, b, b_col0 + kk * ks, ks, "B", s.loc)
+            ad = desc_add(lw, a_desc, _kmajor_step(a_lay, a_col0, kk, ks // 2))
+            bd = desc_add(lw, b_desc, _kmajor_step(b, b_col0, kk, ks))
+            scale_d = 0 if (zero_first and kk == 0) else 1
+            w.op(opcode, f"list({acc.array})", ad, bd, meta.reg(kk), 0, scale_d, 1, 1, *trans)
+        w.call("ptx.wgmma.commit_group")
+        w.call("ptx.wgmma.wait_group", "0")
 
     def _a_operand(self, lw: Lowering, s: ir.Mma):
         if isinstance(s.a, str):
