@@ -59,6 +59,7 @@ def test_unaligned_rows_use_the_threads(spec):
     assert built is not spec
     assert _kinds(built) == {"A": "ptr", "B": "ptr", "C": "ptr"}
     assert "mbarrier.complete_tx.shared::cta.b64" in built.ptx
+    assert "ld.global.b64" in built.ptx and "st.global.b64" in built.ptx  # (8-byte aligned rows)
     assert "cp.async.bulk.tensor" not in built.ptx
     assert tma_build(spec, _tensors(128, 100, 36, seed=1)) is built  # (the build is cached)
     run_spec(spec, t, strict=True)  # (run_spec picks the build itself)
@@ -93,9 +94,21 @@ def test_the_gpu_launcher_picks_the_cooperative_build(target):
     fn = choreo_py.load(str(GEMM), target=target)
     t = _tensors(128, 100, 64)
     names = unaligned_tmaps(fn.meta.PARAMS, t)
-    assert names == {"C"}
+    assert names == {"C:8"}  # (rows of 200 bytes: 8-byte accesses)
     other = fn.build_for(names)
     assert other is fn.build_for(names) and other.cooperative == names
     assert {p[2]: p[0] for p in other.meta.PARAMS if p[0] in ("tmap", "ptr")} == \
         {"A": "tmap", "B": "tmap", "C": "ptr"}
     assert unaligned_tmaps(other.meta.PARAMS, t) == set()
+
+
+@pytest.mark.slow  # (~20 s on a loaded 2-core machine: 2 x 8192 single-element copies)
+def test_rows_of_an_odd_element_count_move_one_element_at_a_time():
+    spec = from_co(str(GEMM), "sm_100a")
+    t = _tensors(128, 64, 33)  # A, B: rows of 66 bytes (2-byte aligned: one bf16 per access)
+    built = tma_build(spec, t)
+    assert _kinds(built) == {"A": "ptr", "B": "ptr", "C": "tmap"}
+    assert "ld.global.b16" in built.ptx and "ld.global.b64" not in built.ptx
+    run_spec(built, t, strict=True, schedule="reverse")
+    ref = (t["A"].float() @ t["B"].float().T).to(torch.bfloat16)
+    assert torch.allclose(t["C"].float(), ref.float(), atol=0.05, rtol=0.02)

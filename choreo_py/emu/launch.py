@@ -33,7 +33,7 @@ from typing import Optional
 import numpy as np
 
 from choreo_py.ir import subbyte
-from choreo_py.runtime.launch import check_tma_strides
+from choreo_py.runtime.launch import check_tma_strides, unaligned_tmaps
 
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
@@ -157,16 +157,6 @@ def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=(
     return spec
 
 
-def unaligned_maps(spec: LaunchSpec, tensors: dict) -> set:
-    """Tensors of the spec's tensor maps whose byte strides are not 16-byte multiples."""
-    out = set()
-    for p in spec.params:
-        if p[0] == "tmap":
-            t = tensors[p[2]]
-            es = ESIZE[p[3]]
-            if any(int(s) * es % 16 for s in t.stride()[:-1]):
-                out.add(p[2])
-    return out
 
 
 def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
@@ -175,7 +165,7 @@ def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
     (runtime/kernel.py). A spec of raw PTX has no other build: `bind` refuses such maps."""
     tried: set = set()
     while spec.rebuild is not None:
-        names = unaligned_maps(spec, tensors)
+        names = unaligned_tmaps(spec.params, tensors)
         if not names or names <= tried:
             break
         tried |= names

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import struct
 from typing import Any, Sequence
 
@@ -39,14 +40,15 @@ def check_tma_strides(name: str, strides) -> None:
 
 def unaligned_tmaps(params, tensors: dict) -> frozenset:
     """Tensors of a module's tensor-map parameters whose byte strides break
-    `check_tma_strides`: the launcher runs the build that copies them with the threads
-    (lowering/core/tma_fallback.py) instead."""
+    `check_tma_strides`, as `name:bytes` (the alignment of their rows): the launcher runs
+    the build that copies them with the threads (lowering/core/tma_fallback.py) instead."""
     out = set()
     for p in params:
         if p[0] == "tmap":
             t = tensors[p[2]]
-            if any(s * t.element_size() % 16 for s in t.stride()[:-1]):
-                out.add(p[2])
+            strides = [s * t.element_size() for s in t.stride()[:-1]]
+            if any(s % 16 for s in strides):
+                out.add(f"{p[2]}:{math.gcd(16, *strides)}")  # (the rows' alignment)
     return frozenset(out)
 
 

@@ -23,14 +23,15 @@ Which tensors: those whose row strides are known here and not 16-byte multiples
 (static shapes, functions built for a call's shapes), and those the build names
 (`cooperative(names)`, a compile option the launchers set when a call's strides
 are known only at run time: runtime/kernel.py, the emulator's launcher). Every
-other copy is the TMA's, its PTX unchanged. Elements move one at a time at the
-element's width (the rows' misalignment leaves no wider access that fits every
-row in general).
+other copy is the TMA's, its PTX unchanged. Each access moves the widest power of
+two up to 8 bytes that the rows' alignment allows (known from static shapes, or named
+by the launcher as `name:bytes`), else one element.
 """
 from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 
 from choreo_py import ir
 
@@ -67,9 +68,38 @@ def applies(lw, tensor: str) -> bool:
     p = lw.k.param(tensor)
     if p is None:
         return False
-    if tensor in _NAMED.get():
+    if _named_align(tensor) is not None:
         return True
     return any(s is not None and s % 16 for s in row_strides(p))
+
+
+def _named_align(tensor: str):
+    """The alignment of the rows of a tensor the build names (`name` or `name:bytes`), else
+    None."""
+    for n in _NAMED.get():
+        name, _, align = n.partition(":")
+        if name == tensor:
+            return int(align) if align else 1
+    return None
+
+
+def _access_bytes(lw, glob: ir.View, cols: int) -> int:
+    """Bytes each access moves: the widest power of two (up to 8) dividing every row's
+    byte stride, the tile's row and its first column's byte offset; else one element.
+    (The innermost extent of a row-major tensor is its row stride over the element size,
+    so an access never straddles the tensor's end.)"""
+    p = lw.k.param(glob.base)
+    es = ir.dtype_bytes(p.dtype)
+    align = _named_align(glob.base)
+    strides = row_strides(p)
+    if None not in strides:
+        align = math.gcd(16, *strides) if align is None else math.gcd(align, *strides)
+    width = min(align or es, 8)
+    from .memory import multiple_of
+
+    while width > es and (cols * es % width or not multiple_of(glob.offsets[-1], width // es)):
+        width //= 2
+    return max(width, es)
 
 
 # ---------------------------------------------------------------- loads and stores
@@ -142,8 +172,10 @@ def _block_threads(k: ir.Kernel) -> int:
 def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool) -> None:
     """The loop over the box's elements, `step` apart from this thread's first."""
     w = lw.w
-    rows, cols = lay_shape = _tile_shape(glob)
-    n = rows * cols
+    rows, cols = _tile_shape(glob)
+    width = _access_bytes(lw, glob, cols)
+    per = width // lay.esize  # elements per access
+    n = rows * cols // per
     first, step = _workers(lw)
     i = w.reg("u32", "ce")
     w.op("mov.u32", i, first)
@@ -156,7 +188,7 @@ def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool
         w.call("ptx.pragma", '"nounroll"')
     lw.push()
     with lw.skippable():
-        _element(lw, glob, lay, base, off, i, lay_shape, loc, to_shared)
+        _element(lw, glob, lay, base, off, i, (cols, per, width), loc, to_shared)
     lw.pop()
     w.op("add.u32", i, i, step)
     w.op("setp.lt.u32", more, i, n)
@@ -168,19 +200,23 @@ def _tile_shape(glob: ir.View) -> tuple[int, int]:
     return tuple(e.value for e in glob.shape)
 
 
-def _element(lw, glob, lay, base, off, i, shape, loc, to_shared) -> None:
+def _element(lw, glob, lay, base, off, i, access, loc, to_shared) -> None:
+    """Access `i`: `per` elements (`width` bytes) of a row from column (i % (cols/per)) * per."""
     w = lw.w
-    rows, cols = shape
+    cols, per, width = access
     r, c = w.reg("u32", "cr"), w.reg("u32", "cc")
-    if cols & (cols - 1) == 0:
-        w.op("shr.u32", r, i, cols.bit_length() - 1)
-        w.op("and.b32", c, i, cols - 1)
+    across = cols // per
+    if across & (across - 1) == 0:
+        w.op("shr.u32", r, i, across.bit_length() - 1)
+        w.op("and.b32", c, i, across - 1)
     else:
-        w.op("div.u32", r, i, cols)
-        w.op("rem.u32", c, i, cols)
+        w.op("div.u32", r, i, across)
+        w.op("rem.u32", c, i, across)
+    if per > 1:
+        w.op("mul.lo.u32", c, c, per)
     sh = _shared_address(lw, lay, base, off, r, c)
     inside, gaddr = _global_address(lw, glob, r, c, loc)
-    bits = lay.esize * 8
+    bits = width * 8
     ty = f"b{bits}" if bits > 8 else "b16"  # (a byte moves in a 16-bit register)
     mem = f"b{bits}" if bits > 8 else "u8"
     v = w.reg(ty, "cv")
