@@ -102,7 +102,7 @@ def test_the_gpu_launcher_picks_the_cooperative_build(target):
     assert unaligned_tmaps(other.meta.PARAMS, t) == set()
 
 
-@pytest.mark.slow  # (~20 s on a loaded 2-core machine: 2 x 8192 single-element copies)
+@pytest.mark.slow  # (4 s alone, 20 s on the loaded machine: 2 x 8192 one-element copies)
 def test_rows_of_an_odd_element_count_move_one_element_at_a_time():
     spec = from_co(str(GEMM), "sm_100a")
     t = _tensors(128, 64, 33)  # A, B: rows of 66 bytes (2-byte aligned: one bf16 per access)
