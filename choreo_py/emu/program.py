@@ -62,6 +62,9 @@ class EmuLauncher:
         return self._specs[name]
 
     def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
+        other = self.program.for_launch(name, tensors)  # (rows TMA cannot copy: another build)
+        if other is not self.program:
+            return other.launcher.launch(name, tensors, dims, device)
         info = self.program.kernels[name]
         spec, names = self._spec(name)
         coop = bool(info.get("COOPERATIVE"))

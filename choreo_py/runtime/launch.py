@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import struct
 from typing import Any, Sequence
 
@@ -25,6 +26,30 @@ _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 
 class ChoreoRuntimeError(ValueError):
     """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+def check_tma_strides(name: str, strides) -> None:
+    """A tensor map's byte strides (of dimensions 1..) are multiples of 16: the driver
+    refuses to encode any other (cuTensorMapEncodeTiled's globalStrides). The emulator
+    applies the same rule, so a kernel it runs is one the GPU can launch."""
+    for s in strides:
+        if s % 16:
+            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
+                                     f"multiples of 16 bytes")
+
+
+def unaligned_tmaps(params, tensors: dict) -> frozenset:
+    """Tensors of a module's tensor-map parameters whose byte strides break
+    `check_tma_strides`, as `name:bytes` (the alignment of their rows): the launcher runs
+    the build that copies them with the threads (lowering/core/tma_fallback.py) instead."""
+    out = set()
+    for p in params:
+        if p[0] == "tmap":
+            t = tensors[p[2]]
+            strides = [s * t.element_size() for s in t.stride()[:-1]]
+            if any(s % 16 for s in strides):
+                out.add(f"{p[2]}:{math.gcd(16, *strides)}")  # (the rows' alignment)
+    return frozenset(out)
 
 
 def word(value) -> int:
@@ -48,10 +73,7 @@ def kernel_param(p, tensors: dict, dims: dict):
     esize = t.element_size()
     sizes = tuple(reversed(t.shape))
     strides = tuple(s * esize for s in reversed(t.stride()))[1:]
-    for axis, s in enumerate(strides):
-        if s % 16:
-            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
-                                     f"multiples of 16 bytes")
+    check_tma_strides(name, strides)
     return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
 
 
