@@ -52,6 +52,19 @@ class ChoreoFunction:
         args = ", ".join(f"{n}: {d}{list(s)}" for n, d, s in self.meta.TENSORS)
         return f"<choreo kernel {self.name}({args}) for {self.target}>"
 
+    # A file of one kernel gives this callable where others give a Library: the function
+    # is also reached by its name, as a Library's are (`load(p).gemm`, `load(p)["gemm"]`).
+    def __getitem__(self, name: str) -> "ChoreoFunction":
+        if name != self.name:
+            raise KeyError(f"{os.path.basename(self.path)} has one __co__ function, "
+                           f"'{self.name}', and no '{name}'")
+        return self
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name != self.__dict__.get("name"):
+            raise AttributeError(name)
+        return self
+
     # ------------------------------------------------------------ build
     @property
     def pyptx_source(self) -> str:
