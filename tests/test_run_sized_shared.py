@@ -129,6 +129,12 @@ def test_refusals_name_what_is_not_built(tmp_path):
         tmp_path, "    shared f32 [M] a[2];")
     got = _refused(tmp_path, "    n = p + 1;\n    shared f32 [n] s;")
     assert "the shared buffer 's', whose shape depends on values computed in the kernel" in got
+    for target in ("sm_90a", "sm_100a"):  # their places are thread-kernel code's only
+        got = _refused(tmp_path, "    shared event e;\n    shared f32 [M] s;", target)
+        assert got.startswith(f"{tmp_path / 't.co'}:4:") and ("the shared buffer 's', whose "
+                                                             "shape is only known at run time, in "
+                                                             "a kernel of MMAs, events or roles "
+                                                             f"is not lowered for {target}") in got
 
 
 @pytest.mark.gpu
