@@ -19,7 +19,7 @@ import ctypes
 import os
 import struct
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.ir import subbyte
 from choreo_py.host import Library
 from choreo_py.host.execute import HostRun
@@ -163,6 +163,8 @@ class CudaLauncher:
             params += [ctypes.c_uint32(word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
+        if "SMEM_RUN" in info:  # shared buffers sized by this launch's dimensions
+            k.resize_smem(targets.launch_smem(info, dims, self.program.target, name))
         stream = torch.cuda.current_stream(device).cuda_stream
         if info.get("COOPERATIVE"):
             k.launch_cooperative(name, grid, info["THREADS"], k.pack(params), stream)

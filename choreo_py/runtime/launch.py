@@ -114,6 +114,15 @@ class CudaKernel:
             check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
         self.smem = smem_bytes
 
+    def resize_smem(self, smem_bytes: int) -> None:
+        """The dynamic shared memory of the next launches (a kernel whose shared buffers are
+        sized at run time): the function's attribute follows it, as the driver asks past 48 KB."""
+        if smem_bytes != self.smem:
+            drv = driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
+            self.smem = smem_bytes
+
     @staticmethod
     def pack(params: Sequence[Any]):
         """The kernelParams array: tensor maps by value (their address), scalars as ctypes.

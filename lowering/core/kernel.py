@@ -66,6 +66,10 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     _hook(lw, "start")
     if len(k.grid) > 3:
         raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
+    if k.run_buffers:  # their places are thread-kernel code's (threads.Places) only
+        b = k.run_buffers[0]
+        raise lw.refuse(f"the shared buffer '{b.name}', whose shape is only known at run time, "
+                        "in a kernel of MMAs, events or roles", b.loc)
     lw.enter_region()
     _prologue(lw)
     lw.memory = Memory(lw)
