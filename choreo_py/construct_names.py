@@ -50,7 +50,7 @@ IR_WORDS = {
     "Un": "a unary operator", "Select": "a conditional expression (?:)", "Call": "a call",
     "Elem": "a fragment element", "BufElem": "a buffer element", "View": "a view",
     "EventRef": "an event", "FutureRef": "a future", "Param": "a parameter",
-    "Buffer": "a buffer", "Event": "an event", "Frag": "a fragment", "Stmt": "a statement",
+    "Buffer": "a buffer", "RunBuffer": "a shared buffer sized at run time", "Event": "an event", "Frag": "a fragment", "Stmt": "a statement",
     "Let": "a named value", "Var": "a mutable variable", "Assign": "an assignment",
     "ViewDef": "a view definition", "For": "a foreach loop", "While": "a while loop",
     "If": "an if", "Break": "a break", "Continue": "a continue",

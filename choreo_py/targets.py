@@ -20,6 +20,9 @@ from typing import Optional
 # Blackwell (CUDA programming guide, "Compute capabilities", table of
 # technical specifications: 228 KB per SM, 1 KB reserved per block).
 _SMEM_227K = 227 * 1024
+# The rounding of the shared-memory base every generated kernel does (to 1 KiB: pyptx declares
+# the extern window `.align 128`); its SMEM_BYTES asks for this much beyond what it uses.
+SMEM_ALIGN = 1024
 
 
 @dataclass(frozen=True)
@@ -118,3 +121,20 @@ def default_runtime_target() -> str:
 def resolve(name: Optional[str]) -> Target:
     """`name`'s record; None picks the runtime default."""
     return get(name if name is not None else default_runtime_target())
+
+
+def launch_smem(info: dict, dims: dict, arch: str, name: str) -> int:
+    """The dynamic shared memory one launch of a generated kernel asks for: its `SMEM_BYTES`,
+    plus, where the kernel has shared buffers sized at run time, what its `SMEM_RUN` computes
+    from the launch's dimensions. Past the target's limit the launch is refused here, by
+    name (ValueError), before the driver refuses it without one."""
+    n = int(info["SMEM_BYTES"])
+    run = info.get("SMEM_RUN")
+    if run is None:
+        return n
+    n += int(run(**{d: dims[d] for d in info["DIMS"]}))
+    limit = get(arch).smem_limit + SMEM_ALIGN
+    if n > limit:
+        raise ValueError(f"kernel '{name}' needs {n - SMEM_ALIGN} bytes of shared memory for "
+                         f"these dimensions (the limit is {limit - SMEM_ALIGN})")
+    return n

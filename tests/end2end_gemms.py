@@ -42,8 +42,8 @@ def _wgmma_ss_check(transposed=False):
 # --- end2end/wgmma_persis.co, the persistent 1-producer 3-consumer GEMM: its main's sizes
 # (1536 x 2048 x 128, inputs uniform in [0, 2)) and its sampled check's tolerance
 # (|out - ref| <= 0.5 + 0.02 |ref|), here over every element
-def _persis_inputs(gen, dev):
-    m, n, k = 1536, 2048, 128
+def _persis_inputs(gen, dev, m=1536, n=2048):
+    k = 128
     lhs = (torch.rand(m, k, generator=gen) * 2).half().to(dev)
     rhs = (torch.rand(n, k, generator=gen) * 2).half().to(dev)
     return lhs, rhs, torch.zeros(m, n, dtype=torch.float16).to(dev)
@@ -84,8 +84,8 @@ def _hilbert_schedule(tiles_m: int, tiles_n: int) -> tuple[list, list]:
     return [x for x, _ in pts], [y for _, y in pts]
 
 
-def _hilbert_inputs(gen, dev):
-    lhs, rhs, out = _persis_inputs(gen, dev)
+def _hilbert_inputs(gen, dev, m=1536, n=2048):
+    lhs, rhs, out = _persis_inputs(gen, dev, m, n)
     sm, sn = _hilbert_schedule(lhs.shape[0] // 64, rhs.shape[0] // 128)
     return (lhs, rhs, out, torch.tensor(sm, dtype=torch.int32).to(dev),
             torch.tensor(sn, dtype=torch.int32).to(dev))
@@ -127,7 +127,13 @@ def cases(end2end: str) -> tuple[list, dict]:
     cases += [(os.path.join(end2end, "wgmma_persis.co"), "matmul_f16_ws_1p3c_persis",
                _persis_inputs, None, _persis_check),
               (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
-               _hilbert_inputs, None, _persis_check)]
+               _hilbert_inputs, None, _persis_check),
+              # 4 x 2 tiles (8 of the 114 blocks work): what the emulator runs on sm_100a,
+              # whose f16 tile makes a load, rounding and store of tensor memory per MMA
+              # (67 s at main()'s sizes; test_end2end_emu.ONE_TARGET)
+              (os.path.join(end2end, "wgmma_persis.co"), "matmul_persis_hilbert_sm90",
+               lambda gen, dev: _hilbert_inputs(gen, dev, 256, 256), None, _persis_check,
+               "4x2_tiles")]
     return cases, not_interpreted
 
 
@@ -204,10 +210,11 @@ def blockscale_cases(end2end: str) -> list:
 
 
 #: On sm_100a both programs are refused by name before their scaling (which sm_100a lowers:
-#: tests/test_mma_scale.py): f16 accumulators, and the persistent one's region that joins.
+#: tests/test_mma_scale.py): fp8 inputs, and the persistent one's region that joins.
 BLOCKSCALE_REFUSED_ON = {
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a", "the f16 fragment 'acc'"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
+    "wgmma_ss.co::blockscale_gemm_e4m3_n48[two_k_blocks]": ("sm_100a",
+                                                          "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_persis.co::blockscale_gemm_e4m3_ws_persis": (
         "sm_100a", "in a kernel with tensor-memory accumulators"),
 }

@@ -340,19 +340,14 @@ HETERO = [
 #: Cases a target refuses by name: (target, words of the refusal).
 REFUSED_ON = {
     "wgmma_rs.co::wgmma_rs2": ("sm_100a", "mma.load (a register A operand"),
-    "wgmma_ss.co::matmul_f16_ws_1p1c": ("sm_100a", "the f16 fragment 'acc'"),
     "wgmma_ss.co::matmul_f16_ws_1p3c": ("sm_100a", "in a kernel with tensor-memory accumulators"),
     "wgmma_ss.co::matmul_e4m3": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
-    "wgmma_ss.co::matmul_st_trans": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::matmul_e4m3_mwg": ("sm_100a", "MMAs in a parallel region without inthreads roles"),
-    "wgmma_ss.co::matmul_f16_tbc": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::matmul_st_masked": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::matmul_e4m3_ws_tbc": ("sm_100a", "the f16 fragment 'acc'"),
-    "wgmma_ss.co::matmul_e4m3_mwg_tbc": ("sm_100a",
-                                         "MMAs in a parallel region without inthreads roles"),
+    "wgmma_ss.co::matmul_st_trans": ("sm_100a", "mma.store.transp (a transposed store"),
+    "wgmma_ss.co::matmul_e4m3_mwg": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
+    "wgmma_ss.co::matmul_e4m3_ws_tbc": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
+    "wgmma_ss.co::matmul_e4m3_mwg_tbc": ("sm_100a", "an MMA on f8_e4m3 x f8_e4m3"),
     "wgmma_persis.co::matmul_f16_ws_1p3c_persis": ("sm_100a",
                                                    "in a kernel with tensor-memory accumulators"),
-    "wgmma_persis.co::matmul_persis_hilbert_sm90": ("sm_100a", "the f16 fragment 'mc'"),
 }
 
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).

@@ -46,6 +46,15 @@ def test_load_gives_the_generated_code(cache_dir):
     assert k.writes == ("C",)
 
 
+
+def test_a_one_kernel_file_reaches_its_function_by_name_as_a_library_does(cache_dir):
+    k = choreo_py.load(GEMM, target="sm_90a")
+    assert k["gemm"] is k and k.gemm is k
+    with pytest.raises(KeyError, match="gemm.co has one __co__ function, 'gemm', and no 'gem'"):
+        k["gem"]
+    with pytest.raises(AttributeError):
+        k.gem
+
 @needs_ptxas
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
 def test_resources_come_from_ptxas(cache_dir, target):

@@ -492,3 +492,24 @@ def test_cli_runs_a_pyptx_module_with_its_launch_facts(tmp_path, capsys):
     assert "emulated gemm (gemm.sm90a.py) target=sm_90a" in out and "check: C" in out and ": ok" in out
     assert main(["emulate", str(mod), "--shape", "M=128"]) == 2
     assert "missing --shape entries for K, N" in capsys.readouterr().err
+
+
+def test_cvt_f32_to_f16_and_back_matches_torch():
+    """cvt.rn.f16.f32 then cvt.f32.f16 (an f16 accumulator's rounding on both targets): round
+    to nearest even, ties included, f16 subnormals, overflow to infinity, against torch."""
+    g = torch.Generator().manual_seed(4)
+    ulp = 2.0 ** -10
+    ties = [1 + ulp / 2, 1 + 3 * ulp / 2, -(2 + ulp), 2.0 ** -25, 3 * 2.0 ** -25, 65520.0,
+            65519.0, -70000.0, 2.0 ** -14 * (1 - ulp / 2), 0.0, -0.0, float("inf")]
+    rand = torch.randn(2048 - len(ties), generator=g) * torch.exp2(
+        torch.randint(-26, 17, (2048 - len(ties),), generator=g).float())
+    x = torch.cat([torch.tensor(ties), rand]).float().reshape(64, 32)
+    y = torch.zeros(64, 32)
+    body = ("\tmov.u32 %i, %ctaid.x;\n\tmul.wide.u32 %c64, %i, 128;\n"
+            "\tadd.s64 %a64, %a64, %c64;\n\tadd.s64 %b64, %b64, %c64;\n"
+            "\tld.global.f32 %x, [%a64];\n\tcvt.rn.f16.f32 %h, %x;\n"
+            "\tcvt.f32.f16 %r, %h;\n\tst.global.f32 [%b64], %r;")
+    regs = "\t.reg .u32 %i;\n\t.reg .u64 %c64;\n\t.reg .b16 %h;\n\t.reg .f32 %x, %r;"
+    emulate_ptx(kernel(body, regs), launch(x, y, grid=(64, 1, 1)), {"X": x, "Y": y})
+    want = x.half().float()
+    assert torch.equal(y.view(torch.int32), want.view(torch.int32))

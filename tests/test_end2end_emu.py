@@ -37,13 +37,16 @@ NOT_EMULATED = {
 #: Cases emulated on one target only, to keep the suite's time (each still runs in the
 #: interpreter and is assembled by ptxas for both targets in test_end2end.py): "same PTX"
 #: ones, whose other target's PTX differs only in its header (checked here, then
-#: skipped), and f4 siblings of an f6 case that is emulated (the same kernel on 4-bit
-#: codes).
+#: skipped), f4 siblings of an f6 case that is emulated (the same kernel on 4-bit
+#: codes), and a case whose smaller variant runs on the other target.
 ONE_TARGET = {
     "tma_f32.co::tma_ab_buffer_fp8": ("sm_100a", "same PTX", "22 s in the emulator"),
     "tma_v2.co::tma_ab_buffer": ("sm_100a", "same PTX", "8 s in the emulator"),
     "tma_fp6_fp4.co::tma_ab_buffer_f4": ("sm_100a", "f6 sibling", "30 s in the emulator"),
     "hopper_mma.co::matmul_f4": ("sm_100a", "f6 sibling", "10 s in the emulator"),
+    # sm_100a emulates its 4x2_tiles variant (end2end_gemms.py)
+    "wgmma_persis.co::matmul_persis_hilbert_sm90": ("sm_100a", "its 4x2_tiles variant is",
+                                                    "67 s in the emulator"),
 }
 
 

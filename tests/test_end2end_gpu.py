@@ -29,9 +29,7 @@ def _load(path: str, function: str):
 
     if path not in _loaded:
         _loaded[path] = choreo_py.load(path)
-    got = _loaded[path]
-    # a file of one kernel over tensors gives that kernel's callable, others a Library
-    return got[function] if hasattr(got, "__getitem__") else got
+    return _loaded[path][function]
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])

@@ -19,7 +19,7 @@ import numpy as np
 
 from .isa_table import Unsupported, decoder
 from .lanes import CONTROL, LANES, NP
-from .operands import _TYPES, _UNSIGNED, operand_reader, ptype_of, writer
+from .operands import _TYPES, _UNSIGNED, const, operand_reader, ptype_of, writer
 from .isa_f32x2 import decode_f32x2
 from .isa_fp6 import FP6_FP4_PAIRS, decode_cvt_fp6_fp4
 from .rounding import add_f32, fma_f32, mode_of, mul_f32
@@ -149,10 +149,44 @@ def _dec_binary(inst):
     a = operand_reader(ops[1], t, m)
     b = operand_reader(ops[2], bt, m)
     wr = writer(ops[0], t, m)
+    by_c = _by_constant(inst, name, t, const(ops[2].value, bt)) if ops[2].kind == "imm" else None
+    if by_c is not None:
+        return lambda w: wr(w, by_c(a(w)))
 
     def ex(w):
         wr(w, fn(a(w), b(w)))
     return ex
+
+
+def _by_constant(inst, name: str, t: str, c: np.ndarray):
+    """fn(a) for an integer shift, div or rem by the constant lanes `c` (an immediate): the
+    per-lane tests of _shift_left/_shift_right/_div_int/_rem_int on `b` decided at decode
+    time, the same operations on `a` left (None: another form, or a divisor of 0)."""
+    dt = np.dtype(NP[t])
+    if dt.kind not in "iu" or "sat" in inst.parts or "ftz" in inst.parts:
+        return None
+    bits = dt.itemsize * 8
+    k = int(c[0])  # every lane of an immediate holds the same value
+    if name in ("shl", "shr"):
+        s = np.minimum(c, bits - 1).astype(dt)
+        if name == "shr" and dt.kind == "i":
+            return lambda a: a >> s
+        if k >= bits:
+            return lambda a: np.zeros_like(a)
+        return (lambda a: a << s) if name == "shl" else (lambda a: a >> s)
+    if name not in ("div", "rem") or k == 0:
+        return None
+    if dt.kind == "u":
+        return (lambda a: a // c) if name == "div" else (lambda a: a % c)
+    b64 = c.astype(np.int64)
+    if name == "rem":
+        return lambda a: np.fmod(a.astype(np.int64), b64).astype(dt)
+    absb, bneg = np.abs(b64), c < 0
+
+    def div(a):
+        q = np.abs(a.astype(np.int64)) // absb
+        return np.where((a < 0) != bneg, -q, q).astype(dt)
+    return div
 
 
 def _rounded(inst, name: str, t: str):

@@ -31,6 +31,26 @@ def _f16_table(dtype: str) -> np.ndarray:
         .view(np.uint16).astype(np.uint32)
 
 
+def float_encoder(dtype: str):
+    """x (f32 lanes) -> uint32 codes: subbyte.encode's rounding (nearest, ties to the even
+    code, saturating, NaN to the largest positive code) in numpy, without the round trip
+    through torch tensors (tests/test_emu_fast_paths.py compares the two)."""
+    mags = np.array(subbyte.magnitudes(dtype), dtype=np.float64)
+    mids = (mags[1:] + mags[:-1]) / 2
+    top = mags[-1]
+    e, m = subbyte.FLOAT_FORMATS[dtype]
+    sign_bit = np.uint32(1 << (e + m))
+
+    def encode(x):
+        x = np.asarray(x, np.float32).astype(np.float64)
+        ax = np.nan_to_num(np.abs(x), nan=top, posinf=top)
+        lo = np.searchsorted(mids, ax, side="left")    # a tie goes to the smaller code
+        hi = np.searchsorted(mids, ax, side="right")   # a tie goes to the larger code
+        idx = np.where((lo != hi) & (hi % 2 == 0), hi, lo).astype(np.uint32)
+        return np.where(np.signbit(x) & ~np.isnan(x), idx | sign_bit, idx)
+    return encode
+
+
 def decode_cvt_fp6_fp4(inst, m):
     pair = next(p for p in inst.parts if p in FP6_FP4_PAIRS)
     dtype, width = FP6_FP4_PAIRS[pair]
@@ -40,9 +60,7 @@ def decode_cvt_fp6_fp4(inst, m):
         a, b = operand_reader(ops[1], "f32", m), operand_reader(ops[2], "f32", m)
         wr = writer(ops[0], reg_t, m)
 
-        def encode(x):
-            return subbyte.encode(torch.from_numpy(np.asarray(x, np.float32).copy()),
-                                  dtype).numpy().astype(np.uint32)
+        encode = float_encoder(dtype)
 
         def pack(w):
             wr(w, ((encode(a(w)) << np.uint32(width)) | encode(b(w))).astype(

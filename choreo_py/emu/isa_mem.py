@@ -12,10 +12,12 @@ import numpy as np
 
 from .isa_table import Unsupported, decoder
 from .lanes import LANES, NP
-from .memory import PARAM_WINDOW
+from .memory import PARAM_WINDOW, byte_offsets
 from .operands import address_reader, operand_reader, ptype_of, symbol_value, writer
 
 SHARED_WINDOW = 0x7E00_0000_0000
+_MIN, _MAX = np.minimum.reduce, np.maximum.reduce
+_U64 = (1 << 64) - 1
 _SPACES = ("shared", "global", "param", "local", "const")
 
 
@@ -34,8 +36,14 @@ def _vec(inst) -> int:
 def _smem_index(w, addrs: np.ndarray, size: int) -> np.ndarray:
     """Active lanes' shared addresses, checked for bounds and alignment (inactive lanes: base)."""
     cta = w.cta
+    if w.one >= 0:
+        a = _one_lane_index(w, addrs, size)
+        if a is not None:
+            return a
     a = np.where(w.mask, addrs, np.uint64(cta.smem_base)).astype(np.int64)
-    if (a < cta.smem_base).any() or (a + size > cta.smem.size).any() or (a % min(size, 16)).any():
+    # the three per-lane conditions below, as two reductions and a count (no lane fails)
+    if (int(_MIN(a)) < cta.smem_base or int(_MAX(a + size)) > cta.smem.size
+            or np.count_nonzero(a % min(size, 16))):
         bad = a[(a < cta.smem_base) | (a + size > cta.smem.size) | (a % min(size, 16) != 0)][0]
         raise w.machine.misuse(
             f"shared access of {size} bytes at {int(bad):#x}: outside the "
@@ -44,12 +52,29 @@ def _smem_index(w, addrs: np.ndarray, size: int) -> np.ndarray:
     return a
 
 
+def _one_lane_index(w, addrs: np.ndarray, size: int):
+    """_smem_index for one executing lane (w.one), its checks on Python ints (with int64's
+    wrap-around, as the array form computes them); None when an access fails them (the
+    array form then reports it)."""
+    base, end = w.cta.smem_base, w.cta.smem.size
+    x = int(addrs[w.one]) & _U64
+    x = x - (1 << 64) if x >> 63 else x
+    last = x + size
+    last = last - (1 << 64) if last >> 63 else last
+    al = min(size, 16)
+    if x < base or max(last, base + size) > end or x % al or base % al:
+        return None
+    a = np.full(LANES, base, dtype=np.int64)
+    a[w.one] = x
+    return a
+
+
 def smem_read(w, addrs, nbytes: int, dtype) -> np.ndarray:
     """(32, nbytes/itemsize) values of `dtype` read at per-lane addresses."""
     a = _smem_index(w, addrs, nbytes)
     if w.cta.races.writes:
         w.cta.races.generic_read(w.inst, a[w.mask], nbytes)
-    idx = a[:, None] + np.arange(nbytes)
+    idx = a[:, None] + byte_offsets(nbytes)
     return w.cta.smem[idx].view(dtype)
 
 
@@ -59,7 +84,7 @@ def smem_write(w, addrs, data: np.ndarray) -> None:
     nbytes = raw.shape[1]
     a = _smem_index(w, addrs, nbytes)[w.mask]
     w.cta.races.generic_write(w, w.inst, a, nbytes)
-    idx = a[:, None] + np.arange(nbytes)
+    idx = a[:, None] + byte_offsets(nbytes)
     w.cta.smem[idx] = raw[w.mask]
 
 
@@ -97,7 +122,8 @@ def _dec_ld(inst):
         return ld_shared
     if sp == "global":
         def ld_global(w):
-            a = np.where(w.mask, addr(w), addr(w)[w.mask][0] if w.mask.any() else 0)
+            a = addr(w)  # inactive lanes read the first active lane's address
+            a = np.where(w.mask, a, a[w.mask][0] if w.mask.any() else 0)
             raw = m.launch.gmem.load(a, es * n).view(NP[t])
             for k, wr in enumerate(wrs):
                 wr(w, np.ascontiguousarray(raw[:, k]))
@@ -107,6 +133,21 @@ def _dec_ld(inst):
 
 def _uint(es: int):
     return {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}[es]
+
+
+def _columns(readers: list, dtype):
+    """w -> the (32, len(readers)) array of the readers' lanes (np.stack(..., axis=1):
+    every reader gives 32 lanes of `dtype`)."""
+    if len(readers) == 1:
+        (r,) = readers
+        return lambda w: np.ascontiguousarray(r(w)).reshape(LANES, 1)
+
+    def cols(w):
+        out = np.empty((LANES, len(readers)), dtype=dtype)
+        for k, r in enumerate(readers):
+            out[:, k] = r(w)
+        return out
+    return cols
 
 
 @decoder("st")
@@ -119,14 +160,14 @@ def _dec_st(inst):
     srcs = list(src.items) if src.kind == "vec" else [src]
     readers = [operand_reader(s, t, m) for s in srcs]
     addr = address_reader(dst, m)
+    columns = _columns(readers, NP[t])
     if sp == "shared":
         def st_shared(w):
-            data = np.stack([r(w) for r in readers], axis=1)
-            smem_write(w, addr(w), data)
+            smem_write(w, addr(w), columns(w))
         return st_shared
     if sp == "global":
         def st_global(w):
-            data = np.stack([r(w) for r in readers], axis=1).view(np.uint8).reshape(LANES, -1)
+            data = columns(w).view(np.uint8).reshape(LANES, -1)
             m.launch.gmem.store(addr(w)[w.mask], data[w.mask])
         return st_global
     raise Unsupported(f"'{inst.opcode}' ({sp} space)")

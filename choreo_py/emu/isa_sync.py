@@ -4,7 +4,7 @@ bar.sync / bar.arrive (barrier.sync / barrier.arrive): named barriers 0-15;
 the thread count is the second operand, else every thread of the CTA that
 has not exited. Arrivals count the executing threads.
 
-mbarrier: init / arrive / arrive.expect_tx / expect_tx / try_wait.parity /
+mbarrier: init / arrive / arrive.expect_tx / expect_tx / complete_tx / try_wait.parity /
 test_wait.parity / inval (see machine.MBarrier). A try_wait whose next
 instruction branches back to it while its predicate is false (the spin
 loop every compiler writes) parks the warp until the barrier's phase
@@ -126,6 +126,22 @@ def _dec_mbar_expect_tx(inst):
         t = tx(w)
         for lane in np.flatnonzero(w.mask):
             w.cta.mbarrier(int(addr(w)[lane])).expect_tx(int(t[lane]))
+    return ex
+
+
+@decoder("mbarrier.complete_tx")
+def _dec_mbar_complete_tx(inst):
+    """A thread completes `tx` bytes of the phase's transactions (as an async copy's
+    completion does): what it wrote before is then seen by the phase's waiters."""
+    from .isa_support import machine
+    m = machine()
+    addr = address_reader(inst.operands[0], m)
+    tx = operand_reader(inst.operands[1], "u32", m)
+
+    def ex(w):
+        t = tx(w)
+        for lane in np.flatnonzero(w.mask):
+            w.cta.mbarrier(int(addr(w)[lane])).complete_tx(int(t[lane]))
     return ex
 
 

@@ -59,8 +59,24 @@ def decode_desc(desc: int) -> dict:
             "swizzle": LAYOUT_SWIZZLE[(desc >> 62) & 3]}
 
 
+_ADDRS: dict = {}
+
+
 def operand_addrs(desc: int, rows: int, k: int, es: int, mn_major: bool) -> np.ndarray:
-    """Shared byte address of element (row, kk) of a rows x k operand, shape (rows, k)."""
+    """Shared byte address of element (row, kk) of a rows x k operand, shape (rows, k)
+    (read-only: kept per descriptor, as a pipeline's stages reuse a few descriptors)."""
+    key = (desc, rows, k, es, mn_major)
+    a = _ADDRS.get(key)
+    if a is None:
+        if len(_ADDRS) >= 4096:
+            _ADDRS.clear()
+        a = _operand_addrs(desc, rows, k, es, mn_major)
+        a.flags.writeable = False
+        _ADDRS[key] = a
+    return a
+
+
+def _operand_addrs(desc: int, rows: int, k: int, es: int, mn_major: bool) -> np.ndarray:
     d = decode_desc(desc)
     if d["base_offset"]:
         raise Unsupported("wgmma descriptor with a non-zero base offset")

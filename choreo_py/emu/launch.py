@@ -33,6 +33,7 @@ from typing import Optional
 import numpy as np
 
 from choreo_py.ir import subbyte
+from choreo_py.runtime.launch import check_tma_strides, unaligned_tmaps
 
 from .machine import Launch
 from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
@@ -60,6 +61,8 @@ class LaunchSpec:
     ptx_name: str = "kernel.ptx"
     extra: dict = field(default_factory=dict)
     cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
+    rebuild: object = None          # callable(tensor names) -> the spec of the build copying
+                                    # those tensors without TMA (from_co's; tma_fallback.py)
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -132,16 +135,41 @@ def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
                       ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx")
 
 
-def from_co(path: str, target: str, include_dirs=(), defines=None) -> LaunchSpec:
-    """Compiles a .co file for `target` and describes its launch."""
+def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=()) -> LaunchSpec:
+    """Compiles a .co file for `target` and describes its launch; `cooperative`: tensors
+    copied by the threads instead of TMA (see `tma_build`)."""
     from choreo_py.driver import ir_of_file
     from choreo_py.runtime import build
 
     module = ir_of_file(path, include_dirs, defines, target=target)
-    text = build.pyptx_text(module, path, target)
+    text = build.pyptx_text(module, path, target, cooperative)
     base = os.path.basename(path)
     spec = from_pyptx_module(text, f"{base}.{target.replace('_', '')}.pyptx.py")
     spec.ptx_name = f"{os.path.splitext(base)[0]}.{target.replace('_', '')}.ptx"
+    builds: dict = {}
+
+    def rebuild(names):
+        key = frozenset(names) | frozenset(cooperative)
+        if key not in builds:
+            builds[key] = from_co(path, target, include_dirs, defines, tuple(sorted(key)))
+        return builds[key]
+    spec.rebuild = rebuild
+    return spec
+
+
+
+
+def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
+    """The build of the kernel for these tensors: the spec, or (for tensors whose rows TMA
+    cannot copy) the build that copies them with the threads, as the GPU launcher picks it
+    (runtime/kernel.py). A spec of raw PTX has no other build: `bind` refuses such maps."""
+    tried: set = set()
+    while spec.rebuild is not None:
+        names = unaligned_tmaps(spec.params, tensors)
+        if not names or names <= tried:
+            break
+        tried |= names
+        spec = spec.rebuild(tried)
     return spec
 
 
@@ -190,6 +218,7 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
             es = ESIZE[dtype]
             tdims = tuple(int(s) for s in reversed(t.shape))
             strides = tuple(int(s) * es for s in reversed(t.stride()))[1:]
+            check_tma_strides(tname, strides)
             ps.set_tmap(pname, TensorMap(tname, dtype, addr[tname], tdims, strides,
                                          tuple(int(b) for b in box), int(swz)))
             if sizes[pname] == 8:  # a pointer to the map (pyptx's `.param .u64 X_tma_desc`)

@@ -87,6 +87,9 @@ class GlobalMemory:
                                                strides=strides + (1,))
 
     def load(self, addrs: np.ndarray, nbytes: int) -> np.ndarray:
+        idx = self._gather_index(addrs, nbytes)
+        if idx is not None:  # every lane in one tensor: one numpy gather
+            return idx[0][idx[1]]
         out = np.zeros((len(addrs), nbytes), dtype=np.uint8)
         for i, a in enumerate(addrs.tolist()):
             raw, off, _ = self._must(a, nbytes)
@@ -95,15 +98,46 @@ class GlobalMemory:
 
     def store(self, addrs: np.ndarray, data: np.ndarray) -> None:
         nbytes = data.shape[1]
+        if len(addrs) == 1 or (len(addrs) > 1 and
+                               not (np.diff(np.sort(addrs)) < nbytes).any()):
+            idx = self._gather_index(addrs, nbytes)
+            if idx is not None:  # one tensor, no two lanes' bytes overlap: one scatter
+                idx[0][idx[1]] = data
+                return
         for i, a in enumerate(addrs.tolist()):
             raw, off, _ = self._must(a, nbytes)
             raw[off:off + nbytes] = data[i]
+
+    def _gather_index(self, addrs: np.ndarray, nbytes: int):
+        """(the byte array, (lanes, nbytes) indices into it) when every lane's access lies in
+        one region; None otherwise (the per-lane loop then finds the region or the fault of
+        each lane, in lane order)."""
+        if not len(addrs):
+            return None
+        lo, hi = int(addrs.min()), int(addrs.max())
+        found = self.region(lo, hi - lo + nbytes)
+        if found is None:
+            return None
+        raw, off, _ = found
+        rel = (addrs - np.uint64(lo)).astype(np.int64) + off
+        return raw, rel[:, None] + byte_offsets(nbytes)
 
     def _must(self, addr: int, nbytes: int):
         found = self.region(addr, nbytes)
         if found is None:
             raise IndexError(f"global address {addr:#x} ({nbytes} bytes) is outside every tensor")
         return found
+
+
+_ARANGES: dict = {}
+
+
+def byte_offsets(n: int) -> np.ndarray:
+    """np.arange(n) (int64), built once per n: the byte offsets of an n-byte access."""
+    a = _ARANGES.get(n)
+    if a is None:
+        a = _ARANGES[n] = np.arange(n, dtype=np.int64)
+    return a
 
 
 class ParamSpace:

@@ -151,7 +151,7 @@ def writer(op, ptype: str, machine):
             if w.full:
                 w.R[r] = v
             else:
-                w.R[r] = np.where(w.mask, v, w.R[r])
+                w.R[r] = merge(w, v, w.R[r])
             if r in w.unset:
                 w.mark_written(r)
     else:
@@ -160,10 +160,26 @@ def writer(op, ptype: str, machine):
             if w.full:
                 w.R[r] = v
             else:
-                w.R[r] = np.where(w.mask, v, w.R[r])
+                w.R[r] = merge(w, v, w.R[r])
             if r in w.unset:
                 w.mark_written(r)
     return wr
+
+
+_ND = np.ndarray
+_SHAPE = (LANES,)
+
+
+def merge(w, v, cur: np.ndarray) -> np.ndarray:
+    """np.where(w.mask, v, cur): `v` on the executing lanes, `cur` elsewhere (a new array).
+    One executing lane (w.one: a one-thread block's warp) with `v` 32 lanes of cur's dtype:
+    a copy of cur with that lane set, which is cheaper and the same array."""
+    one = w.one
+    if one >= 0 and type(v) is _ND and v.dtype == cur.dtype and v.shape == _SHAPE:
+        out = cur.copy()
+        out[one] = v[one]
+        return out
+    return np.where(w.mask, v, cur)
 
 
 def address_reader(op, machine):

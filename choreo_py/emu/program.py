@@ -18,6 +18,8 @@ import os
 from dataclasses import replace
 from typing import Iterable, Optional
 
+from choreo_py.targets import launch_smem
+
 from .api import EmuStats, run_spec
 from .launch import LaunchSpec, traced_ptx
 from .machine import DEFAULT_STEP_LIMIT
@@ -62,6 +64,9 @@ class EmuLauncher:
         return self._specs[name]
 
     def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
+        other = self.program.for_launch(name, tensors)  # (rows TMA cannot copy: another build)
+        if other is not self.program:
+            return other.launcher.launch(name, tensors, dims, device)
         info = self.program.kernels[name]
         spec, names = self._spec(name)
         coop = bool(info.get("COOPERATIVE"))
@@ -71,7 +76,8 @@ class EmuLauncher:
             tensors = dict(tensors, __grid_sync=torch.zeros(2, dtype=torch.int32))
         params, used = _params(info, names, dims)
         grid = tuple(int(g) for g in info["grid"](**{d: dims[d] for d in info["DIMS"]}))
-        run_spec(replace(spec, grid=grid, params=params, cooperative=coop),
+        smem = launch_smem(info, dims, self.program.target, name)  # SMEM_RUN: by the dims
+        run_spec(replace(spec, grid=grid, params=params, cooperative=coop, shared_bytes=smem),
                  {t: tensors[t] for t in used}, **self.options)
 
 

@@ -46,7 +46,9 @@ class SmemTracker:
             if np.any((addrs < hi) & (addrs + size > lo)):
                 self.machine.race(f"st.shared overwrites shared memory [{lo:#x}, {hi:#x}) that "
                                   f"an asynchronous operation still reads", inst, other)
-        words = np.unique(np.concatenate([(addrs + k) >> 2 for k in range(0, size, 4)]))
+        # the words written (a word twice is harmless: every index gets the same value)
+        words = addrs >> 2 if size <= 4 else np.concatenate(
+            [(addrs + k) >> 2 for k in range(0, size, 4)])
         self.unfenced[words] = inst.idx
         self.unfenced_warp[words] = warp.warp_id
         self.any_unfenced = True

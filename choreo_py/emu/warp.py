@@ -67,8 +67,10 @@ class Warp:
         self.gcount = int(self.live.sum())
         self.others = False      # live lanes outside the running group
         self.merge_pc = -1       # the next PC where another group waits
+        self.glane = int(np.flatnonzero(self.live)[0]) if self.gcount == 1 else -1
         self.mask = self.gmask   # the executing lanes (group & guard)
         self.full = self.gfull
+        self.one = self.glane    # the one executing lane when the group has one, else -1
         self.inst = None         # the instruction executing
         self.inflight_regs: dict = {}  # register -> instruction of an async write (wgmma)
         self.async_state: dict = {}    # per-family state (wgmma groups, bulk groups, ...)
@@ -98,6 +100,8 @@ class Warp:
 
     def mark_written(self, r: int, lanes=None) -> None:
         """Register `r` was written on `lanes` (default: the executing lanes)."""
+        if r not in self.unset:  # every lane wrote it already (check_read only looks at unset)
+            return
         if lanes is None:
             if self.full:  # all 32 lanes: no mask to merge
                 self.unset.discard(r)
@@ -176,6 +180,7 @@ class Warp:
         self.gmask = g
         self.gcount = int(g.sum())
         self.gfull = self.gcount == LANES
+        self.glane = int(np.flatnonzero(g)[0]) if self.gcount == 1 else -1
         self.others = bool((self.live & ~g).any())
         self.merge_pc = int(np.where(rest, self.lane_pc, 1 << 40).min()) if rest.any() else -1
         return True
@@ -205,7 +210,7 @@ class Warp:
         R = self.R
         pc = self.pc
         n = 0
-        gmask, gfull = self.gmask, self.gfull
+        gmask, gfull, glane = self.gmask, self.gfull, self.glane
         count = np.count_nonzero
         inflight = self.inflight_regs
         unset = self.unset
@@ -224,13 +229,14 @@ class Warp:
                     if pc == self.merge_pc:
                         self.pc = pc
                         self._merge()
-                        pc, gmask, gfull = self.pc, self.gmask, self.gfull
+                        pc, gmask, gfull, glane = self.pc, self.gmask, self.gfull, self.glane
                     continue
                 self.mask = m
                 self.full = c == LANES
             else:
                 self.mask = gmask
                 self.full = gfull
+            self.one = glane  # a group of one lane executes on that lane (c == 1 above)
             self.pc = pc
             self.inst = inst
             if inflight:
@@ -242,12 +248,12 @@ class Warp:
                 if pc == self.merge_pc:
                     self.pc = pc
                     self._merge()
-                    pc, gmask, gfull = self.pc, self.gmask, self.gfull
+                    pc, gmask, gfull, glane = self.pc, self.gmask, self.gfull, self.glane
                 continue
             if r is BLOCKED:
                 if self.others and (self.live & ~self.parked & ~self.gmask).any():
                     self._park()
-                    pc, gmask, gfull = self.pc, self.gmask, self.gfull
+                    pc, gmask, gfull, glane = self.pc, self.gmask, self.gfull, self.glane
                     continue
                 self.lane_pc[self.gmask] = pc
                 self.parked = self.parked | self.gmask
@@ -256,7 +262,7 @@ class Warp:
             # CONTROL: the executor moved pc / changed the groups
             if self.done or self.blocked:
                 break
-            pc, gmask, gfull = self.pc, self.gmask, self.gfull
+            pc, gmask, gfull, glane = self.pc, self.gmask, self.gfull, self.glane
         else:
             self.pc = pc  # the budget ran out: resume after the last executed instruction
         self.instructions += n

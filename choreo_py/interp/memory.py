@@ -23,7 +23,7 @@ import torch
 from .. import ir
 from ..ir import subbyte
 from .errors import InterpError, RaceError
-from .scalars import TORCH_DTYPES
+from .scalars import TORCH_DTYPES, Evaluator
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,8 @@ def _covers(a, b) -> bool:
 class Memory:
     """The data one block sees: the launch's global tensors and its own buffers."""
 
-    def __init__(self, kernel: ir.Kernel, tensors: dict[str, torch.Tensor]) -> None:
+    def __init__(self, kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
+                 dims: Optional[dict] = None) -> None:
         self.tensors: dict[str, torch.Tensor] = {}
         self.storage: dict[str, str] = {}
         self.counts: dict[str, Optional[int]] = {}
@@ -79,6 +80,10 @@ class Memory:
             self.tensors[b.name] = _alloc(b)
             self.storage[b.name] = b.storage
             self.counts[b.name] = b.count
+        for b in kernel.run_buffers:  # shared buffers sized by the launch's dimensions
+            self.tensors[b.name] = _alloc(b, _run_shape(b, dims or {}))
+            self.storage[b.name] = "shared"
+            self.counts[b.name] = None
         for a in kernel.aliases:  # span_as: the base's storage, seen with the alias's shape
             self.tensors[a.name] = self.tensors[a.base].view(a.shape)
             self.storage[a.name] = self.storage[a.base]
@@ -87,7 +92,7 @@ class Memory:
         # tensors of sub-byte types hold codes: decoded on reads, encoded on writes
         self.codes: dict[str, str] = {
             x.name: x.dtype for x in list(kernel.params) + list(kernel.buffers)
-            if subbyte.is_subbyte(x.dtype)}
+            + list(kernel.run_buffers) if subbyte.is_subbyte(x.dtype)}
         for a in kernel.aliases:
             if a.base in self.codes:
                 self.codes[a.name] = self.codes[a.base]
@@ -331,10 +336,19 @@ def _compose(parent, offs, exts, keep, slot, loc, make=None):
                          tuple(starts), tuple(sizes), tuple(new_keep))
 
 
-def _alloc(b: ir.Buffer) -> torch.Tensor:
-    shape = ((b.count,) if b.count else ()) + tuple(b.shape)
+def _run_shape(b: ir.RunBuffer, dims: dict) -> tuple[int, ...]:
+    ev = Evaluator(None)
+    shape = tuple(ev.integer(d, dims, b.loc) for d in b.shape)
+    if any(n <= 0 for n in shape):
+        raise InterpError(f"the shared buffer '{b.name}' is [{', '.join(map(str, shape))}] for "
+                          "these dimensions: its dimensions must be positive", b.loc)
+    return shape
+
+
+def _alloc(b, shape=None) -> torch.Tensor:
+    shape = ((b.count,) if b.count else ()) + tuple(b.shape if shape is None else shape)
     dt = TORCH_DTYPES[b.dtype]
-    if b.init is not None:
+    if getattr(b, "init", None) is not None:  # a RunBuffer has none
         return torch.full(shape, b.init.value, dtype=dt)
     # Uninitialised shared memory reads as NaN, so that a read before any
     # write shows up in the results even where no race is reported.

@@ -185,7 +185,7 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
         events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
                   for e in kernel.events}
         sched = Scheduler(schedule, rng, step_limit, max_delay=max_delay)
-        BlockRun(kernel, Memory(kernel, tensors), events, sched, owners, instances).start(env)
+        BlockRun(kernel, Memory(kernel, tensors, env0), events, sched, owners, instances).start(env)
         stats.blocks += 1
         stats.statements += sched.steps
         stats.scheduling_steps += sched.ticks
@@ -203,7 +203,7 @@ def _run_together(kernel, tensors, env0, blocks, arrivals, instances, owners, sc
         env = dict(env0, **{g.var: c for g, c in zip(kernel.grid, coords)})
         events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
                   for e in kernel.events}
-        run = BlockRun(kernel, Memory(kernel, tensors), events, sched, owners, instances)
+        run = BlockRun(kernel, Memory(kernel, tensors, env0), events, sched, owners, instances)
         run.grid = grid
         run.begin(env)
     sched.run()

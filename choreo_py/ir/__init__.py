@@ -219,6 +219,41 @@ class Buffer:
 
 
 @dataclass
+class RunBuffer:
+    """A shared buffer whose shape is only known at run time (`shared s8 [M] x;`, `=> shared`
+    of a tile with run-time extents). Kept apart from `Buffer` (whose shape the static plan
+    adds up): these lie after the static shared memory (and the per-thread area), in
+    declaration order, 16-byte aligned; their offsets and the launch's extra bytes are
+    expressions in the kernel's dimensions (`run_offsets`)."""
+
+    name: str
+    dtype: str
+    shape: tuple[Expr, ...]
+    loc: Optional[Loc] = None
+    storage: str = "shared"
+    count: Optional[int] = None  # never an array; the name `Buffer` readers look for
+
+    def byte_size(self) -> Expr:
+        n: Expr = Const(dtype_bytes(self.dtype), "s32")
+        for d in self.shape:
+            n = Bin("*", n, d, "s32")
+        return n
+
+
+def run_offsets(buffers: list) -> tuple[list[Expr], Expr]:
+    """(each run-time-sized buffer's offset from the first one's, the bytes of them all):
+    each one's size rounded up to 16 bytes."""
+    at: Expr = Const(0, "s32")
+    offsets = []
+    for b in buffers:
+        offsets.append(at)
+        size = Bin("+", b.byte_size(), Const(15, "s32"), "s32")
+        size = Bin("*", Bin("/", size, Const(16, "s32"), "s32"), Const(16, "s32"), "s32")
+        at = size if isinstance(at, Const) and at.value == 0 else Bin("+", at, size, "s32")
+    return offsets, at
+
+
+@dataclass
 class Alias:
     """`x.span_as([a, b])` of a whole tensor or buffer: the same elements, in row-major order,
     seen with another shape; views over `name` index that shape."""
@@ -840,6 +875,10 @@ class Kernel:
     # executor, on the host's copies of its tensors); None: a GPU kernel.
     device: Optional[str] = None
     tmem: Optional[TmemMap] = None   # tensor-memory columns of the MMA fragments (tmem_plan)
+    run_buffers: list[RunBuffer] = field(default_factory=list)  # shared, sized at run time
+
+    def run_buffer(self, name: str) -> Optional[RunBuffer]:
+        return next((b for b in self.run_buffers if b.name == name), None)
 
     def buffer(self, name: str) -> Optional[Buffer]:
         return next((b for b in self.buffers if b.name == name), None)

@@ -20,6 +20,11 @@ def const(v, dtype: str | None = None) -> ir.Const:
     return ir.Const(v, dtype)
 
 
+def dims(b) -> tuple[ir.Expr, ...]:
+    """A buffer's shape as expressions (a `RunBuffer`'s already are)."""
+    return tuple(d if isinstance(d, ir.Expr) else const(d) for d in b.shape)
+
+
 def as_int(e: ir.Expr) -> int | None:
     """The integer value of `e` if it is a constant, else None."""
     if isinstance(e, ir.Const) and isinstance(e.value, int) and not isinstance(e.value, bool):

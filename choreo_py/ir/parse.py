@@ -141,6 +141,13 @@ class _Parser:
         k.aliases.append(ir.Alias(m.group(1), m.group(2),
                                   tuple(int(x) for x in m.group(3).split(","))))
 
+    def decl_run_buffer(self, k: ir.Kernel, line: str) -> None:
+        m = re.fullmatch(r"shared_run (\w+): (\w+)\[(.*)\]", line)
+        if m is None:
+            raise IRParseError(f"not a run-time-sized shared buffer: '{line}'")
+        dims = tuple(self.exprs(d).expr() for d in _split_top(m.group(3)))
+        k.run_buffers.append(ir.RunBuffer(m.group(1), m.group(2), dims))
+
     def decl_bounds(self, k: ir.Kernel, line: str) -> None:
         k.launch_bounds = tuple(None if x.strip() == "_" else int(x)
                                 for x in line[len("launch_bounds "):].split(","))
@@ -508,7 +515,7 @@ _DECLS: dict[str, Callable] = {
     "shared_memory": _Parser.decl_smem, "tmem_slot": _Parser.decl_tmem_slot,
     "tmem_alloc": _Parser.decl_tmem_alloc, "tmem": _Parser.decl_tmem,
     "tmem_refused": _Parser.decl_tmem_refused,
-    "shared": _Parser.decl_buffer,
+    "shared": _Parser.decl_buffer, "shared_run": _Parser.decl_run_buffer,
     "local": _Parser.decl_buffer, "event": _Parser.decl_event,
 }
 

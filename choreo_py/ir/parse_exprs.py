@@ -260,6 +260,7 @@ class Scope:
 
     def is_place(self, name: str) -> bool:
         return name in self.params or (self.k is not None and self.k.buffer(name) is not None) \
+            or (self.k is not None and self.k.run_buffer(name) is not None) \
             or name in self.views or (self.k is not None and self.k.alias(name) is not None)
 
     def place_dtype(self, base: str) -> str:
@@ -267,5 +268,5 @@ class Scope:
             base = self.k.alias(base).base
         if base in self.params:
             return self.params[base].dtype
-        b = self.k.buffer(base) if self.k is not None else None
+        b = (self.k.buffer(base) or self.k.run_buffer(base)) if self.k is not None else None
         return b.dtype if b is not None else self.views.get(base, "f32")

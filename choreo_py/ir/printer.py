@@ -338,6 +338,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit(line)
     for b in k.buffers:
         p.emit(buffer_decl(b))
+    for b in k.run_buffers:
+        p.emit(f"shared_run {b.name}: {b.dtype}[{', '.join(expr(d) for d in b.shape)}]")
     for a in k.aliases:
         p.emit(f"alias {a.name} = {a.base}{shape(a.shape)}")
     for e in k.events:

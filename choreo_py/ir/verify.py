@@ -111,7 +111,7 @@ class _Verifier:
             return
         alias = self.k.alias(v.base)
         root = self.k.root(v.base)
-        param, buf = self.k.param(root), self.k.buffer(root)
+        param, buf = self.k.param(root), self.k.buffer(root) or self.k.run_buffer(root)
         if param is None and buf is None:
             self.err(f"'{v.base}' is neither a parameter nor a buffer", loc)
             return

@@ -167,6 +167,9 @@ class _Sim:
         elif isinstance(s, ir.If):
             branch = s.then if evaluate(s.cond, env) else s.orelse
             yield from self.block(branch, env, run, path_gen)
+        elif isinstance(s, ir.Role):  # a role nested in this one (sema/role_forms.py)
+            if evaluate(s.cond, env):
+                yield from self.block(s.body, env, run, path_gen)
         elif isinstance(s, ir.Break):
             raise _Break
         elif isinstance(s, ir.Continue):

@@ -42,14 +42,22 @@ def lowering(target: str):
         raise ChoreoError(str(e)) from None
 
 
-def pyptx_text(module: ir.Module, source_path: str, target: str) -> str:
-    return lowering(target).lower_module(module, os.path.basename(source_path))
+def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
+    """`cooperative`: tensors whose TMA copies the threads make instead (their row strides
+    at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""
+    from choreo_py.lowering.core import tma_fallback
+
+    with tma_fallback.cooperative(cooperative):
+        return lowering(target).lower_module(module, os.path.basename(source_path))
 
 
-def program_text(module: ir.Module, source_path: str, target: str) -> str:
+def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """The module as a host program's kernels (`KERNELS`, an entry per kernel), also when it
-    holds one MMA kernel (lowering/core/program.py)."""
-    return lowering(target).lower_program(module, os.path.basename(source_path))
+    holds one MMA kernel (lowering/core/program.py); `cooperative` as for pyptx_text."""
+    from choreo_py.lowering.core import tma_fallback
+
+    with tma_fallback.cooperative(cooperative):
+        return lowering(target).lower_program(module, os.path.basename(source_path))
 
 
 @dataclass

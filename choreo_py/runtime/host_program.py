@@ -19,7 +19,7 @@ import ctypes
 import os
 import struct
 
-from choreo_py import ir
+from choreo_py import ir, targets
 from choreo_py.ir import subbyte
 from choreo_py.host import Library
 from choreo_py.host.execute import HostRun
@@ -52,7 +52,27 @@ class ThreadProgram:
         self.filename = f"<choreo {os.path.basename(path)}>"  # of the module's code objects
         self.loaded = build.run_module(text, self.filename)
         self.kernels = self.loaded.KERNELS
-        self.launcher = (launcher or CudaLauncher)(self)
+        self._make_launcher = launcher or CudaLauncher
+        self.launcher = self._make_launcher(self)
+        self.cooperative: frozenset = frozenset()  # tensors its MMA kernels copy without TMA
+        self._builds: dict = {}
+
+    def for_launch(self, name: str, tensors: dict) -> "ThreadProgram":
+        """The build that runs this launch: this one, or (for tensors whose rows TMA cannot
+        copy: strides not 16-byte multiples) the one whose kernels copy them with the
+        threads (lowering/core/tma_fallback.py), built once."""
+        from .launch import unaligned_tmaps
+
+        info = self.kernels[name]
+        names = unaligned_tmaps(info.get("PARAMS", ()), tensors) | self.cooperative
+        if names <= self.cooperative:
+            return self
+        if names not in self._builds:
+            text = build.program_text(self.module, self.path, self.target, names)
+            other = ThreadProgram(self.path, self.target, self.module, text, self._make_launcher)
+            other.cooperative = names
+            self._builds[names] = other
+        return self._builds[names]
 
     def ptx(self) -> str:
         return self.loaded.ptx()
@@ -125,6 +145,9 @@ class CudaLauncher:
     def launch(self, name: str, tensors: dict, dims: dict, device) -> None:
         import torch
 
+        other = self.program.for_launch(name, tensors)
+        if other is not self.program:
+            return other.launcher.launch(name, tensors, dims, device)
         info = self.program.kernels[name]
         if "PARAMS" in info:  # an MMA kernel: tensor maps and dimensions (program.py)
             from .launch import kernel_param
@@ -140,6 +163,8 @@ class CudaLauncher:
             params += [ctypes.c_uint32(word(dims[d])) for d in info["DIMS"]]
         grid = info["grid"](**{d: dims[d] for d in info["DIMS"]})
         k = self._kernel(name, device)
+        if "SMEM_RUN" in info:  # shared buffers sized by this launch's dimensions
+            k.resize_smem(targets.launch_smem(info, dims, self.program.target, name))
         stream = torch.cuda.current_stream(device).cuda_stream
         if info.get("COOPERATIVE"):
             k.launch_cooperative(name, grid, info["THREADS"], k.pack(params), stream)

@@ -8,7 +8,7 @@ from typing import Iterable, Optional
 from choreo_py.ir import subbyte
 
 from . import build
-from .launch import ChoreoRuntimeError, kernel_param
+from .launch import ChoreoRuntimeError, kernel_param, unaligned_tmaps
 
 _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
                  "u8": "uint8", "f64": "float64", "s64": "int64", "s8": "int8",
@@ -44,10 +44,26 @@ class ChoreoFunction:
         self.ptxas_log = ""
         self._loaded: dict = {}  # device index -> CudaKernel
         self._launches: dict = {}  # argument signature -> (kernel, grid, packed parameters)
+        self.cooperative: frozenset = frozenset()  # tensors this build copies without TMA
+        self._builds: dict = {}  # such tensors -> the build that copies them so
+        self.include_dirs, self.defines = (), {}
 
     def __repr__(self) -> str:
         args = ", ".join(f"{n}: {d}{list(s)}" for n, d, s in self.meta.TENSORS)
         return f"<choreo kernel {self.name}({args}) for {self.target}>"
+
+    # A file of one kernel gives this callable where others give a Library: the function
+    # is also reached by its name, as a Library's are (`load(p).gemm`, `load(p)["gemm"]`).
+    def __getitem__(self, name: str) -> "ChoreoFunction":
+        if name != self.name:
+            raise KeyError(f"{os.path.basename(self.path)} has one __co__ function, "
+                           f"'{self.name}', and no '{name}'")
+        return self
+
+    def __getattr__(self, name: str):
+        if name.startswith("_") or name != self.__dict__.get("name"):
+            raise AttributeError(name)
+        return self
 
     # ------------------------------------------------------------ build
     @property
@@ -193,14 +209,25 @@ class ChoreoFunction:
         grid = tuple(int(g) for g in self.meta.grid(**dims))
         if any(g == 0 for g in grid) or any(t.numel() == 0 for t in tensors):
             return _NOTHING
-        kern = self._kernel(tensors[0].device)
         by_name = {name: t for t, (name, _, _) in zip(tensors, self.meta.TENSORS)}
+        names = unaligned_tmaps(self.meta.PARAMS, by_name)
+        if names and not names <= self.cooperative:  # rows TMA cannot copy: another build
+            return self.build_for(names | self.cooperative)._prepare(tensors)
+        kern = self._kernel(tensors[0].device)
         params = [self._param(p, by_name, dims) for p in self.meta.PARAMS]
         return kern, grid, kern.pack(params)
 
     @staticmethod
     def _param(p, tensors: dict, dims: dict):
         return kernel_param(p, tensors, dims)
+
+    def build_for(self, names: frozenset) -> "ChoreoFunction":
+        """The build of this kernel whose copies of `names` the threads make (their rows
+        are not 16-byte multiples in a call); compiled once, cached as `load`'s are."""
+        got = self._builds.get(names)
+        if got is None:
+            got = self._builds[names] = _cooperative_build(self, names)
+        return got
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
@@ -265,6 +292,27 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
         fn = ChoreoFunction(path, target, text, entry, writes)
     fn.include_dirs, fn.defines = include_dirs, dict(defines or {})
     return fn
+
+
+def _cooperative_build(fn: ChoreoFunction, names: frozenset) -> ChoreoFunction:
+    from choreo_py import frontend, targets
+    from choreo_py.passes import pipeline
+
+    from . import cache
+
+    rec = targets.resolve(fn.target)
+    unit = frontend.preprocess(fn.path, fn.include_dirs, fn.defines or None)
+    key = os.path.basename(fn.path) + "\0" + unit.text + "\0cooperative=" + ",".join(sorted(names))
+    entry = cache.entry_for(key, fn.defines or None, fn.include_dirs, fn.target)
+    text = entry.read("pyptx") if entry is not None else None
+    if text is None:
+        module = pipeline.build_module(_checked(unit), rec)
+        text = build.pyptx_text(module, fn.path, fn.target, names)
+        if entry is not None:
+            entry.write("pyptx", text)
+    out = ChoreoFunction(fn.path, fn.target, text, entry, fn.writes)
+    out.include_dirs, out.defines, out.cooperative = fn.include_dirs, fn.defines, names
+    return out
 
 
 def _checked(unit):

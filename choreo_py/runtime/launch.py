@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import math
 import struct
 from typing import Any, Sequence
 
@@ -25,6 +26,30 @@ _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
 
 class ChoreoRuntimeError(ValueError):
     """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+def check_tma_strides(name: str, strides) -> None:
+    """A tensor map's byte strides (of dimensions 1..) are multiples of 16: the driver
+    refuses to encode any other (cuTensorMapEncodeTiled's globalStrides). The emulator
+    applies the same rule, so a kernel it runs is one the GPU can launch."""
+    for s in strides:
+        if s % 16:
+            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
+                                     f"multiples of 16 bytes")
+
+
+def unaligned_tmaps(params, tensors: dict) -> frozenset:
+    """Tensors of a module's tensor-map parameters whose byte strides break
+    `check_tma_strides`, as `name:bytes` (the alignment of their rows): the launcher runs
+    the build that copies them with the threads (lowering/core/tma_fallback.py) instead."""
+    out = set()
+    for p in params:
+        if p[0] == "tmap":
+            t = tensors[p[2]]
+            strides = [s * t.element_size() for s in t.stride()[:-1]]
+            if any(s % 16 for s in strides):
+                out.add(f"{p[2]}:{math.gcd(16, *strides)}")  # (the rows' alignment)
+    return frozenset(out)
 
 
 def word(value) -> int:
@@ -48,10 +73,7 @@ def kernel_param(p, tensors: dict, dims: dict):
     esize = t.element_size()
     sizes = tuple(reversed(t.shape))
     strides = tuple(s * esize for s in reversed(t.stride()))[1:]
-    for axis, s in enumerate(strides):
-        if s % 16:
-            raise ChoreoRuntimeError(f"{name}: rows of {s} bytes; TMA needs strides that are "
-                                     f"multiples of 16 bytes")
+    check_tma_strides(name, strides)
     return tensor_map(t.data_ptr(), dtype, sizes, strides, tuple(box), swizzle)
 
 
@@ -91,6 +113,15 @@ class CudaKernel:
             attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
             check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
         self.smem = smem_bytes
+
+    def resize_smem(self, smem_bytes: int) -> None:
+        """The dynamic shared memory of the next launches (a kernel whose shared buffers are
+        sized at run time): the function's attribute follows it, as the driver asks past 48 KB."""
+        if smem_bytes != self.smem:
+            drv = driver()
+            attr = drv.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+            check(drv.cuFuncSetAttribute(self.fn, attr, smem_bytes), "cuFuncSetAttribute")
+            self.smem = smem_bytes
 
     @staticmethod
     def pack(params: Sequence[Any]):

@@ -326,7 +326,7 @@ class ExprBuilder:
         if n.name == "data" and isinstance(base, FutureValue):
             if base.dst is None:
                 raise err(f"'{n.base.id}' is an operation future; it has no '.data'", n)
-            buf = self.kernel.buffer(base.dst.base)
+            buf = self.kernel.buffer(base.dst.base) or self.kernel.run_buffer(base.dst.base)
             return ViewValue(base.dst, buf.dtype if buf else "f32")
         raise Unsupported(f"the member '.{n.name}'", n.loc)
 
@@ -383,7 +383,7 @@ class ExprBuilder:
         if isinstance(v, Tensor):
             return v.param.shape
         if isinstance(v, BufferValue):
-            return tuple(B.const(d) for d in v.buffer.shape)
+            return B.dims(v.buffer)
         if isinstance(v, ViewValue):
             return v.view.shape
         if isinstance(v, FragValue):
@@ -447,9 +447,9 @@ class ExprBuilder:
             if b.count:
                 raise err(f"'{b.name}' is an array of {b.count} buffers; select one with "
                           f"'{b.name}[slot]'", node)
-            return ViewValue(V.whole(b.name, tuple(B.const(d) for d in b.shape)), b.dtype)
+            return ViewValue(V.whole(b.name, B.dims(b)), b.dtype)
         if isinstance(v, FutureValue) and v.dst is not None:
-            buf = self.kernel.buffer(v.dst.base)
+            buf = self.kernel.buffer(v.dst.base) or self.kernel.run_buffer(v.dst.base)
             return ViewValue(v.dst, buf.dtype if buf else "f32")
         if isinstance(v, TilingValue):  # `x.subspan(e)` alone is its first tile
             t = v.tiling

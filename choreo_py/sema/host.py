@@ -330,13 +330,21 @@ class HostBuilder:
             raise Unsupported(f"a copy into an implicit '{storage}' buffer", s.dst.loc)
         self._need_block(s, f"a {storage} buffer")
         shape = shape if shape is not None else static_shape(src.view)
+        stem = s.future or "copy"
+        n = sum(1 for b in self.kernel.buffers + self.kernel.run_buffers
+                if b.name.startswith(f"{stem}__"))
+        if shape is None and storage == "shared":  # sized at run time (ir.RunBuffer)
+            buf = ir.RunBuffer(f"{stem}__{storage}{n or ''}", src.dtype, tuple(src.view.shape),
+                               loc=s.dst.loc)
+            self.kernel.run_buffers.append(buf)
+            view = ir.View(buf.name, tuple(B.const(0) for _ in buf.shape), buf.shape,
+                           tuple(True for _ in buf.shape))
+            return ViewValue(view, buf.dtype, loc=s.dst.loc)
         if shape is None:
             raise Unsupported(f"an implicit {storage} buffer whose shape is only known at run "
                               "time", s.dst.loc)
         # Without a future nothing reads the data, but the copy still runs (and its reads of
         # the source are checked): the buffer is the copy's own.
-        stem = s.future or "copy"
-        n = sum(1 for b in self.kernel.buffers if b.name.startswith(f"{stem}__"))
         buf = ir.Buffer(f"{stem}__{storage}{n or ''}", storage, src.dtype, shape,
                         loc=s.dst.loc)
         self.kernel.buffers.append(buf)

@@ -78,6 +78,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.in_parallel: ir.Parallel | None = None
         self.group_lanes: tuple[ir.Expr, int] | None = None  # sema/host.py: flattened groups
         self.role: ir.Role | None = None
+        self.elected: set[int] = set()  # ids of copies one elected thread issues (role_forms)
         self.block_accs: dict[str, ir.Role | None] = {}  # the block's accumulators -> issuer
         self.entry_asserts: list[ir.Assert] = []  # hoisted to the function's entry
         self.aliases: list[ir.Alias] = []  # host-side span_as (sema/reshape.py)
@@ -563,8 +564,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if par is None:
             raise Unsupported("'inthreads' outside a parallel level of thread groups", s.loc)
         if self.role is not None:
-            # Valid Choreo (only an inner '.async' is not); the IR has one level of roles.
-            raise Unsupported("nested 'inthreads' regions", s.loc)
+            return self.nested_inthreads(s, par)
         cond = self.scalar(s.cond)
         cond, guard = self.split_guard(cond, par, s)
         members = self.role_members(cond, par, s)
@@ -574,6 +574,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             role.body = self.block(s.body.stmts)
         finally:
             self.role = None
+        self.elect_copies(role.body, role, par)
         if guard is not None:
             role.body = self.guarded_body(guard, role.body, s)
         self.emit(role)

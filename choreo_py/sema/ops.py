@@ -71,20 +71,9 @@ class OpBuilder(FragOpBuilder):
         from .host import check_dtype
 
         check_dtype(s.type.elem.name, s.type.loc)
-        dims = []
-        for d in s.type.dims:
-            v = self.value(d)
-            ds = v.dims if isinstance(v, ShapeValue) else (v.expr,) if isinstance(v, Scalar) else None
-            if ds is None:
-                raise err("a buffer dimension must be an integer or a shape", d)
-            for x in ds:
-                n = B.as_int(x)
-                if n is None:
-                    raise Unsupported(f"a {storage} buffer whose shape is only known at run time",
-                                      d.loc)
-                if n <= 0:
-                    raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", d)
-                dims.append(n)
+        dims = self._buffer_dims(s, storage)
+        if not all(isinstance(d, int) for d in dims):
+            return self._run_buffer(s, dims)
         init = None
         if s.init is not None:
             init = self.scalar(s.init, s.type.elem.name)
@@ -96,6 +85,37 @@ class OpBuilder(FragOpBuilder):
         self.kernel.buffers.append(buf)
         self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
 
+    def _buffer_dims(self, s: A.BufferDecl, storage: str) -> list:
+        """The dimensions of a buffer declaration: integers, or (a shared buffer) expressions
+        of the kernel's dimensions where only the run time knows them."""
+        dims: list = []
+        for d in s.type.dims:
+            v = self.value(d)
+            ds = v.dims if isinstance(v, ShapeValue) else (v.expr,) if isinstance(v, Scalar) else None
+            if ds is None:
+                raise err("a buffer dimension must be an integer or a shape", d)
+            for x in ds:
+                n = B.as_int(x)
+                if n is None and storage != "shared":
+                    raise Unsupported(f"a {storage} buffer whose shape is only known at run time",
+                                      d.loc)
+                if n is not None and n <= 0:
+                    raise err(f"the mdspan size \"{n}\" is invalid: dimensions must be positive", d)
+                dims.append(x if n is None else n)
+        return dims
+
+    def _run_buffer(self, s: A.BufferDecl, dims: list) -> None:
+        """`shared T [M] x;` with `M` a run-time value: a `RunBuffer` (ir), its shape kept as
+        expressions; no array of them, no initialiser (nothing sizes or fills it statically)."""
+        if s.array_dims or s.init is not None:
+            what = "an array of" if s.array_dims else "an initialised"
+            raise Unsupported(f"{what} shared buffer whose shape is only known at run time",
+                              s.loc)
+        shape = tuple(B.const(d) if isinstance(d, int) else d for d in dims)
+        buf = ir.RunBuffer(self._unique(s), s.type.elem.name, shape, loc=s.loc)
+        self.kernel.run_buffers.append(buf)
+        self.scope.bind(s.name, BufferValue(buf, loc=s.loc))
+
     def _unique(self, s) -> str:
         """The kernel-wide name of a declaration (`name__2` where an inner scope shadows)."""
         local = self.scope.local(s.name)
@@ -103,7 +123,8 @@ class OpBuilder(FragOpBuilder):
             where = f" at {local.loc.line}:{local.loc.col}" if local.loc else ""
             raise err(f"'{s.name}' is already declared in this scope{where}", s)
         name, n = s.name, 1
-        while self.kernel.buffer(name) or self.kernel.event(name) or self.kernel.frag(name):
+        while self.kernel.buffer(name) or self.kernel.event(name) or self.kernel.frag(name) \
+                or self.kernel.run_buffer(name):
             n += 1
             name = f"{s.name}__{n}"
         return name
@@ -189,6 +210,10 @@ class OpBuilder(FragOpBuilder):
             # Issued by one thread for the group: made synchronous, so that its
             # future is complete for every instance (a stronger order, never a weaker one).
             op.future = None
+        elif isinstance(op, ir.TmaLoad) and op.future and self.in_parallel.threads == 1:
+            # A role of single threads: one elected thread issues it (sema/role_forms.py).
+            self.elected_copy(op, self._instance_varying(op), s)
+            return
         elif getattr(op, "future", None):
             raise Unsupported("an asynchronous copy issued by a role of several thread groups",
                               s.loc)
@@ -232,7 +257,8 @@ class OpBuilder(FragOpBuilder):
 
     def _storage(self, v: ir.View) -> str:
         p, root = self.kernel.param(self.kernel.root(v.base)), self.kernel.root(v.base)
-        return p.storage if p else self.kernel.buffer(root).storage
+        b = self.kernel.buffer(root) or self.kernel.run_buffer(root)
+        return p.storage if p else b.storage
 
     def _check_copy_shapes(self, s, src: ViewValue, dst: ViewValue) -> None:
         """TMA moves whole boxes: shapes must match. A DMA may fill the leading

@@ -13,6 +13,19 @@ selects run it. That is only the same program where no statement of the body is 
 operation of the whole role (a copy one thread issues for all, an MMA, a trigger whose
 arrivals the event counts per member, a meeting of the role's threads), so a body
 holding one stays refused by name.
+
+Inside a role of single threads, `inthreads (t == 32) { ... }` (not '.async': only the
+outermost may be) is a role of fewer members nested in it, whose threads run the body
+while the others skip it; the outer role's threads meet after it, as after any plain
+`inthreads`, so that what it did is done for all of them.
+
+An asynchronous TMA load in a role of several single threads is one operation of the
+role: one elected thread, its first member, issues it, and the `trigger e after load`
+that publishes it is that thread's one arrival on `e` (the copy's bytes complete the
+generation). Sema puts the loads and the triggers right after them in a nested role of
+that one member, so that arrival counting (passes/event_arrivals.py), the interpreter
+and the backends see an ordinary role of one instance. Any other use of such a future
+(waiting it in every thread) stays refused by name.
 """
 from __future__ import annotations
 
@@ -42,16 +55,7 @@ class RoleFormBuilder:
     def role_members(self, cond: ir.Expr, par: ir.Parallel, s: A.InThreads) -> list[int]:
         """The thread groups `cond` selects (it may read the parallel variable alone), none
         of them already in an asynchronous role of the same region."""
-        members = []
-        for p in range(par.extent):
-            try:
-                if evaluate(cond, {par.var: p}):
-                    members.append(p)
-            except EvalError:
-                # Valid Choreo (the predicate need only differ between threads); the IR
-                # assigns roles to thread groups when compiling.
-                raise Unsupported(f"an 'inthreads' condition depending on more than the "
-                                  f"parallel variable '{par.var}'", s.cond.loc) from None
+        members = _selected(cond, par, range(par.extent), s)
         if not members:
             raise err(f"this 'inthreads' condition selects none of the {par.extent} thread groups",
                       s.cond)
@@ -82,6 +86,116 @@ class RoleFormBuilder:
                 raise Unsupported(f"an 'inthreads' condition on run-time values around "
                                   f"{describe(x)}, an operation of the whole role", x.loc or s.loc)
         return [ir.If(guard, body, loc=s.loc)]
+
+
+    def nested_inthreads(self, s: A.InThreads, par: ir.Parallel) -> None:
+        outer = self.role
+        if s.is_async:
+            raise err("only the outermost 'inthreads' of a parallel level can be '.async'", s)
+        if par.threads != 1:
+            # Valid Choreo; the IR nests roles of single threads only.
+            raise Unsupported("nested 'inthreads' regions", s.loc)
+        cond, guard = self.split_guard(self.scalar(s.cond), par, s)
+        members = _selected(cond, par, outer.members, s)
+        if not members:
+            raise err(f"this 'inthreads' condition selects none of the {len(outer.members)} "
+                      f"threads of the role ({outer.name})", s.cond)
+        inner = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=False, loc=s.loc)
+        self.role = inner
+        try:
+            inner.body = self.block(s.body.stmts)
+        finally:
+            self.role = outer
+        self.elect_copies(inner.body, inner, par)
+        if guard is not None:
+            inner.body = self.guarded_body(guard, inner.body, s)
+        self.emit(inner)
+        self.emit(ir.RoleSync(loc=s.loc))
+
+    def elected_copy(self, op: ir.TmaLoad, varying: str | None, s) -> None:
+        if varying:
+            # Valid Choreo; the one thread that issues it would copy its own tile only.
+            raise Unsupported(f"an asynchronous copy issued once for the {len(self.role.members)} "
+                              f"threads of a role whose tile depends on '{varying}', which "
+                              f"differs between them", s.loc)
+        self.elected.add(id(op))
+        self.emit(op)
+
+    def elect_copies(self, body: list[ir.Stmt], role: ir.Role, par: ir.Parallel) -> None:
+        """The role's elected loads and their triggers, in a role of its first member."""
+        leader = min(role.members)
+        cond = B.binop("==", ir.Sym(par.var, "s32"), B.const(leader))
+        futures: set[str] = set()
+        inside: set[int] = set()
+
+        def block(stmts: list[ir.Stmt]) -> None:
+            out, i = [], 0
+            while i < len(stmts):
+                j = _elected_run(stmts, i, self.elected, futures)
+                if j == i:
+                    for b in ([] if isinstance(stmts[i], ir.Role) else ir.child_blocks(stmts[i])):
+                        block(b)
+                    out.append(stmts[i])
+                    i += 1
+                    continue
+                run = stmts[i:j]
+                inside.update(id(x) for x in run)
+                out.append(ir.Role(print_expr(cond), cond, (leader,), run, is_async=False,
+                                   loc=run[0].loc))
+                i = j
+            stmts[:] = out
+
+        block(body)
+        _other_uses(body, futures, inside)
+
+
+def _elected_run(stmts: list[ir.Stmt], i: int, elected: set[int], futures: set[str]) -> int:
+    """The end of the run of elected loads at stmts[i] and the triggers publishing them."""
+    j, mine = i, set()
+    while j < len(stmts):
+        x = stmts[j]
+        if isinstance(x, ir.TmaLoad) and id(x) in elected:
+            mine.add(x.future)
+        elif not (isinstance(x, ir.Trigger) and x.after and set(x.after) <= mine):
+            break
+        j += 1
+    if j == i:
+        return i
+    published = {f for x in stmts[i:j] if isinstance(x, ir.Trigger) for f in x.after}
+    for x in stmts[i:j]:
+        if isinstance(x, ir.TmaLoad) and x.future not in published:
+            raise Unsupported(f"an asynchronous copy issued by one thread for a role of several "
+                              f"threads, its future '{x.future}' not published by a 'trigger "
+                              f"... after {x.future}' right after it", x.loc)
+    futures |= mine
+    return j
+
+
+def _other_uses(body: list[ir.Stmt], futures: set[str], inside: set[int]) -> None:
+    """An elected load's future is the elected thread's alone: the others never had it."""
+    for x in ir.walk(body):
+        if id(x) in inside:
+            continue
+        names = set(getattr(x, "after", ())) | {
+            i.future for i in getattr(x, "items", ()) if isinstance(i, ir.FutureRef)}
+        hit = sorted(names & futures)
+        if hit:
+            raise Unsupported(f"{describe(x)} of '{hit[0]}', a copy one elected thread issues "
+                              f"for a role of several threads", x.loc)
+
+
+def _selected(cond: ir.Expr, par: ir.Parallel, candidates, s: A.InThreads) -> list[int]:
+    members = []
+    for p in candidates:
+        try:
+            if evaluate(cond, {par.var: p}):
+                members.append(p)
+        except EvalError:
+            # Valid Choreo (the predicate need only differ between threads); the IR
+            # assigns roles to thread groups when compiling.
+            raise Unsupported(f"an 'inthreads' condition depending on more than the "
+                              f"parallel variable '{par.var}'", s.cond.loc) from None
+    return members
 
 
 def _conjuncts(e: ir.Expr) -> list[ir.Expr]:

@@ -107,7 +107,8 @@ def plain_phases(lw: Lowering, body: list) -> None:
     number of waits this thread made on the event before, known only at run time. Each
     starts at generation 0's parity and flips after every wait on the event (any wait on
     it in `body`, so the count stays one count)."""
-    names = sorted({item.event for s in _nested(body) if isinstance(s, ir.Wait)
+    names = sorted({item.event for s in _nested(body, lw.role is not None)
+                    if isinstance(s, ir.Wait)
                     for item in s.items if isinstance(item, ir.EventRef) and item.order is None})
     for name in names:
         ev = lw.k.event(name)
@@ -116,16 +117,18 @@ def plain_phases(lw: Lowering, body: list) -> None:
         lw.plain_waits[name] = lw.w.reg("u32", f"{name}_phase", V.imm(1 if ev.ready else 0, "u32"))
 
 
-def _nested(body: list):
-    """The statements of `body` inside a loop or branch (not inside a nested role)."""
+def _nested(body: list, in_role: bool = False):
+    """The statements of `body` inside a loop or branch (not inside a role of a parallel
+    region). In a role's code a role nested in it (sema/role_forms.py) is a branch: only
+    its members run it."""
     for s in body:
-        if isinstance(s, ir.Role):
+        if isinstance(s, ir.Role) and not in_role:
             continue
-        if isinstance(s, (ir.For, ir.While, ir.If)):
+        if isinstance(s, (ir.For, ir.While, ir.If, ir.Role)):
             yield from ir.walk(_blocks(s))
         else:
             for block in ir.child_blocks(s):
-                yield from _nested(block)
+                yield from _nested(block, in_role)
 
 
 def _blocks(s) -> list:

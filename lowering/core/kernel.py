@@ -66,6 +66,10 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     _hook(lw, "start")
     if len(k.grid) > 3:
         raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
+    if k.run_buffers:  # their places are thread-kernel code's (threads.Places) only
+        b = k.run_buffers[0]
+        raise lw.refuse(f"the shared buffer '{b.name}', whose shape is only known at run time, "
+                        "in a kernel of MMAs, events or roles", b.loc)
     lw.enter_region()
     _prologue(lw)
     lw.memory = Memory(lw)
@@ -191,6 +195,16 @@ def _role_region(lw: Lowering, body: list) -> None:
     lw.leave_region()
 
 
+def _nested_role(lw: Lowering, s: ir.Role, last: bool) -> None:
+    """A role nested in a role of single threads (sema/role_forms.py): a branch its
+    members take."""
+    if lw.role is None:
+        raise lw.refuse(_NAMES[ir.Role], s.loc)
+    w = lw.w
+    w.source(s.loc)
+    control.if_(lw, ir.If(s.cond, s.body, [], loc=s.loc), lambda b: _block(lw, b))
+
+
 def _mma(lw: Lowering, s: ir.Mma) -> None:
     # An MMA reads shared memory through the async proxy: tiles this instance's threads
     # wrote (mma.store) are fenced into it, and every thread's writes are done, first.
@@ -216,6 +230,7 @@ _HANDLERS = {
     ir.Break: lambda lw, s, last: control.break_(lw, s),
     ir.Continue: lambda lw, s, last: control.continue_(lw, s),
     ir.Parallel: _parallel,
+    ir.Role: _nested_role,
     ir.SetMaxRegs: lambda lw, s, last: roles.setmaxnreg(lw, s),
     ir.RoleSync: lambda lw, s, last: roles.role_sync(lw, s),
     ir.NamedBarrier: lambda lw, s, last: roles.named_barrier(lw, s),

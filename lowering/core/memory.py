@@ -30,13 +30,13 @@ from typing import Optional
 
 from choreo_py import ir
 from choreo_py.ir import subbyte
+from choreo_py.targets import SMEM_ALIGN
 from choreo_py.diagnostics import ChoreoError
 
 from .context import Lowering
 from .exprs import ExprLowering
 from .writer import V
 
-SMEM_ALIGN = 1024
 #: (the 1-byte types move as bytes: fp8 and the sub-byte types, one code per byte)
 _TMA_DTYPES = ("bf16", "f16", "f32", "u8", "s8", "s32", "u32", "f8_e4m3", "f8_e5m2") + subbyte.TYPES
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from . import analysis, events
+from . import analysis, events, tma_fallback
 from .context import Lowering, RoleCtx
 from .exprs import ExprLowering
 from .writer import V
@@ -241,7 +241,10 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
     if s is group.loads[0]:
         lw.instance_sync_if_dirty()
         lw.armed[id(group)] = events.arm(lw, group, s.loc, pred)
-    lw.memory.tma_load(s, lw.armed[id(group)], pred)
+    if tma_fallback.applies(lw, s.src.base):
+        tma_fallback.load(lw, s, lw.armed[id(group)], pred)
+    else:
+        lw.memory.tma_load(s, lw.armed[id(group)], pred)
 
 
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
@@ -253,7 +256,10 @@ def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
         last = False
     pred = lw.issuer()
     lw.instance_sync_if_dirty()
-    lw.memory.tma_store(s, pred, last)
+    if tma_fallback.applies(lw, s.dst.base):
+        tma_fallback.store(lw, s, last)
+    else:
+        lw.memory.tma_store(s, pred, last)
     if not last and lw.role is not None and not lw.role.single_thread:
         # one thread waited for the copy to read the tile: the others may write it after
         lw.w.comment("the store has read the tile: every thread may write it again")

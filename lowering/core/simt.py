@@ -86,16 +86,33 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     if smem > limit:
         raise lw.refuse(f"{smem} bytes of shared and per-thread memory (the limit is {limit})",
                         k.loc)
+    run = _run_bytes(lw, smem)
     lw.enter_region()
     _prologue(lw)
     warp_mma.setup(lw)
     _body(lw, k.body)
     lw.leave_region()
-    return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem,
+    return {"name": k.name, "body": w.text(), "threads": lw.threads, "smem": smem, "run": run,
             "dims": k.symbolic_dims,
             "tensors": [p.name for p in k.params] + ([grid_sync.PARAM] if k.cooperative else []),
             "cooperative": k.cooperative,
             "grid": k.grid, "types": w.types_used, "strings": lw.printf_formats}
+
+
+def _run_bytes(lw: ThreadLowering, smem: int) -> ir.Expr | None:
+    """The bytes the launch adds to the static plan for the run-time-sized shared buffers
+    (host-side: the dimensions are the launch's), None without any. Their shapes may name
+    only the kernel's dimensions and scalar arguments: the host computes the size."""
+    k = lw.k
+    if not k.run_buffers:
+        return None
+    known = set(k.symbolic_dims)
+    for b in k.run_buffers:
+        for d in b.shape:
+            if ir.sym_names(d) - known:
+                raise lw.refuse(f"the shared buffer '{b.name}', whose shape depends on values "
+                                "computed in the kernel", b.loc)
+    return ir.Bin("+", ir.Const(lw.places.run_base - smem, "s32"), lw.places.run_bytes, "s32")
 
 
 def _prologue(lw: ThreadLowering) -> None:
@@ -493,6 +510,7 @@ def _entry_text(p: dict) -> str:
         "",
         f"def _grid_{name}({', '.join(dims)}):",
         f"    return ({', '.join(grid)})",
+        *_run_smem_text(p),
         "",
         "",
         f"{name}.__name__ = {name!r}",
@@ -503,6 +521,8 @@ def _entry_text(p: dict) -> str:
         f"    DIMS={tuple(dims)!r},",
         *(["    COOPERATIVE=True,  # cuLaunchCooperativeKernel (a grid-wide barrier)"]
           if p.get("cooperative") else []),
+        *([f"    SMEM_RUN=_smem_{name},  # + bytes of the run-time-sized shared buffers"]
+          if p.get("run") is not None else []),
         f"    grid=_grid_{name},",
         "    KERNEL=kernel(",
         "        arch=ARCH,",
@@ -513,6 +533,15 @@ def _entry_text(p: dict) -> str:
         f"    )({name}),",
         ")",
     ]
+
+
+def _run_smem_text(p: dict) -> list[str]:
+    """`_smem_NAME(dims)`: the shared bytes a launch adds to SMEM_BYTES (run-time-sized
+    shared buffers, ir.RunBuffer); nothing for a kernel without them."""
+    if p.get("run") is None:
+        return []
+    return ["", "", f"def _smem_{p['name']}({', '.join(p['dims'])}):",
+            f"    return {_py_expr(p['run'])}"]
 
 
 def lower_thread_module(module: ir.Module, target, source_name: str) -> str:

@@ -73,6 +73,13 @@ class Places:
                 self.local_offsets[b.name] = self.local_bytes
                 self.local_bytes += (b.nbytes + 15) // 16 * 16
         self.pointers: dict[str, V] = {}
+        # run-time-sized shared buffers (ir.RunBuffer): after the per-thread area, 16-aligned
+        run_base = local_base + (self.local_bytes * threads + 15) // 16 * 16
+        offsets, self.run_bytes = ir.run_offsets(lw.k.run_buffers)
+        self.run_base = run_base
+        self.run_offsets: dict[str, ir.Expr] = {
+            b.name: B.binop("+", off, ir.Const(run_base, "s32"), "s32")
+            for b, off in zip(lw.k.run_buffers, offsets)}
 
     @classmethod
     def of_mma_kernel(cls, lw) -> "Places":
@@ -92,10 +99,10 @@ class Places:
         p = self.lw.k.param(name)
         if p is not None:
             return "global", list(p.shape), p.dtype
-        b = self.lw.k.buffer(name)
+        b = self.lw.k.buffer(name) or self.lw.k.run_buffer(name)
         if b is None:
             raise self.lw.refuse(f"the data '{name}' here", loc)
-        return b.storage, [ir.Const(n, "s32") for n in b.shape], b.dtype
+        return b.storage, list(B.dims(b)), b.dtype
 
     def address(self, view: ir.View, index: tuple[ir.Expr, ...], loc,
                 expr=None) -> tuple[str, V]:
@@ -115,6 +122,13 @@ class Places:
             addr = self.lw.w.reg("u64", "ga")
             self.lw.w.op("add.u64", addr, self.pointers[self.lw.k.root(view.base)], wide)
             return "global", addr
+        if storage == "shared" and view.base in self.run_offsets:
+            byte = B.binop("+", B.binop("*", lin, ir.Const(size, "s32"), "s32"),
+                           self.run_offsets[view.base], "s32")
+            off = x.value(byte, "so")
+            addr = self.lw.w.reg("u32", "sa")
+            self.lw.w.op("add.u32", addr, self.lw.smem_base, off)
+            return "shared", addr
         if storage == "shared":
             b = self.lw.k.buffer(self.lw.k.root(view.base))
             start = b.offset or 0

@@ -16,6 +16,17 @@ layout, version 1, the swizzle), advanced per k-step like wgmma's: K-major
 `row.col`) 16 rows. A bf16 A operand in TMEM (P) is `[a]`, 8 packed columns
 per k-step. The instruction descriptor is the constant of
 `descriptors.instr_desc_f16`.
+
+An f16 accumulator's tile is f32 in tensor memory (D format f32) and is
+rounded to f16 when each MMA statement completes: tcgen05.ld, cvt.rn.f16.f32 /
+cvt.f32.f16, tcgen05.st, as sm_90a rounds its f32 registers after the wgmma
+wait. That is the program's f16 accumulator, `acc = f16(acc + a @ b)` per
+statement with the product summed in f32 (what the interpreter computes). A D
+of format f16 (idesc bits 4-5 = 0) would round after every K = 16 instruction
+of the statement instead: another value for K > 16, and sm_90a's results would
+differ from sm_100a's. The cost is one load/round/store of the tile per
+statement; only synchronous MMAs in a warpgroup role take it (an asynchronous
+MMA has no point where the role's threads could round before the next one).
 """
 from __future__ import annotations
 
@@ -25,6 +36,7 @@ from ..core import events
 from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
+from ..core.f16_values import round_f16
 from ..core.writer import V
 from . import descriptors as d
 from ..core.memory import addr as _addr
@@ -38,6 +50,8 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
     acc = mma_accumulator(lw, s)
     m, n = acc.frag.shape
     kind, k, a_tmem = _a_operand(lw, s)
+    if acc.frag.dtype == "f16":
+        _check_f16(t, lw, s)
     b = lw.memory.layout(s.b.base, s.loc)
     trans_b = s.layout == "row.col"
     want = (k, n) if trans_b else (n, k)
@@ -103,6 +117,28 @@ def issue(t, lw: Lowering, s: ir.Mma, zero_first: bool) -> None:
         w.op("mov.pred", t._flag(lw, s.acc), 1)
     if s.future is None:
         t.wait_future(lw, fut)
+        if acc.frag.dtype == "f16":
+            _round_f16(t, lw, acc)
+
+
+def _round_f16(t, lw: Lowering, acc) -> None:
+    """An f16 accumulator's tile takes f16 precision after the MMA (f16_values.round_f16):
+    every thread loads its rows, rounds them and stores them back (the module's
+    docstring says why the tile is f32 in tensor memory)."""
+    regs = acc.layout.regs
+    lw.w.comment(f"{acc.frag.name} is f16: its f32 cells take f16 precision after the MMA")
+    t.tmem_load(lw, acc.frag.name, acc.array, regs)
+    round_f16(lw, [V(f"{acc.array}[{k}]", "f32") for k in range(regs)])
+    t.tmem_store(lw, acc.frag.name, acc.array, regs, packed=False)
+
+
+def _check_f16(t, lw: Lowering, s: ir.Mma) -> None:
+    """The f16 rounding needs the role's threads right after the MMA completes."""
+    if s.future is not None:
+        raise lw.refuse(f"an asynchronous MMA into the f16 accumulator '{s.acc}'", s.loc)
+    if lw.role.single_thread or s.acc in t.block:
+        raise lw.refuse(f"the f16 accumulator '{s.acc}' of an issue-only role or of the block",
+                        s.loc)
 
 
 def commit_trigger(t, lw: Lowering, s: ir.Trigger) -> None:

@@ -74,6 +74,7 @@ class _Sync:
 
 class Sm100Target(block_acc.BlockAccHooks):
     arch, minmax3 = "sm_100a", True  # (min/max.f32 take three inputs here: core/fragments.tree)
+    f16_accumulators = True  # f32 cells rounded after each MMA (lower_mma._round_f16)
 
     def __init__(self) -> None:
         self.plan: Optional[ir.TmemMap] = None  # the kernel's map (pass tmem-plan)
@@ -596,5 +597,4 @@ def _role_barrier(lw: Lowering) -> None:
         lw.w.call("ptx.bar.sync", str(role_barrier(lw)), str(role.threads * len(role.members)))
 
 
-def _refuse(what: str, loc) -> ChoreoError:
-    return ChoreoError(f"{what} is not lowered for sm_100a yet", loc)
+_refuse = block_acc._refuse  # the backend's one wording for what it does not lower
