@@ -328,14 +328,14 @@ def test_gpu_a_region_in_a_loop_over_k_tiles():
 
 
 def test_constant_operand_bits_against_torch():
-    from choreo_py.lowering.core.fragments import _half_bits
+    from choreo_py.lowering.core.f16_values import half_bits
 
     for v in (1.0, -2.5, 0.1, 1.00390625, 1.01171875, 65504.0, 3.0e38):
         for dtype, tdt in (("f16", torch.float16), ("bf16", torch.bfloat16)):
             if dtype == "f16" and abs(v) > 65504:
                 continue
             want = torch.tensor([v], dtype=torch.float32).to(tdt).view(torch.int16).item()
-            assert _half_bits(v, dtype) == want & 0xFFFF, (v, dtype)
+            assert half_bits(v, dtype) == want & 0xFFFF, (v, dtype)
 
 
 @pytest.mark.emu

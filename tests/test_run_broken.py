@@ -116,7 +116,7 @@ def test_threads_run_as_lanes_give_what_one_thread_each_gives(monkeypatch):
     outs = []
     for vectorise in (True, False):
         if not vectorise:
-            monkeypatch.setattr(lanes, "eligible", lambda body, top=True: False)
+            monkeypatch.setattr(lanes, "eligible", lambda body, top=True, private=(): False)
         y = torch.full_like(x, float("nan"))
         choreo_py.interpret(str(CO / "thread_divergent.co"), dict(X=x, Y=y))
         x2 = torch.randn(200, generator=torch.Generator().manual_seed(2))

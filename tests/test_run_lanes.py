@@ -58,7 +58,7 @@ def _c_div(a, b):
 @pytest.mark.parametrize("vectorise", [True, False])
 def test_division_where_the_guard_excludes_zero(tmp_path, monkeypatch, vectorise):
     if not vectorise:
-        monkeypatch.setattr(lanes, "eligible", lambda body, top=True: False)
+        monkeypatch.setattr(lanes, "eligible", lambda body, top=True, private=(): False)
     x = torch.tensor([0, 3, -7, 5, 0, 2, 1, -9, 4, 0] * 5, dtype=torch.int32)
     y = torch.zeros_like(x)
     _run(tmp_path, "div.co", DIV.replace("SKIP", "0"), dict(X=x, Y=y))
@@ -77,7 +77,7 @@ def test_division_by_zero_names_the_threads(tmp_path):
 def test_unsigned_wrap_and_lane_dependent_while_loops(tmp_path, monkeypatch, vectorise):
     """k = X[r] as u32 halves to 0 in a different number of steps per thread; 0u - 1 wraps."""
     if not vectorise:
-        monkeypatch.setattr(lanes, "eligible", lambda body, top=True: False)
+        monkeypatch.setattr(lanes, "eligible", lambda body, top=True, private=(): False)
     x = torch.tensor([0, 1, 2, 3, 8, 100, -1], dtype=torch.int32)
     y = torch.zeros_like(x)
     _run(tmp_path, "cd.co", COUNTDOWN, dict(X=x, Y=y))
