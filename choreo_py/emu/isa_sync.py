@@ -115,34 +115,26 @@ def _dec_mbar_arrive(inst):
     return ex
 
 
-@decoder("mbarrier.expect_tx")
-def _dec_mbar_expect_tx(inst):
-    from .isa_support import machine
-    m = machine()
-    addr = address_reader(inst.operands[0], m)
-    tx = operand_reader(inst.operands[1], "u32", m)
+def _tx_decoder(method: str):
+    """`mbarrier.expect_tx [bar], tx` / `mbarrier.complete_tx [bar], tx`: each active lane
+    expects, or completes (as an async copy's completion does: what it wrote before is
+    then seen by the phase's waiters), `tx` bytes of the phase's transactions."""
+    def dec(inst):
+        from .isa_support import machine
+        m = machine()
+        addr = address_reader(inst.operands[0], m)
+        tx = operand_reader(inst.operands[1], "u32", m)
 
-    def ex(w):
-        t = tx(w)
-        for lane in np.flatnonzero(w.mask):
-            w.cta.mbarrier(int(addr(w)[lane])).expect_tx(int(t[lane]))
-    return ex
+        def ex(w):
+            t = tx(w)
+            for lane in np.flatnonzero(w.mask):
+                getattr(w.cta.mbarrier(int(addr(w)[lane])), method)(int(t[lane]))
+        return ex
+    return dec
 
 
-@decoder("mbarrier.complete_tx")
-def _dec_mbar_complete_tx(inst):
-    """A thread completes `tx` bytes of the phase's transactions (as an async copy's
-    completion does): what it wrote before is then seen by the phase's waiters."""
-    from .isa_support import machine
-    m = machine()
-    addr = address_reader(inst.operands[0], m)
-    tx = operand_reader(inst.operands[1], "u32", m)
-
-    def ex(w):
-        t = tx(w)
-        for lane in np.flatnonzero(w.mask):
-            w.cta.mbarrier(int(addr(w)[lane])).complete_tx(int(t[lane]))
-    return ex
+decoder("mbarrier.expect_tx")(_tx_decoder("expect_tx"))
+decoder("mbarrier.complete_tx")(_tx_decoder("complete_tx"))
 
 
 def _completed(bar, parity: int) -> bool:

@@ -261,6 +261,22 @@ def _s_published(rb: list, qk: ir.Mma, i_pv: int, w_waits: set, frag: ir.Frag,
                   f"no event the writer waits before the apply at {_line(apply)}")
 
 
+def only_in_window(wb: list, a_idx: int, i_ws: int, s_name: str, apply, frag: ir.Frag,
+                   roles: list, pair: tuple) -> None:
+    """The writer's statements touch S only between its wait for S and the apply that
+    writes P over it, and no role but the pair touches S."""
+    for j, s in enumerate(wb):
+        if j != a_idx and touches(s, s_name) and not i_ws < j < a_idx:
+            raise Refused(f"{_line(s)} touches '{s_name}' and is not between the wait at "
+                          f"{_line(wb[i_ws])} and the apply at {_line(apply)} that writes "
+                          f"'{frag.name}' over it")
+    for role in roles:
+        if all(role is not r for r in pair):
+            s = next((x for x in role.body if touches(x, s_name)), None)
+            if s is not None:
+                raise Refused(f"{_line(s)} touches '{s_name}' in a third role")
+
+
 def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w_at: int,
                a_idx: int, nested: frozenset = frozenset(),
                real: Optional[dict] = None) -> None:
@@ -299,15 +315,6 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
                 _step_of(rb_, sb, role_b, at_b, ib, id(role_b) in nested):
             raise Refused(f"{_line(sb)} waits '{ra.event}' of another step than the one "
                           f"{_line(sa)} triggers")
-    for j, s in enumerate(wb):
-        if j != a_idx and touches(s, s_name) and not i_ws < j < a_idx:
-            raise Refused(f"{_line(s)} touches '{s_name}' and is not between the wait at "
-                          f"{_line(wb[i_ws])} and the apply at {_line(apply)} that writes "
-                          f"'{frag.name}' over it")
-    for role in roles:
-        if role is not w_role and role is not r_role:
-            s = next((x for x in role.body if touches(x, s_name)), None)
-            if s is not None:
-                raise Refused(f"{_line(s)} touches '{s_name}' in a third role")
+    only_in_window(wb, a_idx, i_ws, s_name, apply, frag, roles, (w_role, r_role))
 
 

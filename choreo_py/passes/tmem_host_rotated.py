@@ -40,7 +40,8 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ir
-from .tmem_host_loop import _ISSUE, Refused, _line, _refs, _step_loop, _step_of, touches
+from .tmem_host_loop import (_ISSUE, Refused, _line, _refs, _step_loop, _step_of,
+                             only_in_window, touches)
 
 
 def _naming(stmts: list, names: tuple) -> list[int]:
@@ -260,13 +261,4 @@ def check_rotated(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role
                           "writer's, in the rotated order (the next step's S in the loop)")
     _plain(kernel, e_s, 2, b[i_fill0 + 1])
     _plain(kernel, e_p, 1, b[i_pv_last])
-    for j, s in enumerate(wb):
-        if j != a_idx and touches(s, s_name) and not i_ws < j < a_idx:
-            raise Refused(f"{_line(s)} touches '{s_name}' and is not between the wait at "
-                          f"{_line(wb[i_ws])} and the apply at {_line(apply)} that writes "
-                          f"'{frag.name}' over it")
-    for role in roles:
-        if role is not w_role and role is not r_role:
-            s = next((x for x in role.body if touches(x, s_name)), None)
-            if s is not None:
-                raise Refused(f"{_line(s)} touches '{s_name}' in a third role")
+    only_in_window(wb, a_idx, i_ws, s_name, apply, frag, roles, (w_role, r_role))
