@@ -185,3 +185,14 @@ def test_argument_errors_exit_2(capsys, argv):
 def test_a_missing_file_is_a_usage_error(capsys):
     rc, _, err = run(capsys, EX / "missing.co", "--shape", "N=1")
     assert rc == 2 and err.startswith("choreo: error: ") and "missing.co" in err
+
+
+@pytest.mark.parametrize("cmd", ["run", "emulate"])
+def test_a_function_with_scalar_arguments_is_refused_by_name(capsys, cmd):
+    """The command line makes tensors of --shape's sizes and nothing else: a scalar
+    argument is named (it was an internal KeyError in `emulate`, 'has no value' in `run`)."""
+    path = str(ROOT / "tests" / "co" / "run_sized_shared.co")
+    assert cli.main([cmd, path, "--shape", "B=2,N=40,K=3", "--target", "sm_90a"]) == 2
+    err = capsys.readouterr().err
+    assert "error: flip takes the scalar argument W, which the command line does not give" in err
+    assert "internal error" not in err

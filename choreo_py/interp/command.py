@@ -57,6 +57,13 @@ def parse_shape(items: list[str]) -> dict[str, int]:
 
 def _bind_dims(fn, dims: dict[str, int]) -> None:
     fdims = function_dims(fn)
+    tensors = {p.name for p in fn.params}
+    scalars = [n for n in fn.arg_names if n not in tensors and n not in fdims]
+    if scalars:  # (the command line makes tensors of --shape's sizes, and nothing else)
+        raise UsageError(f"{fn.name} takes the scalar argument{'s' if len(scalars) > 1 else ''} "
+                         f"{', '.join(scalars)}, which the command line does not give: call "
+                         "it from Python (choreo_py.interpret, choreo_py.emulate_program, "
+                         "choreo_py.load)")
     check_dims(fn, dims)
     missing = [d for d in fdims if d not in dims]
     if missing:
