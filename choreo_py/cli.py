@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
                    help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE,...",
+                   help="values of the function's scalar arguments, e.g. is_causal=true,W=5")
     p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")
     p.add_argument("--schedule", default="round_robin", choices=("round_robin", "random"),
                    help="the order in which roles and threads take turns: round_robin, or "

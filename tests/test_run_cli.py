@@ -188,11 +188,29 @@ def test_a_missing_file_is_a_usage_error(capsys):
 
 
 @pytest.mark.parametrize("cmd", ["run", "emulate"])
-def test_a_function_with_scalar_arguments_is_refused_by_name(capsys, cmd):
-    """The command line makes tensors of --shape's sizes and nothing else: a scalar
-    argument is named (it was an internal KeyError in `emulate`, 'has no value' in `run`)."""
+def test_scalar_arguments_take_their_values_from_arg(capsys, cmd):
+    """--arg gives a function's scalar arguments (it was an internal KeyError in `emulate`,
+    'has no value here' in `run`); one left out, or one the function lacks, is named."""
     path = str(ROOT / "tests" / "co" / "run_sized_shared.co")
-    assert cli.main([cmd, path, "--shape", "B=2,N=40,K=3", "--target", "sm_90a"]) == 2
-    err = capsys.readouterr().err
-    assert "error: flip takes the scalar argument W, which the command line does not give" in err
-    assert "internal error" not in err
+    base = [cmd, path, "--shape", "B=2,N=40,K=3", "--target", "sm_90a"]
+    assert cli.main(base) == 2
+    assert "error: flip takes the scalar argument W: give its value with --arg W=..." in \
+        capsys.readouterr().err
+    assert cli.main(base + ["--arg", "W=5,V=1"]) == 2
+    assert "--arg: flip has no scalar argument 'V' (its scalar arguments: W)" in \
+        capsys.readouterr().err
+    assert cli.main(base + ["--arg", "W=x"]) == 2
+    assert "--arg: W=x is not a number, true or false" in capsys.readouterr().err
+    assert cli.main(base + ["--arg", "W=5"]) == 0
+    out = capsys.readouterr().out
+    if cmd == "emulate":  # compared with the interpreter's run of the same call
+        assert "check interpreter: Y max abs error 0.000e+00" in out
+
+
+def test_a_bool_argument_from_arg_runs_the_corpus_attention_in_the_emulator(capsys):
+    from conftest import need_shared
+
+    path = str(need_shared("corpus", "tests", "gpu", "end2end", "flash_atten.co"))
+    assert cli.main(["emulate", path, "--shape", "B=1,H=1,Q_SEQ=64,KV_SEQ=64", "--arg",
+                     "is_causal=true", "--target", "sm_90a"]) == 0
+    assert "is_causal=True] (host program)" in capsys.readouterr().out

@@ -7,6 +7,8 @@ def add_parser(sub, common) -> None:
     common(p)
     p.add_argument("--shape", action="append", default=[], metavar="NAME=N,...",
                    help="sizes of the symbolic dimensions, e.g. B=1,H=2,Q_SEQ=256,KV_SEQ=256")
+    p.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE,...",
+                   help="values of the function's scalar arguments, e.g. is_causal=true,W=5")
     p.add_argument("--target", default=None, choices=("sm_100a", "sm_90a"),
                    help="the target whose PTX to run (default: the GPU present, else sm_100a)")
     p.add_argument("--seed", type=int, default=0, help="seeds the inputs and the random schedule")

@@ -19,7 +19,7 @@ import warnings
 
 from ..interp import checks
 from ..interp.api import ChoreoWarning, UsageError, function_dims, load_module, param_shape, param_usage, pick_function
-from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape
+from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape, parse_values
 from .api import EmuStats, emulate, emulate_ptx
 from .report import EmuError, HostProgramModule
 
@@ -76,12 +76,16 @@ def _co(args) -> int:
     for w in found:
         warnings.warn(w.render(), ChoreoWarning)
     fn = pick_function(module, args.function)
-    _bind_dims(fn, dims)
+    _bind_dims(fn, dims, parse_values(args.arg))
     check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     expected = _expected(check, args, fn, tensors, reads, writes)
     stats = EmuStats()
+    if fn.result is not None or set(dims) - set(function_dims(fn)):
+        # a result the call allocates, or scalar arguments (--arg): the function's own call
+        return _host_program(args, fn, dims, defines, writes,
+                             checks.make_inputs(fn, dims, reads, args.seed, param_shape))
     try:
         emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
                 strict=not args.relaxed, include_dirs=args.include, defines=defines,
@@ -114,7 +118,7 @@ def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> i
     # the interpreter's copy is taken first: the emulated call may write its arguments
     theirs = {k: v.clone() for k, v in inputs.items()}
     mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
-    sizes = {d: dims[d] for d in function_dims(fn)}
+    sizes = dict(dims)  # the dimensions' sizes and the scalar arguments' values (--arg)
     stats = EmuStats()
     lib = choreo_py.emulate_program(args.file, target=args.target, schedule=args.schedule,
                                     seed=args.seed, strict=not args.relaxed,

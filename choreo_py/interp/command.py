@@ -11,6 +11,7 @@ dimensions, a check that does not fit the parameters).
 from __future__ import annotations
 
 import re
+from typing import Optional
 import sys
 import time
 
@@ -55,21 +56,55 @@ def parse_shape(items: list[str]) -> dict[str, int]:
     return dims
 
 
-def _bind_dims(fn, dims: dict[str, int]) -> None:
+def parse_values(items: list[str]) -> dict:
+    """`["is_causal=true,W=5"]` -> {"is_causal": True, "W": 5}: integers, floats, true/false."""
+    out: dict = {}
+    for item in items:
+        for entry in item.split(","):
+            if not entry.strip():
+                continue
+            name, eq, text = (x.strip() for x in entry.partition("="))
+            if not eq or not re.fullmatch(r"[A-Za-z_]\w*", name):
+                raise UsageError(f"--arg: '{entry.strip()}' is not NAME=VALUE (e.g. --arg W=5)")
+            out[name] = _value(name, text)
+    return out
+
+
+def _value(name: str, text: str):
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    raise UsageError(f"--arg: {name}={text} is not a number, true or false")
+
+
+def _bind_dims(fn, dims: dict, values: Optional[dict] = None) -> None:
+    """Checks --shape against the function's dimensions and --arg against its scalar
+    arguments, then adds the scalars' values to `dims` (the run's environment)."""
     fdims = function_dims(fn)
     tensors = {p.name for p in fn.params}
     scalars = [n for n in fn.arg_names if n not in tensors and n not in fdims]
-    if scalars:  # (the command line makes tensors of --shape's sizes, and nothing else)
-        raise UsageError(f"{fn.name} takes the scalar argument{'s' if len(scalars) > 1 else ''} "
-                         f"{', '.join(scalars)}, which the command line does not give: call "
-                         "it from Python (choreo_py.interpret, choreo_py.emulate_program, "
-                         "choreo_py.load)")
+    values = values or {}
+    extra = [n for n in values if n not in scalars]
+    if extra:
+        raise UsageError(f"--arg: {fn.name} has no scalar argument {', '.join(map(repr, extra))} "
+                         f"(its scalar arguments: {', '.join(scalars) or 'none'})")
+    missing = [n for n in scalars if n not in values]
+    if missing:
+        given = ",".join(f"{n}=..." for n in missing)
+        raise UsageError(f"{fn.name} takes the scalar argument{'s' if len(missing) > 1 else ''} "
+                         f"{', '.join(missing)}: give {'their values' if len(missing) > 1 else 'its value'} "
+                         f"with --arg {given}")
     check_dims(fn, dims)
     missing = [d for d in fdims if d not in dims]
     if missing:
         given = ",".join(f"{d}=..." for d in fdims)
         raise UsageError(f"missing --shape entr{'y' if len(missing) == 1 else 'ies'} for "
                          f"{', '.join(missing)} ({fn.name} needs --shape {given})")
+    dims.update(values)
 
 
 def _check_memory(fn, dims: dict[str, int]) -> None:
@@ -141,7 +176,7 @@ def _run(args) -> int:
     for w in found:  # the static check's findings come before what the run shows
         print(w.render(), file=sys.stderr)
     fn = pick_function(module, args.function)
-    _bind_dims(fn, dims)
+    _bind_dims(fn, dims, parse_values(args.arg))
     check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)
     _check_memory(fn, dims)

@@ -44,7 +44,7 @@ def unaligned_tmaps(params, tensors: dict) -> frozenset:
     the build that copies them with the threads (lowering/core/tma_fallback.py) instead."""
     out = set()
     for p in params:
-        if p[0] == "tmap":
+        if p[0] == "tmap" and p[2] in tensors:  # (a tensor not given: the binding says so)
             t = tensors[p[2]]
             strides = [s * t.element_size() for s in t.stride()[:-1]]
             if any(s % 16 for s in strides):
