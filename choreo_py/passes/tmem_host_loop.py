@@ -261,6 +261,14 @@ def _s_published(rb: list, qk: ir.Mma, i_pv: int, w_waits: set, frag: ir.Frag,
                   f"no event the writer waits before the apply at {_line(apply)}")
 
 
+def only_in_loop(w_role: ir.Role, w_at: int, lw: ir.For, s_name: str, frag: ir.Frag) -> None:
+    """The writer's role touches S only in its KV loop (statement `w_at`, the loop `lw`)."""
+    for i, s in enumerate(w_role.body):
+        if i != w_at and touches(s, s_name):
+            raise Refused(f"{_line(s)} touches '{s_name}' outside the loop at {_line(lw)} "
+                          f"that writes '{frag.name}'")
+
+
 def only_in_window(wb: list, a_idx: int, i_ws: int, s_name: str, apply, frag: ir.Frag,
                    roles: list, pair: tuple) -> None:
     """The writer's statements touch S only between its wait for S and the apply that
@@ -286,10 +294,7 @@ def check_loop(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role, w
     lw = _step_loop(w_role, w_at)
     wb = lw.body
     apply = wb[a_idx]
-    for i, s in enumerate(w_role.body):
-        if i != w_at and touches(s, s_name):
-            raise Refused(f"{_line(s)} touches '{s_name}' outside the loop at {_line(lw)} "
-                          f"that writes '{frag.name}'")
+    only_in_loop(w_role, w_at, lw, s_name, frag)
     r_role, r_at = _mma_role(kernel, frag, roles, w_role, real)
     lr = _step_loop(r_role, r_at)
     rb = lr.body

@@ -41,7 +41,7 @@ from typing import Optional
 
 from .. import ir
 from .tmem_host_loop import (_ISSUE, Refused, _line, _refs, _step_loop, _step_of,
-                             only_in_window, touches)
+                             only_in_loop, only_in_window, touches)
 
 
 def _naming(stmts: list, names: tuple) -> list[int]:
@@ -207,10 +207,7 @@ def check_rotated(kernel: ir.Kernel, frag: ir.Frag, roles: list, w_role: ir.Role
     lw = _step_loop(w_role, w_at)
     wb = lw.body
     apply = wb[a_idx]
-    for i, s in enumerate(w_role.body):
-        if i != w_at and touches(s, s_name):
-            raise Refused(f"{_line(s)} touches '{s_name}' outside the loop at {_line(lw)} "
-                          f"that writes '{frag.name}'")
+    only_in_loop(w_role, w_at, lw, s_name, frag)
     sub = id(w_role) in nested
 
     def w_refs(lo, hi, kind):

@@ -569,15 +569,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         cond, guard = self.split_guard(cond, par, s)
         members = self.role_members(cond, par, s)
         role = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=s.is_async, loc=s.loc)
-        self.role = role
-        try:
-            role.body = self.block(s.body.stmts)
-        finally:
-            self.role = None
-        self.elect_copies(role.body, role, par)
-        if guard is not None:
-            role.body = self.guarded_body(guard, role.body, s)
-        self.emit(role)
+        self.emit(self.role_body(role, s, par, guard, restore=None))
 
 
 def _is_increment(e) -> bool:

@@ -29,6 +29,8 @@ and the backends see an ordinary role of one instance. Any other use of such a f
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
@@ -101,16 +103,22 @@ class RoleFormBuilder:
             raise err(f"this 'inthreads' condition selects none of the {len(outer.members)} "
                       f"threads of the role ({outer.name})", s.cond)
         inner = ir.Role(print_expr(cond), cond, tuple(members), [], is_async=False, loc=s.loc)
-        self.role = inner
-        try:
-            inner.body = self.block(s.body.stmts)
-        finally:
-            self.role = outer
-        self.elect_copies(inner.body, inner, par)
-        if guard is not None:
-            inner.body = self.guarded_body(guard, inner.body, s)
-        self.emit(inner)
+        self.emit(self.role_body(inner, s, par, guard, restore=outer))
         self.emit(ir.RoleSync(loc=s.loc))
+
+    def role_body(self, role: ir.Role, s: A.InThreads, par: ir.Parallel, guard,
+                  restore: Optional[ir.Role]) -> ir.Role:
+        """`role` with its body built (in it), its elected copies and its run-time guard;
+        `restore`: the role the builder is in after it (the outer one of a nested role)."""
+        self.role = role
+        try:
+            role.body = self.block(s.body.stmts)
+        finally:
+            self.role = restore
+        self.elect_copies(role.body, role, par)
+        if guard is not None:
+            role.body = self.guarded_body(guard, role.body, s)
+        return role
 
     def elected_copy(self, op: ir.TmaLoad, varying: str | None, s) -> None:
         if varying:
