@@ -177,6 +177,8 @@ MUTANTS = {
 # In these orders the flipped wait of site 249 makes the correction wait for a phase that
 # never comes before the racing accesses happen: a deadlock report (also a fault, exit 1).
 DEADLOCKS = {("site249_flip_sc0_full", "greedy"), ("site249_flip_sc0_full", "reverse")}
+# S = 128 (one KV tile) unless the mutant needs a second tile for both accesses to happen
+SIZES = {"site249_flip_sc0_full": 256}
 
 
 @pytest.mark.slow
@@ -188,8 +190,8 @@ def test_example_mutants_are_races_under_every_schedule(name):
     for schedule in SCHEDULES:
         if (name, schedule) in DEADLOCKS:
             with pytest.raises(choreo_py.emu.DeadlockError):
-                _run(spec, ptx, 128, schedule)
+                _run(spec, ptx, SIZES.get(name, 128), schedule)
             continue
         with pytest.raises(RaceError, match="race") as err:
-            _run(spec, ptx, 128, schedule)
+            _run(spec, ptx, SIZES.get(name, 128), schedule)
         assert ".co:" in err.value.render(), schedule   # both accesses, PTX and .co lines

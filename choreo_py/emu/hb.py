@@ -15,29 +15,29 @@ Agents (each an index into every vector clock):
   warp issued, epoch = their issue number (groups retire in order);
 - ("mma",): the CTA's tcgen05.mma pipe (in order), epoch = issue number.
 
-Synchronisation (what joins one clock into another), PTX ISA sections:
-- bar.sync / bar.arrive / barrier.* (9.7.13.1 "bar, barrier"; memory model
-  8.10 "barrier operations"): every arrival releases into the barrier's
+Synchronisation (what joins one clock into another), by PTX ISA section title:
+- bar.sync / bar.arrive / barrier.* ("bar, barrier"; "Memory Consistency
+  Model"): every arrival releases into the barrier's
   generation; a bar.sync that the completed generation lets go acquires it.
-- mbarrier (9.7.13.15; 8.8 "release and acquire patterns", mbarrier arrive
+- mbarrier ("mbarrier"; mbarrier arrive
   has release semantics, a test_wait/try_wait that returns true acquire): an
   arrive (also arrive.expect_tx, complete_tx, and the arrive-on of
   tcgen05.commit) releases into the barrier; the completion of a phase
   snapshots the barrier's clock; a wait that observes it acquires that
   snapshot (every earlier arrival, all earlier phases included: arrivals are
   read-modify-writes of one object, a release sequence).
-- TMA loads (9.7.9.25 cp.async.bulk.tensor, async proxy; completion
+- TMA loads ("cp.async.bulk.tensor", async proxy; completion
   mechanism mbarrier::complete_tx::bytes): the copy is ordered after its
   issue; its writes are the ("tma", mbarrier) agent's at the phase it
   completes toward, released into that phase.
-- bulk stores (9.7.9.25.4 cp.async.bulk.wait_group): the source is read by
+- bulk stores ("cp.async.bulk.wait_group"): the source is read by
   ("bulk", warp) until the issuing warp's wait_group(.read) retires it; the
   wait acquires that, and only the issuing warp, so another warp may
   overwrite the source only after synchronising with the waiter.
-- wgmma (9.7.15.6 wgmma.wait_group): each warp's operand reads are its own,
+- wgmma ("wgmma.wait_group"): each warp's operand reads are its own,
   at issue; the wait_group that retires an operation acquires the clocks of
   all four warps at their issue (it cannot complete before they issued).
-- tcgen05 (9.7.16.6 "tcgen05 memory consistency model"): tcgen05.mma is
+- tcgen05 ("tcgen05 Memory Consistency Model"): tcgen05.mma is
   issued by a thread and runs on the in-order pipe; tcgen05.commit's
   mbarrier arrive-on releases the pipe's work up to the commit;
   tcgen05.ld/st are the warp's own accesses (wait::ld / wait::st and the
