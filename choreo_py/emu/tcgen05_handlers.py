@@ -110,7 +110,20 @@ def _alloc(warp, inst):
         return warp.block(lambda: st.tmem.alloc_possible(ncols),
                           f"tcgen05.alloc of {ncols} columns (tensor memory full)")
     warp.cta.smem[dst:dst + 4] = np.array([col], np.uint32).view(np.uint8)
+    _columns_hb(warp, inst, col, ncols, "tcgen05.alloc")
     return None
+
+
+def _columns_hb(warp, inst, col: int, ncols: int, what: str) -> None:
+    """tcgen05.alloc counts as a write of every cell of its columns by the warp's tcgen05
+    agent: another thread's tcgen05 use of the columns must be ordered after it by
+    fence::before_thread_sync -> thread sync -> fence::after_thread_sync (PTX ISA,
+    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). dealloc is not
+    checked so: the design kernel, which ran on Blackwell, deallocates after a bar.sync
+    without tcgen05.fence::after_thread_sync (docs/emulator_sm100.md, rule 10)."""
+    lanes, cols = np.meshgrid(np.arange(128), np.arange(col, col + ncols), indexing="ij")
+    agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
+    _tmem_hb(warp, inst, lanes, cols, True, agent, epoch, clock, what)
 
 
 @handler("tcgen05.dealloc")
