@@ -338,6 +338,7 @@ def _ld(warp, inst):
 
 @handler("tcgen05.wait::ld")
 def _wait_ld(warp, inst):
+    _state(warp).wait_ld(warp.warp_id)
     for regs, values, mask in warp.async_state.pop("tcgen05.ld", []):
         for r, reg in enumerate(regs):
             if values is not None:
