@@ -13,7 +13,8 @@ Agents (each an index into every vector clock):
   the (1-based) phase their complete_tx counts toward;
 - ("bulk", warp): the bulk stores (cp.async.bulk.tensor shared -> global) the
   warp issued, epoch = their issue number (groups retire in order);
-- ("mma",): the CTA's tcgen05.mma pipe (in order), epoch = issue number.
+- ("mma", warp): the tcgen05.mma work the warp issued (in order), epoch = issue
+  number; tcgen05.commit tracks only the executing thread's MMAs.
 
 Synchronisation (what joins one clock into another), by PTX ISA section title:
 - bar.sync / bar.arrive / barrier.* ("bar, barrier"; "Memory Consistency

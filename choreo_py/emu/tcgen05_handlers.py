@@ -210,20 +210,21 @@ def _mma(warp, inst):
 
 # ----------------------------------------------------------------- happens-before (hb.py)
 def _pipe_issue(warp):
-    """A tcgen05.mma issued by `warp`: the in-order pipe's (agent, epoch, shared-memory
+    """A tcgen05.mma issued by `warp`: (agent, epoch, shared-memory
     clock, tensor-memory clock). Its shared-memory operand reads are ordered after what
     the issuer did before (generic order: a TMA load waited for on an mbarrier needs no
     tcgen05 fence); its tensor-memory accesses only after the issuer's tcgen05 view
     (hb.py: what reached the issuer through tcgen05.fence::after_thread_sync, and the
     issuer's own tcgen05 work)."""
     hb, state = warp.cta.hb, warp.cta.state
-    agent = hb.agent(("mma",), "the tcgen05.mma pipe")
+    w = warp.warp_id
+    agent = hb.agent(("mma", w), f"the tcgen05.mma pipe (MMAs issued by warp {w})")
     epoch = hb.epochs[agent] = hb.epochs.get(agent, 0) + 1
-    clock = state["mma_clock"] = hb.padded(join(state.get("mma_clock", _NO_CLOCK),
-                                                hb.release(warp.warp_id)))
+    key, tkey = ("mma_clock", w), ("mma_tclock", w)
+    clock = state[key] = hb.padded(join(state.get(key, _NO_CLOCK), hb.release(w)))
     clock[agent] = epoch
-    _, _, tc = hb.tc_view(warp.warp_id)
-    tclock = state["mma_tclock"] = hb.padded(join(state.get("mma_tclock", _NO_CLOCK), tc))
+    _, _, tc = hb.tc_view(w)
+    tclock = state[tkey] = hb.padded(join(state.get(tkey, _NO_CLOCK), tc))
     tclock[agent] = epoch
     return agent, epoch, clock.copy(), tclock.copy()
 
@@ -280,8 +281,9 @@ def _commit(warp, inst):
     cta = warp.cta
     addrs = warp.addr(inst.operands[0]).astype(np.int64)
     # the arrive-on releases the pipe's work up to here and what the thread did before
-    clock = join(join(warp.cta.hb.release(warp.warp_id), cta.state.get("mma_clock", _NO_CLOCK)),
-                 cta.state.get("mma_tclock", _NO_CLOCK))
+    w = warp.warp_id   # its MMAs only: tcgen05.commit tracks the executing thread's
+    clock = join(join(warp.cta.hb.release(w), cta.state.get(("mma_clock", w), _NO_CLOCK)),
+                 cta.state.get(("mma_tclock", w), _NO_CLOCK))
     for lane in warp.active_lanes().tolist():
         bar = cta.mbarrier(int(addrs[lane]))
         group = st.commit_take(int(warp.tid[lane]))
