@@ -80,8 +80,7 @@ def check_program(program, target: str = targets.COMPILE_DEFAULT):
     findings are warnings (a program that would hang breaks no rule of the language)."""
     rec = _target(target)
     return sema.check_program(
-        program, on_function=lambda fn: [pipeline.run_kernel(k, rec, strict=False)
-                                         for k in fn.kernels])
+        program, on_function=lambda fn: pipeline.run_function(fn, rec, strict=False))
 
 
 def compile_file(path: str, emit: str = "pyptx", target: str = targets.COMPILE_DEFAULT,

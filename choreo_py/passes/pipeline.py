@@ -103,11 +103,29 @@ def run_kernel(kernel: ir.Kernel, target: Target, *, strict: bool = True,
             return
 
 
+def assume_asserts(fn: ir.Function) -> None:
+    """Gives each kernel of `fn` the function's asserts on its sizes as assumptions: they
+    are checked at the function's entry, before any launch, so no launch violates them
+    (a static check that reasons about sizes must not report sizes they exclude)."""
+    sizes = {d.name for p in fn.params for d in p.shape if isinstance(d, ir.Sym)}
+    conds = [s.cond for s in fn.body if isinstance(s, ir.Assert)
+             and ir.sym_names(s.cond) <= sizes]
+    for k in fn.kernels:
+        k.assumes = list(conds)
+
+
+def run_function(fn: ir.Function, target: Target, *, strict: bool = True,
+                 stop_after: Optional[str] = None) -> None:
+    """The passes over every kernel of `fn`, under the function's asserts."""
+    assume_asserts(fn)
+    for k in fn.kernels:
+        run_kernel(k, target, strict=strict, stop_after=stop_after)
+
+
 def run_module(module: ir.Module, target: Target, *, strict: bool = True,
                stop_after: Optional[str] = None) -> ir.Module:
     for fn in module.functions:
-        for k in fn.kernels:
-            run_kernel(k, target, strict=strict, stop_after=stop_after)
+        run_function(fn, target, strict=strict, stop_after=stop_after)
     return module
 
 
@@ -124,8 +142,7 @@ def build_module(program, target: Target, *, strict: bool = True,
     for func in program.functions:
         try:
             fn = sema.build_function(func, strict=False)
-            for k in fn.kernels:
-                run_kernel(k, target, strict=False, stop_after=stop_after)
+            run_function(fn, target, strict=False, stop_after=stop_after)
             funcs.append(fn)
         except ChoreoError as e:
             errors += e.diagnostics

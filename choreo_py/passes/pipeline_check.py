@@ -24,7 +24,8 @@ every slot/parity combination of rings of up to 4 slots. They come in
 families: every symbolic dimension at the same value, and one dimension
 at each value while the others stay small (1 or 8), so that a persistent
 block that walks many work items also meets several multi-tile items.
-Within a family the values grow; a scenario that needs more than
+Sizes the function's asserts exclude are no scenario (they are checked
+before every launch: `Kernel.assumes`). Within a family the values grow; a scenario that needs more than
 `SCENARIO_STEPS` steps is left unchecked and ends its family (the larger
 values would only cost more), and the check fails only when no scenario
 finishes at all (a loop that never ends). The check is bounded: the step
@@ -328,13 +329,53 @@ class _Sim:
 
 
 def _families(kernel: ir.Kernel):
-    """Lists of dimension assignments, each growing (see the module docstring)."""
-    dims = kernel.symbolic_dims
+    """Lists of dimension assignments, each growing (see the module docstring), without
+    those the function's asserts exclude (no launch has them: `Kernel.assumes`)."""
+    for family in _all_families(kernel.symbolic_dims, _equal_sizes(kernel)):
+        yield [dims for dims in family if assumed(kernel, dims)]
+
+
+def _all_families(dims: list[str], same: dict):
+    """The families; a dimension an assert makes equal to others (`same`) varies with them."""
     yield [{d: v for d in dims} for v in DIM_VALUES]
     if len(dims) > 1:
         for small in SMALL_VALUES:
             for d in dims:
-                yield [{e: (v if e == d else small) for e in dims} for v in DIM_VALUES]
+                tied = same.get(d, {d})
+                yield [{e: (v if e in tied else small) for e in dims} for v in DIM_VALUES]
+
+
+def _equal_sizes(kernel: ir.Kernel) -> dict:
+    """dimension -> the dimensions `assert(A == B)` conjuncts make equal to it (itself
+    included)."""
+    same: dict = {}
+    for cond in kernel.assumes:
+        for a, b in _equalities(cond):
+            group = same.get(a, {a}) | same.get(b, {b})
+            for n in group:
+                same[n] = group
+    return same
+
+
+def _equalities(cond: ir.Expr):
+    if isinstance(cond, ir.Bin) and cond.op == "&&":
+        yield from _equalities(cond.lhs)
+        yield from _equalities(cond.rhs)
+    elif isinstance(cond, ir.Bin) and cond.op == "==" and isinstance(cond.lhs, ir.Sym) \
+            and isinstance(cond.rhs, ir.Sym):
+        yield cond.lhs.name, cond.rhs.name
+
+
+def assumed(kernel: ir.Kernel, dims: dict) -> bool:
+    """Whether sizes `dims` satisfy every assert of the function on its sizes (one that
+    cannot be evaluated on them is taken as satisfied)."""
+    for cond in kernel.assumes:
+        try:
+            if not evaluate(cond, dims):
+                return False
+        except EvalError:
+            continue
+    return True
 
 
 def _blocks(kernel: ir.Kernel, env: dict, direct: set[str]):
