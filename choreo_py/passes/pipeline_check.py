@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from .. import ir
-from ..diagnostics import ChoreoError, warn
+from ..diagnostics import ChoreoError, InternalError, warn
 from . import event_arrivals
 from ..ir.eval import EvalError, evaluate, wrap
 from ..ir.printer import event_ref, expr
@@ -92,6 +92,10 @@ class _Continue(Exception):
     pass
 
 
+class _Leave(Exception):
+    """`yield`: the role instance leaves the kernel."""
+
+
 class PipelineError(ChoreoError):
     pass
 
@@ -135,7 +139,10 @@ class _Sim:
     # -- role execution (generators yielding _Blocked while waiting)
     def run_role(self, body: list[ir.Stmt], env: dict, run: _RoleRun):
         path_gen: dict = {}
-        yield from self.block(body, dict(env), run, path_gen)
+        try:
+            yield from self.block(body, dict(env), run, path_gen)
+        except _Leave:
+            return
 
     def block(self, stmts, env, run, path_gen):
         for s in stmts:
@@ -146,41 +153,71 @@ class _Sim:
             yield from self.stmt(s, env, run, path_gen)
 
     def stmt(self, s, env, run, path_gen):
-        if isinstance(s, (ir.Let, ir.Var, ir.Assign)):
-            value = s.init if isinstance(s, ir.Var) else s.value
+        rule = SIM_STATEMENTS.get(type(s))
+        if rule is None:
+            raise InternalError(f"pipeline check: no rule for the statement kind "
+                                f"{type(s).__name__}", getattr(s, "loc", None))
+        yield from rule(self, s, env, run, path_gen)
+
+    # -- statement rules (SIM_STATEMENTS): generators, yielding while a role waits
+    def s_skip(self, s, env, run, path_gen):
+        """Data, MMAs, fragments, copies and barriers: no event operation."""
+        yield from ()
+
+    def s_scalar(self, s, env, run, path_gen):
+        value = s.init if isinstance(s, ir.Var) else s.value
+        try:
+            env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None) or value.dtype)
+        except EvalError:
+            # A value of data (a buffer element): unknown here. The name stays unbound,
+            # so a branch, loop or event order that depends on it still stops the check.
+            env.pop(s.name, None)
+        yield from ()
+
+    def s_while(self, s: ir.While, env, run, path_gen):
+        while evaluate(s.cond, env):
             try:
-                env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None)
-                                   or value.dtype)
-            except EvalError:
-                # A value of data (a buffer element): unknown here. The name stays unbound,
-                # so a branch, loop or event order that depends on it still stops the check.
-                env.pop(s.name, None)
-        elif isinstance(s, ir.For):
-            yield from self.loop(s, env, run, path_gen)
-        elif isinstance(s, ir.While):
-            while evaluate(s.cond, env):
-                try:
-                    yield from self.block(s.body, env, run, path_gen)
-                except _Break:
-                    break
-                except _Continue:
-                    continue
-        elif isinstance(s, ir.If):
-            branch = s.then if evaluate(s.cond, env) else s.orelse
-            yield from self.block(branch, env, run, path_gen)
-        elif isinstance(s, ir.Role):  # a role nested in this one (sema/role_forms.py)
-            if evaluate(s.cond, env):
                 yield from self.block(s.body, env, run, path_gen)
-        elif isinstance(s, ir.Break):
-            raise _Break
-        elif isinstance(s, ir.Continue):
-            raise _Continue
-        elif isinstance(s, ir.Wait):
-            for item in s.items:
-                if isinstance(item, ir.EventRef):
-                    yield from self.wait(item, s.loc, env, run, path_gen)
-        elif isinstance(s, ir.Trigger):
-            self.trigger(s, env, run, path_gen)
+            except _Break:
+                break
+            except _Continue:
+                continue
+
+    def s_if(self, s: ir.If, env, run, path_gen):
+        branch = s.then if evaluate(s.cond, env) else s.orelse
+        yield from self.block(branch, env, run, path_gen)
+
+    def s_role(self, s: ir.Role, env, run, path_gen):
+        """A role nested in this one (sema/role_forms.py)."""
+        if evaluate(s.cond, env):
+            yield from self.block(s.body, env, run, path_gen)
+
+    def s_break(self, s, env, run, path_gen):
+        raise _Break
+        yield  # a generator
+
+    def s_continue(self, s, env, run, path_gen):
+        raise _Continue
+        yield  # a generator
+
+    def s_yield(self, s, env, run, path_gen):
+        """The thread leaves the kernel: this role instance runs nothing more."""
+        raise _Leave
+        yield  # a generator
+
+    def s_wait(self, s: ir.Wait, env, run, path_gen):
+        for item in s.items:
+            if isinstance(item, ir.EventRef):
+                yield from self.wait(item, s.loc, env, run, path_gen)
+
+    def s_trigger(self, s: ir.Trigger, env, run, path_gen):
+        self.trigger(s, env, run, path_gen)
+        yield from ()
+
+    def s_nested(self, s, env, run, path_gen):
+        """A statement no role body holds (the passes' order puts them elsewhere)."""
+        raise InternalError(f"pipeline check: {type(s).__name__} inside a role", s.loc)
+        yield  # a generator
 
     def loop(self, s: ir.For, env, run, path_gen):
         i, stop, step = evaluate(s.start, env), evaluate(s.stop, env), evaluate(s.step, env)
@@ -326,6 +363,25 @@ class _Sim:
         if others:
             msg += f"; also {others}"
         self.fail(msg, b.loc, first)
+
+
+_S = _Sim
+#: The rule of every statement kind (tests/test_static_dispatch.py checks each has one: a
+#: kind without one is an internal error, never a statement the simulation skips silently).
+SIM_STATEMENTS = {
+    ir.Let: _S.s_scalar, ir.Var: _S.s_scalar, ir.Assign: _S.s_scalar,
+    ir.For: lambda self, s, env, run, path_gen: self.loop(s, env, run, path_gen),
+    ir.While: _S.s_while, ir.If: _S.s_if, ir.Role: _S.s_role,
+    ir.Break: _S.s_break, ir.Continue: _S.s_continue, ir.Yield: _S.s_yield,
+    ir.Wait: _S.s_wait, ir.Trigger: _S.s_trigger,
+    ir.Parallel: _S.s_nested,  # parallel regions are the instances, never inside a role
+    ir.Launch: _S.s_nested, ir.Assert: _S.s_nested,  # host statements
+    **{kind: _S.s_skip for kind in (
+        ir.ViewDef, ir.SetMaxRegs, ir.TmaLoad, ir.TmaStore, ir.DmaCopy, ir.RoleSync,
+        ir.SyncShared, ir.SyncWarp, ir.GridSync, ir.Fence, ir.NamedBarrier, ir.FragDecl,
+        ir.MmaFill, ir.Mma, ir.SparseMma, ir.WarpMma, ir.MmaStore, ir.MmaLoad, ir.ElemStore,
+        ir.BufStore, ir.Apply, ir.Reduce, ir.AllReduce, ir.FragCopy, ir.Print, ir.Asm)},
+}
 
 
 def _families(kernel: ir.Kernel):

@@ -21,73 +21,14 @@ buffer reads its neighbour). Each check here is exact for what it reports:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, fields, is_dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from .. import ir
 from ..diagnostics import ChoreoError, Diagnostic, InternalError
 from . import static_order as O
 from . import static_ranges as R
-from .static_ranges import Interval, Scope, interval
-
-
-# ---------------------------------------------------------------- places in a statement
-
-def _views(obj, depth: int = 0):
-    """Every ir.View inside a statement's fields (not inside nested statement lists)."""
-    if isinstance(obj, ir.View):
-        yield obj
-        return
-    if isinstance(obj, (list, tuple)):
-        for x in obj:
-            if not isinstance(x, ir.Stmt):
-                yield from _views(x, depth + 1)
-        return
-    if is_dataclass(obj) and not isinstance(obj, type) and depth < 12:
-        for f in fields(obj):
-            sub = getattr(obj, f.name)
-            if not isinstance(sub, (str, int, float, type(None))):
-                yield from _views(sub, depth + 1)
-
-
-def _exprs(obj, depth: int = 0):
-    """Every expression a statement's fields hold (not views' offsets, not nested lists)."""
-    if isinstance(obj, ir.Expr):
-        yield obj
-        return
-    if isinstance(obj, (list, tuple)):
-        for x in obj:
-            if not isinstance(x, (ir.Stmt, ir.View)):
-                yield from _exprs(x, depth + 1)
-        return
-    if is_dataclass(obj) and not isinstance(obj, (type, ir.View, ir.Frag)) and depth < 12:
-        for f in fields(obj):
-            sub = getattr(obj, f.name)
-            if not isinstance(sub, (str, int, float, type(None), ir.View)):
-                yield from _exprs(sub, depth + 1)
-
-
-def _surely_read(e: ir.Expr):
-    """The buffer elements evaluating `e` reads whatever its values: not those of a
-    select's arms or of the right side of `&&` / `||` (read only on some values)."""
-    if isinstance(e, ir.BufElem):
-        yield e
-    if isinstance(e, ir.Select):
-        yield from _surely_read(e.cond)
-        return
-    if isinstance(e, ir.Bin) and e.op in ("&&", "||"):
-        yield from _surely_read(e.lhs)
-        return
-    for x in ir.expr_children(e):
-        yield from _surely_read(x)
-
-
-def _elements(s: ir.Stmt):
-    """(view, index) of every element `s` surely reads or writes."""
-    if isinstance(s, ir.BufStore):
-        yield s.view, s.index
-    for e in _exprs(s):
-        for b in _surely_read(e):
-            yield b.view, b.index
+from .static_bounds import Bounds, elements as _elements, views as _views
+from .static_ranges import Scope, interval
 
 
 # ---------------------------------------------------------------- the state that flows
@@ -127,7 +68,7 @@ def _union(a: Flow | None, b: Flow | None) -> Flow | None:
 
 # ---------------------------------------------------------------- the walk
 
-class _Faults:
+class _Faults(Bounds):
     def __init__(self, k: ir.Kernel) -> None:
         self.k = k
         self.found: list[Diagnostic] = []
@@ -145,76 +86,6 @@ class _Faults:
         if key not in self.seen:
             self.seen.add(key)
             self.found.append(Diagnostic("error", message, loc))
-
-    # -- bounds of views and elements
-    def check_view(self, v: ir.View, scope: Scope, loc) -> None:
-        buf = self.k.buffer(v.base)
-        if buf is None:
-            return
-        names = set().union(*(ir.sym_names(o) for o in v.offsets))
-        for when, env in [("for every value of its indices", scope.ranges)] + \
-                [(f"when {d}", e) for d, e in scope.case_envs(names)]:
-            if self._view_outside(v, buf, env, when, loc):
-                return
-        if v.slot is not None and buf.count:
-            r = interval(v.slot, scope.ranges)
-            if r is not None and (r[0] >= buf.count or r[1] < 0):
-                self.report(f"'{v.base}[{int(r[0])}]' is outside the array of {buf.count} "
-                            "buffers", loc)
-
-    def _view_outside(self, v, buf, env, when: str, loc) -> bool:
-        for k, (off, ext, size) in enumerate(zip(v.offsets, v.extents, buf.shape)):
-            r, n = interval(off, env), ir_int(ext)
-            if r is None or n is None:
-                continue
-            if r[0] + n > size or r[1] < 0:
-                lo = int(r[0])
-                self.report(f"this view of '{v.base}' {list(buf.shape)} spans elements "
-                            f"[{lo}, {lo + n}) of dimension {k} {when}, outside the "
-                            f"buffer's {size}", loc)
-                return True
-        return False
-
-    def check_element(self, v: ir.View, index, scope: Scope, loc) -> None:
-        """An element past its tensor or buffer (a global tensor's box may pass its end,
-        the TMA fills it; an element read or written there is a fault)."""
-        sizes = self._sizes(v.base, scope)
-        kept = [k for k, keep in enumerate(v.keep) if keep]
-        if sizes is None or len(kept) != len(index):
-            return
-        pos = list(v.offsets)
-        for k, i in zip(kept, index):
-            pos[k] = ir.Bin("+", pos[k], i, "s32")
-        names = set().union(*(ir.sym_names(p) for p in pos))
-        for when, env in [("for every value of its indices", scope.ranges)] + \
-                [(f"when {d}", e) for d, e in scope.case_envs(names)]:
-            if self._element_outside(v.base, pos, sizes, env, when, loc):
-                return
-
-    def _element_outside(self, base, pos, sizes, env, when, loc) -> bool:
-        for k, (p, size) in enumerate(zip(pos, sizes)):
-            r, n = interval(p, env), interval(size, env) if isinstance(size, ir.Expr) \
-                else (size, size)
-            if r is None or n is None:
-                continue
-            if r[0] >= n[1] or r[1] < 0:
-                shown = [ir_int(d) if isinstance(d, ir.Expr) and ir_int(d) is not None
-                         else getattr(d, "name", d) for d in sizes]
-                self.report(f"this element of '{base}' [{', '.join(map(str, shown))}] is at "
-                            f"index {int(r[0])} of dimension {k} {when}, outside its "
-                            f"{shown[k]}", loc)
-                return True
-        return False
-
-    def _sizes(self, base: str, scope: Scope):
-        """The dimensions of a parameter (expressions) or buffer (ints); None for others."""
-        if self.k.alias(base) is not None:
-            return None
-        buf = self.k.buffer(base)
-        if buf is not None:
-            return buf.shape
-        p = self.k.param(base)
-        return tuple(p.shape) if p is not None else None
 
     # -- walking
     def block(self, stmts, scope: Scope, flow):
@@ -243,7 +114,7 @@ class _Faults:
         A let the body's assignments change is not substituted in it (its value was
         taken before the iteration)."""
         scope = scope.copy()
-        scope.rebinding(_bound(body))
+        scope.entering_loop(body)
         state = flow
         for _ in range(8):  # the pending sets only grow: a fixpoint in a few rounds
             self.jumps.append([])
@@ -267,25 +138,26 @@ class _Faults:
         return flow.forget({s.name})
 
     def s_mutable(self, s, scope, flow):
-        scope.unknown(s.name)
+        scope.unknown(s.name, s.init if isinstance(s, ir.Var) else s.value)
         return flow.forget({s.name})
 
     def s_for(self, s: ir.For, scope, flow):
         inner = scope.copy()
         start, stop = interval(s.start, scope.ranges), interval(s.stop, scope.ranges)
+        inner.varying(set().union(*(ir.sym_names(e) for e in (s.start, s.stop, s.step))))
         inner.index(s.var, (start[0], stop[1] - 1) if start and stop else None)
         return self.loop(s.body, inner, flow.forget({s.var}), {s.var})
 
     def s_while(self, s: ir.While, scope, flow):
         inner = scope.copy()
-        inner.drop(ir.sym_names(s.cond))
+        inner.varying(ir.sym_names(s.cond))
         return self.loop(s.body, inner, flow)
 
     def s_if(self, s: ir.If, scope, flow):
         yes, no = scope.split(s.cond)
         out = _union(self.block(s.then, yes, flow), self.block(s.orelse, no, flow))
         if any(isinstance(t, _JUMPS) for t in ir.walk(s.then + s.orelse)):
-            scope.drop(ir.sym_names(s.cond))  # after it: only the cases that did not jump
+            scope.varying(ir.sym_names(s.cond))  # after it: the cases that did not jump
         return out
 
     def s_jump(self, s, scope, flow):
@@ -435,11 +307,6 @@ class _Faults:
 
 _JUMPS = (ir.Break, ir.Continue, ir.Yield)
 
-
-def _bound(stmts) -> set[str]:
-    """Names the statements bind (lets, mutable scalars, loop indices)."""
-    return {getattr(s, "name", None) or getattr(s, "var", None) for s in ir.walk(stmts)
-            if isinstance(s, (ir.Let, ir.Var, ir.Assign, ir.For))}
 
 
 def _none(s):

@@ -163,9 +163,12 @@ class Scope:
     ranges: dict = field(default_factory=dict)
     cases: tuple = ({},)
     defs: dict = field(default_factory=dict)  # let name -> its value, lets substituted
+    # names whose value may differ between cases without being a case name (a let of a
+    # case index and a loop index): a condition on one splits no case, it drops them all
+    dependent: frozenset = frozenset()
 
     def copy(self) -> "Scope":
-        return Scope(dict(self.ranges), self.cases, dict(self.defs))
+        return Scope(dict(self.ranges), self.cases, dict(self.defs), self.dependent)
 
     # -- bindings
     def let(self, name: str, value: ir.Expr) -> None:
@@ -173,13 +176,39 @@ class Scope:
         self._per_case(name, value)
         self._forget_defs(name)
         self.defs[name] = subst(value, self.defs)
+        self._depends(name, value)
 
-    def unknown(self, name: str) -> None:
+    def unknown(self, name: str, value: ir.Expr | None = None) -> None:
         """A mutable scalar (or one rebound to what is not followed): no range, no case."""
         self.ranges[name] = None
         self.drop({name})
         self._forget_defs(name)
         self.defs.pop(name, None)
+        self._depends(name, value)
+
+    def _depends(self, name: str, value: ir.Expr | None) -> None:
+        varying = self.case_names() | self.dependent
+        if name not in self.case_names() and value is not None and \
+                ir.sym_names(value) & varying:
+            self.dependent = self.dependent | {name}
+        elif name in self.dependent and name in self.case_names():
+            self.dependent = self.dependent - {name}
+
+    def entering_loop(self, body: list) -> None:
+        """Names a loop body binds: the lets read from them are not substituted in it, and
+        those it binds from case-varying values vary by case from the first iteration on."""
+        bound = [s for s in ir.walk(body) if isinstance(s, (ir.Let, ir.Var, ir.Assign))]
+        for s in bound:
+            self._forget_defs(s.name)
+        grow = True
+        while grow:
+            varying = self.case_names() | self.dependent
+            new = {s.name for s in bound if ir.sym_names(_value(s)) & varying} - varying
+            self.dependent |= new
+            grow = bool(new)
+        for s in ir.walk(body):
+            if isinstance(s, ir.For):
+                self._forget_defs(s.var)
 
     def index(self, name: str, rng: Interval | None, values=None) -> None:
         """An index of range `rng`; `values`: every one of them runs (a new case name)."""
@@ -187,6 +216,7 @@ class Scope:
         self._forget_defs(name)
         self.defs.pop(name, None)
         self.drop({name})
+        self.dependent = self.dependent - {name}
         if values is not None and len(self.cases) * len(values) <= MAX_CASES:
             self.cases = tuple(dict(c, **{name: v}) for c in self.cases for v in values)
 
@@ -196,15 +226,10 @@ class Scope:
         except EvalError:
             self.drop({name})
             return
-        if any(isinstance(v, bool) or not isinstance(v, int) for v in vals):
+        if any(not isinstance(v, int) for v in vals):  # a bool is an int
             self.drop({name})
             return
         self.cases = tuple(dict(c, **{name: v}) for c, v in zip(self.cases, vals))
-
-    def rebinding(self, names: set) -> None:
-        """Names a loop body rebinds: the lets read from them are not substituted there."""
-        for n in names:
-            self._forget_defs(n)
 
     def _forget_defs(self, name: str) -> None:
         for n in [n for n, e in self.defs.items() if name in ir.sym_names(e)]:
@@ -213,6 +238,18 @@ class Scope:
     # -- cases
     def case_names(self) -> set[str]:
         return set(self.cases[0]) if self.cases else set()
+
+    def forget_cases(self) -> None:
+        self.cases = ({},) if self.cases else ()
+        self.dependent = frozenset()
+
+    def varying(self, names: set[str]) -> None:
+        """Code run for the cases where a condition on `names` holds: forget what cannot
+        be told apart (a case name read: its values; a dependent name: every case)."""
+        if names & self.dependent:
+            self.forget_cases()
+        else:
+            self.drop(names)
 
     def drop(self, names: set[str]) -> None:
         """Forget the cases' values of `names` (the combinations merge)."""
@@ -230,6 +267,10 @@ class Scope:
     def split(self, cond: ir.Expr) -> tuple["Scope", "Scope"]:
         """(the scope where `cond` holds, the scope where it does not)."""
         yes, no = self.copy(), self.copy()
+        if ir.sym_names(cond) & self.dependent:
+            yes.forget_cases()
+            no.forget_cases()
+            return yes, no
         names = ir.sym_names(cond) & self.case_names()
         if not names:
             return yes, no
@@ -289,6 +330,10 @@ def _rebuild(e: ir.Expr, kids: list) -> ir.Expr:
             v = getattr(e, f.name)
             changes[f.name] = type(v)(kids.pop(0) for _ in v)
     return replace(e, **changes)
+
+
+def _value(s) -> ir.Expr:
+    return s.init if isinstance(s, ir.Var) else s.value
 
 
 def canon(e: ir.Expr | None):
