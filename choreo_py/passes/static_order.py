@@ -88,8 +88,11 @@ def inside(a: Place, b: Place, env: dict) -> bool:
 # ---------------------------------------------------------------- the kernel's events
 
 def _roles(k: ir.Kernel) -> list[list[ir.Stmt]]:
-    """The bodies whose waits order their triggers: each role, and each parallel body."""
-    out = [s.body for s in ir.walk(k.body) if isinstance(s, (ir.Role, ir.Parallel))]
+    """The bodies whose waits order their triggers: each role, and each parallel body
+    outside its roles (the code every instance runs)."""
+    out = [s.body for s in ir.walk(k.body) if isinstance(s, ir.Role)]
+    out += [[t for t in s.body if not isinstance(t, ir.Role)] for s in ir.walk(k.body)
+            if isinstance(s, ir.Parallel)]
     return out or [k.body]
 
 
