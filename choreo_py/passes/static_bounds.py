@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import fields, is_dataclass
 
 from .. import ir
+from ..ir.printer import expr as print_expr
 from .static_ranges import Scope, interval
 
 
@@ -129,8 +130,7 @@ class Bounds:
             if r is None or n is None:
                 continue
             if r[0] >= n[1] or r[1] < 0:
-                shown = [ir_int(d) if isinstance(d, ir.Expr) and ir_int(d) is not None
-                         else getattr(d, "name", d) for d in sizes]
+                shown = [print_expr(d) if isinstance(d, ir.Expr) else d for d in sizes]
                 self.report(f"this element of '{base}' [{', '.join(map(str, shown))}] is at "
                             f"index {int(r[0])} of dimension {k} {when}, outside its "
                             f"{shown[k]}", loc)
