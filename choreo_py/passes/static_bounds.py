@@ -9,6 +9,7 @@ a parallel index). A symbol of unknown range makes a check give up, silently.
 from __future__ import annotations
 
 from dataclasses import fields, is_dataclass
+from functools import cache
 
 from .. import ir
 from ..ir.printer import expr as print_expr
@@ -16,6 +17,11 @@ from .static_ranges import Scope, interval
 
 
 # ---------------------------------------------------------------- places in a statement
+
+@cache
+def _field_names(kind: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(kind))
+
 
 def views(obj, depth: int = 0):
     """Every ir.View inside a statement's fields (not inside nested statement lists)."""
@@ -28,8 +34,8 @@ def views(obj, depth: int = 0):
                 yield from views(x, depth + 1)
         return
     if is_dataclass(obj) and not isinstance(obj, type) and depth < 12:
-        for f in fields(obj):
-            sub = getattr(obj, f.name)
+        for name in _field_names(type(obj)):
+            sub = getattr(obj, name)
             if not isinstance(sub, (str, int, float, type(None))):
                 yield from views(sub, depth + 1)
 
@@ -45,8 +51,8 @@ def _exprs(obj, depth: int = 0):
                 yield from _exprs(x, depth + 1)
         return
     if is_dataclass(obj) and not isinstance(obj, (type, ir.View, ir.Frag)) and depth < 12:
-        for f in fields(obj):
-            sub = getattr(obj, f.name)
+        for name in _field_names(type(obj)):
+            sub = getattr(obj, name)
             if not isinstance(sub, (str, int, float, type(None), ir.View)):
                 yield from _exprs(sub, depth + 1)
 

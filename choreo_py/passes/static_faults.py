@@ -47,7 +47,7 @@ class Flow:
 
     def forget(self, names: set) -> "Flow":
         """Drop the places whose slot or offsets read a name that is rebound."""
-        if not names:
+        if not names or not (self.loads or self.mmas):
             return self
         loads = {k: v for k, v in self.loads.items() if not k[1].names & names}
         mmas = {k: (tuple(p for p in v[0] if not p.names & names), v[1])

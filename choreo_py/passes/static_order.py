@@ -42,8 +42,8 @@ class Place:
 
 
 def place(v: ir.View, scope: R.Scope) -> Place:
-    offs = tuple(R.subst(o, scope.defs) for o in v.offsets)
-    slot = R.subst(v.slot, scope.defs) if v.slot is not None else None
+    offs = tuple(R.subst(o, scope) for o in v.offsets)
+    slot = R.subst(v.slot, scope) if v.slot is not None else None
     names = set(R.uses(slot))
     for o in offs:
         names |= ir.sym_names(o)
@@ -131,10 +131,10 @@ class Events:
         ev = self.k.event(ref.event)
         n = (ev.slots if ev is not None else 1) or 1
         if ref.order is not None:
-            order = R.subst(ref.order, scope.defs)
+            order = R.subst(ref.order, scope)
             return None if n == 1 else R.canon(ir.Bin("%", order, ir.Const(n, "s32"), "s32"))
         if ref.index is not None and n > 1:
-            return R.canon(R.subst(ref.index, scope.defs))
+            return R.canon(R.subst(ref.index, scope))
         return None
 
 

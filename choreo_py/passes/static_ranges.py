@@ -17,6 +17,7 @@ drops the names it reads from the cases (they keep their ranges).
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 
@@ -26,6 +27,7 @@ from ..ir.eval import EvalError, evaluate
 
 Interval = tuple[float, float]
 MAX_CASES = 64  # combinations followed at once (more: the indices keep their ranges only)
+MAX_CASE_NAMES = 64  # names a case gives values (more lets of case indices: dependent)
 
 
 # ---------------------------------------------------------------- intervals
@@ -156,71 +158,103 @@ def _atoms(cond: ir.Expr):
 
 # ---------------------------------------------------------------- scope
 
+_STAMPS = itertools.count()
+MAX_DEF_NODES = 48  # a let's substituted value larger than this stays its name
+
+
 @dataclass
 class Scope:
-    """Ranges, cases and let definitions at one point of the walk (copied per block)."""
+    """Ranges, cases and let definitions at one point of the walk (copied per block).
+
+    `defs` holds each let's value with the lets before it substituted, and the stamp of
+    its binding; `bound` the stamp of each name's latest binding. A definition whose
+    names were bound after it is stale (it spoke of their earlier values): `subst` skips
+    it. Stamps keep a rebinding O(1) in a kernel of thousands of lets."""
 
     ranges: dict = field(default_factory=dict)
     cases: tuple = ({},)
-    defs: dict = field(default_factory=dict)  # let name -> its value, lets substituted
+    defs: dict = field(default_factory=dict)   # let name -> (value, its names, stamp)
+    bound: dict = field(default_factory=dict)  # name -> stamp of its latest binding
     # names whose value may differ between cases without being a case name (a let of a
     # case index and a loop index): a condition on one splits no case, it drops them all
-    dependent: frozenset = frozenset()
+    dependent: set = field(default_factory=set)
 
     def copy(self) -> "Scope":
-        return Scope(dict(self.ranges), self.cases, dict(self.defs), self.dependent)
+        return Scope(dict(self.ranges), self.cases, dict(self.defs), dict(self.bound),
+                     set(self.dependent))
 
     # -- bindings
     def let(self, name: str, value: ir.Expr) -> None:
         self.ranges[name] = interval(value, self.ranges)
         self._per_case(name, value)
-        self._forget_defs(name)
-        self.defs[name] = subst(value, self.defs)
+        sub = subst(value, self)
+        self._rebound(name)
+        self.defs.pop(name, None)
+        if _nodes(sub) <= MAX_DEF_NODES:
+            names = ir.sym_names(sub)
+            if name not in names:
+                self.defs[name] = (sub, names, self.bound[name])
         self._depends(name, value)
 
     def unknown(self, name: str, value: ir.Expr | None = None) -> None:
         """A mutable scalar (or one rebound to what is not followed): no range, no case."""
         self.ranges[name] = None
         self.drop({name})
-        self._forget_defs(name)
+        self._rebound(name)
         self.defs.pop(name, None)
         self._depends(name, value)
 
+    def _rebound(self, name: str) -> None:
+        self.bound[name] = next(_STAMPS)
+
+    def definition(self, name: str) -> ir.Expr | None:
+        """The substituted value of let `name`, if still current."""
+        got = self.defs.get(name)
+        if got is None:
+            return None
+        value, names, stamp = got
+        if any(self.bound.get(n, -1) > stamp for n in names):
+            return None
+        return value
+
     def _depends(self, name: str, value: ir.Expr | None) -> None:
-        varying = self.case_names() | self.dependent
-        if name not in self.case_names() and value is not None and \
-                ir.sym_names(value) & varying:
-            self.dependent = self.dependent | {name}
-        elif name in self.dependent and name in self.case_names():
-            self.dependent = self.dependent - {name}
+        cases = self.case_names()
+        if name in cases:
+            self.dependent.discard(name)
+        elif value is not None and any(n in cases or n in self.dependent
+                                       for n in ir.sym_names(value)):
+            self.dependent.add(name)
 
     def entering_loop(self, body: list) -> None:
         """Names a loop body binds: the lets read from them are not substituted in it, and
         those it binds from case-varying values vary by case from the first iteration on."""
         bound = [s for s in ir.walk(body) if isinstance(s, (ir.Let, ir.Var, ir.Assign))]
         for s in bound:
-            self._forget_defs(s.name)
-        grow = True
-        while grow:
-            varying = self.case_names() | self.dependent
-            new = {s.name for s in bound if ir.sym_names(_value(s)) & varying} - varying
-            self.dependent |= new
-            grow = bool(new)
+            self._rebound(s.name)
         for s in ir.walk(body):
             if isinstance(s, ir.For):
-                self._forget_defs(s.var)
+                self._rebound(s.var)
+        cases, grow = self.case_names(), True
+        while grow:
+            new = {s.name for s in bound if s.name not in self.dependent and s.name not in cases
+                   and any(n in cases or n in self.dependent for n in ir.sym_names(_value(s)))}
+            self.dependent |= new
+            grow = bool(new)
 
     def index(self, name: str, rng: Interval | None, values=None) -> None:
         """An index of range `rng`; `values`: every one of them runs (a new case name)."""
         self.ranges[name] = rng
-        self._forget_defs(name)
+        self._rebound(name)
         self.defs.pop(name, None)
         self.drop({name})
-        self.dependent = self.dependent - {name}
+        self.dependent.discard(name)
         if values is not None and len(self.cases) * len(values) <= MAX_CASES:
             self.cases = tuple(dict(c, **{name: v}) for c in self.cases for v in values)
 
     def _per_case(self, name: str, value: ir.Expr) -> None:
+        if not self.cases or len(self.cases[0]) >= MAX_CASE_NAMES:
+            self.drop({name})  # it stays dependent on the case names it reads
+            return
         try:
             vals = [evaluate(value, c) for c in self.cases]
         except EvalError:
@@ -231,17 +265,13 @@ class Scope:
             return
         self.cases = tuple(dict(c, **{name: v}) for c, v in zip(self.cases, vals))
 
-    def _forget_defs(self, name: str) -> None:
-        for n in [n for n, e in self.defs.items() if name in ir.sym_names(e)]:
-            del self.defs[n]
-
     # -- cases
     def case_names(self) -> set[str]:
         return set(self.cases[0]) if self.cases else set()
 
     def forget_cases(self) -> None:
         self.cases = ({},) if self.cases else ()
-        self.dependent = frozenset()
+        self.dependent = set()
 
     def varying(self, names: set[str]) -> None:
         """Code run for the cases where a condition on `names` holds: forget what cannot
@@ -306,13 +336,27 @@ class Scope:
 
 # ---------------------------------------------------------------- expressions
 
-def subst(e: ir.Expr, defs: dict) -> ir.Expr:
-    """`e` with the lets of `defs` replaced by their values (symbols as far as known)."""
-    if not defs or not ir.sym_names(e) & set(defs):
+def subst(e: ir.Expr, scope: Scope) -> ir.Expr:
+    """`e` with the lets of `scope` replaced by their current values."""
+    if not scope.defs:
         return e
     if isinstance(e, ir.Sym):
-        return defs.get(e.name, e)
-    return _rebuild(e, [subst(x, defs) for x in ir.expr_children(e)])
+        got = scope.definition(e.name)
+        return e if got is None else got
+    kids = ir.expr_children(e)
+    new = [subst(x, scope) for x in kids]
+    if all(a is b for a, b in zip(new, kids)):
+        return e
+    return _rebuild(e, new)
+
+
+def _nodes(e: ir.Expr) -> int:
+    n = 0
+    for _ in ir.expr_walk(e):
+        n += 1
+        if n > MAX_DEF_NODES:
+            break
+    return n
 
 
 def _rebuild(e: ir.Expr, kids: list) -> ir.Expr:
