@@ -25,9 +25,19 @@ Pass = Callable[[ir.Kernel, Target], None]
 
 
 class BeyondTheLanguage(ChoreoError):
-    """A kernel past what the hardware runs (threads, registers) or one that would hang:
-    `compile` refuses it; `check` and the interpreter judge the language's rules, which
-    it does not break, and warn."""
+    """A kernel past what the hardware runs (threads, registers), one that would hang, or
+    one with a race on a tile: `compile` refuses it; `check` and the interpreter judge the
+    language's rules, which it does not break, and warn."""
+
+
+def _static_faults(kernel: ir.Kernel, target: Target) -> None:
+    """Faults every run reaching them would report: errors for `check` too. Races on a
+    tile (read before its copy is waited, handed back under an MMA) are compile errors
+    only: the interpreter runs the program to show them."""
+    try:
+        static_faults.check_kernel(kernel)
+    except static_faults.Races as e:
+        raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
 
 
 def _budget(kernel: ir.Kernel, target: Target) -> None:
@@ -57,7 +67,7 @@ def _static_hangs(kernel: ir.Kernel, target: Target) -> None:
 PASSES: tuple[tuple[str, Pass], ...] = (
     # faults every run reaching them would report (a view out of bounds for every index,
     # an accumulator read before its MMA is waited): errors for `check` too
-    ("static-faults", lambda k, t: static_faults.check_kernel(k)),
+    ("static-faults", _static_faults),
     ("budget", _budget),                         # threads and registers the block may have
     ("warp-copies", warp_copies.run),            # mma.sync kernels: a synchronous TMA copy -> dma.copy
     ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event

@@ -72,6 +72,7 @@ class _Faults(Bounds):
     def __init__(self, k: ir.Kernel) -> None:
         self.k = k
         self.found: list[Diagnostic] = []
+        self.races: list[Diagnostic] = []
         self.seen: set = set()
         self.seq = 0
         self.issued: dict[str, int] = {}  # future -> sequence number of its latest MMA
@@ -81,11 +82,11 @@ class _Faults(Bounds):
         self.folded = _folded_fills(k.body, block=_block_accs(k.body))
         self.events = O.Events(k)
 
-    def report(self, message: str, loc) -> None:
+    def report(self, message: str, loc, race: bool = False) -> None:
         key = (message, loc)
         if key not in self.seen:
             self.seen.add(key)
-            self.found.append(Diagnostic("error", message, loc))
+            (self.races if race else self.found).append(Diagnostic("error", message, loc))
 
     # -- walking
     def block(self, stmts, scope: Scope, flow):
@@ -263,7 +264,7 @@ class _Faults(Bounds):
                 self.report(f"{_READER.get(type(s), 'this statement')} reads '{dst.label}' "
                             f"while the copy '{fut}'{where} "
                             f"may still be writing it; 'wait {fut};' (or an event triggered "
-                            f"after it) first", s.loc)
+                            f"after it) first", s.loc, race=True)
 
     def release(self, s: ir.Trigger, scope: Scope, flow: Flow) -> None:
         """A ring slot handed back (its producer refills the buffer after waiting this
@@ -281,7 +282,8 @@ class _Faults(Bounds):
                     where = f" (line {loc.line})" if loc is not None else ""
                     self.report(f"this trigger hands '{p.base}' back to its producer while "
                                 f"the MMA '{fut}'{where} may still be reading it; 'wait "
-                                f"{fut};' first (or 'trigger ... after {fut}')", s.loc)
+                                f"{fut};' first (or 'trigger ... after {fut}')", s.loc,
+                                race=True)
                     return
 
     def _unpublished(self, flow, published: set):
@@ -471,11 +473,24 @@ def _shapeless(k: ir.Kernel) -> list[Diagnostic]:
     return out
 
 
+class Races(ChoreoError):
+    """Races certain for every schedule that the walk found (a copy's destination read
+    before its wait, a ring slot handed back under an MMA) and no other fault: `compile`
+    refuses them; `check` and the interpreter warn (the interpreter then shows the race
+    it runs into)."""
+
+
 def faults(k: ir.Kernel) -> list[Diagnostic]:
-    """The view and fragment faults of kernel `k` (errors)."""
+    """The view, element and fragment faults of kernel `k`, then its races."""
+    found, races = findings(k)
+    return found + races
+
+
+def findings(k: ir.Kernel) -> tuple[list[Diagnostic], list[Diagnostic]]:
+    """(faults, races) of kernel `k`."""
     shapeless = _shapeless(k)
     if shapeless:
-        return shapeless
+        return shapeless, []
     f = _Faults(k)
     scope = Scope(R.assumed_ranges(k))
     for g in k.grid:
@@ -483,7 +498,7 @@ def faults(k: ir.Kernel) -> list[Diagnostic]:
         scope.index(g.var, R.index_range(g.extent, scope.ranges),
                     range(extent) if extent is not None else None)
     f.block(k.body, scope, Flow())
-    return f.found
+    return f.found, f.races
 
 
 def hangs(k: ir.Kernel) -> list[Diagnostic]:
@@ -492,6 +507,8 @@ def hangs(k: ir.Kernel) -> list[Diagnostic]:
 
 
 def check_kernel(k: ir.Kernel) -> None:
-    found = faults(k)
+    found, races = findings(k)
     if found:
-        raise ChoreoError(diagnostics=found)
+        raise ChoreoError(diagnostics=found + races)
+    if races:
+        raise Races(diagnostics=races)
