@@ -159,21 +159,23 @@ def _atoms(cond: ir.Expr):
 # ---------------------------------------------------------------- scope
 
 _STAMPS = itertools.count()
-MAX_DEF_NODES = 48  # a let's substituted value larger than this stays its name
+MAX_DEF_NODES = 48  # a substituted expression larger than this stays as written
+MAX_LET_CHAIN = 8  # lets of lets followed by one substitution
 
 
 @dataclass
 class Scope:
     """Ranges, cases and let definitions at one point of the walk (copied per block).
 
-    `defs` holds each let's value with the lets before it substituted, and the stamp of
-    its binding; `bound` the stamp of each name's latest binding. A definition whose
-    names were bound after it is stale (it spoke of their earlier values): `subst` skips
-    it. Stamps keep a rebinding O(1) in a kernel of thousands of lets."""
+    `defs` holds each let's value and the stamp of its binding; `bound` the stamp of
+    each name's latest binding. A definition whose names were bound after it is stale
+    (it spoke of their earlier values): `subst` keeps its name. Stamps keep a binding
+    O(1) in a kernel of thousands of lets; substitution happens only where a place is
+    compared (static_order)."""
 
     ranges: dict = field(default_factory=dict)
     cases: tuple = ({},)
-    defs: dict = field(default_factory=dict)   # let name -> (value, its names, stamp)
+    defs: dict = field(default_factory=dict)   # let name -> (value, stamp)
     bound: dict = field(default_factory=dict)  # name -> stamp of its latest binding
     # names whose value may differ between cases without being a case name (a let of a
     # case index and a loop index): a condition on one splits no case, it drops them all
@@ -187,13 +189,8 @@ class Scope:
     def let(self, name: str, value: ir.Expr) -> None:
         self.ranges[name] = interval(value, self.ranges)
         self._per_case(name, value)
-        sub = subst(value, self)
         self._rebound(name)
-        self.defs.pop(name, None)
-        if _nodes(sub) <= MAX_DEF_NODES:
-            names = ir.sym_names(sub)
-            if name not in names:
-                self.defs[name] = (sub, names, self.bound[name])
+        self.defs[name] = (value, self.bound[name])
         self._depends(name, value)
 
     def unknown(self, name: str, value: ir.Expr | None = None) -> None:
@@ -212,12 +209,15 @@ class Scope:
         got = self.defs.get(name)
         if got is None:
             return None
-        value, names, stamp = got
-        if any(self.bound.get(n, -1) > stamp for n in names):
-            return None
+        value, stamp = got
+        names = ir.sym_names(value)
+        if name in names or any(self.bound.get(n, -1) > stamp for n in names):
+            return None  # `x = x + 1` (the earlier x), or a name rebound since
         return value
 
     def _depends(self, name: str, value: ir.Expr | None) -> None:
+        if not self.dependent and len(self.cases) <= 1:
+            return  # no case to vary by
         cases = self.case_names()
         if name in cases:
             self.dependent.discard(name)
@@ -337,14 +337,20 @@ class Scope:
 # ---------------------------------------------------------------- expressions
 
 def subst(e: ir.Expr, scope: Scope) -> ir.Expr:
-    """`e` with the lets of `scope` replaced by their current values."""
-    if not scope.defs:
+    """`e` with the lets of `scope` replaced by their current values (as far as they are
+    current, to a bounded size: past it, `e` as written)."""
+    out = _subst(e, scope, 0)
+    return out if out is e or _nodes(out) <= MAX_DEF_NODES else e
+
+
+def _subst(e: ir.Expr, scope: Scope, depth: int) -> ir.Expr:
+    if not scope.defs or depth > MAX_LET_CHAIN:
         return e
     if isinstance(e, ir.Sym):
         got = scope.definition(e.name)
-        return e if got is None else got
+        return e if got is None else _subst(got, scope, depth + 1)
     kids = ir.expr_children(e)
-    new = [subst(x, scope) for x in kids]
+    new = [_subst(x, scope, depth) for x in kids]
     if all(a is b for a, b in zip(new, kids)):
         return e
     return _rebuild(e, new)
