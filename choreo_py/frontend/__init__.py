@@ -6,10 +6,10 @@ runs the parse-level checks first, then every registered check in order.
 """
 from __future__ import annotations
 
-import sys
 from typing import Callable, Iterable, Optional
 
-from . import ast, parse_checks, segments
+from . import ast, depths, parse_checks, segments
+from choreo_py import limits
 from .ast_dump import dump
 from choreo_py.diagnostics import ChoreoError, Diagnostic
 from .parser import parse_function
@@ -50,9 +50,12 @@ def parse_unit(unit) -> ast.Program:
             items.append(ast.DeviceCode(text=seg.text, kind=seg.device_kind, loc=loc))
         else:
             try:
-                items.append(_guarded(loc, parse_function, seg.text, seg.start, unit.loc))
+                fn = _guarded(loc, parse_function, seg.text, seg.start, unit.loc)
             except ChoreoError as err:
                 errors += err.diagnostics
+                continue
+            items.append(fn)
+            errors += depths.depth_errors(fn)
     if errors:
         raise ChoreoError(diagnostics=errors)
     device_code = [i.text for i in items if isinstance(i, ast.DeviceCode)]
@@ -101,18 +104,14 @@ def dump_ast(program: ast.Node) -> str:
     return dump(program)
 
 
-#: Recursion allowed to later stages (tree walks); CPython 3.11 runs Python
-#: calls without growing the C stack, so a generous limit is safe.
-RECURSION_LIMIT = 20000
+#: Recursion allowed to later stages (tree walks), sized for limits.py's bounds.
+RECURSION_LIMIT = limits.RECURSION_LIMIT
 
 
 def _guarded(where, fn, *args):
     """Run a stage; a program nested beyond even that limit is a user error."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
     try:
-        return fn(*args)
+        with limits.deep_recursion():
+            return fn(*args)
     except RecursionError:
         raise ChoreoError("the program is nested too deeply to compile", where) from None
-    finally:
-        sys.setrecursionlimit(old)

@@ -22,11 +22,10 @@ from typing import Optional
 
 from . import ast
 from .astbuild_exprs import is_builtin_function
+from .literals import out_of_range
 from choreo_py.diagnostics import ChoreoError, Diagnostic
 
 DEVICE_TARGETS = ("cpu", "gpu")
-U64_MAX = (1 << 64) - 1
-S64_MAX = (1 << 63) - 1
 
 
 def check(program: ast.Program) -> None:
@@ -43,15 +42,7 @@ def check(program: ast.Program) -> None:
 
 def int_literal_error(lit: ast.IntLit) -> Optional[str]:
     """The reference compiler's message for an out-of-range literal, or None."""
-    hexa = lit.text[:2] in ("0x", "0X")
-    if "u" in lit.suffix:
-        if lit.value > U64_MAX:
-            bound = "0xffffffffffffffff" if hexa else str(U64_MAX)
-            return f"unsigned integer literal '{lit.text}' out of range [0, {bound}]."
-    elif lit.value > S64_MAX:
-        bound = "0x7fffffffffffffff" if hexa else str(S64_MAX)
-        return f"signed integer literal '{lit.text}' out of range [0, {bound}]."
-    return None
+    return out_of_range(lit.text, lit.value, "u" in lit.suffix)
 
 
 def fold_int(expr) -> Optional[int]:
