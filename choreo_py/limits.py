@@ -13,7 +13,6 @@ from __future__ import annotations
 import sys
 from contextlib import contextmanager
 
-
 #: statements nested in one another (`if`, `foreach`, `parallel`, `{ }`, ...)
 MAX_BLOCK_DEPTH = 256
 #: levels of one expression (`a + b + ...` of 1,000 terms is 1,000 deep; `f(x)`, `x.at(i)`
@@ -26,10 +25,6 @@ MAX_RANK = 32
 #: walk (the lowering of an expression: 3 or 4), times the deepest level, and a margin
 RECURSION_LIMIT = 20000
 
-LIMITS = {"block": (MAX_BLOCK_DEPTH, "statements nested more than {} deep"),
-          "expr": (MAX_EXPR_DEPTH, "an expression nested more than {} levels deep"),
-          "rank": (MAX_RANK, "an mdspan of more than {} dimensions")}
-
 
 @contextmanager
 def deep_recursion():
@@ -41,13 +36,3 @@ def deep_recursion():
         yield
     finally:
         sys.setrecursionlimit(old)
-
-
-def message(kind: str) -> str:
-    bound, text = LIMITS[kind]
-    return f"{text.format(bound)} (the limit of choreo-py)"
-
-
-def rank_error(rank: int) -> str | None:
-    """The error for an mdspan rank beyond MAX_RANK (a rank is allocated per dimension)."""
-    return f"{message('rank')}: rank {rank}" if rank > MAX_RANK else None

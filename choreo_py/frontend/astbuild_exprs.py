@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 from lark import Token
 
 from . import ast
-from choreo_py.limits import MAX_RANK, rank_error
+from choreo_py.limits import MAX_RANK
 from .literals import int_value, out_of_range
 from choreo_py.diagnostics import Diagnostic
 from choreo_py.source import Loc
@@ -135,7 +135,7 @@ class ExprBuilder(BuilderBase):
             return None, self.rank_value(c[2])
         items = c[1] if str(c[0]) == "[" else c[2]
         if len(items) > MAX_RANK:
-            self.error(rank_error(len(items)), items[MAX_RANK].loc)
+            self.rank_error(len(items), items[MAX_RANK].loc)
         # One entry may stand for a whole shape (`f32 [sp]`): rank unknown then.
         single_scalar = len(items) == 1 and isinstance(items[0], (ast.IntLit, ast.DimWildcard))
         return items, (len(items) if len(items) > 1 or single_scalar else None)
@@ -145,9 +145,13 @@ class ExprBuilder(BuilderBase):
         stage makes N dimensions of it."""
         rank = self.int_lit([tok]).value
         if rank > MAX_RANK:
-            self.error(rank_error(rank), self.tloc(tok))
+            self.rank_error(rank, self.tloc(tok))
             return MAX_RANK
         return rank
+
+    def rank_error(self, rank: int, loc: Loc) -> None:
+        self.error(f"an mdspan of more than {MAX_RANK} dimensions (the limit of choreo-py): "
+                   f"rank {rank}", loc)
 
     def dim_items(self, c):
         return nodes(c)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from . import ast
 from choreo_py.diagnostics import Diagnostic
-from choreo_py.limits import LIMITS, message
+from choreo_py.limits import MAX_BLOCK_DEPTH, MAX_EXPR_DEPTH
 
 
 def depth_errors(fn: ast.Node) -> list[Diagnostic]:
@@ -16,8 +16,11 @@ def depth_errors(fn: ast.Node) -> list[Diagnostic]:
         if isinstance(node, ast.Block):
             blocks += 1
         exprs = exprs + 1 if isinstance(node, ast.Expr) else 0
-        for kind, depth in (("block", blocks), ("expr", exprs)):
-            if depth > LIMITS[kind][0] and kind not in found:
-                found[kind] = Diagnostic("error", message(kind), node.loc)
+        if blocks > MAX_BLOCK_DEPTH and "block" not in found:
+            found["block"] = Diagnostic("error", f"statements nested more than {MAX_BLOCK_DEPTH} "
+                                        "deep (the limit of choreo-py)", node.loc)
+        if exprs > MAX_EXPR_DEPTH and "expr" not in found:
+            found["expr"] = Diagnostic("error", f"an expression nested more than {MAX_EXPR_DEPTH} "
+                                       "levels deep (the limit of choreo-py)", node.loc)
         stack.extend((child, blocks, exprs) for child in ast.child_nodes(node))
     return sorted(found.values(), key=lambda d: (d.loc.line, d.loc.col))
