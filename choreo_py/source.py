@@ -107,9 +107,11 @@ class SourceManager:
 
     def __init__(self) -> None:
         self._texts: dict[str, str] = {}
+        self._lines: dict[str, list[str]] = {}  # split once: diagnostics quote many lines
 
     def add(self, name: str, text: str) -> None:
         self._texts[name] = text
+        self._lines.pop(name, None)
 
     def read(self, path: str | Path) -> str:
         key = str(path)
@@ -131,7 +133,9 @@ class SourceManager:
                 text = self.read(loc.file)
             except OSError:
                 return None
-        lines = text.splitlines()
+        lines = self._lines.get(loc.file)
+        if lines is None:
+            lines = self._lines[loc.file] = text.splitlines()
         if 1 <= loc.line <= len(lines):
             return lines[loc.line - 1]
         return None

@@ -24,7 +24,7 @@ def _packed(fmt: str, value) -> bytes:
     try:
         x = float(value)
     except OverflowError:  # an integer beyond every float
-        x = math.copysign(math.inf, value)
+        x = -math.inf if value < 0 else math.inf
     if abs(x) >= _INF_FROM[fmt]:
         x = math.copysign(math.inf, x)
     return struct.pack("<" + fmt, x)
