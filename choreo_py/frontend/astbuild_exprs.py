@@ -16,7 +16,7 @@ from lark import Token
 
 from . import ast
 from choreo_py.limits import MAX_RANK
-from .literals import int_value, out_of_range
+from .literals import out_of_range, source_int_value
 from choreo_py.diagnostics import Diagnostic
 from choreo_py.source import Loc
 
@@ -172,8 +172,8 @@ class ExprBuilder(BuilderBase):
         body = text.rstrip("uUlL")
         suffix = text[len(body):].lower()
         hexa = body[:2] in ("0x", "0X")
-        value = int_value(body[2:] if hexa else body, 16 if hexa else 10)
-        if value is None:  # beyond 64 bits, not computed (literals.py says why)
+        value = source_int_value(body[2:] if hexa else body, 16 if hexa else 10)
+        if value is None:  # far beyond 64 bits, not computed (literals.py says why)
             self.error(out_of_range(text, None, "u" in suffix), self.tloc(tok))
             value = 0
         return ast.IntLit(value=value, suffix=suffix, text=text, loc=self.tloc(tok))

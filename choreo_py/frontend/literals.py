@@ -26,6 +26,18 @@ def int_value(digits: str, base: int) -> Optional[int]:
     return value if value <= U64_MAX else None
 
 
+#: significant digits past which a source literal is not computed: far beyond any 64-bit
+#: value's (20 decimal), so the range check still names every out-of-range literal
+MAX_COMPUTED_DIGITS = 100
+
+
+def source_int_value(digits: str, base: int) -> Optional[int]:
+    """The exact value of a literal of the program (the range rules judge it later, where
+    they know its use), or None when it has more than MAX_COMPUTED_DIGITS digits."""
+    significant = digits.lstrip("0") or "0"
+    return None if len(significant) > MAX_COMPUTED_DIGITS else int(significant, base)
+
+
 def shown(text: str, limit: int = 40) -> str:
     """A literal as a message quotes it: a long one shortened, with its length."""
     return text if len(text) <= limit else f"{text[:limit - 20]}...{text[-8:]} " \
