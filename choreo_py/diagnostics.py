@@ -111,6 +111,11 @@ class InternalError(Exception):
         self.where = where
 
 
+class ChoreoWarning(UserWarning):
+    """A warning about a program, as the Python API issues it (`choreo_py.load`, the
+    interpreter, the emulator); the command line prints the same text."""
+
+
 #: Warnings reported while processing the current command; the CLI prints them.
 WARNINGS: list[Diagnostic] = []
 

@@ -19,15 +19,13 @@ import torch
 
 from .. import diagnostics, ir, targets
 from ..passes import pipeline
-from ..diagnostics import ChoreoError, Diagnostic
+from ..diagnostics import ChoreoError, ChoreoWarning, Diagnostic  # noqa: F401 - re-exported
 from .runner import DEFAULT_STEP_LIMIT, RunStats, interpret_module
 
 _CACHE: dict = {}
 _CACHE_SIZE = 16
 
 
-class ChoreoWarning(UserWarning):
-    """A warning about a program, issued when the Python API interprets it."""
 
 
 class UsageError(Exception):

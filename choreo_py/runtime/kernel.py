@@ -33,7 +33,7 @@ class ChoreoFunction:
         self.path = path
         self.target = target
         self.source = text  # the generated pyptx module
-        self.meta = build.run_module(text, os.path.basename(path) + ".pyptx.py")
+        self.meta = build.LaunchModule(text, os.path.basename(path) + ".pyptx.py")
         self.name = self.meta.ENTRY
         self.writes = tuple(writes)  # the parameters the kernel writes (its outputs)
         self._entry = entry
@@ -356,7 +356,7 @@ def _warn_python(found) -> None:
     """The compiler's warnings, as Python warnings (the command line prints them)."""
     import warnings
 
-    from choreo_py.interp.api import ChoreoWarning
+    from choreo_py.diagnostics import ChoreoWarning
 
     for w in found:
         warnings.warn(w.render(), ChoreoWarning, stacklevel=3)
