@@ -472,12 +472,13 @@ class BlockRun(FragmentStatements):
         if self.apply is not None and self.apply.buffers is not None \
                 and self.k.param(self.k.root(e.view.base)) is None:
             return self.apply.buf_load(e)  # a shared row vector's element, all rows at once
-        box = self.mem.resolve(e.view, env, self.ev)
-        vals = [self.ev(i, env) for i in e.index]
+        box = self.mem.resolve(e.view, env, self.ev, e.loc)
+        vals = [self.ev(i, env, e.loc) for i in e.index]
         if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
-            return self.mem.gather(box, vals)
-        idx = tuple(self.ev.integer(i, env) for i in e.index)
-        return self.mem.element(box, idx)[0]
+            mask = self.apply.read_mask if self.apply is not None else None
+            return self.mem.gather(box, vals, e.loc, mask)
+        idx = tuple(self.ev.integer(i, env, e.loc) for i in e.index)
+        return self.mem.element(box, idx, e.loc)[0]
 
     def s_buf_store(self, s, th):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)

@@ -57,7 +57,7 @@ class RowBuffers:
         if key not in self.memo:
             addr, off = self.row_buffer(e.view, e.index, self.loc)
             out = self.w.reg("f32", f"{self.lw.k.root(e.view.base)}_at")
-            self.w.op("ld.shared.f32", out, f"ptx.addr({addr.text}, {off})")
+            self.lw.element_load("ld.shared.f32", out, f"ptx.addr({addr.text}, {off})")
             self.memo[key] = out
             self.lw.smem_read = True  # an event the role triggers next may free the vector
         return self.memo[key]

@@ -41,7 +41,7 @@ def load(lw, space: str, addr: V, dtype: str, loc) -> V:
         check_cvt(lw, dtype, loc)
         name, pair_t = _CVT[dtype]
         byte = w.reg("b16", "q6")
-        w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
+        lw.element_load(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
         if pair_t == "b8":
             narrow = w.reg("b8", "q4")
             w.op("cvt.u8.u16", narrow, byte)
@@ -51,7 +51,7 @@ def load(lw, space: str, addr: V, dtype: str, loc) -> V:
         return _low_half_f32(w, pair)
     bits, signed = subbyte.INT_FORMATS[dtype]
     out = w.reg(INT_REGS[dtype], "v")
-    w.op(f"ld.{space}.u8", out, f"ptx.addr({addr.text})")
+    lw.element_load(f"ld.{space}.u8", out, f"ptx.addr({addr.text})")
     if signed:  # sign extension of the code's top bit
         w.op("shl.b32", out, out, 32 - bits)
         w.op("shr.s32", out, out, 32 - bits)

@@ -162,7 +162,7 @@ class Places:
             return subbyte_elems.load(self.lw, space, addr, dtype, loc)
         if dtype in _FP8:  # byte -> f16 (the low half of a converted pair) -> f32
             byte = w.reg("b16", "q8")
-            w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
+            self.lw.element_load(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
             pair = w.reg("b32", "h2")
             w.op(f"cvt.rn.f16x2.{_FP8[dtype]}x2", pair, byte)
             low = w.reg("b16", "h")
@@ -172,12 +172,12 @@ class Places:
             return out
         if dtype in _CVT_IN:
             raw = w.reg("b16", "h")
-            w.op(f"ld.{space}.b16", raw, f"ptx.addr({addr.text})")
+            self.lw.element_load(f"ld.{space}.b16", raw, f"ptx.addr({addr.text})")
             out = w.reg("f32", "v")
             w.op(_CVT_IN[dtype], out, raw)
             return out
         out = w.reg(reg, "v")
-        w.op(f"ld.{space}.{mem}", out, f"ptx.addr({addr.text})")
+        self.lw.element_load(f"ld.{space}.{mem}", out, f"ptx.addr({addr.text})")
         return out
 
     def store(self, view: ir.View, index, dtype: str, value: V, loc, space_addr=None) -> None:
