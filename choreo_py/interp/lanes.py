@@ -305,8 +305,10 @@ class LaneRun:
 
     # ---------------------------------------------------------------- evaluator hooks
     def buf_elem(self, e: ir.BufElem, env):
-        loc = e.loc or self.th.loc  # a fault is the read's own
-        return self.read(self.resolve(e.view, loc), [self.ev(i, env, loc) for i in e.index], loc)
+        # an index out of bounds is the read's own fault; a race names its statement
+        at = e.loc or self.th.loc
+        return self.read(self.resolve(e.view, at), [self.ev(i, env, at) for i in e.index],
+                         self.th.loc, at)
 
     def elem(self, e: ir.Elem, env):
         raise InterpError(f"element of fragment '{e.frag}' read in per-thread code", self.th.loc)
@@ -407,8 +409,9 @@ class LaneRun:
             pos = [torch.where(self.mask, p, 0) if isinstance(p, torch.Tensor) else p for p in pos]
         return pos
 
-    def read(self, box: "_LaneBox", idx, loc):
-        pos = self._positions(box, idx, loc)
+    def read(self, box: "_LaneBox", idx, loc, at=None):
+        """`at`: where a fault of the index is reported (the read itself; default `loc`)."""
+        pos = self._positions(box, idx, at or loc)
         t = self.mem.tensors[box.base]
         self._account(box, pos, False, loc)
         code_type = self.mem.codes.get(box.base)

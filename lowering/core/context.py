@@ -137,19 +137,19 @@ class Lowering:
             self.depth -= 1
             self.stmt_memo = saved
 
-    def element_load(self, opcode: str, out: V, addr: str) -> None:
+    def element_load(self, opcode: str, out: V, addr: str, at=None) -> None:
         """The `ld` of an element the program reads. Under `read_guard` it is predicated:
         code if-converted to `selp` (a guarded store inside `apply`, a `?:` arm, the right
         side of `&&`/`||`) computes its values on every path, and a load on the path the
         condition excludes would read memory the program never touches (a column past a
         tensor's end). The register is zeroed first: a lane that skips the load holds a
-        defined value, which the `selp` then drops."""
+        defined value, which the `selp` then drops. `at`: the read's source (writer.op)."""
         g = self.read_guard
         if g is None:
-            self.w.op(opcode, out, addr)
+            self.w.op(opcode, out, addr, at=at)
             return
         self.w.op(f"mov.{out.ty}", out, V.imm(0, out.ty))
-        self.w.op(opcode, out, addr, pred=g)
+        self.w.op(opcode, out, addr, pred=g, at=at)
 
     # ------------------------------------------------------------ regions
     def enter_region(self) -> None:
