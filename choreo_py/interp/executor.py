@@ -474,9 +474,11 @@ class BlockRun(FragmentStatements):
             return self.apply.buf_load(e)  # a shared row vector's element, all rows at once
         box = self.mem.resolve(e.view, env, self.ev, e.loc)
         vals = [self.ev(i, env, e.loc) for i in e.index]
+        mask = self.apply.read_mask if self.apply is not None else None
         if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
-            mask = self.apply.read_mask if self.apply is not None else None
             return self.mem.gather(box, vals, e.loc, mask)
+        if mask is not None and not bool(torch.as_tensor(mask).any()):
+            return 0  # one element, under a condition no point of the apply takes: not read
         idx = tuple(self.ev.integer(i, env, e.loc) for i in e.index)
         return self.mem.element(box, idx, e.loc)[0]
 

@@ -93,6 +93,7 @@ class Lowering:
         # the predicate under which the element reads being lowered may run: the condition
         # around them when it is if-converted (None: they run wherever the code runs)
         self.read_guard: Optional[V] = None
+        self.outer_guards: list[Optional[V]] = []  # the guards around it, outermost first
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:

@@ -163,11 +163,34 @@ class ExprLowering:
             q = self.out(None, "pred", "guard")
             self.w.op("and.pred", q, outer, p)
             p = q
+        lw.outer_guards.append(outer)
         lw.read_guard = p
         try:
             yield
         finally:
-            lw.read_guard = outer
+            lw.read_guard = lw.outer_guards.pop()
+
+    def outer_keys(self, e: ir.Expr):
+        """The keys of `e` under each guard around the current one, innermost first: a value
+        loaded where an outer guard held holds here too (the current guard implies it, and
+        code under guards is straight-line: what was computed before dominates)."""
+        lw = self.lw
+        saved = lw.read_guard
+        try:
+            for g in reversed(lw.outer_guards):
+                lw.read_guard = g
+                yield self.key(e)
+        finally:
+            lw.read_guard = saved
+
+    def reuse_outer(self, e: ir.Expr) -> Optional[V]:
+        if not self.lw.outer_guards or not reads_memory(e):
+            return None
+        for k in self.outer_keys(e):
+            got = self.reuse(e, k)
+            if got is not None:
+                return got
+        return None
 
     def guarded(self, e: ir.Expr, p: Optional[V], negate: bool = False, hint: str = "t",
                 dst: Optional[V] = None) -> V:
@@ -208,7 +231,7 @@ class ExprLowering:
         if dst is not None:
             return self.compute(e, hint, dst)
         key = self.key(e)
-        got = self.reuse(e, key)
+        got = self.reuse(e, key) or self.reuse_outer(e)
         if got is not None:
             return got
         with self.place(e):
