@@ -168,7 +168,7 @@ def test_threads_past_the_end_without_a_guard_are_reported():
                             defines={"NOGUARD": "1"})
     assert info.value.message == ("index 100 outside extent 100 of dimension 0 of a view of 'X' "
                                   "in instance r=36 (and 27 more)")
-    assert (info.value.loc.line, info.value.loc.col) == (10, 7)
+    assert (info.value.loc.line, info.value.loc.col) == (10, 17)  # at the read of X
 
 
 @pytest.mark.parametrize("schedule,seed", SCHEDULES)

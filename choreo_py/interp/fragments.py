@@ -23,6 +23,7 @@ over rows and owners), which keeps each owner's sequential order.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import fields
 from functools import lru_cache
 
@@ -99,6 +100,9 @@ class ApplyRun:
         self.buffers = buffers  # (memory, thread) for buffer elements, None: no access
         self.env = dict(env)
         self.copied: set[str] = set()
+        # the points the conditions around the expression being evaluated select: its
+        # buffer reads touch only those (None: every point)
+        self.read_mask = None
         folds = any(self.frag(s.frag).rank < dom.rank for s in _stores(stmt.body))
         self.mode = "fold" if folds else ("full" if dom.rank == 2 else "row")
 
@@ -129,20 +133,40 @@ class ApplyRun:
                 self.body(self.stmt.body, None)
 
     def body(self, stmts, mask) -> None:
+        """`mask`: the points the conditions around `stmts` select; the statements' reads
+        touch only those (the target predicates them: an `if` in apply is if-converted)."""
         for s in stmts:
             if isinstance(s, ir.ElemStore):
-                self.store(s, self.ev(s.value, self.env, s.loc), mask)
+                self.store(s, self.value(s.value, mask, s.loc), mask)
             elif isinstance(s, ir.If):
-                c = torch.as_tensor(self.ev(s.cond, self.env, s.loc), dtype=torch.bool)
+                c = torch.as_tensor(self.value(s.cond, mask, s.loc), dtype=torch.bool)
                 self.body(s.then, c if mask is None else mask & c)
                 if s.orelse:
                     self.body(s.orelse, ~c if mask is None else mask & ~c)
             elif isinstance(s, ir.Let):
-                self.env[s.name] = self.ev(s.value, self.env, s.loc)
+                self.env[s.name] = self.value(s.value, mask, s.loc)
             elif isinstance(s, ir.BufStore) and not s.atomic and self.buffers is not None:
                 self.buf_store(s, mask)
             else:
                 raise InterpError(f"{describe(s)} is not allowed inside apply", s.loc)
+
+    def value(self, e: ir.Expr, mask, loc):
+        """`e` at every point, reading memory only at the points of `mask`."""
+        outer, self.read_mask = self.read_mask, mask
+        try:
+            return self.ev(e, self.env, loc)
+        finally:
+            self.read_mask = outer
+
+    @contextmanager
+    def reads_under(self, cond):
+        outer = self.read_mask
+        c = torch.as_tensor(cond, dtype=torch.bool)
+        self.read_mask = c if outer is None else outer & c
+        try:
+            yield
+        finally:
+            self.read_mask = outer
 
     # -- a 1-D buffer indexed by the apply's row index: one element per row (`buf.at(i)`)
     def _row_box(self, view: ir.View, index, loc):
@@ -172,7 +196,7 @@ class ApplyRun:
                               f"owners of its columns)", s.loc)
         mem, agent = self.buffers
         box = self._row_box(s.view, s.index, s.loc)
-        v = torch.as_tensor(self.ev(s.value, self.env, s.loc), dtype=torch.float32)
+        v = torch.as_tensor(self.value(s.value, mask, s.loc), dtype=torch.float32)
         v = v.expand(self.owners, self.dom.shape[0])
         if not torch.equal(v.isnan(), v[:1].isnan().expand_as(v)) or \
                 not torch.equal(v.nan_to_num(), v[:1].nan_to_num().expand_as(v)):
