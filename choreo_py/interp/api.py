@@ -186,7 +186,7 @@ def program(path: str, *, function: Optional[str] = None, include_dirs: Iterable
 
     rec = targets.resolve(target)
     funcs = Functions(frontend.parse_file(path, include_dirs, defines), rec, strict=False)
-    run_options.setdefault("owners", rec.acc_owners)
+    run_options.setdefault("owners", rec)  # its split of accumulator rows
 
     def run(name, args, kwargs):
         before = len(diagnostics.WARNINGS)
@@ -215,7 +215,8 @@ def interpret(path: str, tensors: Optional[dict[str, torch.Tensor]] = None, *, s
     (`dims`, if given, must agree). `schedule` is "round_robin" or "random"
     (seeded by `seed`); `target` defaults to the GPU present, else sm_100a;
     `owners` is the number of threads sharing an accumulator row (default:
-    the target's, 4 for sm_90a wgmma, 1 for sm_100a). Program faults (deadlock,
+    the target's split, as its lowering loads accumulators: 4 for sm_90a wgmma;
+    for sm_100a 2 for a 64-row accumulator, 1 for a 128-row one). Program faults (deadlock,
     data race, event misuse, step limit) raise `InterpError`s, which are
     `ChoreoError`s located in the source; unknown names raise `UsageError`.
     Pipeline-check findings are issued as `ChoreoWarning`s. With `stats`,
@@ -229,7 +230,7 @@ def interpret(path: str, tensors: Optional[dict[str, torch.Tensor]] = None, *, s
                        target=target, schedule=schedule, seed=seed, step_limit=step_limit,
                        **({"owners": owners} if owners is not None else {}))
     rec = targets.resolve(target)
-    owners = rec.acc_owners if owners is None else owners
+    owners = rec if owners is None else owners
     module, found = load_module(path, include_dirs, defines, rec.name)
     for w in found:
         warnings.warn(w.render(), ChoreoWarning, stacklevel=2)
