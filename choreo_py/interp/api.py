@@ -18,8 +18,9 @@ from typing import Iterable, Optional
 import torch
 
 from .. import diagnostics, ir, targets
+from ..host import binding
 from ..passes import pipeline
-from ..diagnostics import ChoreoError, Diagnostic
+from ..diagnostics import ChoreoError, Diagnostic, UsageError  # noqa: F401 (imported from here too)
 from .runner import DEFAULT_STEP_LIMIT, RunStats, interpret_module
 
 _CACHE: dict = {}
@@ -28,10 +29,6 @@ _CACHE_SIZE = 16
 
 class ChoreoWarning(UserWarning):
     """A warning about a program, issued when the Python API interprets it."""
-
-
-class UsageError(Exception):
-    """Arguments that do not fit the program (missing dimensions, unknown names)."""
 
 
 def load_module(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
@@ -152,16 +149,11 @@ def _subexprs(e: ir.Expr):
 
 
 def check_names(fn: ir.Function, tensors: dict, dims: dict) -> None:
-    """Unknown tensor or dimension names, and missing tensors, are usage errors."""
-    params = [p.name for p in fn.params]
-    unknown = [n for n in tensors if n not in params]
-    if unknown:
-        raise UsageError(f"{fn.name} has no parameter {', '.join(map(repr, unknown))} "
-                         f"(its parameters: {', '.join(params)})")
-    missing = [n for n in params if n not in tensors]
-    if missing:
-        raise UsageError(f"no tensor for parameter {', '.join(map(repr, missing))} of "
-                         f"{fn.name} (its parameters: {', '.join(params)})")
+    """The call's tensors (host/binding.py, as every engine checks them) and dimension
+    names; what does not fit is a usage error naming the parameter."""
+    from .host import INTERPRETER
+
+    binding.bind(fn.name, binding.slots(fn.params), tensors, INTERPRETER, dims)
     check_dims(fn, dims)
 
 
