@@ -322,7 +322,24 @@ def check_entry_assertions(failed_assertions, dims: dict) -> None:
     if failed:
         message, where = failed[0]
         sizes = ", ".join(f"{k}={v}" for k, v in dims.items())
-        raise ChoreoRuntimeError(f"{where}: assertion failed: {message} ({sizes})")
+        raise AssertionFailed(where, f"assertion failed: {message} ({sizes})")
+
+
+class AssertionFailed(ChoreoRuntimeError):
+    """A call's sizes that an entry `assert(...)` of the program forbids: `where` is the
+    assert's `file.co:line:col`, `text` the message; a command line prints it located."""
+
+    def __init__(self, where: str, text: str) -> None:
+        super().__init__(f"{where}: {text}")
+        self.where, self.text = where, text
+
+    def render(self, path: str) -> str:
+        """The located report (source line, caret) for the assert in the file at `path`."""
+        from choreo_py.diagnostics import Diagnostic
+        from choreo_py.source import Loc
+
+        line, col = (int(x) for x in self.where.rsplit(":", 2)[1:])
+        return Diagnostic("error", self.text, Loc(path, line, col)).render()
 
 
 def open_library(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
