@@ -233,10 +233,9 @@ class Sm100Target(block_acc.BlockAccHooks):
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
         split = targets.get(self.arch).acc_rows.get(m)
-        if split is not None:  # .16x32bx2 split N/2 (M = 64), .32x32b (M = 128)
-            cols = split.columns(n, 0)  # one row per thread: its columns are its registers
-            return AccLayout(rows=m, cols=n, row_off=(0,) * len(cols),
-                             col_off=tuple(c - cols[0] for c in cols), row_lanes=split.lanes,
+        if split is not None:  # .16x32bx2 split N/2 (M = 64), .32x32b (M = 128); one row
+            return AccLayout(rows=m, cols=n, row_off=(0,) * (n // split.owners),  # a thread
+                             col_off=split.columns(n, 0), row_lanes=split.lanes,
                              col_base_max=split.col_base(n, split.owners - 1))
         raise _refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 rows)",
                       loc)
