@@ -53,10 +53,7 @@ def bind(fname: str, params: Sequence[Slot], tensors, engine: Engine,
     if not isinstance(tensors, Mapping):
         raise BindingError(f"{fname}: the tensors are given as a dict of parameter name -> "
                            f"tensor ({', '.join(names)}), not as a {type(tensors).__name__}")
-    unknown = [n for n in tensors if n not in names and n not in extra]
-    if unknown:
-        raise BindingError(f"{fname} has no parameter {', '.join(_show(n) for n in unknown)} "
-                           f"(its parameters: {', '.join(names)})")
+    check_names(fname, names, tensors, extra)
     missing = [n for n in names if n not in tensors]
     if missing:
         raise BindingError(f"no tensor for parameter {', '.join(map(repr, missing))} of "
@@ -70,6 +67,15 @@ def bind(fname: str, params: Sequence[Slot], tensors, engine: Engine,
         for axis, (size, want) in enumerate(zip(t.shape, shape)):
             _size(name, axis, int(size), want, shape, bound, fname)
     return bound
+
+
+def check_names(fname: str, names: Sequence[str], given, extra: Sequence[str] = ()) -> None:
+    """A name the call gives that is no parameter of the function (nor one of `extra`: its
+    dimensions and scalar arguments, where the call may give them)."""
+    unknown = [n for n in given if n not in names and n not in extra]
+    if unknown:
+        raise BindingError(f"{fname} has no parameter {', '.join(_show(n) for n in unknown)} "
+                           f"(its parameters: {', '.join(names)})")
 
 
 def _show(name) -> str:

@@ -42,11 +42,13 @@ def bind_args(fn: ir.Function, args: tuple, kwargs: dict,
     tensor_names = {p.name for p in fn.params}
     tensors = {k: v for k, v in given.items() if k in tensor_names}
     others = {k: v for k, v in given.items() if k not in tensor_names}
-    binding.bind(fn.name, binding.slots(fn.params), dict(tensors, **others), engine,
-                 extra=[n for n in names if n not in tensor_names])
+    sizes = [d.name for p in fn.params for d in p.shape if isinstance(d, ir.Sym)]
+    binding.check_names(fn.name, [p.name for p in fn.params], given,
+                        [n for n in names if n not in tensor_names] + sizes)
     floats = {x.name: x.dtype for k in fn.kernels for x in k.scalars
               if x.dtype in ("f32", "f16", "bf16")}
     dims = {k: _scalar(k, v, floats.get(k)) for k, v in others.items()}
+    binding.bind(fn.name, binding.slots(fn.params), tensors, engine, dims)
     return tensors, dims
 
 
