@@ -36,6 +36,14 @@ def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceMan
     return f"{head}\n{line}\n{pad}^"
 
 
+class ChoreoRuntimeError(ValueError):
+    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+class UsageError(Exception):
+    """Arguments that do not fit the program (missing dimensions, unknown names)."""
+
+
 class ChoreoError(Exception):
     """One or more errors in the user's program.
 

@@ -32,7 +32,9 @@ from typing import Optional
 
 import numpy as np
 
+from choreo_py.host import binding
 from choreo_py.ir import subbyte
+from choreo_py.runtime.kernel import check_entry_assertions
 from choreo_py.runtime.launch import check_tma_strides, unaligned_tmaps
 
 from .machine import Launch
@@ -65,6 +67,7 @@ class LaunchSpec:
     cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
     rebuild: object = None          # callable(tensor names) -> the spec of the build copying
                                     # those tensors without TMA (from_co's; tma_fallback.py)
+    assertions: object = None       # the module's failed_assertions (its entry asserts)
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -144,7 +147,8 @@ def from_pyptx_module(text: str, filename: str, co_path: Optional[str] = None) -
     ptx = traced_ptx(ns, text, filename, co_path=co_path)
     return LaunchSpec(ptx, ns["grid"], (int(ns["THREADS"]), 1, 1), int(ns["SMEM_BYTES"]),
                       list(ns["PARAMS"]), tuple(ns["TENSORS"]), ns["ENTRY"], ns["ARCH"],
-                      ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx")
+                      ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx",
+                      assertions=ns.get("failed_assertions"))
 
 
 def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=()) -> LaunchSpec:
@@ -169,6 +173,25 @@ def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=(
     return spec
 
 
+
+
+def _engine():
+    import torch
+
+    return binding.Engine("the emulator", {k: getattr(torch, v) for k, v in TORCH_DTYPES.items()},
+                  ("cpu",))
+
+
+def check_call(spec: LaunchSpec, tensors, scalars: Optional[dict] = None) -> dict:
+    """The call's tensors against the launch's parameters (host/binding.py: the rules the
+    interpreter and load() apply too), then the module's entry assertions on the sizes
+    they give (as load()'s kernels check them); returns the sizes. A launch of a host
+    program's entry (no TENSORS: its call was bound already) is not checked again."""
+    dims = dict(scalars or {})
+    if spec.tensors:
+        dims = binding.bind(spec.entry or spec.ptx_name, spec.tensors, tensors, _engine(), dims)
+    check_entry_assertions(spec.assertions, dims)
+    return dims
 
 
 def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
@@ -204,14 +227,9 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
     gmem = GlobalMemory()
     addr = {}
     dims: dict = {k: v if isinstance(v, float) else int(v) for k, v in (scalars or {}).items()}
-    for name, dtype, shape in spec.tensors:
-        t = tensors[name]
-        for size, want in zip(t.shape, shape):
-            if isinstance(want, str):
-                if dims.setdefault(want, int(size)) != int(size):
-                    raise ValueError(f"{name}: dimension {want} is {size}, earlier {dims[want]}")
-            elif int(want) != int(size):
-                raise ValueError(f"{name}: shape {tuple(t.shape)}, the kernel takes {shape}")
+    for name, _, shape in spec.tensors:  # (checked by check_call)
+        dims.update({want: int(size) for size, want in zip(tensors[name].shape, shape)
+                     if isinstance(want, str)})
     for name, t in tensors.items():
         addr[name] = gmem.add(name, _numpy_of(t))
     ps = ParamSpace(kernel_params)

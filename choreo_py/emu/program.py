@@ -38,6 +38,8 @@ class EmuLauncher:
                             stats=stats)
         self._specs: dict = {}  # kernel -> (LaunchSpec without parameters, PTX parameter names)
 
+    engine_name, devices = "the emulator", ("cpu",)  # what host/binding.py checks for
+
     @staticmethod
     def device(tensors: dict):
         import torch
