@@ -102,14 +102,15 @@ def _dec_mbar_arrive(inst):
     def ex(w):
         x = extra(w) if extra is not None else None
         state = np.zeros(LANES, dtype=np.uint64)
+        clock = w.cta.hb.release(w.warp_id)  # an arrive releases (hb.py)
         for lane in np.flatnonzero(w.mask):
             bar = w.cta.mbarrier(int(addr(w)[lane]))
             state[lane] = bar.phase
             if expect:
                 bar.expect_tx(int(x[lane]))
-                bar.arrive(1)
+                bar.arrive(1, clock)
             else:
-                bar.arrive(int(x[lane]) if x is not None else 1)
+                bar.arrive(int(x[lane]) if x is not None else 1, clock)
         if wr is not None:
             wr(w, state)
     return ex
@@ -128,7 +129,11 @@ def _tx_decoder(method: str):
         def ex(w):
             t = tx(w)
             for lane in np.flatnonzero(w.mask):
-                getattr(w.cta.mbarrier(int(addr(w)[lane])), method)(int(t[lane]))
+                bar = w.cta.mbarrier(int(addr(w)[lane]))
+                if method == "complete_tx":
+                    bar.complete_tx(int(t[lane]), w.cta.hb.release(w.warp_id))
+                else:
+                    bar.expect_tx(int(t[lane]))
         return ex
     return dec
 
@@ -204,6 +209,9 @@ def _dec_mbar_wait(inst):
             def what():
                 return "; ".join(f"{b.describe()} for parity {p}" for b, p in pending)
             return w.block(lambda: all(_completed(b, p) for b, p in pending), what, retry=True)
+        for k, bar in bars.items():  # a wait that observes a completed phase acquires it
+            if ok[w.mask & (a == k)].any():
+                w.cta.hb.acquire(w.warp_id, bar.done_clock)
         wr(w, ok)
     return ex
 
