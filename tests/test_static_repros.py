@@ -28,7 +28,7 @@ REFUSED = {
     "s21b_ring_release_before_mma_wait.co": (46, 11, "this trigger hands 'a_buf' back to its "
                                              "producer while the MMA 'step' (line 44) may "
                                              "still be reading it; 'wait step;' first"),
-    "s27_global_oob_static.co": (4, 7, "this element of 'a' [256] is at index 256 of "
+    "s27_global_oob_static.co": (4, 17, "this element of 'a' [256] is at index 256 of "
                                  "dimension 0 for every value of its indices, outside its 256"),
 }
 
@@ -138,7 +138,7 @@ def test_element_bounds_assume_the_asserts(capsys, tmp_path, target):
     path = tmp_path / "g.co"
     path.write_text(GLOBAL % '  assert(N <= 256 && N > 0, "one block of at most 256");\n')
     rc, err = _compile(capsys, path, target)
-    assert rc == 1 and "g.co:5:7: error: this element of 'a' [N] is at index 256 of " \
+    assert rc == 1 and "g.co:5:17: error: this element of 'a' [N] is at index 256 of " \
         "dimension 0 for every value of its indices, outside its N" in err, err
     path.write_text(GLOBAL % "")
     rc, err = _compile(capsys, path, target)

@@ -73,12 +73,13 @@ def _surely_read(e: ir.Expr):
 
 
 def elements(s: ir.Stmt):
-    """(view, index) of every element `s` surely reads or writes."""
+    """(view, index, loc) of every element `s` surely reads or writes (a read's own
+    location where it has one, else the statement's)."""
     if isinstance(s, ir.BufStore):
-        yield s.view, s.index
+        yield s.view, s.index, s.loc
     for e in _exprs(s):
         for b in _surely_read(e):
-            yield b.view, b.index
+            yield b.view, b.index, getattr(b, "loc", None) or s.loc
 
 
 class Bounds:

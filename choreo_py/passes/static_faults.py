@@ -104,8 +104,8 @@ class _Faults(Bounds):
                                 f"{type(s).__name__}", getattr(s, "loc", None))
         for v in _views(s):
             self.check_view(v, scope, s.loc)
-        for v, index in _elements(s):
-            self.check_element(v, index, scope, s.loc)
+        for v, index, loc in _elements(s):
+            self.check_element(v, index, scope, loc)
         self.frag_reads(s, rule.reads(self, s), flow.frags)
         self.load_reads(s, scope, flow)
         return rule.step(self, s, scope, flow)
@@ -254,7 +254,7 @@ class _Faults(Bounds):
         if not flow.loads:
             return
         whole = [O.place(v, scope) for v in _SHARED_READS.get(type(s), _none)(s)]
-        elems = [O.place(v, scope) for v, _ in _elements(s) if self.k.buffer(v.base)
+        elems = [O.place(v, scope) for v, _, _ in _elements(s) if self.k.buffer(v.base)
                  and not (isinstance(s, ir.BufStore) and v is s.view)]
         for (fut, dst), loc in flow.loads.items():
             hit = any(O.overlaps(p, dst, scope.ranges) for p in whole) or \
