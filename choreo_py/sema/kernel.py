@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 from ..frontend import ast as A
+from ..frontend import bindings
 from .. import ir
 from ..ir import build as B
 from ..ir.printer import expr as print_expr
@@ -87,6 +88,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.on_host = True
         self.host_depth = 0
         self.host_scope: Scope | None = None
+        self.written = bindings.written_names(func.body)  # names some statement changes
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -333,11 +335,17 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if dtype != v.dtype and isinstance(v, ir.Const):
             v = self._const_as(v, dtype, s)
         v = B.assigned(v, dtype)
-        if s.mutable:
+        if self._variable(s):
             self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    def _variable(self, s: A.ScalarDecl) -> bool:
+        """A declaration that needs a variable: declared one (frontend/bindings.py) and
+        changed by some statement; one that nothing changes is its initial value (a let,
+        folded when constant), the same value either way."""
+        return s.mutable or (bindings.decl_mutable(s) and s.name in self.written)
 
     def _atomic_decl(self, s: A.ScalarDecl, dtype) -> None:
         """`mutable s32 old = __atomic_add(buf.at(i), v);`: the element's value before the
@@ -382,7 +390,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _assign_name(self, s: A.Assign, name: str) -> None:
         self.check_not_host_var(name, s.loc)
         old = self.scope.lookup(name)
-        local = self.scope.local(name)
         if isinstance(old, Scalar) and old.mutable:
             value = self._compound(s, old.expr)
             self.emit(ir.Assign(name, value, loc=s.loc))
@@ -391,9 +398,11 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return self.frag_compound(s, old.frag)
         if s.op != "=":
             raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
-        if local is not None and isinstance(local, (Scalar,)):
-            where = f" (defined at {local.loc.line}:{local.loc.col})" if local.loc else ""
-            raise err(f"'{name}' is immutable{where}; declare it 'mutable' to assign it again", s.target)
+        decision = bindings.assignment(name, s.op, self.seen(name))
+        if decision.action == bindings.REFUSE and not self.checking:
+            raise err(decision.message, s.target)
+        # (`choreo check`: its rule checks, choreo_py/check/, report it; the analysis goes
+        # on with the name bound to the new value)
         if _is_increment(s.value):
             return self._incremented(name, s.value, s.loc, None, False)
         v = self.value(s.value)
@@ -409,6 +418,15 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self.scope.bind(name, dataclasses.replace(v, loc=s.loc))
         else:
             raise Unsupported(f"naming {describe(v)}", s.loc)
+
+    def seen(self, name: str) -> bindings.Seen | None:
+        """What an assignment to `name` finds, in the terms of the assignment rule."""
+        old = self.scope.lookup(name)
+        if old is None:
+            return None
+        return bindings.Seen(mutable=isinstance(old, Scalar) and old.mutable,
+                             scalar=isinstance(old, Scalar), local=self.scope.local(name) is not None,
+                             loc=getattr(old, "loc", None))
 
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)
