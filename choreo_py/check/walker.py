@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..frontend import ast as A
-from ..frontend import bindings
+from ..frontend import bindings, builtins
 from ..diagnostics import Diagnostic, did_you_mean
 from ..frontend.parse_checks import fold_int
 from . import types as Ty
@@ -166,13 +166,13 @@ class Checker:
 
     def _name_the_undeclared(self) -> None:
         """A use of a name the function never declares is 'not declared' (with a spelling
-        hint), not 'used before its declaration'."""
+        hint among its names and the builtins), not 'used before its declaration'."""
         for i in self.unresolved:
             d = self.errors[i]
             name = d.message.split("'")[1]
             if name not in self.declared:
-                self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared"
-                                            + did_you_mean(name, self.declared), d.loc)
+                hint = did_you_mean(name, self.declared | builtins.FUNCTIONS.keys())
+                self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared{hint}", d.loc)
 
     def _param(self, p: A.Param) -> None:
         t = p.type
