@@ -87,6 +87,24 @@ def check_program(program, target: str = targets.COMPILE_DEFAULT):
         raise ChoreoError(diagnostics=[_one_owner(d) for d in e.diagnostics]) from None
 
 
+def check_strict(program, target: str = targets.COMPILE_DEFAULT) -> None:
+    """`choreo check --strict`: what `compile --target` reports about the program, as
+    errors (the rules, sema's errors, the passes' findings for the target), without
+    building code; a construct the tile IR cannot express yet leaves its function to the
+    rules alone (a valid program, which compile refuses by name: `check --lowerable`
+    lists those). One difference, by design: a non-void function without 'return' is an
+    error here, a warning for compile (check/walker.py, strict_check_error)."""
+    rec = _target(target)
+    frontend.check_parse_rules(program)
+    try:
+        frontend._guarded(program.loc, check.check_program, program, True)
+    except ChoreoError as rule_errors:
+        found = rule_errors.diagnostics + _pass_findings(program, target)
+        raise ChoreoError(diagnostics=found) from None
+    sema.check_program(program, strict=True, on_function=lambda fn: [
+        pipeline.run_kernel(k, rec, strict=True) for k in fn.kernels])
+
+
 def _one_owner(d):
     """Each fact once: sema's error about a name at the place where the rule checks (which
     ran first, and own the language's rules) warned about that name is the warning's fact,
