@@ -208,3 +208,22 @@ def test_races_between_threads_on_large_bases(monkeypatch, defines, expected):
         return
     with pytest.raises(RaceError, match=expected):
         choreo_py.interpret(path, dict(X=x, Y=y), defines=defines)
+
+
+@pytest.mark.parametrize("schedule", ["round_robin", "random"])
+def test_threads_overwriting_a_buffer_others_still_read_race(schedule):
+    """A barrier inside a loop makes the body one thread per instance (not lanes); its
+    element accesses are checked by happens-before: red[0] read by every thread, then
+    red[t] overwritten with no barrier between (a write-after-read across threads)."""
+    x = torch.randn(2, 200).bfloat16()
+    args = dict(X=x, GAMMA=torch.ones(200).bfloat16(), BETA=torch.zeros(200).bfloat16(),
+                Y=torch.zeros(2, 200).bfloat16())
+    with pytest.raises(RaceError) as info:
+        choreo_py.interpret(str(CO / "layernorm_missing_barrier.co"), args, schedule=schedule)
+    msg = info.value.message
+    assert msg.startswith("data race on red: thread t=0 writes red[0] while the read by thread")
+    assert [(loc.line, loc.col) for loc in info.value.locs] == [(41, 7), (28, 7)]
+    choreo_py.interpret(str(CO / "layernorm_missing_barrier.co"), args, schedule=schedule,
+                        defines={"FIXED": "1"})
+    ref = torch.nn.functional.layer_norm(x.float(), (200,), eps=1e-5)
+    assert rel(args["Y"].float(), ref) < 1e-2

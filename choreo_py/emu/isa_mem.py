@@ -72,8 +72,10 @@ def _one_lane_index(w, addrs: np.ndarray, size: int):
 def smem_read(w, addrs, nbytes: int, dtype) -> np.ndarray:
     """(32, nbytes/itemsize) values of `dtype` read at per-lane addresses."""
     a = _smem_index(w, addrs, nbytes)
-    if w.cta.races.writes:
-        w.cta.races.generic_read(w.inst, a[w.mask], nbytes)
+    races = w.cta.races
+    if races.writes:
+        races.generic_read(w.inst, a[w.mask], nbytes)
+    races.hb_warp(w, w.inst, a[w.mask], nbytes, False, "ld.shared")
     idx = a[:, None] + byte_offsets(nbytes)
     return w.cta.smem[idx].view(dtype)
 
@@ -84,6 +86,7 @@ def smem_write(w, addrs, data: np.ndarray) -> None:
     nbytes = raw.shape[1]
     a = _smem_index(w, addrs, nbytes)[w.mask]
     w.cta.races.generic_write(w, w.inst, a, nbytes)
+    w.cta.races.hb_warp(w, w.inst, a, nbytes, True, "st.shared")
     idx = a[:, None] + byte_offsets(nbytes)
     w.cta.smem[idx] = raw[w.mask]
 

@@ -80,6 +80,8 @@ class Kernel:
     labels: dict               # name -> instruction index
     target: str = ""
     maxntid: tuple = ()
+    minnctapersm: int = 0      # .minnctapersm (0: none)
+    maxnreg: int = 0           # .maxnreg (0: none)
     reg_index: dict = field(default_factory=dict)
     shared_window: tuple = ("smem",)  # names of the dynamic shared window (.extern .shared)
     variables: dict = field(default_factory=dict)  # other .global/.local/.param variables: space
@@ -219,6 +221,7 @@ class _Parser:
     def parse(self) -> Kernel:
         lines = self.text.split("\n")
         name, params, target, maxntid = None, [], "", ()
+        bounds = {".minnctapersm": 0, ".maxnreg": 0}
         insts: list[Inst] = []
         labels: dict[str, int] = {}
         co = None
@@ -264,6 +267,9 @@ class _Parser:
             if line.startswith(".maxntid"):
                 maxntid = tuple(int(x) for x in re.findall(r"\d+", line))
                 continue
+            if line.split(" ")[0] in bounds:
+                bounds[line.split(" ")[0]] = int(re.findall(r"\d+", line)[0])
+                continue
             if name is None:
                 continue
             if line == "{":
@@ -290,7 +296,8 @@ class _Parser:
         # last join's bar.sync; a branch may target a label just before the brace).
         insts.append(self.instruction("ret", len(lines), len(insts), co))
         return Kernel(name, params, self.reg_names, self.reg_types, insts, labels, target,
-                      maxntid, self.reg_index, tuple(windows) or ("smem",), variables)
+                      maxntid, bounds[".minnctapersm"], bounds[".maxnreg"], self.reg_index,
+                      tuple(windows) or ("smem",), variables)
 
 
 def _regs_of(op: Operand):

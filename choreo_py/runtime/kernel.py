@@ -252,6 +252,7 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     rec = targets.resolve(target)
     target = rec.name
     include_dirs = tuple(include_dirs)
+    take_warnings()  # this call reports its own file's warnings, not an earlier call's
     unit = frontend.preprocess(path, include_dirs, defines)
     _warn_python(take_warnings())  # e.g. a -D value the file redefines
     entry = cache.entry_for(os.path.basename(path) + "\0" + unit.text, defines, include_dirs,
@@ -340,6 +341,7 @@ def open_library(path: str, target: Optional[str] = None, include_dirs: Iterable
     from .host_program import library
 
     rec = targets.resolve(target)  # None: the GPU present, else sm_100a
+    take_warnings()  # this call reports its own file's warnings, not an earlier call's
     unit = frontend.preprocess(path, tuple(include_dirs), defines)
     _warn_python(take_warnings())
     program = _checked(unit)
