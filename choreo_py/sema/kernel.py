@@ -36,8 +36,9 @@ from .rotations import RotationBuilder
 from . import role_futures
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
-                     declared_names)
+                     declared_names, kind_of)
 from ..construct_names import describe
+from ..diagnostics import did_you_mean
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
@@ -396,13 +397,19 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return
         if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
             return self.frag_compound(s, old.frag)
-        if s.op != "=":
-            raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
         decision = bindings.assignment(name, s.op, self.seen(name))
         if decision.action == bindings.REFUSE and not self.checking:
             raise err(decision.message, s.target)
         # (`choreo check`: its rule checks, choreo_py/check/, report it; the analysis goes
         # on with the name bound to the new value)
+        if s.op != "=":
+            if old is None:
+                raise err(f"'{name}' is not declared{did_you_mean(name, self.scope.visible())}",
+                          s.target)
+            if not isinstance(old, Scalar):
+                raise err(f"'{name}' is {kind_of(old)}; '{s.op}' needs a 'mutable' variable",
+                          s.target)
+            return self._let(name, self._compound(s, old.expr), s.loc)
         if _is_increment(s.value):
             return self._incremented(name, s.value, s.loc, None, False)
         v = self.value(s.value)
