@@ -135,3 +135,27 @@ def test_host_code_refuses_an_immutable_updated_in_a_loop(tmp_path, capsys):
         err = capsys.readouterr().err
         assert rc == 1 and "t.co:4:5: error: " in err, err
         assert "'n' is immutable (declared at 2:7, outside this block)" in err, err
+
+
+FIXED = {
+    "a parameter": ("__co__ void k(global s32[64] out, int w) {\n  parallel q by 64 : thread {\n"
+                    "    w = 3;\n    out.at(q) = w;\n  }\n}\n", "'w' is a parameter"),
+    "a parallel variable": ("__co__ void k(global s32[64] out) {\n  parallel q by 64 : thread {"
+                            "\n    q = 0;\n    out.at(q) = 1;\n  }\n}\n",
+                            "'q' is a bounded variable"),
+}
+
+
+@pytest.mark.parametrize("what", sorted(FIXED))
+@pytest.mark.parametrize("command", ["compile", "run"])
+def test_a_name_that_is_never_a_variable_says_so(tmp_path, capsys, what, command):
+    """A parameter or a parallel index can not be declared 'mutable': the message says
+    what it is and how to change a copy (static repros s17, s18)."""
+    text, subject = FIXED[what]
+    path = tmp_path / "t.co"
+    path.write_text(text)
+    argv = [command, str(path)] + (["--emit", "ir", "-o", "-"] if command == "compile" else [])
+    assert cli.main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"t.co:3:5: error: {subject}" in err, err
+    assert "copy it into a 'mutable' variable to change the copy" in err, err

@@ -125,8 +125,10 @@ class Checker:
         sym = self.lookup(name)
         if sym is None:
             return None
+        fixed = "a parameter" if sym.origin in ("param", "dim") else \
+            "a bounded variable" if sym.type.kind == Ty.BOUNDED else ""
         return bindings.Seen(mutable=sym.mutable, scalar=sym.type.kind in ASSIGNED_KINDS,
-                             local=name in self.scopes[-1].names, loc=sym.loc)
+                             local=name in self.scopes[-1].names, loc=sym.loc, fixed=fixed)
 
     def use(self, name: str, loc) -> Optional[Sym]:
         """Resolve a name as an expression uses it."""

@@ -58,6 +58,7 @@ class Seen:
     scalar: bool = True
     local: bool = False
     loc: object = None
+    fixed: str = ""   # what can never be a variable: "a parameter", "a bounded variable"
 
 
 @dataclass(frozen=True)
@@ -75,13 +76,19 @@ def assignment(name: str, op: str, seen: Optional[Seen]) -> Decision:
         return Decision(UPDATE)
     if not seen.scalar:
         return Decision(DECLARE if op == "=" and not seen.local else UPDATE)
-    at = f"{seen.loc.line}:{seen.loc.col}" if seen.loc is not None else "?"
+    at = f"declared at {seen.loc.line}:{seen.loc.col}" if seen.loc is not None else ""
+    if seen.fixed:
+        where = f" ({at})" if at else ""
+        return _refuse(f"'{name}' is {seen.fixed}{where}, which can not be assigned; copy it "
+                       "into a 'mutable' variable to change the copy")
     if seen.local:
-        return _refuse(f"'{name}' is immutable (declared at {at}) and can not be assigned; "
-                       "declare it 'mutable' to change it")
-    return _refuse(f"'{name}' is immutable (declared at {at}, outside this block) and can not "
-                   "be assigned; declare it 'mutable' to change it (an assignment in an inner "
-                   "block updates the enclosing variable, it declares no new one)")
+        where = f" ({at})" if at else ""
+        return _refuse(f"'{name}' is immutable{where} and can not be assigned; declare it "
+                       "'mutable' to change it")
+    where = f" ({at}, outside this block)" if at else " (outside this block)"
+    return _refuse(f"'{name}' is immutable{where} and can not be assigned; declare it "
+                   "'mutable' to change it (an assignment in an inner block updates the "
+                   "enclosing variable, it declares no new one)")
 
 
 def _refuse(message: str) -> Decision:

@@ -431,9 +431,12 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         old = self.scope.lookup(name)
         if old is None:
             return None
+        kind = old.kind if isinstance(old, Scalar) else None
+        fixed = "a parameter" if kind in ("arg", "dim") or name in self.dims else \
+            "a bounded variable" if kind == "index" else ""
         return bindings.Seen(mutable=isinstance(old, Scalar) and old.mutable,
                              scalar=isinstance(old, Scalar), local=self.scope.local(name) is not None,
-                             loc=getattr(old, "loc", None))
+                             loc=getattr(old, "loc", None), fixed=fixed)
 
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)
