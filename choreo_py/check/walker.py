@@ -126,7 +126,7 @@ class Checker:
         if sym is None:
             return None
         fixed = "a parameter" if sym.origin in ("param", "dim") else \
-            "a bounded variable" if sym.type.kind == Ty.BOUNDED else ""
+            "a bounded variable" if sym.origin in ("parallel", "with", "foreach") else ""
         return bindings.Seen(mutable=sym.mutable, scalar=sym.type.kind in ASSIGNED_KINDS,
                              local=name in self.scopes[-1].names, loc=sym.loc, fixed=fixed)
 
