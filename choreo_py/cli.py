@@ -157,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-2,
                    help="largest relative error ||out - ref|| / ||ref|| accepted")
     p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
-                   help="threads sharing an accumulator row (default: the target's, "
-                        "4 for sm_90a, 1 for sm_100a)")
+                   help="threads sharing an accumulator row (default: the target's, as its "
+                        "lowering loads accumulators: 4 for sm_90a; for sm_100a 2 per 64-row, "
+                        "1 per 128-row accumulator)")
     p.add_argument("--target", default=None, choices=targets.NAMES,
                    help="default: the GPU present, else sm_100a")
     p.add_argument("--function", metavar="NAME",

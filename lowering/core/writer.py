@@ -232,13 +232,17 @@ class Writer:
         return f"L_{hint}_{n}"
 
     # ------------------------------------------------------------ instructions
-    def op(self, opcode: str, *operands, pred: Optional[V] = None, negate: bool = False) -> None:
-        """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`)."""
+    def op(self, opcode: str, *operands, pred: Optional[V] = None, negate: bool = False,
+           at: Optional[Loc] = None) -> None:
+        """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`).
+        `at`: the source of an element access, as a comment `# at file.co:LINE:COL` (the
+        emulator reports a fault of the access there; the PTX is the same without it)."""
         path = ".".join(_py_attr(part) for part in opcode.split("."))
         args = [_arg(o) for o in operands]
         if pred is not None:
             args.append(f"pred={'~' if negate else ''}{pred.text}")
-        self.line(f"ptx.inst.{path}({', '.join(args)})")
+        where = f"  # at {os.path.basename(at.file)}:{at.line}:{at.col}" if at is not None else ""
+        self.line(f"ptx.inst.{path}({', '.join(args)}){where}")
 
     def call(self, fn: str, *args: str) -> None:
         """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
