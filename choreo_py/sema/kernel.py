@@ -36,7 +36,7 @@ from .rotations import RotationBuilder
 from . import role_futures
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
-                     declared_names, kind_of)
+                     declared_names, kind_of, seen_by_assignment)
 from ..construct_names import describe
 from ..diagnostics import did_you_mean
 
@@ -427,16 +427,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             raise Unsupported(f"naming {describe(v)}", s.loc)
 
     def seen(self, name: str) -> bindings.Seen | None:
-        """What an assignment to `name` finds, in the terms of the assignment rule."""
-        old = self.scope.lookup(name)
-        if old is None:
-            return None
-        kind = old.kind if isinstance(old, Scalar) else None
-        fixed = "a parameter" if kind in ("arg", "dim") or name in self.dims else \
-            "a bounded variable" if kind == "index" else ""
-        return bindings.Seen(mutable=isinstance(old, Scalar) and old.mutable,
-                             scalar=isinstance(old, Scalar), local=self.scope.local(name) is not None,
-                             loc=getattr(old, "loc", None), fixed=fixed)
+        return seen_by_assignment(self.scope, name, self.dims)
 
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)
