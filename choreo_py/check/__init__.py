@@ -29,7 +29,7 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
-from . import block_accumulators, views
+from . import block_accumulators, names, views
 from .walker import Checker
 
 FAMILIES = (mutability, initialisers, context, iteration, views, dma, futures, params,
@@ -67,7 +67,7 @@ def check_program(program: A.Program, strict: bool = True, building: bool = Fals
     only; `building` (`compile`, a call through choreo_py.load) warns, and the
     call's missing result refuses to be used (host/missing_result.py).
     """
-    found: list[Diagnostic] = []
+    found: list[Diagnostic] = names.function_names(program, building)
     for fn in program.functions:
         found += check_function(fn, strict, building)
     found = _unique(sorted(found, key=_position))

@@ -9,11 +9,14 @@ at launch.
 """
 from __future__ import annotations
 
+from .names import dim_param, ptr_param
+
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
 from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
 from .context import Lowering
+from .grid import dim_params
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
@@ -265,22 +268,13 @@ _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "==": "==", "!=": 
            "<": "<", "<=": "<=", ">": ">", ">=": ">=", "&&": "and", "||": "or"}
 
 
-def _dim_params(dims: list[str]):
-    """(parameter list, how a size is spelt) of the launcher's functions of the sizes:
-    the sizes by name, unless one would clash with Python (a size named `global` or
-    `max`); then they come as `**dims`."""
-    if all(module_safe(d) == d for d in dims):
-        return ", ".join(dims), str
-    return "**dims", lambda name: f"dims[{name!r}]"
-
-
 def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]:
     """`failed_assertions(dims)`, only for a function with entry assertions: the launcher
     refuses sizes the program says it cannot handle, instead of computing garbage."""
     asserts = [s for s in fn.body if isinstance(s, ir.Assert)]
     if not asserts:
         return []
-    params, sym = _dim_params(dims)
+    params, sym = dim_params(dims)
     out = [f"def failed_assertions({params}):",
            '    """The assert(...)s of the source these sizes break: (message, where)."""',
            "    out = []"]
@@ -321,10 +315,10 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     k = lw.k
     dims = k.symbolic_dims
     params = [("tmap", m.name, m.tensor, m.dtype, m.box, m.swizzle) for m in lw.memory.maps]
-    params += [("dim", f"dim_{d}", d) for d in dims]
+    params += [("dim", dim_param(d), d) for d in dims]
     pointers = global_reads.params(lw)
-    params += [("ptr", f"ptr_{t}", t) for t in pointers]
-    grid_params, sym = _dim_params(dims)
+    params += [("ptr", ptr_param(t), t) for t in pointers]
+    grid_params, sym = dim_params(dims)
     lb = k.launch_bounds
     threads = _threads(k)
     directives = [("maxntid", (threads, 1, 1))]
@@ -336,7 +330,7 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
         "dims": dims,
         "params": params,
         "raw": [("b8.align64.array128", m.name) for m in lw.memory.maps]
-        + [("u32", f"dim_{d}") for d in dims] + [("u64", f"ptr_{t}") for t in pointers],
+        + [("u32", dim_param(d)) for d in dims] + [("u64", ptr_param(t)) for t in pointers],
         "tensors": [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
                                             for x in p.shape)) for p in fn.params],
         "grid_params": grid_params,

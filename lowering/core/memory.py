@@ -25,6 +25,8 @@ are separate copies.
 """
 from __future__ import annotations
 
+from .names import short
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -196,7 +198,7 @@ class Memory:
                 break
         else:
             n = sum(1 for m in self.maps if m.tensor == tensor)
-            m = TensorMap(f"tmap_{tensor}" + (f"_{n + 1}" if n else ""), tensor, dtype, box, swizzle)
+            m = TensorMap(f"tmap_{short(tensor)}" + (f"_{n + 1}" if n else ""), tensor, dtype, box, swizzle)
             self.maps.append(m)
 
         def make() -> V:

@@ -16,7 +16,6 @@ into (loop-invariant values placed before the loop that needs them).
 """
 from __future__ import annotations
 
-import builtins
 import keyword
 import math
 import os
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from choreo_py.source import SOURCES, Loc
+
+from . import names
 
 INDENT = "    "
 
@@ -47,24 +48,14 @@ _PY_RESERVED = {
 }
 
 
-#: Symbols at the PTX module's scope besides the entry (the dynamic shared memory).
-_PTX_GLOBALS = {"smem"}
-
-
 def module_safe(name: str) -> str:
-    """A user's name as a name of the generated module's scope: unchanged unless it
-    would collide with a name the module itself defines or calls (`u32`, `grid`,
-    `kernel`, `ENTRY`, Python keywords and builtins); then with a trailing `_`, the
-    mangling the register names use, so no unclashing name ever changes."""
-    if (name in _PY_RESERVED or name in _PTX_GLOBALS or keyword.iskeyword(name)
-            or name in dir(builtins)):
-        return name + "_"
-    return name
+    """A program name as a name of the generated module's top level (names.py_name)."""
+    return names.py_name(name)
 
 
 def ptx_entry_name(name: str) -> str:
-    """The PTX entry for a kernel: its own name unless that is a module-scope PTX symbol."""
-    return name + "_" if name in _PTX_GLOBALS else name
+    """The PTX entry of a kernel (names.ptx_name: `smem` -> `smem_`, long names shortened)."""
+    return names.ptx_name(name)
 
 
 def f32_hex(x: float) -> str:
@@ -182,7 +173,7 @@ class Writer:
 
     # ------------------------------------------------------------ names
     def fresh(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        base = names.short(re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v")
         if base[0].isdigit():
             base = "v" + base
         if (base in _PTX_RESERVED or base in _PY_RESERVED or keyword.iskeyword(base)
@@ -227,6 +218,7 @@ class Writer:
         return name
 
     def label(self, hint: str) -> str:
+        hint = names.short(hint)
         n = self._labels.get(hint, 0)
         self._labels[hint] = n + 1
         return f"L_{hint}_{n}"
