@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from typing import Optional
 
 from choreo_py import ir
+from choreo_py.ir import subbyte as _subbyte
 
 from . import mathfns
 from .context import Lowering, children
@@ -46,6 +47,111 @@ def reg_type(dtype: str, lw: Lowering, loc) -> str:
     if t is None:
         raise lw.refuse(f"a scalar of type {dtype}", loc)
     return t
+
+
+_INT_REGS = ("s32", "u32", "b32", "s64", "u64", "b64")
+
+
+def _const_as(value, t: str):
+    """A constant converted to register type `t` as C converts it (to an integer: toward
+    zero, wrapped to the width; to a condition: non-zero)."""
+    if t == "pred":
+        return bool(value)
+    if t in ("f32", "f64"):
+        return float(value)
+    if isinstance(value, float) and (value != value or abs(value) == float("inf")):
+        return 0  # C leaves it undefined; 0 is what cvt.rzi gives NaN
+    n, x = _bits(t), int(value)
+    x &= (1 << n) - 1
+    return x - (1 << n) if t.startswith("s") and x >> (n - 1) else x
+
+
+def coerce(w, v: V, t: str, hint: str = "cv") -> Optional[V]:
+    """`v` as a register of type `t`, converted as C converts a value assigned to a variable
+    of that type (a store, an initialiser, an assignment): integer <-> float (`cvt.rn` /
+    `cvt.rzi`), widening and narrowing integers, a condition as 1 or 0, a number as a
+    condition (non-zero). PTX wants the operand of `st`/`mov` of the destination's type, so
+    every such value goes through here. None when no C conversion exists here."""
+    if v.ty == t:
+        return v
+    if v.is_const:
+        return V.imm(_const_as(v.const, t), t)
+    if t in _INT_REGS and v.ty in _INT_REGS and _bits(t) == _bits(v.ty):
+        return V(v.text, t)  # one word: the same bits (two's complement)
+    out = w.reg(t, hint)
+    if v.ty == "pred":
+        one, zero = (V.imm(1, t), V.imm(0, t))
+        w.op(f"selp.{'f32' if t == 'f32' else 'b' + str(_bits(t))}", out, one, zero, v)
+    elif t == "pred" and v.ty in _INT_REGS + ("f32",):
+        w.op(f"setp.ne.{'f32' if v.ty == 'f32' else 'b' + str(_bits(v.ty))}", out, v,
+             V.imm(0, v.ty))
+    elif t == "f32" and v.ty in _INT_REGS:
+        w.op(f"cvt.rn.f32.{_signed(v.ty)}", out, v)
+    elif v.ty == "f32" and t in _INT_REGS:
+        w.op(f"cvt.rzi.{_signed(t)}.f32", out, v)
+    elif t in _INT_REGS and v.ty in _INT_REGS:
+        w.op(f"cvt.{_signed(t)}.{_signed(v.ty)}", out, v)
+    else:
+        return None
+    return out
+
+
+#: Narrow integer scalars held in 32-bit registers: (bits, signed).
+_NARROW_INTS = {"s8": (8, True), "u8": (8, False), "s16": (16, True), "u16": (16, False),
+                **{t: f for t, f in _subbyte.INT_FORMATS.items() if t != "bin1"}}
+_HALF = {"f16": ("cvt.rn.f16.f32", "cvt.f32.f16"), "bf16": ("cvt.rn.bf16.f32", "cvt.f32.bf16")}
+
+
+def assign_scalar(ex: "ExprLowering", dtype: str, e: ir.Expr, r: V) -> None:
+    """`e` into `r`, the register of a mutable scalar of type `dtype` (an initialiser, an
+    assignment), converted as C converts: `e` computed into `r`'s register type, then a
+    narrow type's register (`s8`, `u4`, `bin1`, `f16`) brought back to the type's values
+    (`s8 v = 300` is 44, `bin1 v = 0.5` is 1, `f16 v = 300.7` is 300.75). A float into an
+    unsigned narrow type goes through s32 (`u8 v = -1.0f` is 255: cvt to u32 would clamp)."""
+    w = ex.w
+    unsigned_narrow = dtype == "bin1" or (dtype in _NARROW_INTS and not _NARROW_INTS[dtype][1])
+    if unsigned_narrow and ex.natural_type(e) == "f32":
+        v = ex.value(e)
+        if dtype == "bin1" and not v.is_const:
+            p = w.reg("pred", "nz")
+            w.op("setp.ne.f32", p, v, V.imm(0.0, "f32"))
+            w.op(f"selp.{r.ty}", r, V.imm(1, r.ty), V.imm(0, r.ty), p)
+            return
+        w.op(f"mov.{r.ty}", r, V(ex.as_type(v, "s32").text, r.ty) if not v.is_const
+             else V.imm(_const_as(v.const != 0 if dtype == "bin1" else v.const, "s32"), r.ty))
+    else:
+        ex.value(e, dst=r)
+    _narrow(w, dtype, r)
+
+
+def _narrow(w, dtype: str, r: V) -> None:
+    if dtype == "bin1" and r.ty != "f32":
+        p = w.reg("pred", "nz")
+        w.op("setp.ne.b32", p, r, V.imm(0, r.ty))
+        w.op(f"selp.{r.ty}", r, V.imm(1, r.ty), V.imm(0, r.ty), p)
+    elif dtype in _HALF and r.ty == "f32":
+        h = w.reg("b16", "h")
+        w.op(_HALF[dtype][0], h, r)
+        w.op(_HALF[dtype][1], r, h)
+    elif dtype in _NARROW_INTS and r.ty in ("s32", "u32", "b32"):
+        bits, signed = _NARROW_INTS[dtype]
+        if signed:  # sign-extend the low bits
+            w.op("shl.b32", r, r, 32 - bits)
+            w.op("shr.s32", r, r, 32 - bits)
+        else:
+            w.op("and.b32", r, r, (1 << bits) - 1)
+
+
+def _fits(natural: Optional[str], t: str) -> bool:
+    """Whether a value of register type `natural` can be computed straight into a `t`
+    register (the same type, or integers of one width: PTX takes either); unknown: yes."""
+    return (natural is None or natural == t
+            or (natural in _INT_REGS and t in _INT_REGS and _bits(natural) == _bits(t)))
+
+
+def _signed(t: str) -> str:
+    """A bit type as cvt takes it (unsigned)."""
+    return "u" + t[1:] if t.startswith("b") else t
 
 
 def _bits(t: str) -> int:
@@ -152,14 +258,20 @@ class ExprLowering:
 
     # ------------------------------------------------------------ entry
     def value(self, e: ir.Expr, hint: str = "t", dst: Optional[V] = None) -> V:
+        """`e` in a register (or an immediate); in `dst` when given, converted to its
+        type as C converts on assignment (`int x = j + 0.5f;`: the f32 sum, then cvt)."""
         v = self.leaf(e)
         if v is not None:
             if dst is not None and not (dst.text == v.text):
-                self.w.op(f"mov.{dst.ty}", dst, v)
+                self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
                 return dst
             return v
         if dst is not None:
-            return self.compute(e, hint, dst)
+            if _fits(self.natural_type(e), dst.ty):
+                return self.compute(e, hint, dst)
+            v = self.value(e, hint)
+            self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+            return dst
         key = self.key(e)
         got = self.reuse(e, key)
         if got is not None:
@@ -168,6 +280,19 @@ class ExprLowering:
             v = self.compute(e, hint, None)
         self.keep(e, key, v)
         return v
+
+    def natural_type(self, e: ir.Expr) -> Optional[str]:
+        """The register type `e` computes in (None when its type has no register here)."""
+        dtype = getattr(e, "dtype", None)
+        t = REG_TYPES.get(dtype) or getattr(self.lw, "widened_types", {}).get(dtype)
+        return t
+
+    def as_type(self, v: V, t: str) -> V:
+        """`v` converted to register type `t` (coerce), or refused by name."""
+        got = coerce(self.w, v, t)
+        if got is None:
+            raise self.lw.refuse(f"converting a {v.ty} value to {t}", self.loc)
+        return got
 
     def out(self, dst: Optional[V], ty: str, hint: str) -> V:
         return dst if dst is not None else self.w.reg(ty, hint)

@@ -28,6 +28,7 @@ from choreo_py.diagnostics import ChoreoError
 from . import control, dma, grid_sync, params, thread_frags, warp_mma
 from .asm import lower_asm
 from .context import Lowering
+from .exprs import assign_scalar
 from .grid import dim_params
 from .grid import py_expr as _py_expr
 from .names import TopLevel, dim_param, ptr_param, py_name
@@ -179,7 +180,8 @@ def _var(lw: ThreadLowering, s: ir.Var) -> None:
     from .exprs import reg_type
 
     r = lw.w.reg(reg_type(s.dtype, lw, s.loc), s.name)
-    _expr(lw, s.init, s.loc, dst=r)
+    assign_scalar(lw.exprs(s.loc), s.dtype, s.init, r)
+    lw.var_types[s.name] = s.dtype
     lw.bind(s.name, r, mutable=True, nonneg=s.dtype.startswith("u"))
 
 
@@ -187,7 +189,7 @@ def _assign(lw: ThreadLowering, s: ir.Assign) -> None:
     b = lw.lookup(s.name)
     if b is None or not b.mutable:
         raise lw.refuse(f"assigning '{s.name}', which is not a mutable scalar,", s.loc)
-    _expr(lw, s.value, s.loc, dst=b.value)
+    assign_scalar(lw.exprs(s.loc), lw.var_types.get(s.name, ""), s.value, b.value)
 
 
 def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
