@@ -183,8 +183,8 @@ class Memory:
         def make() -> V:
             out = lw.w.reg("u32", hint)
             acc = lw.smem_base
-            for _, v, scale in dyn:
-                lw.w.op("mad.lo.u32", out, v, scale, acc)
+            for _, v, scale in dyn:  # an index of any integer type: a u32 word of the address
+                lw.w.op("mad.lo.u32", out, ex.as_type(v, "u32"), scale, acc)
                 acc = out
             return out
         return (lw.once(key, make) if invariant else make()), const
