@@ -86,7 +86,33 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     lw.leave_region()
     with w.into(prefetch):
         _prefetch_tensor_maps(lw)
+    _register_budget(lw)
     return lw, w.text()
+
+
+#: Registers ptxas needs beyond an instruction's own register operands (its address, the
+#: values live across it): measured for a tcgen05.st of 64 registers in gemm_block_p.co
+#: with six and with seven warpgroups: ptxas asks for "a register target of 82" (80 and
+#: 72 each thread had); five warpgroups (96 each) assemble.
+_REG_RESERVE = 18
+
+
+def _register_budget(lw: Lowering) -> None:
+    """An instruction whose register operands cannot all be held in what each thread gets
+    at launch (65,536 registers shared by the block's threads, launch_bounds blocks per
+    SM) fails in ptxas ("Insufficient registers"): refused here, at its statement."""
+    from choreo_py.passes.budget import _entry_regs
+
+    regs, opcode, loc = lw.w.widest
+    threads = _threads(lw.k)
+    lb = lw.k.launch_bounds
+    blocks = (lb[1] if lb and len(lb) > 1 and lb[1] else 1)
+    entry = _entry_regs(threads, blocks)
+    if regs + _REG_RESERVE > entry:
+        raise ChoreoError(f"{opcode} takes {regs} registers at once, but each of the block's "
+                          f"{threads} threads gets {entry} ({blocks} block(s) per SM share "
+                          f"65,536): fewer threads or warpgroups, or a narrower tile",
+                          loc or lw.k.loc)
 
 
 def _prefetch_tensor_maps(lw: Lowering) -> None:

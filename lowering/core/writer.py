@@ -110,6 +110,11 @@ class Writer:
         self._target: Optional[list[str]] = None
         self._names: set[str] = set()
         self._labels: dict[str, int] = {}
+        self._arrays: dict[str, int] = {}  # register array -> its length
+        self._loc: Optional[Loc] = None  # the statement whose code is being written
+        #: (registers, opcode, statement) of the instruction with the most register
+        #: operands: ptxas must hold them all at once (kernel.py checks the budget)
+        self.widest: tuple[int, str, Optional[Loc]] = (0, "", None)
         self._last_src: Optional[tuple[str, int]] = None
         self.types_used: set[str] = set()
 
@@ -133,6 +138,7 @@ class Writer:
         """`# file.co:LINE: statement` before the code of a statement (once per line)."""
         if loc is None:
             return
+        self._loc = loc
         key = (loc.file, loc.line)
         if key == self._last_src and self._target is None:
             return
@@ -213,6 +219,7 @@ class Writer:
                 break
             base = name + "_"
         self._names.update(elems)  # keep scalar names off the element names
+        self._arrays[name] = count
         self.types_used.add(ty)
         self.line(f'{name} = reg.array({ty}, {count}, name="%{name}")')
         return name
@@ -228,9 +235,21 @@ class Writer:
         """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`)."""
         path = ".".join(_py_attr(part) for part in opcode.split("."))
         args = [_arg(o) for o in operands]
+        regs = sum(self._registers(o) for o in operands)
+        if regs > self.widest[0]:
+            self.widest = (regs, opcode, self._loc)
         if pred is not None:
             args.append(f"pred={'~' if negate else ''}{pred.text}")
         self.line(f"ptx.inst.{path}({', '.join(args)})")
+
+    def _registers(self, o) -> int:
+        """Registers an operand names: a register, a list of them, `list(array)`."""
+        if isinstance(o, V):
+            return 0 if o.is_const else 1
+        if isinstance(o, (list, tuple)):
+            return sum(self._registers(x) for x in o)
+        m = _LIST_OF.fullmatch(str(o))
+        return self._arrays.get(m.group(1), 0) if m else 0
 
     def call(self, fn: str, *args: str) -> None:
         """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
@@ -252,6 +271,9 @@ class Writer:
             self.line(f'ptx.inst.bra.uni("{label}"{guard})')
         else:
             self.line(f'ptx.bra("{label}"{guard})')
+
+
+_LIST_OF = re.compile(r"list\((\w+)\)")
 
 
 def _mov_type(ty: str) -> str:
