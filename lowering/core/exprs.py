@@ -142,6 +142,23 @@ def _narrow(w, dtype: str, r: V) -> None:
             w.op("and.b32", r, r, (1 << bits) - 1)
 
 
+def _common(a: V, b: V) -> str:
+    """The type two compared values meet in (C: a float if either is one, else the wider
+    integer, else the left operand's; a constant takes the other's)."""
+    if a.is_const and not b.is_const:
+        return b.ty
+    if b.is_const:
+        return a.ty
+    types = (a.ty, b.ty)
+    if "f32" in types:
+        return "f32"
+    if "pred" in types and types != ("pred", "pred"):
+        return next(t for t in types if t != "pred")
+    if _bits(a.ty) != _bits(b.ty):
+        return a.ty if _bits(a.ty) == 64 else b.ty
+    return a.ty
+
+
 def _fits(natural: Optional[str], t: str) -> bool:
     """Whether a value of register type `natural` can be computed straight into a `t`
     register (the same type, or integers of one width: PTX takes either); unknown: yes."""
@@ -319,7 +336,8 @@ class ExprLowering:
                 self.w.op("and.pred", other, other, b)
                 self.w.op("or.pred", out, taken, other)
                 return out
-            self.w.op(f"selp.{t}", out, a, b, c)
+            self.w.op(f"selp.{t}", out, self.as_type(a, t), self.as_type(b, t), self._pred(c)
+                      if c.ty == "pred" else self.as_type(c, "pred"))
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
@@ -349,8 +367,13 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if e.op in ("&&", "||"):
             out = self.out(dst, "pred", hint)
+            a, b = self.as_type(a, "pred"), self.as_type(b, "pred")
             self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, b)
             return out
+        # C's usual arithmetic conversions: both operands in the result's type (a shift's
+        # count is a u32 word)
+        a = self.as_type(a, t)
+        b = self.as_type(b, "u32" if e.op in ("<<", ">>") else t)
         if t == "f32":
             if e.op == "/" and a.is_const and a.const == 1.0:
                 out = self.out(dst, t, hint)
@@ -376,9 +399,10 @@ class ExprLowering:
         return pattern.format(t=t, n=n) if pattern else None
 
     def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        t = a.ty if not a.is_const else b.ty
+        t = _common(a, b)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
+        a, b = self.as_type(a, t), self.as_type(b, t)
         cmp = (_FCMP if t == "f32" else _CMP)[op]
         out = self.out(dst, "pred", hint)
         self.w.op(f"setp.{cmp}.{t}", out, a, b)
@@ -421,11 +445,14 @@ class ExprLowering:
         if a.is_const:
             r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
             return self.value(ir.Const(r, e.dtype), hint, dst)
+        if e.op == "!":
+            out = self.out(dst, "pred", hint)
+            self.w.op("not.pred", out, self.as_type(a, "pred"))
+            return out
         out = self.out(dst, t, hint)
-        if e.op == "-":
-            self.w.op(f"neg.{t}", out, a)
-        elif e.op == "!":
-            self.w.op("not.pred", out, a)
+        a = self.as_type(a, t)
+        if e.op == "-":  # neg takes signed types; an unsigned negation is the same bits
+            self.w.op(f"neg.{'s' + t[1:] if t.startswith('u') else t}", out, a)
         else:
             self.w.op(f"not.b{_bits(t)}", out, a)
         return out
@@ -467,7 +494,7 @@ class ExprLowering:
     def convert(self, x: ir.Expr, t: str, hint: str, dst: Optional[V]) -> V:
         a = self.value(x)
         if a.is_const:
-            v = float(a.const) if t == "f32" else int(a.const)
+            v = _const_as(a.const, t)
             return self.value(ir.Const(v, "f32" if t == "f32" else t), hint, dst)
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)
