@@ -87,6 +87,13 @@ def coerce(w, v: V, t: str, hint: str = "cv") -> Optional[V]:
              V.imm(0, v.ty))
     elif t == "f32" and v.ty in _INT_REGS:
         w.op(f"cvt.rn.f32.{_signed(v.ty)}", out, v)
+    elif v.ty == "f32" and t in ("u32", "u64", "b32", "b64"):
+        # through s64: a negative value wraps (the interpreter's reading of C's undefined
+        # case) instead of cvt.rzi.u32's clamp to 0
+        wide = w.reg("s64", hint) if _bits(t) == 32 else V(out.text, "s64")
+        w.op("cvt.rzi.s64.f32", wide, v)
+        if _bits(t) == 32:
+            w.op("cvt.u32.s64", out, wide)
     elif v.ty == "f32" and t in _INT_REGS:
         w.op(f"cvt.rzi.{_signed(t)}.f32", out, v)
     elif t in _INT_REGS and v.ty in _INT_REGS:
