@@ -258,3 +258,38 @@ def test_the_mangling_is_injective_and_leaves_ordinary_names():
         assert len(set(out)) == len(set(sample))
         assert not set(out) & (names.PY_MODULE_NAMES if f is names.py_name
                                else names.PTX_MODULE_NAMES)
+
+
+@pytest.mark.ptxas
+def test_a_48_column_block_accumulator_fills_in_power_of_two_pieces(tmp_path):
+    """tcgen05.st's .num is a power of two: BN 48 is filled as .x32 and .x16 (fuzzing:
+    ptxas "Unknown modifier '.x48'")."""
+    src = tmp_path / "bn48.co"
+    src.write_text((EXAMPLES / "gemm_block_acc.co").read_text().replace(
+        "#define BN 128", "#define BN 48"))
+    ptx = compile_file(str(src), "ptx", "sm_100a", include_dirs=[str(EXAMPLES)])
+    assert ".x48" not in ptx
+    ptxas(ptx, "sm_100a")
+
+
+@pytest.mark.ptxas
+@pytest.mark.parametrize("target", TARGETS)
+def test_bool_operands_and_bool_event_orders(target, tmp_path):
+    """A ?: of bools whose arms are a bool element and a negation; an event order declared
+    bool (C promotes it to int for % and /)."""
+    src = tmp_path / "bools.co"
+    src.write_text("""__co__ s16 [N] k(f32 [N] a, bool [N] b) {
+  s16 [a.span] out;
+  parallel blk by N / 32 : block
+    parallel t by 32 : thread
+      out.at(blk * 32 + t) = __min((a.at(blk * 32 + t) > 0.0f ? !a.at(blk * 32 + t)
+                                    : b.at(blk * 32 + t)), a.at(blk * 32 + t));
+  return out;
+}
+""")
+    _assembles(src, target)
+    if target == "sm_100a":
+        ex = tmp_path / "gemm_bool_order.co"
+        ex.write_text((EXAMPLES / "gemm_block_acc.co").read_text().replace(
+            "mutable u32 order = 0;", "mutable bool order = false;"))
+        _assembles(ex, target, include=[str(EXAMPLES)])

@@ -318,6 +318,13 @@ class ExprLowering:
             raise self.lw.refuse(f"converting a {v.ty} value to {t}", self.loc)
         return got
 
+    def value_into(self, v: V, dst: Optional[V]) -> V:
+        """`v`, moved into `dst` when one is given."""
+        if dst is None or dst.text == v.text:
+            return v
+        self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+        return dst
+
     def out(self, dst: Optional[V], ty: str, hint: str) -> V:
         return dst if dst is not None else self.w.reg(ty, hint)
 
@@ -335,8 +342,8 @@ class ExprLowering:
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
             if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
-                if a.is_const or b.is_const:
-                    a, b = (self._pred(x) for x in (a, b))
+                a, b = (self._pred(x) if x.is_const else self.as_type(x, "pred")
+                        for x in (a, b))
                 taken, other = self.w.reg("pred", "sel_t"), self.w.reg("pred", "sel_f")
                 self.w.op("and.pred", taken, c, a)
                 self.w.op("not.pred", other, c)
@@ -377,6 +384,9 @@ class ExprLowering:
             a, b = self.as_type(a, "pred"), self.as_type(b, "pred")
             self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, b)
             return out
+        if t == "pred":  # arithmetic on bools: C promotes them to int (the value, then != 0)
+            v = self.binary(ir.Bin(e.op, e.lhs, e.rhs, "s32"), hint, None)
+            return self.value_into(self.as_type(v, "pred"), dst)
         # C's usual arithmetic conversions: both operands in the result's type (a shift's
         # count is a u32 word)
         a = self.as_type(a, t)
