@@ -12,7 +12,7 @@ import gc
 import os
 import sys
 
-from . import targets
+from . import limits, targets
 from .diagnostics import ChoreoError, InternalError, take_causes, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -154,8 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-2,
                    help="largest relative error ||out - ref|| / ||ref|| accepted")
     p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
-                   help="threads sharing an accumulator row (default: the target's, "
-                        "4 for sm_90a, 1 for sm_100a)")
+                   help="threads sharing an accumulator row (default: the target's, as its "
+                        "lowering loads accumulators: 4 for sm_90a; for sm_100a 2 per 64-row, "
+                        "1 per 128-row accumulator)")
     p.add_argument("--target", default=None, choices=targets.NAMES,
                    help="default: the GPU present, else sm_100a")
     p.add_argument("--function", metavar="NAME",
@@ -185,7 +186,9 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     if not os.path.isfile(args.file):
-        print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
+        # /dev/null, a pipe, a socket: a source is read whole, and its lines quoted later
+        why = "not a regular file" if os.path.exists(args.file) else "no such file"
+        print(f"choreo: error: cannot read '{args.file}': {why}", file=sys.stderr)
         return EXIT_USAGE
     if _same_file(getattr(args, "output", None), args.file):
         print(f"choreo: error: -o {args.output} is the input file; writing it would overwrite "
@@ -237,7 +240,7 @@ def _check(args: argparse.Namespace, include, defines) -> int:
         print(f"choreo: {args.file}: ok ({n} __co__ function{'s' * (n != 1)}{warned})",
               file=sys.stderr)
     if args.lowerable:
-        from . import targets
+        from . import limits, targets
         from .check import lowerable
         from .passes import pipeline
 
@@ -269,7 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     take_warnings()  # this command reports its own warnings only (not an earlier call's)
     try:
-        return _run(args)
+        with limits.deep_recursion():  # for every stage (frontend/limits.py)
+            return _run(args)
     except ChoreoError as err:
         for cause in take_causes():  # a missing include, before what it probably caused
             print(cause.render(), file=sys.stderr)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import Iterable, Optional
 
-from . import check, frontend, ir, sema, targets
+from . import check, frontend, ir, limits, sema, targets
 from .diagnostics import ChoreoError
 from .ir.printer import print_module
 from .passes import pipeline
@@ -87,6 +87,13 @@ def check_program(program, target: str = targets.COMPILE_DEFAULT):
 def compile_file(path: str, emit: str = "pyptx", target: str = targets.COMPILE_DEFAULT,
                  include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
                  print_ir_after: Optional[str] = None):
+    """The text (bytes for a cubin) of `emit` for the file; every stage runs with the
+    recursion the front end's limits (frontend/limits.py) are sized for."""
+    with limits.deep_recursion():
+        return _compile_file(path, emit, target, include_dirs, defines, print_ir_after)
+
+
+def _compile_file(path, emit, target, include_dirs, defines, print_ir_after):
     _target(target)
     if print_ir_after is not None and print_ir_after not in pipeline.NAMES:
         raise ChoreoError(f"--print-ir-after {print_ir_after}: no such pass (the passes, "

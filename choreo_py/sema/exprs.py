@@ -593,4 +593,4 @@ class ExprBuilder:
         index = self.element_index(n.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
-        return Scalar(ir.BufElem(view.view, index, view.dtype))
+        return Scalar(ir.BufElem(view.view, index, view.dtype, loc=n.loc))
