@@ -34,9 +34,10 @@ def test_the_sample_finds_nothing(result, kind):
 
 
 def test_the_sample_reaches_the_backends(result):
-    from choreo_py.runtime.build import find_ptxas
-
     c = result["counts"]
     assert c["programs"] == SAMPLE and c["compiled"] >= SAMPLE // 3
-    if find_ptxas() is not None:
-        assert c["assembled"] >= SAMPLE // 3
+
+
+@pytest.mark.ptxas
+def test_the_sample_reaches_ptxas(result):
+    assert result["counts"]["assembled"] >= SAMPLE // 3

@@ -32,7 +32,9 @@ LOCATED = re.compile(r":\d+:\d+: error: ")
 
 
 def _assembles(path: Path, target: str, include=()) -> None:
-    ptxas(compile_file(str(path), "ptx", target, include_dirs=include), target)
+    ptx = compile_file(str(path), "ptx", target, include_dirs=include)
+    cubin, _ = ptxas(ptx, target)  # raises PtxasRejection with ptxas's messages
+    assert ".visible .entry" in ptx and cubin
 
 
 def _refusal(path: Path, target: str = "sm_100a", include=()) -> str:
@@ -247,7 +249,7 @@ def test_thirty_thousand_character_names_are_shortened(target, tmp_path):
 
 
 def test_the_mangling_is_injective_and_leaves_ordinary_names():
-    from lowering.core import names
+    from choreo_py.lowering.core import names
 
     assert names.py_name("blk") == "blk" and names.ptx_name("gemm") == "gemm"
     assert names.py_name("lambda") == "lambda_" and names.ptx_name("smem") == "smem_"

@@ -23,6 +23,8 @@ into one dispatch table.
     structure               parallel levels, barriers, atomics, attributes
     block_accumulators      `mma.fill ... : block`: one role issues the MMAs into the tile
     fills                   `mma.fill` only of an accumulator, not of an MMA's operand
+    names                   no declaration named by a reserved word; one function per
+                            name and parameter types
     lowerable               `check --lowerable`: what would not compile for a target
 """
 from __future__ import annotations

@@ -9,7 +9,8 @@ from __future__ import annotations
 from choreo_py import ir
 
 from .context import Lowering
-from .exprs import ExprLowering, assign_scalar, reg_type
+from .conversions import assign_scalar
+from .exprs import ExprLowering, reg_type
 
 
 def expr(lw: Lowering, e: ir.Expr, loc, hint: str = "t", dst=None):

@@ -28,7 +28,7 @@ from choreo_py.diagnostics import ChoreoError
 from . import control, dma, grid_sync, params, thread_frags, warp_mma
 from .asm import lower_asm
 from .context import Lowering
-from .exprs import assign_scalar
+from .conversions import assign_scalar
 from .grid import dim_params
 from .grid import py_expr as _py_expr
 from .names import TopLevel, dim_param, ptr_param, py_name

@@ -22,7 +22,8 @@ from choreo_py import ir
 from choreo_py.ir import build as B
 
 from . import subbyte_elems
-from .exprs import ExprLowering, REG_TYPES, coerce
+from .conversions import coerce
+from .exprs import ExprLowering, REG_TYPES
 from .writer import V
 
 #: Storage type of an element -> (ld/st type, register type of the value).
