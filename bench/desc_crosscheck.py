@@ -38,19 +38,19 @@ from __future__ import annotations
 
 import argparse
 import glob
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
 
-INSTALL = "pip install nvidia-cutlass==4.2.0"
+from cute_host import INSTALL, Missing, build  # noqa: E402,F401  (the tests use all three)
+
+ESIZE = {"bf16": 2, "f16": 2, "f32": 4}
 CXX_TYPES = {"bf16": "cute::bfloat16_t", "f16": "cute::half_t", "f32": "float"}
 MAJOR_CXX = {"K": "cute::UMMA::Major::K", "MN": "cute::UMMA::Major::MN"}
 IDESC_FIELDS = ("sparse_selector", "sparse", "saturate", "d_format", "a_format", "b_format",
@@ -58,10 +58,6 @@ IDESC_FIELDS = ("sparse_selector", "sparse", "saturate", "d_format", "a_format",
                 "reserved")
 SMEM_FIELDS = ("start", "lbo", "sbo", "version", "base_offset", "lbo_mode", "swizzle",
                "fixed_53_60", "reserved_14_15", "reserved_30_31", "bit_48")
-
-
-class Missing(RuntimeError):
-    """A tool the cross-check needs is absent (the message says how to get it)."""
 
 
 # ------------------------------------------------------------------ recording
@@ -179,13 +175,11 @@ def _collect(out: Recording, cur: dict, lw, s, *, k_steps, mma_k: int) -> None:
     k = mma_k * (len(cur["adds"]) // max(1, len(cur["ops"])))
     kks = k_steps(lw, s, k, mma_k)
     # issue order per k-step: B's advance, then A's (when A is a shared tile); _desc: B then A
+    nops = len(cur["ops"])
     for i, (view, lay, mn_major, origin, bits) in enumerate(cur["ops"]):
-        nops = len(cur["ops"])
-        adds = cur["adds"][i::nops]
-        role = "B" if i == 0 else "A"
-        rows = m if role == "A" else n
-        out.smem.setdefault(_smem_case(role, view, lay, mn_major, origin, bits, rows, mma_k,
-                                       tuple(zip(kks, adds))), []).append(prog)
+        steps = tuple(zip(kks, cur["adds"][i::nops]))
+        case = _smem_case("BA"[i], view, lay, mn_major, origin, bits, (n, m)[i], mma_k, steps)
+        out.smem.setdefault(case, []).append(prog)
 
 
 def _smem_case(role, view, lay, mn_major, origin, bits, rows, mma_k, steps) -> SmemCase:
@@ -269,54 +263,6 @@ def cpp_source(instr: list, smem: list) -> str:
     return "\n".join(lines)
 
 
-def cutlass_include() -> Path:
-    try:
-        import cutlass_library
-    except ImportError:
-        raise Missing(f"CUTLASS's headers are not installed ({INSTALL})") from None
-    inc = Path(cutlass_library.__file__).parent / "source" / "include"
-    if not (inc / "cute" / "arch" / "mma_sm100_desc.hpp").is_file():
-        raise Missing(f"{inc} has no cute/arch/mma_sm100_desc.hpp ({INSTALL})")
-    return inc
-
-
-def _cuda_includes() -> list:
-    """cutlass.h includes <cuda/std/...> (CCCL, shipped with the CUDA toolkit)."""
-    roots = [os.environ.get("CUDA_HOME", ""), "/usr/local/cuda"]
-    nvcc = shutil.which("nvcc")
-    if nvcc:
-        roots.append(str(Path(nvcc).resolve().parent.parent))
-    for r in filter(None, roots):
-        inc = Path(r) / "include"
-        for cccl in (inc / "cccl", inc):
-            if (cccl / "cuda" / "std" / "utility").is_file():
-                return [str(inc), str(cccl)]
-    raise Missing("the CUDA toolkit's headers (cuda/std/utility) were not found: set CUDA_HOME")
-
-
-def build(source: str) -> Path:
-    """Compile the program (host code only) once per source text, cached in the temp dir."""
-    cxx = shutil.which(os.environ.get("CXX", "g++")) or shutil.which("c++")
-    if cxx is None:
-        raise Missing("no C++ compiler (g++) on PATH")
-    inc = cutlass_include()
-    flags = ["-std=c++17", "-O0", "-w", f"-I{inc}"] + [f"-I{p}" for p in _cuda_includes()]
-    key = hashlib.sha256("\0".join([source, cxx, *flags]).encode()).hexdigest()[:16]
-    cache = Path(tempfile.gettempdir()) / "choreo_desc_cutlass"
-    exe = cache / f"umma_{key}"
-    if exe.is_file():
-        return exe
-    cache.mkdir(parents=True, exist_ok=True)
-    src = cache / f"umma_{key}.cpp"
-    src.write_text(source)
-    tmp = exe.with_suffix(f".{os.getpid()}")
-    r = subprocess.run([cxx, *flags, str(src), "-o", str(tmp)], capture_output=True, text=True)
-    if r.returncode:
-        raise RuntimeError(f"building {src} failed:\n{r.stderr[-4000:]}")
-    os.replace(tmp, exe)
-    return exe
-
-
 def run_cute(exe: Path, instr: list, smem: list) -> tuple[dict, dict, dict]:
     """({instr id: (make_instr_desc, make_runtime_instr_desc >> 32)},
     {(smem id, kb): descriptor}, {(smem id, kb): [element address, ...]})."""
@@ -368,7 +314,7 @@ def unread_fields(c: "SmemCase") -> tuple:
     ((T,W,m),(8,k)):((1,T,LBO),(WT,SBO)); a slice one atom wide (m = 1: N = 64 bf16 for
     128B) never steps it. CuTe writes the stride of that size-1 mode, 0; we write the
     buffer's stripe distance."""
-    if c.major == "MN" and c.mma_mn * _esize(c.dtype) <= c.swizzle:
+    if c.major == "MN" and c.mma_mn * ESIZE[c.dtype] <= c.swizzle:
         return ("lbo",)
     return ()
 
@@ -428,7 +374,7 @@ def compare(rec: Recording, exe: Path | None = None) -> Result:
             want = celems[i, kb]
             for who, v in (("CuTe's", cute), ("our", ours)):
                 got = emu.operand_addresses(emu.decode_smem_desc(v), c.major, c.mma_mn,
-                                            c.mma_k, _esize(c.dtype)).ravel().tolist()
+                                            c.mma_k, ESIZE[c.dtype]).ravel().tolist()
                 miss = [j for j, (a, b) in enumerate(zip(got, want)) if a != b]
                 if miss or len(got) != len(want):
                     j = miss[0] if miss else 0
@@ -445,10 +391,6 @@ def compare(rec: Recording, exe: Path | None = None) -> Result:
     return res
 
 
-def _esize(dtype: str) -> int:
-    return {"bf16": 2, "f16": 2, "f32": 4}[dtype]
-
-
 def _name(c: InstrCase) -> str:
     return (f"M{c.m} N{c.n} {c.ab_dtype}->{c.d_dtype} A:{c.a_major}{'(tmem)' * c.a_in_tmem} "
             f"B:{c.b_major}")
@@ -458,6 +400,101 @@ def _sname(c: SmemCase) -> str:
     where = "run-time origin" if c.runtime_origin else f"origin ({c.mn0},{c.k0})"
     return (f"{c.role} {c.dtype} {c.major}-major SW{c.swizzle} buffer {c.buf_mn}x{c.buf_k} "
             f"slice {c.mma_mn}x{c.mma_k} {where} @{c.base}")
+
+
+# ------------------------------------------------------------------ tensor-memory load shapes
+#: tcgen05.ld shape -> (CuTe atom name pattern, the .num values CuTe defines)
+TMEM_ATOMS = {"32x32b": ("32dp32b{}x", (1, 2, 4, 8, 16, 32, 64, 128)),
+              "16x32bx2": ("16dp32b{}x", (1, 2, 4, 8, 16, 32, 64, 128)),
+              "16x256b": ("16dp256b{}x", (1, 2, 4, 8, 16, 32))}
+#: the accumulator M each shape reads in the compiler (descriptors.LD_SHAPE)
+TMEM_M = {"32x32b": 128, "16x32bx2": 64}
+
+_TMEM_PRELUDE = r"""
+#include <cstdio>
+#include <cstdint>
+#include <cute/tensor.hpp>
+#include <cute/atom/copy_traits_sm100.hpp>
+using namespace cute;
+
+// (lane, 32-bit column) of register r of thread t: the DstLayout gives the logical bit of
+// (t, 32 r), the ValID its TMEM bit address (lane * DP_b + bit in the lane's row).
+template <class Op>
+void atom(const char* shape, int num) {
+  using T = Copy_Traits<Op>;
+  constexpr int nregs = size<1>(typename T::DstLayout{}) / 32;
+  for (int t = 0; t < 32; ++t)
+    for (int r = 0; r < nregs; ++r) {
+      int64_t a = typename T::ValID{}(typename T::DstLayout{}(t, 32 * r));
+      printf("T %s %d %d %d %lld %lld\n", shape, num, t, r, (long long)(a / TMEM::DP_b{}),
+             (long long)((a % TMEM::DP_b{}) / 32));
+    }
+}
+int main() {
+"""
+
+
+def tmem_source() -> str:
+    body = [f'  atom<SM100_TMEM_LOAD_{pat.format(n)}>("{shape}", {n});'
+            for shape, (pat, nums) in TMEM_ATOMS.items() for n in nums]
+    return _TMEM_PRELUDE + "\n".join(body) + "\n  return 0;\n}\n"
+
+
+def run_tmem(exe: Path) -> dict:
+    """{(shape, num): {(thread, register): (lane, column)}} from CuTe's atoms."""
+    r = subprocess.run([str(exe)], capture_output=True, text=True, check=True)
+    out: dict = {}
+    for line in r.stdout.splitlines():
+        f = line.split()
+        if f[0] == "T":
+            n, t, reg, lane, col = map(int, f[2:])
+            out.setdefault((f[1], n), {})[t, reg] = (lane, col)
+    return out
+
+
+@dataclass
+class TmemResult:
+    atoms: int = 0
+    emu_regs: int = 0          # (thread, register) pairs of the emulator's fragment_map
+    ours_regs: int = 0         # ... of descriptors.thread_fragment
+    diffs: list = field(default_factory=list)
+
+
+def compare_tmem(cute: dict) -> TmemResult:
+    """The emulator's tcgen05.ld/st model (emu/tmem.fragment_map, .16x32bx2 with CuTe's
+    immHalfSplitoff = num) and the lowering's thread_fragment against CuTe's atoms."""
+    from choreo_py.emu import tmem
+    from choreo_py.lowering.sm100 import descriptors as d
+
+    res = TmemResult()
+    for (shape, num), cells in sorted(cute.items()):
+        res.atoms += 1
+        fm = tmem.fragment_map(shape, num, half_split=num if shape == "16x32bx2" else None)
+        for (t, r), want in sorted(cells.items()):
+            got = (int(fm.lane[t, r]), int(fm.col_lo[t, r]))
+            res.emu_regs += 1
+            if got != want:
+                res.diffs.append(f"emulator .{shape}.x{num} thread {t} register {r}: "
+                                 f"(lane, column) {got}, CuTe {want}")
+        m = TMEM_M.get(shape)
+        if m is None:
+            continue
+        n = num if m == 128 else 2 * num  # the accumulator's columns one load covers
+        for w in range(4):
+            for t in range(32):
+                frag = d.thread_fragment(m, n, w, t)
+                lane = d.acc_lane(m, frag.row) - d.warp_lane_base(w)
+                if frag.ncols != num:
+                    res.diffs.append(f"thread_fragment M={m} N={n} warp {w} thread {t}: "
+                                     f"{frag.ncols} registers, CuTe {num}")
+                for r in range(min(frag.ncols, num)):
+                    res.ours_regs += 1
+                    got = (lane, frag.col_start + r)
+                    if got != cells[t, r]:
+                        res.diffs.append(f"thread_fragment M={m} N={n} warp {w} thread {t} "
+                                         f"register {r}: (lane, column) {got}, CuTe "
+                                         f"{cells[t, r]}")
+    return res
 
 
 def default_programs(corpus: bool = False) -> list:
@@ -499,7 +536,15 @@ def main(argv=None) -> int:
     print("all equal" if not res.diffs else f"{len(res.diffs)} differences:")
     for line in res.diffs:
         print("  " + line)
-    return 1 if res.diffs else 0
+    tm = compare_tmem(run_tmem(build(tmem_source())))
+    print(f"\ntcgen05.ld shapes: {tm.atoms} CuTe atoms ({', '.join(TMEM_ATOMS)}, every .num "
+          f"CuTe defines); (lane, column) of {tm.emu_regs} thread registers against the "
+          f"emulator's fragment_map, {tm.ours_regs} against descriptors.thread_fragment "
+          f"(warps 0-3)")
+    print("all equal" if not tm.diffs else f"{len(tm.diffs)} differences:")
+    for line in tm.diffs[:40]:
+        print("  " + line)
+    return 1 if res.diffs or tm.diffs else 0
 
 
 if __name__ == "__main__":

@@ -80,3 +80,29 @@ def test_the_emulators_addresses_are_checked(checked, monkeypatch):
     monkeypatch.setattr(sm100_desc, "swizzle_address", lambda addr, layout: addr)
     res = xc.compare(rec, exe)
     assert any(d.startswith("emulator addresses from CuTe's") for d in res.diffs)
+
+
+@pytest.fixture(scope="module")
+def tmem_atoms():
+    try:
+        return xc.run_tmem(xc.build(xc.tmem_source()))
+    except xc.Missing as e:
+        pytest.skip(f"CuTe cross-check: {e}")
+
+
+def test_tmem_load_shapes_match_cute(tmem_atoms):
+    """tcgen05.ld .32x32b / .16x32bx2 / .16x256b, every .num CuTe defines: which lane and
+    column each thread's register holds, in the emulator and in thread_fragment."""
+    res = xc.compare_tmem(tmem_atoms)
+    assert res.diffs == []
+    assert res.atoms == sum(len(n) for _, n in xc.TMEM_ATOMS.values())
+    assert res.ours_regs == 4 * 32 * 2 * sum(xc.TMEM_ATOMS["32x32b"][1])
+
+
+def test_a_wrong_half_split_is_caught(tmem_atoms, monkeypatch):
+    from choreo_py.emu import tmem
+
+    real = tmem.fragment_map.__wrapped__
+    monkeypatch.setattr(tmem, "fragment_map", lambda shape, num, pack16=False, half_split=None:
+                        real(shape, num, pack16, None if half_split is None else half_split + 1))
+    assert any(".16x32bx2" in d for d in xc.compare_tmem(tmem_atoms).diffs)
