@@ -497,6 +497,42 @@ def compare_tmem(cute: dict) -> TmemResult:
     return res
 
 
+def synthetic() -> Recording:
+    """Cases no program emits yet, from the same builders the lowering calls: every swizzle
+    (32B, 64B, 128B) in both majors with the lowering's k-step rule, and instruction
+    descriptors over M, N (8, 16, 64, 136, 256), both 16-bit types, both D formats and
+    all four major pairs (check_mma_shape's valid shapes only)."""
+    from choreo_py.lowering.core.memory import BufLayout
+    from choreo_py.lowering.sm100 import descriptors as d, lower_mma as lm
+
+    out = Recording()
+    for m in (64, 128):
+        for n in (8, 16, 64, 136, 256):
+            for ab in ("f16", "bf16"):
+                for dd in ("f32", "f16"):
+                    for am in ("K", "MN"):
+                        for bm in ("K", "MN"):
+                            try:
+                                v = d.instr_desc_f16(m, n, ab_dtype=ab, d_dtype=dd, a_major=am,
+                                                     b_major=bm)
+                            except ValueError:
+                                continue
+                            out.instr[InstrCase(m, n, ab, dd, am, bm, False, v)] = ["synthetic"]
+    for swz in (32, 64, 128):
+        for mn_major in (False, True):
+            for role, rows in (("A", 128), ("B", 64)):
+                lay = BufLayout("t", "bf16", 64 if mn_major else rows, rows if mn_major else 64,
+                                1, 8192, swz)
+                bits = d.smem_desc_bits(swz, mn_major=mn_major, stripe_bytes=lay.stripe_bytes,
+                                        row_bytes=lay.row_bytes)
+                steps = tuple((kk, kk * lm.MMA_K * lay.row_bytes if mn_major
+                               else lm._kmajor_step(lay, 0, kk)) for kk in range(4))
+                c = SmemCase(role, "bf16", "MN" if mn_major else "K", swz, rows, 64, rows,
+                             lm.MMA_K, lay.offset, 0, 0, lay.offset, bits, steps, False)
+                out.smem[c] = ["synthetic"]
+    return out
+
+
 def default_programs(corpus: bool = False) -> list:
     files = sorted(glob.glob(str(ROOT / "examples" / "*.co"))
                    + glob.glob(str(ROOT / "tests" / "co" / "**" / "*.co"), recursive=True))
@@ -509,15 +545,18 @@ def default_programs(corpus: bool = False) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", action="store_true", help="also ../shared/corpus")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="the builders' cases no program emits instead (synthetic())")
     ap.add_argument("programs", nargs="*", help="programs (default: examples/, tests/co/)")
     a = ap.parse_args(argv)
-    rec = record(a.programs or default_programs(a.corpus))
+    rec = synthetic() if a.synthetic else record(a.programs or default_programs(a.corpus))
     try:
         res = compare(rec)
     except Missing as e:
         print(f"skipped: {e}")
         return 0
-    print(f"{len(rec.programs)} programs issue tcgen05.mma ({len(rec.failed)} others refused "
+    print("synthetic cases (synthetic())" if a.synthetic else
+          f"{len(rec.programs)} programs issue tcgen05.mma ({len(rec.failed)} others refused "
           f"for sm_100a)")
     print(f"{'what':6} {'case':78} {'ours':>18} {'cute / k-blocks':>18} {'result':9} programs")
     for kind, name, ours, cute, verdict, nprog in res.rows:
