@@ -103,12 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "errors).")
     _common(p)
     p.add_argument("--strict", action="store_true",
-                   help="report every rule as an error (as 'compile' does)")
+                   help="report what 'compile --target' reports, as errors: every rule, "
+                        "sema's errors and the passes' findings (a pipeline that hangs) "
+                        "for the target; no code is built")
     p.add_argument("--lowerable", action="store_true",
                    help="also list, as notes with locations, each construct that would not "
                         "compile for --target (the program stays valid: exit status 0)")
     p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
-                   help="the target --lowerable reports for (default sm_100a)")
+                   help="the target whose passes --strict runs, and --lowerable reports for "
+                        "(default sm_100a, as compile's)")
 
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing on success (else one line on stderr)")
@@ -221,13 +224,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, include, defines) -> int:
-    from . import check, frontend
+    from . import driver, frontend
 
     program = frontend.parse_file(args.file, include, defines)
     if args.strict:
-        frontend.check_parse_rules(program)
-        check.check_program(program, strict=True)
-    frontend.check_program(program)
+        driver.check_strict(program, args.target)
+    else:
+        frontend.check_program(program)
     if not program.functions:
         print(f"{args.file}: note: no __co__ function in the file: nothing to check",
               file=sys.stderr)

@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 from lark import Token
 
-from . import ast
+from . import ast, builtins
 from choreo_py.limits import MAX_RANK
 from .literals import out_of_range, source_int_value
 from choreo_py.diagnostics import Diagnostic
@@ -27,21 +27,10 @@ TYPE_ALIASES = {
 }
 
 #: Functions callable by name inside Choreo code (everything else that looks
-#: like `f(x)` is a dimension access `sp(0)`, or an intrinsic).
-BUILTIN_FUNCTIONS = frozenset("""
-    __acos __asin __atan __atan2 __ceil __cos __cosh __exp __exp2f __expm1 __fabs
-    __fmaf __frcp_rn __floor __gelu __isfinite __round __rsqrt __sigmoid __sinh
-    __softplus __sqrt __tan __log1p __log __max __min __pow __sign __sin __tanh
-    __alignup __aligndown
-    __atomic_add __atomic_sub __atomic_exch __atomic_min __atomic_max __atomic_and
-    __atomic_or __atomic_xor __atomic_cas
-    __bar_arrive __bar_sync
-    cdiv select reduce_max reduce_sum all_reduce_sum copy assert print println
-""".split())
-
-
-def is_builtin_function(name: str) -> bool:
-    return name in BUILTIN_FUNCTIONS or name.startswith("__lib_")
+#: like `f(x)` is a dimension access `sp(0)`, or an intrinsic): the one table of
+#: frontend/builtins.py.
+BUILTIN_FUNCTIONS = frozenset(builtins.FUNCTIONS)
+is_builtin_function = builtins.is_builtin
 
 
 def is_token(x: Any) -> bool:
