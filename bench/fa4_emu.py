@@ -232,7 +232,7 @@ def main(argv=None) -> int:
     o = run_fa4(ptx, q, k, v, schedule=a.schedule, seed=a.seed, strict=not a.relaxed, stats=stats)
     print(f"S={a.s} H={a.h} B={a.b} {a.schedule} {'relaxed' if a.relaxed else 'strict'}: "
           f"rel {rel_error(o, q, k, v):.5f}, {stats.instructions} warp instructions, "
-          f"{time.time() - t:.1f} s, notes {sorted(set(stats.notes))}")
+          f"{time.time() - t:.1f} s, {len(set(stats.notes))} relaxed notes")
     return 0
 
 
