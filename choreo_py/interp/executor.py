@@ -474,12 +474,15 @@ class BlockRun(FragmentStatements):
         if self.apply is not None and self.apply.buffers is not None \
                 and self.k.param(self.k.root(e.view.base)) is None:
             return self.apply.buf_load(e)  # a shared row vector's element, all rows at once
-        box = self.mem.resolve(e.view, env, self.ev)
-        vals = [self.ev(i, env) for i in e.index]
+        box = self.mem.resolve(e.view, env, self.ev, e.loc)
+        vals = [self.ev(i, env, e.loc) for i in e.index]
+        mask = self.apply.read_mask if self.apply is not None else None
         if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
-            return self.mem.gather(box, vals)
-        idx = tuple(self.ev.integer(i, env) for i in e.index)
-        value, pos = self.mem.element(box, idx)
+            return self.mem.gather(box, vals, e.loc, mask)
+        if mask is not None and not bool(torch.as_tensor(mask).any()):
+            return 0  # one element, under a condition no point of the apply takes: not read
+        idx = tuple(self.ev.integer(i, env, e.loc) for i in e.index)
+        value, pos = self.mem.element(box, idx, e.loc)
         th = self.env_threads.get(id(env))
         if th is not None:
             self.mem.element_access(box, pos, False, th, th.loc)

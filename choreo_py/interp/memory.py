@@ -216,28 +216,39 @@ class Memory:
             return subbyte.decode_one(t[pos].item(), self.codes[box.base]), pos
         return t[pos].item(), pos
 
-    def gather(self, box: Box, index: list, loc=None) -> torch.Tensor:
+    def gather(self, box: Box, index: list, loc=None, mask=None) -> torch.Tensor:
         """`element` at every point of broadcast index tensors (an `apply`'s indices): the
-        values as float32 (floating data) or int64."""
+        values as float32 (floating data) or int64. `mask`: the points a condition around
+        the read selects (None: all); only those are read (and must be inside the view), the
+        others are 0 (the guarded code never touches them)."""
         if len(index) != len(box.shape):
             raise InterpError(f"{len(index)} indices for view {box} of rank {len(box.shape)}",
                               loc)
-        idx = torch.broadcast_tensors(*(torch.as_tensor(i, dtype=torch.int64) for i in index))
+        parts = [torch.as_tensor(i, dtype=torch.int64) for i in index]
+        if mask is not None:
+            parts.append(torch.as_tensor(mask, dtype=torch.bool))
+        idx = torch.broadcast_tensors(*parts)
+        on = idx[-1] if mask is not None else None
         pos, it = [], iter(idx)
         for s, n, k in zip(box.starts, box.sizes, box.keep):
             if not k:
                 pos.append(torch.full_like(idx[0], s))
                 continue
             i = next(it)
-            if bool(((i < 0) | (i >= n)).any()):
-                bad = int(i[(i < 0) | (i >= n)].flatten()[0])
-                raise InterpError(f"index {bad} outside extent {n} of view {box}", loc)
+            out = _selected((i < 0) | (i >= n), on)
+            if bool(out.any()):
+                raise InterpError(f"index {int(i[out].flatten()[0])} outside extent {n} of "
+                                  f"view {box}", loc)
             pos.append(s + i)
         t = self._base(box)
         for p, d in zip(pos, t.shape):
-            if bool(((p < 0) | (p >= d)).any()):
+            if bool(_selected((p < 0) | (p >= d), on).any()):
                 raise InterpError(f"an element of {box} is outside '{box.base}'", loc)
-        v = t[tuple(pos)]
+        if on is None:
+            v = t[tuple(pos)]
+        else:
+            v = torch.zeros(on.shape, dtype=t.dtype)
+            v[on] = t[tuple(p[on] for p in pos)]
         if box.base in self.codes:
             return subbyte.decode(v, self.codes[box.base])
         return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
@@ -358,6 +369,11 @@ def _race(box: Box, key, write: bool, what: str, loc, a: Access, pos=None) -> No
         f"data race on {name}: {what} {mine} {where} while the {theirs} by {a.what} "
         f"(at {a.loc}) is not ordered before it: no wait, event or role barrier orders them",
         loc, [(f"the conflicting {theirs}: {a.what}", a.loc)])
+
+
+def _selected(bad: torch.Tensor, on) -> torch.Tensor:
+    """The faulting points a read touches (all of them when no condition selects)."""
+    return bad if on is None else bad & on
 
 
 def _element_pos(box: Box, index: tuple[int, ...], loc) -> tuple[int, ...]:

@@ -132,12 +132,15 @@ class Elem(Expr):
 class BufElem(Expr):
     """An element of a shared/local buffer (or global tensor) view: `buf.at(i, j)`.
 
-    `index` is relative to the view's logical dimensions.
+    `index` is relative to the view's logical dimensions. `loc` is where the read
+    stands (a fault of the access is reported there); it takes no part in equality:
+    two reads of one element are the same value wherever they stand.
     """
 
     view: "View"
     index: tuple[Expr, ...]
     dtype: str
+    loc: Optional[Loc] = field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------- places
@@ -876,6 +879,10 @@ class Kernel:
     device: Optional[str] = None
     tmem: Optional[TmemMap] = None   # tensor-memory columns of the MMA fragments (tmem_plan)
     run_buffers: list[RunBuffer] = field(default_factory=list)  # shared, sized at run time
+    # The function's entry asserts on its sizes (`assert(Q_SEQ <= KV_SEQ, "...")`): every
+    # launch satisfies them (they are checked before it), so the static checks take them
+    # as assumptions. Filled from the function before the passes run (passes/pipeline.py).
+    assumes: list[Expr] = field(default_factory=list)
 
     def run_buffer(self, name: str) -> Optional[RunBuffer]:
         return next((b for b in self.run_buffers if b.name == name), None)

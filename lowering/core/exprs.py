@@ -18,12 +18,13 @@ elements to registers.
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from choreo_py import ir
 
 from . import mathfns
+from .conversions import common_type, const_as, fits, coerce
 from .context import Lowering, children
 from .writer import V
 from choreo_py.construct_names import describe
@@ -56,6 +57,12 @@ def _pow2(v) -> Optional[int]:
     if isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0:
         return v.bit_length() - 1
     return None
+
+
+def reads_memory(e: ir.Expr) -> bool:
+    """Whether evaluating `e` loads an element of a tensor or buffer (a fragment element
+    is a register: no load)."""
+    return any(isinstance(x, ir.BufElem) for x in ir.expr_walk(e))
 
 
 def fold(op: str, a, b, dtype: str):
@@ -117,6 +124,8 @@ class ExprLowering:
             return ("r", self.leaf(e).text)
         if isinstance(e, ir.Const):
             return ("c", e.value, e.dtype)
+        if isinstance(e, ir.BufElem):  # which data, and under which guard it was loaded
+            return ("buf", e.view, self.guard_key()) + tuple(self.key(c) for c in e.index)
         parts = [type(e).__name__, getattr(e, "op", None), getattr(e, "fn", None), e.dtype]
         return tuple(parts) + tuple(self.key(c) for c in children(e))
 
@@ -130,6 +139,68 @@ class ExprLowering:
             self.lw.remember(key, v)
         else:  # shared within the statement being lowered (nothing it reads changes)
             self.lw.stmt_memo[key] = v
+
+    def guard_key(self) -> str:
+        """The guard of the reads lowered now, as a key: a value loaded under one condition
+        is not the value elsewhere (the lanes the guard excludes skipped the load)."""
+        g = self.lw.read_guard
+        return "" if g is None else g.text
+
+    @contextmanager
+    def reads_under(self, p: V, negate: bool = False):
+        """Element reads lowered inside run only where `p` (`!p` with negate) holds, and
+        where the guard around them holds (Lowering.element_load)."""
+        lw = self.lw
+        outer = lw.read_guard
+        if p.is_const and bool(p.const) != negate:
+            yield  # the condition always holds here: the reads need no guard of their own
+            return
+        p = self._pred(p)
+        if negate:
+            q = self.out(None, "pred", "skip")
+            self.w.op("not.pred", q, p)
+            p = q
+        if outer is not None:
+            q = self.out(None, "pred", "guard")
+            self.w.op("and.pred", q, outer, p)
+            p = q
+        lw.outer_guards.append(outer)
+        lw.read_guard = p
+        try:
+            yield
+        finally:
+            lw.read_guard = lw.outer_guards.pop()
+
+    def outer_keys(self, e: ir.Expr):
+        """The keys of `e` under each guard around the current one, innermost first: a value
+        loaded where an outer guard held holds here too (the current guard implies it, and
+        code under guards is straight-line: what was computed before dominates)."""
+        lw = self.lw
+        saved = lw.read_guard
+        try:
+            for g in reversed(lw.outer_guards):
+                lw.read_guard = g
+                yield self.key(e)
+        finally:
+            lw.read_guard = saved
+
+    def reuse_outer(self, e: ir.Expr) -> Optional[V]:
+        if not self.lw.outer_guards or not reads_memory(e):
+            return None
+        for k in self.outer_keys(e):
+            got = self.reuse(e, k)
+            if got is not None:
+                return got
+        return None
+
+    def guarded(self, e: ir.Expr, p: Optional[V], negate: bool = False, hint: str = "t",
+                dst: Optional[V] = None) -> V:
+        """`e`, its element reads run only where `p` holds (`!p` with negate; None: no
+        condition). Pure arithmetic needs no guard: it is lowered as it is."""
+        if p is None or not reads_memory(e):
+            return self.value(e, hint, dst)
+        with self.reads_under(p, negate):
+            return self.value(e, hint, dst)
 
     def place(self, e: ir.Expr):
         if self.lw.invariant(e):
@@ -152,22 +223,48 @@ class ExprLowering:
 
     # ------------------------------------------------------------ entry
     def value(self, e: ir.Expr, hint: str = "t", dst: Optional[V] = None) -> V:
+        """`e` in a register (or an immediate); in `dst` when given, converted to its
+        type as C converts on assignment (`int x = j + 0.5f;`: the f32 sum, then cvt)."""
         v = self.leaf(e)
         if v is not None:
             if dst is not None and not (dst.text == v.text):
-                self.w.op(f"mov.{dst.ty}", dst, v)
+                self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
                 return dst
             return v
         if dst is not None:
-            return self.compute(e, hint, dst)
+            if fits(self.natural_type(e), dst.ty):
+                return self.compute(e, hint, dst)
+            v = self.value(e, hint)
+            self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+            return dst
         key = self.key(e)
-        got = self.reuse(e, key)
+        got = self.reuse(e, key) or self.reuse_outer(e)
         if got is not None:
             return got
         with self.place(e):
             v = self.compute(e, hint, None)
         self.keep(e, key, v)
         return v
+
+    def natural_type(self, e: ir.Expr) -> Optional[str]:
+        """The register type `e` computes in (None when its type has no register here)."""
+        dtype = getattr(e, "dtype", None)
+        t = REG_TYPES.get(dtype) or getattr(self.lw, "widened_types", {}).get(dtype)
+        return t
+
+    def as_type(self, v: V, t: str) -> V:
+        """`v` converted to register type `t` (coerce), or refused by name."""
+        got = coerce(self.w, v, t)
+        if got is None:
+            raise self.lw.refuse(f"converting a {v.ty} value to {t}", self.loc)
+        return got
+
+    def value_into(self, v: V, dst: Optional[V]) -> V:
+        """`v`, moved into `dst` when one is given."""
+        if dst is None or dst.text == v.text:
+            return v
+        self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+        return dst
 
     def out(self, dst: Optional[V], ty: str, hint: str) -> V:
         return dst if dst is not None else self.w.reg(ty, hint)
@@ -180,21 +277,25 @@ class ExprLowering:
             return self.unary(e, hint, dst)
         if isinstance(e, ir.Select):
             c = self.value(e.cond)
-            a, b = self.value(e.if_true), self.value(e.if_false)
+            if c.is_const and (reads_memory(e.if_true) or reads_memory(e.if_false)):
+                return self.value(e.if_true if c.const else e.if_false, hint, dst)
+            # C evaluates one arm: an arm's loads run only where it is taken
+            a, b = self.guarded(e.if_true, c), self.guarded(e.if_false, c, negate=True)
             if c.is_const:
                 return self.value(e.if_true if c.const else e.if_false, hint, dst)
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
             if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
-                if a.is_const or b.is_const:
-                    a, b = (self._pred(x) for x in (a, b))
+                a, b = (self._pred(x) if x.is_const else self.as_type(x, "pred")
+                        for x in (a, b))
                 taken, other = self.w.reg("pred", "sel_t"), self.w.reg("pred", "sel_f")
                 self.w.op("and.pred", taken, c, a)
                 self.w.op("not.pred", other, c)
                 self.w.op("and.pred", other, other, b)
                 self.w.op("or.pred", out, taken, other)
                 return out
-            self.w.op(f"selp.{t}", out, a, b, c)
+            self.w.op(f"selp.{t}", out, self.as_type(a, t), self.as_type(b, t), self._pred(c)
+                      if c.ty == "pred" else self.as_type(c, "pred"))
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
@@ -213,6 +314,8 @@ class ExprLowering:
             fused = self.contract(e, hint, dst)
             if fused is not None:
                 return fused
+        if e.op in ("&&", "||") and reads_memory(e.rhs):
+            return self.short_circuit(e, hint, dst)
         a, b = self.value(e.lhs), self.value(e.rhs)
         if a.is_const and b.is_const:
             r = fold(e.op, a.const, b.const, e.dtype)
@@ -224,8 +327,16 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if e.op in ("&&", "||"):
             out = self.out(dst, "pred", hint)
+            a, b = self.as_type(a, "pred"), self.as_type(b, "pred")
             self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, b)
             return out
+        if t == "pred":  # arithmetic on bools: C promotes them to int (the value, then != 0)
+            v = self.binary(ir.Bin(e.op, e.lhs, e.rhs, "s32"), hint, None)
+            return self.value_into(self.as_type(v, "pred"), dst)
+        # C's usual arithmetic conversions: both operands in the result's type (a shift's
+        # count is a u32 word)
+        a = self.as_type(a, t)
+        b = self.as_type(b, "u32" if e.op in ("<<", ">>") else t)
         if t == "f32":
             if e.op == "/" and a.is_const and a.const == 1.0:
                 out = self.out(dst, t, hint)
@@ -243,6 +354,20 @@ class ExprLowering:
         self.w.op(opcode, out, a, b)
         return out
 
+    def short_circuit(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
+        """`a && b`, `a || b` whose right side reads memory: C evaluates b only when a does
+        not decide (a true for &&, false for ||), so b's loads run only there."""
+        a = self.value(e.lhs)
+        decides = e.op == "||"  # the value of a that decides without b
+        if a.is_const:
+            if bool(a.const) == decides:
+                return self.value(ir.Const(decides, "bool"), hint, dst)
+            return self.value(e.rhs, hint, dst)
+        b = self.guarded(e.rhs, a, negate=decides)
+        out = self.out(dst, "pred", hint)
+        self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, self._pred(b))
+        return out
+
     def int_opcode(self, e: ir.Bin, b: V, t: str) -> Optional[str]:
         n = _bits(t)
         if e.op in ("/", "%") and _pow2(b.const) is not None and self.nonneg(e.lhs):
@@ -251,9 +376,10 @@ class ExprLowering:
         return pattern.format(t=t, n=n) if pattern else None
 
     def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        t = a.ty if not a.is_const else b.ty
+        t = common_type(a, b)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
+        a, b = self.as_type(a, t), self.as_type(b, t)
         cmp = (_FCMP if t == "f32" else _CMP)[op]
         out = self.out(dst, "pred", hint)
         self.w.op(f"setp.{cmp}.{t}", out, a, b)
@@ -296,11 +422,14 @@ class ExprLowering:
         if a.is_const:
             r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
             return self.value(ir.Const(r, e.dtype), hint, dst)
+        if e.op == "!":
+            out = self.out(dst, "pred", hint)
+            self.w.op("not.pred", out, self.as_type(a, "pred"))
+            return out
         out = self.out(dst, t, hint)
-        if e.op == "-":
-            self.w.op(f"neg.{t}", out, a)
-        elif e.op == "!":
-            self.w.op("not.pred", out, a)
+        a = self.as_type(a, t)
+        if e.op == "-":  # neg takes signed types; an unsigned negation is the same bits
+            self.w.op(f"neg.{'s' + t[1:] if t.startswith('u') else t}", out, a)
         else:
             self.w.op(f"not.b{_bits(t)}", out, a)
         return out
@@ -342,7 +471,7 @@ class ExprLowering:
     def convert(self, x: ir.Expr, t: str, hint: str, dst: Optional[V]) -> V:
         a = self.value(x)
         if a.is_const:
-            v = float(a.const) if t == "f32" else int(a.const)
+            v = const_as(a.const, t)
             return self.value(ir.Const(v, "f32" if t == "f32" else t), hint, dst)
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)

@@ -34,6 +34,7 @@ from choreo_py import ir
 
 from .threads import Places
 from .writer import V
+from .names import ptr_param
 
 
 def load(lw, x, e: ir.BufElem, loc) -> V:
@@ -42,7 +43,8 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
     b = lw.k.buffer(root)
     if b is not None and b.storage == "shared" and not b.swizzle:
         lw.smem_read = True  # a copy one thread issues next may overwrite it
-        return Places.of_mma_kernel(lw).load(e.view, e.index, e.dtype, loc, expr=x)
+        return Places.of_mma_kernel(lw).load(e.view, e.index, e.dtype, loc, expr=x,
+                                             at=e.loc or loc)
     if lw.k.param(root) is None:
         raise lw.refuse(f"reading an element of the {_storage(lw, root)} buffer '{root}' "
                         "in an MMA kernel", loc)
@@ -51,7 +53,7 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
         raise lw.refuse(f"reading elements of '{root}', which this kernel also writes", loc)
     places = Places.of_mma_kernel(lw)
     places.pointers.setdefault(root, pointer(lw, root))
-    return places.load(e.view, e.index, e.dtype, loc, expr=x)
+    return places.load(e.view, e.index, e.dtype, loc, expr=x, at=e.loc or loc)
 
 
 def params(lw) -> list[str]:
@@ -66,7 +68,7 @@ def pointer(lw, name: str) -> V:
         w = lw.w
         with w.into(lw.prologue_mark):
             raw = w.reg("u64", f"{name}_ptr")
-            w.call("ptx.param", "u64", f'"ptr_{name}"', f"dst={raw.text}")
+            w.call("ptx.param", "u64", f'"{ptr_param(name)}"', f"dst={raw.text}")
             g = w.reg("u64", f"{name}_g")
             w.op("cvta.to.global.u64", g, raw)
         ptrs[name] = g
