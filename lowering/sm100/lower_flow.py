@@ -200,3 +200,49 @@ def analyse(body: list, accs: set, facts, shared: frozenset = frozenset()) -> Fl
     an.forward(body, Live())
     _backward(body, Live(), an.live, Live(accs))
     return an.flow
+
+
+# ---------------------------------------------------------------- reader roles
+
+#: Statements of a reader role across which its register copy of a block accumulator stays
+#: the tile's value. A copy goes stale only when another role writes the tile between two
+#: of this role's reads; in a race-free program such a write is ordered after the first read
+#: and before the second only through a release of this role in between (a trigger, a
+#: barrier): these statements release nothing. A `wait` only acquires: a write it orders
+#: before the second read is also ordered before, or races with, the first.
+_KEEPS = (ir.Apply, ir.Reduce, ir.FragCopy, ir.FragDecl, ir.Wait, ir.Let, ir.Var, ir.Assign,
+          ir.ViewDef, ir.SetMaxRegs)
+
+
+def reader_loads(body: list, accs: frozenset, hosts: dict) -> dict:
+    """(id(stmt), acc) -> whether a reader role's statement must tcgen05.ld the block's
+    accumulator `acc` (the others reuse the registers the last load left). Forward, as the
+    MMA role's copies: loop heads and exits and branches start with no copy. A copy is
+    kept by statements that only read it (a row max, then the exponentials over the same
+    S: FA4's softmax reads S once a step); a statement that writes the tile (its stores go
+    back at once, piece by piece) or an operand over its columns (`hosts`: P over S) leaves
+    none, and so does anything that is not in _KEEPS."""
+    loads: dict = {}
+
+    def walk(stmts: list, valid: Live) -> Live:
+        for s in stmts:
+            if isinstance(s, (ir.For, ir.While)):
+                walk(s.body, Live())
+                valid = Live()
+            elif isinstance(s, ir.If):
+                walk(s.then, Live())
+                walk(s.orelse, Live())
+                valid = Live()
+            elif not isinstance(s, _KEEPS):
+                valid = Live()
+            else:
+                t, w = touched(s, set(accs))
+                for a in t:
+                    loads[(id(s), a)] = a not in valid
+                over = {hosts[o] for o in writes(s) if o in hosts}
+                voted = isinstance(s, ir.Apply) and s.warp_vote  # skipping warps load nothing
+                valid = Live() if voted else (valid | t) - w - over
+        return valid
+
+    walk(body, Live())
+    return loads

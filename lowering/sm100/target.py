@@ -45,7 +45,7 @@ from ..core.target import AccLayout
 from ..core.writer import V
 from . import block_acc
 from . import descriptors as d
-from .lower_flow import Flow, analyse, writes
+from .lower_flow import Flow, analyse, reader_loads, writes
 from .lower_mma import issue as issue_mma
 
 SMEM_LIMIT = targets.get("sm_100a").smem_limit  # dynamic shared memory per block
@@ -160,6 +160,16 @@ class Sm100Target(block_acc.BlockAccHooks):
         if self.uses_tmem:
             accs = {r.frag for r in self.plan.regions if r.kind == "acc"}
             self.flow = analyse(self.role.body, accs, lw.facts, self.block)
+            if self.block:
+                self._reader_copies(lw)
+
+    def _reader_copies(self, lw: Lowering) -> None:
+        """The readers' statements that reuse their register copy of a block accumulator
+        instead of loading it again (lower_flow.reader_loads)."""
+        hosts = {f.name: f.host for f in lw.k.frags if f.host in self.block}
+        for role in ir.walk(lw.k.body):
+            if isinstance(role, ir.Role) and role is not self.role:
+                self.flow.loads.update(reader_loads(role.body, self.block, hosts))
 
     def alloc_tmem(self, lw: Lowering) -> None:
         """Kernel entry, before the block barrier: one warp of the MMA role allocates."""
