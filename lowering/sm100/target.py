@@ -160,12 +160,17 @@ class Sm100Target(block_acc.BlockAccHooks):
         if self.uses_tmem:
             accs = {r.frag for r in self.plan.regions if r.kind == "acc"}
             self.flow = analyse(self.role.body, accs, lw.facts, self.block)
-            if self.block:
+            if self.block and self.repartitioned:
                 self._reader_copies(lw)
 
     def _reader_copies(self, lw: Lowering) -> None:
         """The readers' statements that reuse their register copy of a block accumulator
-        instead of loading it again (lower_flow.reader_loads)."""
+        instead of loading it again (lower_flow.reader_loads). Only where the readers move
+        the tile 16 registers at a time (block_acc.piece_limit: a kernel that repartitions
+        its registers): a tcgen05.ld/st of 64 needs 64 consecutive registers, and a copy
+        held across statements leaves ptxas none (flash_atten_blackwell_persistent.co, 168
+        registers a thread, spilled 60 bytes with its S kept across three statements; the
+        two-tile example, 16-register moves, spills none)."""
         hosts = {f.name: f.host for f in lw.k.frags if f.host in self.block}
         for role in ir.walk(lw.k.body):
             if isinstance(role, ir.Role) and role is not self.role:
