@@ -295,12 +295,17 @@ def source_statement(loc: Loc) -> str:
         return "?"
     parts = [first.strip()]  # the whole line: declarations point into it (`event qf;`)
     line = loc.line
-    while not re.search(r"[;{}]\s*(//.*)?$", parts[-1]) and len(parts) < 4:
+    while not _code_of(parts[-1]).endswith((";", "{", "}")) and len(parts) < 4:
         line += 1
         nxt = SOURCES.line(Loc(loc.file, line, 1))
         if nxt is None:
             break
         parts.append(nxt.strip())
-    text = " ".join(p for p in parts if p)
-    text = re.sub(r"\s*//.*$", "", text)
-    return re.sub(r"\s+", " ", text)[:160]
+    return " ".join(_code_of(" ".join(p for p in parts if p)).split())[:160]
+
+
+def _code_of(line: str) -> str:
+    """A line without its `//` comment and trailing space; by `find`, not a regex: one with
+    a `\\s*` before `//` retries at every blank and is quadratic in a long run of them."""
+    cut = line.find("//")
+    return (line if cut < 0 else line[:cut]).rstrip()
