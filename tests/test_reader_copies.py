@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from choreo_py import ir
-from lowering.sm100.lower_flow import reader_loads
+from choreo_py.lowering.sm100.lower_flow import reader_loads
 
 I, J = ir.Sym("i"), ir.Sym("j")
 ACCS = frozenset({"s", "o"})
@@ -74,3 +74,17 @@ def test_a_voted_apply_leaves_no_copy():
     body = [_apply("o", read="o", vote=True), _apply("o", read="o")]
     got = reader_loads(body, ACCS, HOSTS)
     assert [got[(id(s), "o")] for s in body] == [True, True]
+
+
+def test_kernels_whose_readers_move_64_registers_keep_no_copy():
+    """reader_copies asks reader_loads only where the tile moves 16 registers at a time:
+    flash_atten_blackwell_persistent.co (168 registers a thread, x64 moves) spilled with a
+    copy kept; it reloads S at each statement (the two-tile example, with setmaxnreg, reads
+    S once a step: test_flash_atten_blackwell.py)."""
+    from choreo_py.lowering.sm100.lower_flow import reader_copies
+    role = ir.Role("r == 2", ir.Const(True, "bool"), (2,), [_max(), _wait(), _apply("p")])
+    k = ir.Kernel.__new__(ir.Kernel)
+    k.body, k.frags = [role], [ir.Frag("p", "bf16", (128, 64), "operand", host="s")]
+    assert reader_copies(k, None, ACCS, small_moves=False) == {}
+    got = reader_copies(k, None, ACCS, small_moves=True)
+    assert [got.get((id(s), "s")) for s in role.body] == [True, None, False]

@@ -192,13 +192,18 @@ class _Analysis:
         return (out - w) | {a for a in t if self.flow.loads[(id(s), a)]}
 
 
-def analyse(body: list, accs: set, facts, shared: frozenset = frozenset()) -> Flow:
-    """The decisions for the role `body`, whose accumulators (TMEM tiles) are `accs`
-    (`shared`: those of the block, which other roles see)."""
+def analyse(role: ir.Role, accs: set, facts, shared: frozenset = frozenset(),
+            k: Optional[ir.Kernel] = None, small_moves: bool = False) -> Flow:
+    """The decisions for the MMA role `role`, whose accumulators (TMEM tiles) are `accs`
+    (`shared`: those of the block, which other roles see), and those of kernel `k`'s
+    reader roles (reader_copies)."""
+    body = role.body
     an = _Analysis(set(accs), facts, frozenset(shared))
     an.flow.flagged = an.flags(body)
     an.forward(body, Live())
     _backward(body, Live(), an.live, Live(accs))
+    if k is not None:
+        an.flow.loads.update(reader_copies(k, role, frozenset(shared), small_moves))
     return an.flow
 
 
@@ -245,4 +250,21 @@ def reader_loads(body: list, accs: frozenset, hosts: dict) -> dict:
         return valid
 
     walk(body, Live())
+    return loads
+
+
+def reader_copies(k: ir.Kernel, mma_role: ir.Role, block: frozenset, small_moves: bool) -> dict:
+    """reader_loads for every role of `k` but the one that issues the MMAs, where the
+    readers move the tile 16 registers at a time (`small_moves`, block_acc.piece_limit: a
+    kernel that repartitions its registers; none otherwise): a tcgen05.ld/st of 64 needs 64
+    consecutive registers, and a copy held across statements leaves ptxas none
+    (flash_atten_blackwell_persistent.co, 168 registers a thread, spilled 60 bytes with its
+    S kept across three statements; the two-tile example, 16-register moves, spills none)."""
+    hosts = {f.name: f.host for f in k.frags if f.host in block}
+    loads: dict = {}
+    if not block or not small_moves:
+        return loads
+    for role in ir.walk(k.body):
+        if isinstance(role, ir.Role) and role is not mma_role:
+            loads.update(reader_loads(role.body, block, hosts))
     return loads

@@ -45,7 +45,7 @@ from ..core.target import AccLayout
 from ..core.writer import V
 from . import block_acc
 from . import descriptors as d
-from .lower_flow import Flow, analyse, reader_loads, writes
+from .lower_flow import Flow, analyse, writes
 from .lower_mma import issue as issue_mma
 
 SMEM_LIMIT = targets.get("sm_100a").smem_limit  # dynamic shared memory per block
@@ -159,22 +159,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         """After the core's analysis: the load/store decisions for the MMA role."""
         if self.uses_tmem:
             accs = {r.frag for r in self.plan.regions if r.kind == "acc"}
-            self.flow = analyse(self.role.body, accs, lw.facts, self.block)
-            if self.block and self.repartitioned:
-                self._reader_copies(lw)
-
-    def _reader_copies(self, lw: Lowering) -> None:
-        """The readers' statements that reuse their register copy of a block accumulator
-        instead of loading it again (lower_flow.reader_loads). Only where the readers move
-        the tile 16 registers at a time (block_acc.piece_limit: a kernel that repartitions
-        its registers): a tcgen05.ld/st of 64 needs 64 consecutive registers, and a copy
-        held across statements leaves ptxas none (flash_atten_blackwell_persistent.co, 168
-        registers a thread, spilled 60 bytes with its S kept across three statements; the
-        two-tile example, 16-register moves, spills none)."""
-        hosts = {f.name: f.host for f in lw.k.frags if f.host in self.block}
-        for role in ir.walk(lw.k.body):
-            if isinstance(role, ir.Role) and role is not self.role:
-                self.flow.loads.update(reader_loads(role.body, self.block, hosts))
+            self.flow = analyse(self.role, accs, lw.facts, self.block, lw.k, self.repartitioned)
 
     def alloc_tmem(self, lw: Lowering) -> None:
         """Kernel entry, before the block barrier: one warp of the MMA role allocates."""
