@@ -52,7 +52,7 @@ def convert(e: ir.Expr, dtype: str) -> ir.Expr:
         if dtype == "bool":
             return ir.Const(bool(e.value), "bool")
         if ir.is_float(dtype):
-            return ir.Const(float(e.value), dtype)
+            return ir.Const(c_scalars.to_float(e.value, dtype), dtype)
         if not ir.is_float(e.dtype):
             return ir.Const(int(e.value), dtype)
     if dtype == "bool":  # C: a number used as a condition is compared with zero

@@ -25,7 +25,7 @@ BUILTIN_FUNCS = {
     "cdiv": "cdiv", "__exp2f": "exp2", "exp2": "exp2", "__expf": "exp", "__exp": "exp",
     "__log2f": "log2", "__logf": "log", "__sqrtf": "sqrt", "__rsqrtf": "rsqrt",
     "__sqrt": "sqrt", "__rsqrt": "rsqrt",
-    "__fabsf": "abs", "__abs": "abs", "abs": "abs",
+    "__fabsf": "abs", "__fabs": "abs", "__abs": "abs", "abs": "abs",
     "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
     "__fmaf": "fma", "__fma": "fma", "__frcp_rn": "rcp", "__powf": "pow", "__pow": "pow",
     "__atan2": "atan2", "__atan2f": "atan2",

@@ -389,6 +389,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return
         if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
             return self.frag_compound(s, old.frag)
+        if isinstance(old, Opaque):  # its declaration was skipped: this is as unsupported
+            raise Unsupported(old.construct, s.loc)
         if s.op != "=":
             raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
         if local is not None and isinstance(local, (Scalar,)):

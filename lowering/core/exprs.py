@@ -251,7 +251,11 @@ class ExprLowering:
         return pattern.format(t=t, n=n) if pattern else None
 
     def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        t = a.ty if not a.is_const else b.ty
+        # The operands' IR type, not a register's: a parallel index is an s32 held in the
+        # u32 register of %tid/%ctaid, and `t > x` of a negative s32 x compares signed
+        # (setp.gt.u32 made every negative x greater than t).
+        t = REG_TYPES.get(lhs.dtype) or getattr(self.lw, "widened_types", {}).get(lhs.dtype) \
+            or (a.ty if not a.is_const else b.ty)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
         cmp = (_FCMP if t == "f32" else _CMP)[op]
