@@ -99,10 +99,21 @@ def reason_of(err: BaseException) -> str:
     return text[:160]
 
 
-def to_torch(arrays: dict):
+def to_torch(prog):
+    """The program's inputs as CPU tensors (bf16 ones converted from their f32 arrays)."""
     import torch
 
-    return {k: torch.from_numpy(v.copy()) for k, v in arrays.items()}
+    out = {}
+    for k, v in prog.inputs.items():
+        t = torch.from_numpy(v.copy())
+        out[k] = t.to(torch.bfloat16) if k in prog.bf16 else t
+    return out
+
+
+def to_numpy(t):
+    import torch
+
+    return t.float().numpy() if t.dtype == torch.bfloat16 else t.numpy()
 
 
 def run_side(side: str, path: str, prog) -> tuple[str, object]:
@@ -112,7 +123,7 @@ def run_side(side: str, path: str, prog) -> tuple[str, object]:
     from choreo_py.emu.report import EmuError, UnsupportedError
     from choreo_py.interp.errors import InterpError
 
-    tensors = to_torch(prog.inputs)
+    tensors = to_torch(prog)
     try:
         if side == "interp":
             lib = interpret(path, step_limit=INTERP_STEPS)
@@ -131,7 +142,7 @@ def run_side(side: str, path: str, prog) -> tuple[str, object]:
         return "refused", f"{side}: " + reason_of(err)
     except Exception:  # noqa: BLE001 - the crash is the finding
         return "crash", traceback.format_exc()
-    return "ok", {k: tensors[k].numpy() for k in prog.outputs}
+    return "ok", {k: to_numpy(tensors[k]) for k in prog.outputs}
 
 
 def same(ref: np.ndarray, got: np.ndarray, tol) -> np.ndarray:
