@@ -111,6 +111,16 @@ def int_unary(op: str, v: int, dtype: str):
     return wrap(-int(v) if op == "-" else ~int(v), dtype)
 
 
+def to_f32(x: float) -> float:
+    """The f32 nearest a double (beyond f32's range: an infinity), as a Python float."""
+    import struct
+
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
 def to_float(x, dtype: str) -> float:
     """A number converted to the float type `dtype`, as a Python float: f16 and bf16 round
     to nearest even (cvt.rn's rounding; f16 overflows to an infinity), f32 and wider keep

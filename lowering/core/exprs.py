@@ -22,6 +22,7 @@ from contextlib import nullcontext
 from typing import Optional
 
 from choreo_py import ir
+from choreo_py.ir import c_scalars
 
 from . import mathfns
 from .context import Lowering, children
@@ -59,7 +60,11 @@ def _pow2(v) -> Optional[int]:
 
 
 def fold(op: str, a, b, dtype: str):
-    """C semantics of a binary operator on two constants (None: do not fold)."""
+    """C semantics of a binary operator on two constants (None: do not fold). f32
+    arithmetic is f32's: the operands and the result rounded to f32, as add.f32 gives
+    (`0.1f + 0.2f` folded in double was 0.30000000000000004, rounded once: not f32's sum)."""
+    if dtype == "f32" and isinstance(a, float) and isinstance(b, float):
+        a, b = c_scalars.to_f32(a), c_scalars.to_f32(b)
     try:
         if op in ("/", "%") and isinstance(a, int) and isinstance(b, int):
             if b == 0:
@@ -82,6 +87,8 @@ def fold(op: str, a, b, dtype: str):
         out &= 0xFFFFFFFF
     if dtype == "s32" and isinstance(out, int) and not isinstance(out, bool):
         out = (out + 2**31) % 2**32 - 2**31
+    if dtype == "f32" and isinstance(out, float):
+        out = c_scalars.to_f32(out)
     return out
 
 
@@ -299,7 +306,8 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if a.is_const:
             r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
-            return self.value(ir.Const(r, e.dtype), hint, dst)
+            # an integer wraps to its type: ~1u is 4294967294, not -2 (which made `~1u < 2u` true)
+            return self.value(ir.Const(c_scalars.wrap(r, e.dtype), e.dtype), hint, dst)
         out = self.out(dst, t, hint)
         if e.op == "-":
             self.w.op(f"neg.{t}", out, a)
@@ -345,8 +353,8 @@ class ExprLowering:
 
     def convert(self, x: ir.Expr, t: str, hint: str, dst: Optional[V]) -> V:
         a = self.value(x)
-        if a.is_const:
-            v = float(a.const) if t == "f32" else int(a.const)
+        if a.is_const:  # C's conversion: an integer wraps to the type (4000000000u as s32 < 0)
+            v = float(a.const) if t == "f32" else c_scalars.wrap(int(a.const), t)
             return self.value(ir.Const(v, "f32" if t == "f32" else t), hint, dst)
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)

@@ -234,7 +234,7 @@ class ThreadExprs(ExprLowering):
         their arithmetic is computed in f32, so the conversion is a rounding to the narrow
         type and back (cvt.rn there, the exact widening back), whatever x's type (a bf16
         sum is an f32 value until converted). Without it the value kept the f32 bits the
-        conversion drops, and a bf16 scalar held 2054.7 where the type holds 2056."""
+        conversion drops, and a bf16 scalar held 2054.7 where the type holds 2048."""
         if e.fn != "to" or e.dtype not in _CVT_OUT:
             return super().call(e, hint, dst)
         w = self.lw.w
