@@ -159,3 +159,17 @@ def test_skipped_declaration_is_not_called_immutable(tmp_path, capsys) -> None:
     assert cli.main(["compile", str(p), "--target", "sm_90a", "--emit", "ptx", "-o", str(tmp_path / "x")]) == 1
     err = capsys.readouterr().err
     assert "the builtin '__ceil' in an expression is not supported" in err and "not mutable" not in err
+
+
+def test_constants_fold_as_their_types_hold_them() -> None:
+    """`~1u` folded to -2 (so `~1u < 2u` was true), `__to<s32>(4000000000u)` stayed
+    4000000000 (its `>> 8` folded to 15625000), f32 constant arithmetic folded in double,
+    and the interpreter took the literal 0.3f as the double 0.3 (`X - 0.3f` of X = 0.3f
+    was 1.19e-8)."""
+    n = 40
+    x = np.full(n, 0.3, np.float32)
+    got = _run_all(CO / "constants.co", {"X": x, "Y": np.ones(n, np.float32), "Z": np.zeros(n, np.int32)},
+                   ("Y", "Z"))
+    for side, out in got.items():
+        assert np.array_equal(out["Y"], np.zeros(n, np.float32)), (side, out["Y"][:4])
+        assert np.array_equal(out["Z"], (-294967296 >> 8) + np.arange(n, dtype=np.int32)), (side, out["Z"][:4])
