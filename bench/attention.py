@@ -41,6 +41,11 @@ SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True), (8, 16,
 # runs 132 blocks of about 7.8 tiles each, so the difference in time is the seed's
 # fixed cost per CTA (start, first loads, store before the next CTA) times 7.8.
 DIAG_SHAPES = [(64, 16, 128, True)]
+# `--rows peer`: the rows on which FA4's Hopper kernel was measured beside ours (issue 25).
+PEER_SHAPES = [(2, 16, 8192, True), (1, 16, 4096, True), (4, 16, 2048, True),
+               (8, 16, 1024, True), (2, 16, 8192, False), (1, 32, 16384, True),
+               (16, 16, 512, True), (4, 16, 2048, False), (1, 16, 16384, False)]
+FA4_LABEL = "flash-attn-4"
 
 
 def log(msg: str = "") -> None:
@@ -119,6 +124,7 @@ def reference_impl(q, k, v, o):
 
 _COMPILED: dict = {}
 HAND = False
+FA4 = False
 PERSISTENT = True
 VARIANTS_RUN: list = []
 METHODS = ("graph", "graph2", "events", "burst")
@@ -246,7 +252,24 @@ def implementations(q, k, v, o, causal: bool):
         impls.append(("hand-written", lambda: flash_attention(q, k, v, causal=causal, out=o)))
     sdpa = sdpa_runs(q, k, v, causal)
     impls += [("cuDNN", sdpa["cudnn"]), ("FA2 (SDPA flash)", sdpa["flash"])]
+    if FA4:
+        impls.append((FA4_LABEL, fa4_impl(q, k, v, o, causal)))
     return impls
+
+
+def fa4_impl(q, k, v, o, causal: bool):
+    """FlashAttention-4's CuTe-DSL forward (its sm90 path on Hopper: FA3's design), checked
+    once against our seed's output on the same tensors before it is timed."""
+    import torch
+    from flash_attn.cute import flash_attn_func
+
+    got = flash_attn_func(q, k, v, causal=causal)
+    got = got[0] if isinstance(got, tuple) else got
+    o.fill_(float("nan"))
+    compiled("flash_atten_causal" if causal else "flash_atten")(q, k, v, o)
+    torch.cuda.synchronize()
+    log(f"  {FA4_LABEL}: max |out - choreo-py's out| = {float((got.float() - o.float()).abs().max()):.3g}")
+    return lambda: flash_attn_func(q, k, v, causal=causal)
 
 
 def variant_impls(q, k, v, o):
@@ -365,10 +388,11 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
         "| shape | " + " | ".join(f"{o} r1 / r2 / ev / burst" for o in ours)
         + f" | cuDNN r1 / r2 / ev / burst | {REF_LABEL} r1 / r2 / ev / burst"
         + " | FA2 r1 / r2 / ev / burst | reference harness | "
+        + (f"{FA4_LABEL} r1 / r2 / ev / burst | " if FA4 else "")
         + " | ".join(f"ratio {o}" for o in ours) + " | "
         + " | ".join(f"same-method ratios {o}" for o in ours) + " |"
         + (" hand-written r1 / r2 / ev |" if HAND else ""),
-        "|---|" + "---|" * (3 * len(ours) + 4) + ("---|" if HAND else ""),
+        "|---|" + "---|" * (3 * len(ours) + 4) + ("---|" if HAND else "") + ("---|" if FA4 else ""),
     ]
     for r in rows:
         cells = []
@@ -376,8 +400,8 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
             c = r["times"].get(label)
             cells.append(" / ".join(fmt(c.get(m)) for m in METHODS) if c else "n/a")
         refs = r.get("ref") or []
-        rivals = [x for x in [best(r["times"].get("cuDNN")), best(r["times"].get(REF_LABEL))]
-                  + refs if x]
+        rival_labels = ["cuDNN", REF_LABEL] + ([FA4_LABEL] if FA4 else [])
+        rivals = [x for x in [best(r["times"].get(lab)) for lab in rival_labels] + refs if x]
         ratios = []
         for o in ours:
             mine = best(r["times"].get(o))
@@ -387,10 +411,13 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
             for m in METHODS:
                 mine = (r["times"].get(o) or {}).get(m)
                 theirs = [x for x in ((r["times"].get(lab) or {}).get(m)
-                                      for lab in ("cuDNN", REF_LABEL)) if x]
+                                      for lab in rival_labels) if x]
                 per.append(f"{mine / max(theirs):.3f}" if mine and theirs else "n/a")
             ratios.append(" / ".join(per))
         ref_cell = " / ".join(fmt(x) for x in refs) if refs else "n/a"
+        if FA4:
+            c = r["times"].get(FA4_LABEL)
+            ref_cell += " | " + (" / ".join(fmt(c.get(m)) for m in METHODS) if c else "n/a")
         hand = r["times"].get("hand-written", {})
         extra = (" " + " / ".join(fmt(hand.get(m)) for m in ("graph", "graph2", "events")) + " |"
                  if HAND else "")
@@ -419,6 +446,11 @@ def main() -> None:
     ap.add_argument("--ref", default=os.path.join(ROOT, ".ref", "croq_fa"))
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
     ap.add_argument("--hand", action="store_true", help="also time bench/reference/handwritten_sm90_fa")
+    ap.add_argument("--fa4", action="store_true",
+                    help="also time FlashAttention-4's forward (flash_attn.cute: ../shared/tools/"
+                         "fa4_wheels.sh brings it to the H200) as a peer named flash-attn-4")
+    ap.add_argument("--rows", default="default", choices=("default", "peer"),
+                    help="peer: the nine rows of the FA4 comparison (issue 25)")
     ap.add_argument("--no-persistent", action="store_true",
                     help="leave out examples/flash_atten_persistent.co")
     ap.add_argument("--variants", default="",
@@ -430,8 +462,9 @@ def main() -> None:
     ap.add_argument("--no-ref-lib", action="store_true",
                     help="do not build and time the reference's kernel in this process")
     args = ap.parse_args()
-    global HAND, PERSISTENT
+    global HAND, PERSISTENT, FA4
     HAND = args.hand
+    FA4 = args.fa4
     PERSISTENT = not args.no_persistent
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
     import torch
@@ -455,7 +488,7 @@ def main() -> None:
     reference_lib(libbuild)
     warm_up()
     rows = []
-    for b, h, s, causal in SHAPES + DIAG_SHAPES:
+    for b, h, s, causal in (PEER_SHAPES if args.rows == "peer" else SHAPES + DIAG_SHAPES):
         label = f"B={b} H={h} S={s} {'causal' if causal else 'non-causal'}"
         if args.only and not any(x in label for x in args.only.split(",")):
             continue

@@ -3,6 +3,7 @@
 __version__ = "0.1.0"
 
 from .diagnostics import ChoreoError  # noqa: E402 - errors in a program, located (file, line, col)
+from . import limits  # noqa: E402
 
 __all__ = ["ChoreoError", "__version__", "emulate", "emulate_program", "interpret", "load"]
 
@@ -17,7 +18,8 @@ def interpret(path, tensors=None, *, schedule="round_robin", seed=0, owners=None
     """
     from .interp.api import interpret as _interpret
 
-    return _interpret(path, tensors, schedule=schedule, seed=seed, owners=owners, **kwargs)
+    with limits.deep_recursion():  # the stages' recursion (choreo_py/limits.py)
+        return _interpret(path, tensors, schedule=schedule, seed=seed, owners=owners, **kwargs)
 
 
 def emulate(path, tensors, *, target="sm_100a", **kwargs):
@@ -27,7 +29,8 @@ def emulate(path, tensors, *, target="sm_100a", **kwargs):
     """
     from .emu.api import emulate as _emulate
 
-    return _emulate(path, tensors, target=target, **kwargs)
+    with limits.deep_recursion():  # the stages' recursion (choreo_py/limits.py)
+        return _emulate(path, tensors, target=target, **kwargs)
 
 
 def emulate_program(path, *, target=None, **kwargs):
@@ -37,7 +40,8 @@ def emulate_program(path, *, target=None, **kwargs):
     """
     from .emu.program import emulate_program as _emulate_program
 
-    return _emulate_program(path, target=target, **kwargs)
+    with limits.deep_recursion():  # the stages' recursion (choreo_py/limits.py)
+        return _emulate_program(path, target=target, **kwargs)
 
 
 def _register_semantic_checks() -> None:

@@ -12,7 +12,7 @@ import gc
 import os
 import sys
 
-from . import targets
+from . import limits, targets
 from .diagnostics import ChoreoError, InternalError, take_causes, take_warnings
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
@@ -103,12 +103,15 @@ def build_parser() -> argparse.ArgumentParser:
                                    "errors).")
     _common(p)
     p.add_argument("--strict", action="store_true",
-                   help="report every rule as an error (as 'compile' does)")
+                   help="report what 'compile --target' reports, as errors: every rule, "
+                        "sema's errors and the passes' findings (a pipeline that hangs) "
+                        "for the target; no code is built")
     p.add_argument("--lowerable", action="store_true",
                    help="also list, as notes with locations, each construct that would not "
                         "compile for --target (the program stays valid: exit status 0)")
     p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
-                   help="the target --lowerable reports for (default sm_100a)")
+                   help="the target whose passes --strict runs, and --lowerable reports for "
+                        "(default sm_100a, as compile's)")
 
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing on success (else one line on stderr)")
@@ -154,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--rtol", type=float, default=1e-2,
                    help="largest relative error ||out - ref|| / ||ref|| accepted")
     p.add_argument("--owners", type=int, choices=(1, 2, 4, 8),
-                   help="threads sharing an accumulator row (default: the target's, "
-                        "4 for sm_90a, 1 for sm_100a)")
+                   help="threads sharing an accumulator row (default: the target's, as its "
+                        "lowering loads accumulators: 4 for sm_90a; for sm_100a 2 per 64-row, "
+                        "1 per 128-row accumulator)")
     p.add_argument("--target", default=None, choices=targets.NAMES,
                    help="default: the GPU present, else sm_100a")
     p.add_argument("--function", metavar="NAME",
@@ -185,7 +189,9 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return EXIT_USAGE
     if not os.path.isfile(args.file):
-        print(f"choreo: error: cannot read '{args.file}': no such file", file=sys.stderr)
+        # /dev/null, a pipe, a socket: a source is read whole, and its lines quoted later
+        why = "not a regular file" if os.path.exists(args.file) else "no such file"
+        print(f"choreo: error: cannot read '{args.file}': {why}", file=sys.stderr)
         return EXIT_USAGE
     if _same_file(getattr(args, "output", None), args.file):
         print(f"choreo: error: -o {args.output} is the input file; writing it would overwrite "
@@ -218,13 +224,13 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _check(args: argparse.Namespace, include, defines) -> int:
-    from . import check, frontend
+    from . import driver, frontend
 
     program = frontend.parse_file(args.file, include, defines)
     if args.strict:
-        frontend.check_parse_rules(program)
-        check.check_program(program, strict=True)
-    frontend.check_program(program)
+        driver.check_strict(program, args.target)
+    else:
+        frontend.check_program(program)
     if not program.functions:
         print(f"{args.file}: note: no __co__ function in the file: nothing to check",
               file=sys.stderr)
@@ -237,7 +243,7 @@ def _check(args: argparse.Namespace, include, defines) -> int:
         print(f"choreo: {args.file}: ok ({n} __co__ function{'s' * (n != 1)}{warned})",
               file=sys.stderr)
     if args.lowerable:
-        from . import targets
+        from . import limits, targets
         from .check import lowerable
         from .passes import pipeline
 
@@ -269,7 +275,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     take_warnings()  # this command reports its own warnings only (not an earlier call's)
     try:
-        return _run(args)
+        with limits.deep_recursion():  # for every stage (frontend/limits.py)
+            return _run(args)
     except ChoreoError as err:
         for cause in take_causes():  # a missing include, before what it probably caused
             print(cause.render(), file=sys.stderr)

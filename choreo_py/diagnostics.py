@@ -36,6 +36,14 @@ def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceMan
     return f"{head}\n{line}\n{pad}^"
 
 
+class ChoreoRuntimeError(ValueError):
+    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
+
+
+class UsageError(Exception):
+    """Arguments that do not fit the program (missing dimensions, unknown names)."""
+
+
 class ChoreoError(Exception):
     """One or more errors in the user's program.
 
@@ -109,6 +117,11 @@ class InternalError(Exception):
     def __init__(self, message: str, where: Loc | None = None) -> None:
         super().__init__(message)
         self.where = where
+
+
+class ChoreoWarning(UserWarning):
+    """A warning about a program, as the Python API issues it (`choreo_py.load`, the
+    interpreter, the emulator); the command line prints the same text."""
 
 
 #: Warnings reported while processing the current command; the CLI prints them.

@@ -3,11 +3,11 @@
 Everything that differs between sm_90a and sm_100a and is not code lives
 here: the backend package under `choreo_py.lowering`, the `-arch` ptxas
 takes, the device capability that selects the target at run time, the
-memory limits the passes check, how many threads share a row of an MMA
-accumulator (which the interpreter models), and the IR statements the
-backend refuses by name. The CLI's choices, the driver, the passes, the
-interpreter and the runtime all read this table; nothing else names a
-target's facts.
+memory limits the passes check, how the threads share the rows of an MMA
+accumulator (which the lowering's register layout and the interpreter both
+read), and the IR statements the backend refuses by name. The CLI's
+choices, the driver, the passes, the interpreter and the runtime all read
+this table; nothing else names a target's facts.
 
 This module imports nothing of the compiler, so every layer may read it.
 """
@@ -34,9 +34,10 @@ class Target:
     smem_limit: int           # bytes of dynamic shared memory per block
     tmem_columns: int         # 32-bit tensor-memory columns per CTA (0: no tensor memory)
     tmem_lanes: int           # tensor-memory lanes per CTA
-    # Threads that share one row of an MMA accumulator: wgmma spreads a row over
-    # the 4 threads of a quad; tcgen05.ld gives one thread a whole row (layout D/F).
-    acc_owners: int
+    # How the threads of a warpgroup share the rows of an MMA accumulator in registers,
+    # by the accumulator's rows: the layout the backend loads it in (its acc_layout
+    # builds its registers from this entry, the interpreter its owners of each column).
+    acc_rows: dict
     # MMA completion is tracked by mbarriers the compiler adds (tcgen05.commit
     # arrives on one): the MMA-barrier pass runs only for such targets.
     mma_barriers: bool
@@ -46,6 +47,53 @@ class Target:
     # The fp6/fp4 conversions to and from f32/f16 (cvt ... .e2m3x2/.e3m2x2/.e2m1x2; PTX 8.6,
     # sm_100a and later): without them fp6/fp4 data can only be copied.
     fp6_fp4_cvt: bool = False
+
+    def row_split(self, rows: int) -> "RowSplit":
+        """The split of a `rows`-row accumulator's rows; a fragment of another row count
+        (a thread's own array) is held by one thread."""
+        return self.acc_rows.get(rows, WHOLE_ROW)
+
+
+@dataclass(frozen=True)
+class RowSplit:
+    """How the threads that share one row of a register accumulator divide its N columns.
+
+    `lanes` are the shfl.bfly lane masks that join the owners of a row (so there are
+    2 ** len(lanes) owners, owner t the t-th of them in lane order); owner t holds
+    runs of `run` consecutive columns, every owners-th run from run t (0: one run of
+    N / owners columns each). wgmma (sm_90a): lanes (1, 2), runs of 2, so thread t of
+    a quad holds columns 8k + 2t, 8k + 2t + 1. tcgen05.ld (sm_100a): M = 64 is
+    `.16x32bx2` with the second half-warp N/2 columns on, so lanes l and l ^ 16 share
+    a row, each half of it; M = 128 is `.32x32b`, one thread per row.
+    """
+    lanes: tuple = ()
+    run: int = 0
+
+    @property
+    def owners(self) -> int:
+        return 1 << len(self.lanes)
+
+    def run_of(self, n: int) -> int:
+        """Columns of one run in an N-wide row."""
+        return self.run or max(n // self.owners, 1)
+
+    def owner(self, n: int, col: int) -> int:
+        return (col // self.run_of(n)) % self.owners
+
+    def columns(self, n: int, t: int) -> tuple:
+        """Owner t's columns of an N-wide row, in the order of its registers."""
+        return tuple(c for c in range(n) if self.owner(n, c) == t)
+
+    def owner_of_lane(self, lane: int) -> int:
+        """Which of its row's owners lane `lane` is (bit i of it: lane & lanes[i])."""
+        return sum(1 << i for i, m in enumerate(self.lanes) if lane & m)
+
+    def col_base(self, n: int, t: int) -> int:
+        """Owner t's first column (its registers' columns are this plus an offset)."""
+        return t * self.run_of(n)
+
+
+WHOLE_ROW = RowSplit()
 
 
 _COMMON_REFUSALS = {
@@ -64,14 +112,16 @@ _COMMON_REFUSALS = {
 TARGETS: dict[str, Target] = {
     "sm_100a": Target(
         name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
-        smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128, acc_owners=1,
+        smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128,
+        acc_rows={64: RowSplit(lanes=(16,)), 128: WHOLE_ROW},
         mma_barriers=True, fp6_fp4_cvt=True,
         refuses={**_COMMON_REFUSALS,
                  "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
                             "memory, so pass the shared tile to the MMA)"}),
     "sm_90a": Target(
         name="sm_90a", backend="sm90", ptxas_arch="sm_90a", capability=(9, 0),
-        smem_limit=_SMEM_227K, tmem_columns=0, tmem_lanes=0, acc_owners=4,
+        smem_limit=_SMEM_227K, tmem_columns=0, tmem_lanes=0,
+        acc_rows={64: RowSplit(lanes=(1, 2), run=2)},
         mma_barriers=False, refuses=dict(_COMMON_REFUSALS)),
 }
 

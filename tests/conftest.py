@@ -65,9 +65,21 @@ def _has_ptxas() -> bool:
 _NEEDS = {"gpu": (_has_gpu, "needs a CUDA GPU"), "ptxas": (_has_ptxas, "ptxas not on PATH")}
 
 
+#: `pytest -m quick`: every stage once (preprocess, parse, check, IR, lowering for both
+#: targets, ptxas, interpreter, emulator) and the layering rule, in under a minute on two
+#: cores. Whole files, so a new test in one of them joins the loop; keep them fast.
+QUICK = frozenset({
+    "test_stages_smoke.py", "test_preprocess.py", "test_parser_decls.py",
+    "test_check_scopes.py", "test_ir_verify.py", "test_interp_units.py",
+    "test_emu_sm100_desc.py", "test_import_graph.py", "test_compile_imports.py",
+})
+
+
 def pytest_collection_modifyitems(config, items):
     found: dict[str, bool] = {}
     for item in items:
+        if item.path.name in QUICK:
+            item.add_marker(pytest.mark.quick)
         for name, (probe, reason) in _NEEDS.items():
             if item.get_closest_marker(name) is None:
                 continue

@@ -590,13 +590,20 @@ def case_id(case) -> str:
     return f"{os.path.basename(case[0])}::{case[1]}{label}"
 
 
-def run_case(case, call, device, dtypes) -> None:
-    """Makes the inputs, calls the function through `call(path, function)`, checks."""
-    path, function, make, ref, check = case[:5]
+def need_file(path: str) -> str:
+    """`path`, or skip the calling test saying where the program was looked for (a fresh
+    clone has no ../shared: the reference compiler's programs are not in the repository)."""
     if not os.path.exists(path):
         import pytest
 
         pytest.skip(f"{path} is not available (set CHOREO_SHARED to the shared folder)")
+    return path
+
+
+def run_case(case, call, device, dtypes) -> None:
+    """Makes the inputs, calls the function through `call(path, function)`, checks."""
+    path, function, make, ref, check = case[:5]
+    need_file(path)
     DTYPES.clear()
     DTYPES.update(dtypes)
     gen = torch.Generator().manual_seed(0)
@@ -614,6 +621,7 @@ def case_ptx(case, target: str) -> str:
     from choreo_py.runtime.host_program import torch_dtypes
 
     path, function, make = case[:3]
+    need_file(path)
     DTYPES.clear()
     DTYPES.update(torch_dtypes())
     args = make(torch.Generator().manual_seed(0), "cpu")

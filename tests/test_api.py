@@ -72,7 +72,7 @@ def test_second_load_is_served_from_the_cache(cache_dir):
     second = choreo_py.load(GEMM, target="sm_90a")
     assert second.from_cache and second.pyptx_source == first.pyptx_source
     assert second.cubin() == cubin and second.resources == first.resources
-    entries = list(cache_dir.glob("*/*"))
+    entries = [p for p in cache_dir.glob("*/*") if p.parent.name != "versions"]
     assert len(entries) == 1
     assert sorted(p.name for p in entries[0].iterdir()) == [
         "kernel.cubin", "kernel.ptx", "kernel.pyptx.py", "outputs.txt", "ptxas.log"]
@@ -127,6 +127,43 @@ def test_a_new_process_reads_the_cache(cache_dir):
     runs = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                            env=env, check=True).stdout.strip() for _ in range(2)]
     assert runs == ["False", "True"]
+
+
+@needs_ptxas
+def test_a_cache_hit_parses_nothing_and_imports_no_pyptx(cache_dir, monkeypatch):
+    # A load served from the cache reads the launch description and the cubin: it neither
+    # parses the program nor imports pyptx nor compiles the kernel function (the bulk of the
+    # generated module), and still gives the same PTX on demand.
+    code = ("import sys, choreo_py; k = choreo_py.load(%r, target='sm_90a'); k.cubin(); "
+            "print(k.from_cache, 'pyptx' in sys.modules, 'torch' in sys.modules, "
+            "k.meta.THREADS); k.ptx; print('pyptx' in sys.modules)" % GEMM)
+    env = dict(os.environ, CHOREO_PY_CACHE_DIR=str(cache_dir))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=env, check=True).stdout.split("\n")
+    assert out[:2] == ["True False False 384", "False"], out  # k.ptx: read from the cache
+    from choreo_py import frontend
+
+    def no_parse(*a, **k):
+        raise AssertionError("a cache hit parsed the program")
+
+    monkeypatch.setattr(frontend, "parse_unit", no_parse)
+    cached = choreo_py.load(GEMM, target="sm_90a")
+    assert cached.from_cache and cached.ptx == cached.meta.ptx()
+
+
+def test_the_compiler_version_is_kept_under_a_fingerprint(cache_dir, monkeypatch):
+    cache.compiler_version.cache_clear()
+    first = cache.compiler_version()
+    stamps = list((cache_dir / "versions").iterdir())
+    assert len(stamps) == 1 and stamps[0].read_text() == first
+    cache.compiler_version.cache_clear()
+    stamps[0].write_text("stamped")          # read back, not recomputed, while stats hold
+    assert cache.compiler_version() == "stamped"
+    cache.compiler_version.cache_clear()
+    monkeypatch.setattr(cache, "_fingerprint", lambda: "changed-sources")
+    assert cache.compiler_version() == first  # a changed file: computed again
+    cache.compiler_version.cache_clear()
 
 
 def test_the_kernel_is_a_torch_custom_op(cache_dir):

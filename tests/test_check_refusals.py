@@ -154,9 +154,9 @@ __co__ void f(global f32 [M] a) {
 
 def test_plain_check_warns_strict_check_errs(tmp_path, capsys) -> None:
     rc, out, err = _run(tmp_path, LENIENT, capsys=capsys)
-    assert rc == 0 and "t.co:3:3: warning: 'x' is not 'mutable'" in err
+    assert rc == 0 and "t.co:3:3: warning: 'x' is immutable (declared at 2:7)" in err
     rc, out, err = _run(tmp_path, LENIENT, "--strict", capsys=capsys)
-    assert rc == 1 and "t.co:3:3: error: 'x' is not 'mutable'" in err
+    assert rc == 1 and "t.co:3:3: error: 'x' is immutable (declared at 2:7)" in err
     assert "  x = 2;\n  ^" in err
 
 

@@ -38,14 +38,14 @@ CASES = [
      kern("    shared f32 [16] b;\n    local f32 [4] b;\n"), 4, 19, "'b' is already declared",
      kern("    shared f32 [16] b;\n    local f32 [4] c;\n")),
     ("immutable-reassigned-host",
-     host("  int x = 1;\n  x = 2;\n"), 3, 3, "'x' is not 'mutable'",
+     host("  int x = 1;\n  x = 2;\n"), 3, 3, "'x' is immutable (declared at 2:7)",
      host("  mutable int x = 1;\n  x = 2;\n")),
     ("immutable-compound-assignment-in-thread-level",
      kern("    parallel q by 32 : thread {\n      int k = 0;\n      k += 1;\n    }\n"), 5, 7,
-     "'k' is not 'mutable'",
+     "'k' is immutable",
      kern("    parallel q by 32 : thread {\n      mutable int k = 0;\n      k += 1;\n    }\n")),
     ("immutable-incremented",
-     host("  int x = 1;\n  x++;\n"), 3, 3, "'x' is not 'mutable'",
+     host("  int x = 1;\n  x++;\n"), 3, 3, "'x' is immutable (declared at 2:7)",
      host("  mutable int x = 1;\n  x++;\n")),
     ("ituple-reassigned",
      host("  mutable int m = 1;\n  ituple t = {1, 2};\n  t = {3, 4};\n"), 4, 3,
@@ -99,10 +99,18 @@ def test_a_name_never_declared_is_not_declared_with_a_hint() -> None:
     assert_reports(text, 5, 15, "'totl' is not declared (did you mean 'total'?)")
 
 
-def test_inner_scope_assignment_declares_a_new_name() -> None:
-    """`x = ...` in an inner scope, `x` immutable outside: a new `x`, no error."""
+def test_inner_scope_assignment_to_an_immutable_is_refused() -> None:
+    """`x = ...` in an inner block, `x` immutable outside: an error at the assignment (it
+    would update the enclosing `x`; it never declares a second one), a warning from a
+    plain `check`; a variable (`mutable int`, `s32`) is updated, no diagnostic."""
     from check_helpers import assert_clean
-    assert_clean(kern("    int x = 1;\n    foreach i in [4] {\n      x = i + 1;\n    }\n"))
+    body = "    {} x = 1;\n    foreach i in [4] {{\n      x = i + 1;\n    }}\n"
+    assert_reports(kern(body.format("int")), 5, 7, "'x' is immutable (declared at 3:9, outside "
+                   "this block)")
+    assert_reports(kern(body.format("int")), 5, 7, "'x' is immutable", strict=False,
+                   severity="warning")
+    assert_clean(kern(body.format("mutable int")))
+    assert_clean(kern(body.format("s32")))
 
 
 MORE = [

@@ -85,6 +85,17 @@ def test_smem_desc_refusals():
         operand_addresses(decode_smem_desc(1 << 46 | 2 << 61 | 1 << 49), "K", 8, 16, 2)
 
 
+@pytest.mark.parametrize("bit", [48, 53, 56, 60])
+def test_smem_desc_fixed_bits(bit):
+    # PTX ISA tcgen05 shared memory descriptor: bits 46-48 are the constant 0b001 and bits
+    # 53-60 the constant 0; a descriptor with any of them flipped is not one the hardware
+    # defines (CUTLASS calls bit 48 reserved), so a lowering that sets one is caught.
+    good = 0x40 | 1 << 16 | 64 << 32 | 1 << 46 | 2 << 61
+    decode_smem_desc(good)
+    with pytest.raises(DescriptorError, match="the ISA fixes them"):
+        decode_smem_desc(good | 1 << bit)
+
+
 def test_kmajor_sw128_addresses_match_tma_pattern():
     # K-major SWIZZLE_128B bf16 ((8,m),(T,2)):((8T,SBO),(1,T)) from a 1024-aligned start:
     # row r, element k sits at r%8 * 128 + r//8 * SBO + 2k, then 16-B chunk (k // 8) ^ (r % 8).

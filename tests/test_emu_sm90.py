@@ -2,6 +2,7 @@
 deliberately broken PTX, and every sm_90a example matching torch under several schedules."""
 from __future__ import annotations
 
+import dataclasses
 import functools
 import re
 
@@ -327,6 +328,39 @@ def test_reading_accumulators_before_wgmma_wait_group_is_a_race():
     with pytest.raises(RaceError, match=r"reads %acc_s\d+ while the wgmma that writes it is in "
                                         r"flight"):
         attention(CAUSAL, 128, ptx=ptx)
+
+
+def test_setmaxnreg_entry_registers_are_what_ptxas_allocates():
+    # ptxas -v on the seed's PTX (384 threads, .minnctapersm 1) reports 168 registers, and
+    # on the Blackwell example's (640 threads) 96: the most the launch bounds allow.
+    from choreo_py.emu.isa_sync import entry_registers
+    from choreo_py.emu.ptx_parse import parse_ptx
+    kernel = parse_ptx(causal_ptx())
+    assert (kernel.maxntid, kernel.minnctapersm) == ((384, 1, 1), 1)
+    assert entry_registers(kernel, 384) == 168
+    assert entry_registers(dataclasses.replace(kernel, maxntid=(640, 1, 1)), 640) == 96
+    assert entry_registers(dataclasses.replace(kernel, maxnreg=128), 384) == 128
+
+
+def test_setmaxnreg_overcommit_deadlocks_naming_the_request():
+    # The seed gives 168 - 40 = 128 registers a thread back from its producer warpgroup and
+    # takes 232 - 168 = 64 for each of two consumers: exactly the pool (4 x 128 = 8 x 64 a
+    # thread). Asking 240 (72 more each) lets 7 of the 8 consumer warps through; the 8th
+    # waits forever for registers no warp gives back (PTX ISA, setmaxnreg).
+    ptx = causal_ptx()
+    assert "setmaxnreg.inc.sync.aligned.u32 232;" in ptx
+    bad = ptx.replace("setmaxnreg.inc.sync.aligned.u32 232;", "setmaxnreg.inc.sync.aligned.u32 240;")
+    with pytest.raises(DeadlockError, match=r"setmaxnreg\.inc 240: needs 2304 registers from "
+                                            r"the CTA's pool, which holds 256"):
+        attention(CAUSAL, 128, ptx=bad)
+
+
+def test_setmaxnreg_dec_above_the_held_count_is_a_misuse():
+    from choreo_py.emu.report import MisuseError
+    bad = causal_ptx().replace("setmaxnreg.dec.sync.aligned.u32 40;",
+                               "setmaxnreg.dec.sync.aligned.u32 176;")
+    with pytest.raises(MisuseError, match="dec must not raise the count"):
+        attention(CAUSAL, 128, ptx=bad)
 
 
 def test_missing_empty_arrival_deadlocks_with_every_warp_listed():

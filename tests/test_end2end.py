@@ -18,7 +18,7 @@ from choreo_py.runtime.build import find_ptxas, ptxas
 
 from choreo_py.interp.scalars import TORCH_DTYPES
 
-from end2end_refs import CASES, NOT_INTERPRETED, REFUSED_ON, case_id, case_ptx, run_case
+from end2end_refs import CASES, NOT_INTERPRETED, REFUSED_ON, case_id, case_ptx, need_file, run_case
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
@@ -49,12 +49,12 @@ FILES = sorted({c[0] for c in CASES})
 
 
 def test_deterministic_output():
-    path = [f for f in FILES if f.endswith("float_types.co")][0]
+    path = need_file([f for f in FILES if f.endswith("float_types.co")][0])
     assert compile_file(path, "ptx", "sm_90a") == compile_file(path, "ptx", "sm_90a")
 
 
 def test_load_without_function_names_the_functions():
-    lib = choreo_py.interpret([f for f in FILES if f.endswith("float_types.co")][0],
+    lib = choreo_py.interpret(need_file([f for f in FILES if f.endswith("float_types.co")][0]),
                               target="sm_90a")
     with pytest.raises(TypeError, match="call one by name"):
         lib()

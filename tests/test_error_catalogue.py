@@ -22,7 +22,8 @@ SOURCES = [ROOT / "choreo_py", ROOT / "lowering"]
 REPORTERS = {"ChoreoError", "Unsupported", "ShapeNotYetKnown", "InterpError", "DeadlockError",
              "RaceError", "EventError", "StepLimitError", "EvalError", "EmuError", "refuse", "_refuse",
              "error", "err", "warn", "warning", "Diagnostic",
-             "_Unplanned"}  # passes/tmem_plan.py: recorded on the IR, raised by the backend
+             "_Unplanned",  # passes/tmem_plan.py: recorded on the IR, raised by the backend
+             "UnreadableSource"}  # source.py: a file's bytes, reported by the preprocessor
 #: Files whose `error`-named calls are not program diagnostics (argparse's usage errors).
 NOT_DIAGNOSTICS = {"cli.py"}
 

@@ -54,6 +54,8 @@ class _Recorder:
     """A launcher for ThreadProgram (as CudaLauncher is): records the launch, its grid and
     its scalar words, and runs the kernel in the interpreter in the GPU's place."""
 
+    engine_name, devices = "the interpreter", ("cpu",)  # what the call's binding checks
+
     def __init__(self, program):
         self.program, self.calls = program, []
 

@@ -8,7 +8,8 @@ only `if TYPE_CHECKING:` blocks are left out, as they never run).
 Layers, lowest first; a module may import its own layer and those below:
 
     base      source, diagnostics, targets,           facts every stage reads; the words
-              construct_names, progress, pygments_lexer for constructs, progress, highlighting
+              construct_names, progress, pygments_lexer for constructs, progress, highlighting,
+              limits                                  the bounds of a program's structure
     ir        ir/ (the nodes, build, printer, parse,   the contract between stages
               verify, eval, c_scalars)
     frontend  frontend/, grammar/                      .co text -> AST
@@ -42,7 +43,7 @@ MAX_LINES = 600
 
 #: the modules at the top of choreo_py/, by layer; every other module is in a folder
 TOP_LEVEL = {"base": ("source", "diagnostics", "targets", "construct_names", "progress",
-                      "pygments_lexer"),
+                      "pygments_lexer", "limits"),
              "driver": ("driver",),
              "command": ("cli", "compile_command", "__init__", "__main__")}
 #: folders of choreo_py (and the installed grammar/, lowering/), by layer

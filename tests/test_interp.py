@@ -132,7 +132,8 @@ def test_missing_all_reduce_is_detectably_wrong():
 
 
 def test_missing_all_reduce_is_right_with_one_owner_per_row():
-    """owners=1 models sm_100a, where a thread holds a whole row: nothing to combine."""
+    """owners=1 (as sm_100a's 128-row accumulators: a thread holds a whole row): nothing
+    to combine."""
     q, k, v, o = _attention(P.flash_attention(all_reduce=False), 1, 1, 256, owners=1)
     assert _rel(o, _sdpa(q, k, v, True)) < 1e-2
 

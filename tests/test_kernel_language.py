@@ -292,9 +292,9 @@ def test_println_round_trips_through_the_ir_text(tmp_path):
 def test_stream_program_prints_its_values(capfd):
     import os
 
-    from end2end_refs import END2END
+    from end2end_refs import END2END, need_file
 
-    choreo_py.interpret(os.path.join(END2END, "stream.co"), target="sm_90a").foo(100)
+    choreo_py.interpret(need_file(os.path.join(END2END, "stream.co")), target="sm_90a").foo(100)
     assert sorted(capfd.readouterr().out.split()) == [str(100 + p) for p in range(6)]
 
 

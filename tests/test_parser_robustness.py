@@ -19,15 +19,29 @@ def _fn(body: str) -> str:
 
 
 @pytest.mark.parametrize("src", [
-    _fn("x = " + "(" * 3000 + "1" + ")" * 3000 + ";"),
-    _fn("x = " + " + ".join(["a"] * 5000) + ";"),
-    _fn("x = " + "-" * 5000 + "1;"),
-    _fn("x = a" + ".at(1)" * 3000 + ";"),
-    _fn("if (a) {" * 1500 + "}" * 1500),
+    _fn("x = " + "(" * 3000 + "1" + ")" * 3000 + ";"),  # parentheses make no node
+    _fn("x = " + " + ".join(["a"] * 900) + ";"),
+    _fn("x = " + "-" * 900 + "1;"),
+    _fn("x = a" + ".at(1)" * 900 + ";"),
+    _fn("if (a) {" * 250 + "}" * 250),
 ], ids=["parens", "sum", "negations", "chain", "blocks"])
-def test_deep_nesting_is_handled(src):
+def test_deep_nesting_within_the_limits_is_handled(src):
     program = checked(src)
     assert frontend.dump_ast(program)
+
+
+@pytest.mark.parametrize("src, what", [
+    (_fn("x = " + " + ".join(["a"] * 5000) + ";"), "an expression nested more than 1000"),
+    (_fn("x = " + "-" * 5000 + "1;"), "an expression nested more than 1000"),
+    (_fn("x = a" + ".at(1)" * 3000 + ";"), "an expression nested more than 1000"),
+    (_fn("if (a) {" * 1500 + "}" * 1500), "statements nested more than 256"),
+], ids=["sum", "negations", "chain", "blocks"])
+def test_deep_nesting_beyond_the_limits_is_a_located_error(src, what):
+    """choreo_py/limits.py: past a bound every later stage could not afford (their tree
+    walks recurse), the front end refuses the program at the construct, once."""
+    with pytest.raises(ChoreoError) as info:
+        checked(src)
+    assert info.value.message.startswith(what) and info.value.line == 2
 
 
 @pytest.mark.parametrize("src", [

@@ -1,4 +1,4 @@
-"""README's layout table matches the tree: every path it names exists, and every module
+"""The layout table (docs/architecture.md, "Where each stage lives") matches the tree: every path it names exists, and every module
 and folder of the package is named in it (by its file name, or a `prefix_*.py` pattern)."""
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def _table() -> list[tuple[str, list[str]]]:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
     table = text[text.index("| stage | where |"):]
     table = table[:table.index("\n\n")]
     rows = []
@@ -58,4 +58,4 @@ def test_every_module_is_named():
     # a package counts as named when the folder or one of its files is
     unnamed = [p.name for p in wanted
                if p not in named and not any(p in n.parents for n in named)]
-    assert not unnamed, f"modules the README's layout table does not name: {unnamed}"
+    assert not unnamed, f"modules the layout table of docs/architecture.md does not name: {unnamed}"

@@ -34,7 +34,7 @@ def test_missing_all_reduce_is_detectably_wrong(schedule, seed):
     assert not torch.isfinite(o.float()).all()
     finite = torch.isfinite(o.float()).all(dim=-1, keepdim=True).expand_as(o)
     assert rel(torch.where(finite, o.float(), 0), torch.where(finite, ref, 0)) > 0.5
-    # One owner per row (sm_100a) needs no all-reduce: the same file is right there.
+    # One owner per row (a uniform owners=1) needs no all-reduce: the same file is right.
     q, k, v, o = attention(CO / "fa_causal_no_all_reduce.co", 1, 1, 256, 256, owners=1)
     assert rel(o, sdpa(q, k, v, True)) < 1e-2
 
@@ -168,7 +168,7 @@ def test_threads_past_the_end_without_a_guard_are_reported():
                             defines={"NOGUARD": "1"})
     assert info.value.message == ("index 100 outside extent 100 of dimension 0 of a view of 'X' "
                                   "in instance r=36 (and 27 more)")
-    assert (info.value.loc.line, info.value.loc.col) == (10, 7)
+    assert (info.value.loc.line, info.value.loc.col) == (10, 17)  # at the read of X
 
 
 @pytest.mark.parametrize("schedule,seed", SCHEDULES)
@@ -208,3 +208,22 @@ def test_races_between_threads_on_large_bases(monkeypatch, defines, expected):
         return
     with pytest.raises(RaceError, match=expected):
         choreo_py.interpret(path, dict(X=x, Y=y), defines=defines)
+
+
+@pytest.mark.parametrize("schedule", ["round_robin", "random"])
+def test_threads_overwriting_a_buffer_others_still_read_race(schedule):
+    """A barrier inside a loop makes the body one thread per instance (not lanes); its
+    element accesses are checked by happens-before: red[0] read by every thread, then
+    red[t] overwritten with no barrier between (a write-after-read across threads)."""
+    x = torch.randn(2, 200).bfloat16()
+    args = dict(X=x, GAMMA=torch.ones(200).bfloat16(), BETA=torch.zeros(200).bfloat16(),
+                Y=torch.zeros(2, 200).bfloat16())
+    with pytest.raises(RaceError) as info:
+        choreo_py.interpret(str(CO / "layernorm_missing_barrier.co"), args, schedule=schedule)
+    msg = info.value.message
+    assert msg.startswith("data race on red: thread t=0 writes red[0] while the read by thread")
+    assert [(loc.line, loc.col) for loc in info.value.locs] == [(41, 7), (28, 7)]
+    choreo_py.interpret(str(CO / "layernorm_missing_barrier.co"), args, schedule=schedule,
+                        defines={"FIXED": "1"})
+    ref = torch.nn.functional.layer_norm(x.float(), (200,), eps=1e-5)
+    assert rel(args["Y"].float(), ref) < 1e-2

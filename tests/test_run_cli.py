@@ -35,7 +35,7 @@ def test_causal_seed_runs_and_matches_sdpa(capsys):
     assert rc == 0 and err == ""
     lines = out.splitlines()
     assert lines[0].startswith("ran flash_atten [B=1 Q_SEQ=256 H=2 KV_SEQ=256] "
-                               "schedule=round_robin seed=0 owners=4: 4 blocks, ")
+                               "schedule=round_robin seed=0 owners=4 per 64 rows (sm_90a): 4 blocks, ")
     assert lines[1].startswith("check sdpa-causal (auto: guessed from the parameters Q, K, V, O "
                                "and the names ('flash', 'atten', 'causal'); --check or --ref to "
                                "choose): O max abs error ")
@@ -90,17 +90,19 @@ def test_missing_all_reduce_fails_the_check(capsys):
 
 def test_default_target_is_the_gpu_present_else_sm_100a(capsys, monkeypatch):
     """One target rule: `run` without --target takes the GPU's own target, else sm_100a,
-    whose accumulator rows have one owner (so the all-reduce-free file is right there)."""
+    and models that target's owners of accumulator rows: the all-reduce-free file's 64-row
+    accumulators have two owners per row on sm_100a (.16x32bx2), four on sm_90a, so it is
+    wrong on both."""
     from choreo_py import targets
 
     monkeypatch.setattr(targets, "_gpu_capability", lambda: None)
     rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
                      "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--check", "sdpa-causal")
-    assert rc == 0 and " owners=1: " in out
+    assert rc == 1 and " owners=2 per 64 rows, 1 per 128 rows (sm_100a): " in out
     monkeypatch.setattr(targets, "_gpu_capability", lambda: (9, 0))
     rc, out, _ = run(capsys, CO / "fa_causal_no_all_reduce.co", "--shape",
                      "B=1,H=1,Q_SEQ=256,KV_SEQ=256", "--check", "sdpa-causal")
-    assert rc == 1 and " owners=4: " in out
+    assert rc == 1 and " owners=4 per 64 rows (sm_90a): " in out
 
 
 def test_a_looser_tolerance_is_honoured(capsys):

@@ -127,9 +127,10 @@ def test_interpret_checks_names_and_dims():
         choreo_py.interpret(path, dict(Q=q, K=k, V=v, O=o, P=o))
     with pytest.raises(UsageError, match="has no dimension 'S'"):
         choreo_py.interpret(path, dict(Q=q, K=k, V=v, O=o), S=128)
-    with pytest.raises(InterpError, match="H = 1, but H = 2"):
+    with pytest.raises(UsageError, match=r"Q: dimension 2 \(H\) is 1, but H = 2"):
         choreo_py.interpret(path, dict(Q=q, K=k, V=v, O=o), H=2)
-    with pytest.raises(InterpError, match="'Q' is bf16 but the tensor is torch.float32"):
+    with pytest.raises(UsageError, match=r"Q: dtype torch.float32, flash_atten takes "
+                                         r"torch.bfloat16 \(bf16\)"):
         choreo_py.interpret(path, dict(Q=q.float(), K=k, V=v, O=o))
     with pytest.raises(UsageError, match="no __co__ function named 'nope'"):
         choreo_py.interpret(path, dict(Q=q, K=k, V=v, O=o), function="nope")

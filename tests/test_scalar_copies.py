@@ -89,5 +89,5 @@ def test_an_increment_of_an_immutable_value_is_an_error(tmp_path):
 
     path = tmp_path / "bad.co"
     path.write_text(INCREMENTS.replace("mutable int v", "int v"))
-    with pytest.raises(ChoreoError, match="'v' is not mutable"):
+    with pytest.raises(ChoreoError, match=r"'v' is immutable \(declared at 6:11\)"):
         compile_file(str(path), "ptx", "sm_90a")

@@ -33,8 +33,6 @@ CASES = [
      "    tma.copy A.subspan(128, 128).at(t, 0) => buf;\n",
      "copy of a [128, 128] tile into a [64, 128] destination", 4, 14),
     ("    x = 1 + y;\n", "'y' is not declared", 3, 13),
-    ("    x = t + 1;\n    x = 2;\n", "'x' is immutable (defined at 3:5)", 4, 5),
-    ("    x = t;\n    x += 1;\n", "'x' is not mutable; '+=' needs a 'mutable' variable", 4, 5),
     ("    shared bf16[128, 128] buf;\n    shared f32[4] buf;\n",
      "'buf' is already declared in this scope at 3:27", 4, 19),
     ("    shared bf16[0, 128] buf;\n", "The mdspan size \"0\" is invalid", 3, 17),

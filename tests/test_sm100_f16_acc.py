@@ -115,8 +115,8 @@ def test_an_asynchronous_mma_into_an_f16_accumulator_is_refused(tmp_path):
                                   "wgmma_persis.co::matmul_persis_hilbert_sm90[4x2_tiles]"])
 def test_f16_gemms_under_a_random_schedule(name):
     from choreo_py.runtime.host_program import torch_dtypes
-    from end2end_refs import CASES, case_id, run_case
+    from end2end_refs import CASES, case_id, need_file, run_case
 
     case = next(c for c in CASES if case_id(c) == name)
-    lib = choreo_py.emulate_program(case[0], target="sm_100a", schedule="random", seed=5)
+    lib = choreo_py.emulate_program(need_file(case[0]), target="sm_100a", schedule="random", seed=5)
     run_case(case, lambda path, function: lib[function], "cpu", torch_dtypes())

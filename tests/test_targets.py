@@ -62,4 +62,10 @@ def test_refusals_come_from_the_record(monkeypatch):
 
 
 def test_accumulator_owners_per_target():
-    assert (targets.get("sm_90a").acc_owners, targets.get("sm_100a").acc_owners) == (4, 1)
+    """wgmma: the 4 threads of a quad; tcgen05.ld .16x32bx2 (64 rows): a pair of half-warps;
+    .32x32b (128 rows): one thread; a fragment of another row count: one thread."""
+    sm90, sm100 = targets.get("sm_90a"), targets.get("sm_100a")
+    assert [sm90.row_split(m).owners for m in (64, 16)] == [4, 1]
+    assert [sm100.row_split(m).owners for m in (64, 128, 32)] == [2, 1, 1]
+    assert sm90.row_split(64).columns(16, 1) == (2, 3, 10, 11)
+    assert sm100.row_split(64).columns(16, 1) == tuple(range(8, 16))

@@ -129,9 +129,9 @@ def test_transpose_and_pad_round_trip_through_the_ir_text():
     from choreo_py.ir import parse as ir_parse, printer as ir_printer
     from choreo_py.host.specialize import Functions
 
-    from end2end_refs import END2END
+    from end2end_refs import END2END, need_file
 
-    funcs = Functions(frontend.parse_file(f"{END2END}/tiled_dma.co"), targets.get("sm_90a"),
+    funcs = Functions(frontend.parse_file(need_file(f"{END2END}/tiled_dma.co")), targets.get("sm_90a"),
                       strict=True)
     for name in ("foo20", "foo22", "foo24"):
         text = ir_printer.print_module(funcs.module(funcs.get(name)))
@@ -142,9 +142,9 @@ def test_transpose_and_pad_round_trip_through_the_ir_text():
 def test_atomic_add_round_trips_and_lowers_to_red():
     from choreo_py.ir import parse as ir_parse, printer as ir_printer
 
-    from end2end_refs import END2END
+    from end2end_refs import END2END, need_file
 
-    path = f"{END2END}/atomic_add.co"
+    path = need_file(f"{END2END}/atomic_add.co")
     text = compile_file(path, "ir", "sm_90a")
     assert "atomic_add counts" in text
     assert ir_printer.print_module(ir_parse.parse_module(text)) == text
@@ -159,11 +159,11 @@ def test_interpret_with_a_tensor_dict_allocates_the_result(tmp_path):
 
 
 def test_load_gives_a_library_of_functions_and_raises_real_errors(tmp_path):
-    from end2end_refs import END2END
+    from end2end_refs import END2END, need_file
 
-    lib = choreo_py.load(f"{END2END}/integral_types.co", target="sm_90a")
+    lib = choreo_py.load(need_file(f"{END2END}/integral_types.co"), target="sm_90a")
     assert "ele_add_s32" in lib.functions and "ele_add_u6" in lib.functions
-    assert choreo_py.load(f"{END2END}/copy.co", target="sm_90a",
+    assert choreo_py.load(need_file(f"{END2END}/copy.co"), target="sm_90a",
                           function="dma_add").name == "dma_add"
     bad = _write(tmp_path, "bad.co", TWO_D.replace("a.at(x, y) * 10", "a.at(x) * 10"))
     with pytest.raises(ChoreoError, match="takes 2 indices"):

@@ -22,6 +22,7 @@ into one dispatch table.
     params                  by-reference parameters, `??`, buffer/event dimensions
     structure               parallel levels, barriers, atomics, attributes
     block_accumulators      `mma.fill ... : block`: one role issues the MMAs into the tile
+    fills                   `mma.fill` only of an accumulator, not of an MMA's operand
     lowerable               `check --lowerable`: what would not compile for a target
 """
 from __future__ import annotations
@@ -29,11 +30,11 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
-from . import block_accumulators, views
+from . import block_accumulators, fills, views
 from .walker import Checker
 
 FAMILIES = (mutability, initialisers, context, iteration, views, dma, futures, params,
-            structure, block_accumulators)
+            structure, block_accumulators, fills)
 
 
 def _merge(attr: str) -> dict:

@@ -41,15 +41,6 @@ def _static_dims(t: A.MdSpanType) -> Optional[list]:
     return [None if isinstance(d, A.DimWildcard) else fold_int(d) for d in t.dims]
 
 
-#: Control scalars: immutable unless declared `mutable`.  Scalars of a data
-#: element type (`s32 a;`, `f32 x = 0.0f;`) are variables, mutable by default.
-CONTROL_SCALARS = frozenset({"int", "bool", "auto", "index"})
-
-
-def _element_typed(s: A.ScalarDecl) -> bool:
-    return s.type is not None and s.type.spelling not in CONTROL_SCALARS
-
-
 def _selected_names(e) -> tuple:
     if isinstance(e, A.CallExpr) and e.func == "select":
         return tuple(a.id for a in e.args[1:] if isinstance(a, A.Name))

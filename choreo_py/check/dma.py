@@ -18,7 +18,8 @@ def copy_types(ck, s: A.DmaOp) -> None:
     if s.src is None or s.dst is None or isinstance(s.dst, A.StorageTarget):
         return
     src, dst = ck.t(s.src), ck.t(s.dst)
-    if src.kind != Ty.DATA or dst.kind != Ty.DATA:
+    # a future stands for the data its copy made (`dma.copy tile => out`, tile a future)
+    if src.kind not in (Ty.DATA, Ty.FUTURE) or dst.kind not in (Ty.DATA, Ty.FUTURE):
         return
     if src.elem and dst.elem and _canon(src.elem) != _canon(dst.elem):
         ck.error(f"copy from {src.elem} data into a {dst.elem} destination: "

@@ -8,34 +8,37 @@ depend on a mutable, since shapes are fixed when storage is laid out.
 from __future__ import annotations
 
 from ..frontend import ast as A
+from ..frontend import bindings
 from . import types as Ty
 
 #: Kinds a `mutable` declaration can make changeable.
 _VALUE_KINDS = (Ty.INT, Ty.FLOAT, Ty.BOOL, Ty.UNKNOWN)
 
 
-def _reassign(ck, name: str, loc) -> None:
+def _reassign(ck, name: str, loc, op: str = "=") -> None:
     sym = ck.lookup(name)
     if sym is None or sym.mutable:
         return
     kind = sym.type.kind
     if kind in (Ty.ITUPLE, Ty.MDSPAN):
         ck.error(f"'{name}' is an {kind}; {kind}s can not be re-assigned", loc)
-    elif kind in _VALUE_KINDS or kind == Ty.BOUNDED:
-        ck.lenient_error(f"'{name}' is not 'mutable' and can not be re-assigned", loc)
+        return
+    decision = bindings.assignment(name, op, ck.seen(name))
+    if decision.action == bindings.REFUSE:
+        ck.lenient_error(decision.message, loc)
 
 
 def assign(ck, s: A.Assign) -> None:
     if isinstance(s.target, A.Name):
         if s.op != "=" or not ck.extra.get("assign_declares"):
-            _reassign(ck, s.target.id, s.target.loc)
+            _reassign(ck, s.target.id, s.target.loc, s.op)
         elif ck.extra.get("assign_declares"):
             _no_mutable_in_shape(ck, s.value, s.value)
 
 
 def increment(ck, u: A.Unary) -> None:
     if u.op in ("++", "--", "post++", "post--") and isinstance(u.operand, A.Name):
-        _reassign(ck, u.operand.id, u.operand.loc)
+        _reassign(ck, u.operand.id, u.operand.loc, "++")
 
 
 def _mutable_name(ck, root):

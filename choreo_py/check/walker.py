@@ -16,10 +16,11 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..frontend import ast as A
+from ..frontend import bindings, builtins
 from ..diagnostics import Diagnostic, did_you_mean
 from ..frontend.parse_checks import fold_int
 from . import types as Ty
-from .decl_types import (_bound_rank, _decl_type, _dma_future, _element_typed,
+from .decl_types import (_bound_rank, _decl_type, _dma_future,
                          _selected_names, _static_dims, _type_rank)
 from .expr_types import EXPR_TYPE
 from .types import T, Sym, Scope
@@ -27,6 +28,11 @@ from .types import T, Sym, Scope
 #: Names every function sees without declaring them.
 PREDEFINED = frozenset({"inf", "INFINITY", "NAN", "nan", "_", "true", "false", "nullptr",
                         "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize"})
+
+#: Kinds of names the assignment rule decides (frontend/bindings.py): values an
+#: assignment updates or is refused for; the others (views, futures, shapes) have rules
+#: of their own.
+ASSIGNED_KINDS = (Ty.INT, Ty.FLOAT, Ty.BOOL, Ty.BOUNDED, Ty.UNKNOWN)
 
 #: Parallel levels, outermost first.
 LEVEL_ORDER = ("device", "cluster", "block", "group-4", "group", "thread")
@@ -56,6 +62,7 @@ class Checker:
         self.extra: dict = {}                # per-family scratch state
         self.declared: set[str] = set()      # every name declared anywhere in the function
         self.unresolved: list[int] = []      # errors[i]: a use no declaration reached
+        self.written = bindings.written_names(fn.body)  # names some statement changes
 
     # ------------------------------------------------------------------ reporting
     def error(self, message: str, loc) -> None:
@@ -112,6 +119,17 @@ class Checker:
             scope.futures.append(sym)
         return sym
 
+    def seen(self, name: str) -> Optional[bindings.Seen]:
+        """What an assignment to `name` finds, in the terms of the one assignment rule
+        (frontend/bindings.py)."""
+        sym = self.lookup(name)
+        if sym is None:
+            return None
+        fixed = "a parameter" if sym.origin in ("param", "dim") else \
+            "a bounded variable" if sym.origin in ("parallel", "with", "foreach") else ""
+        return bindings.Seen(mutable=sym.mutable, scalar=sym.type.kind in ASSIGNED_KINDS,
+                             local=name in self.scopes[-1].names, loc=sym.loc, fixed=fixed)
+
     def use(self, name: str, loc) -> Optional[Sym]:
         """Resolve a name as an expression uses it."""
         sym = self.lookup(name)
@@ -150,13 +168,13 @@ class Checker:
 
     def _name_the_undeclared(self) -> None:
         """A use of a name the function never declares is 'not declared' (with a spelling
-        hint), not 'used before its declaration'."""
+        hint among its names and the builtins), not 'used before its declaration'."""
         for i in self.unresolved:
             d = self.errors[i]
             name = d.message.split("'")[1]
             if name not in self.declared:
-                self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared"
-                                            + did_you_mean(name, self.declared), d.loc)
+                hint = did_you_mean(name, self.declared | builtins.FUNCTIONS.keys())
+                self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared{hint}", d.loc)
 
     def _param(self, p: A.Param) -> None:
         t = p.type
@@ -327,11 +345,12 @@ class Checker:
         self.run_rules(s)
         typ = Ty.scalar_of(s.type.name) if s.type and s.type.name != "auto" else (init or
                                                                                  Ty.UNKNOWN_T)
-        self.declare(s.name, typ, s.loc, mutable=s.mutable or _element_typed(s),
-                     written_mutable=s.mutable,
+        mutable = bindings.decl_mutable(s)
+        changes = s.mutable or (mutable and s.name in self.written)
+        self.declare(s.name, typ, s.loc, mutable=mutable, written_mutable=s.mutable,
                      divergent=self.divergent(s.init) if s.init is not None else False,
                      unknown_dim=s.init is not None and self.from_unknown(s.init),
-                     const=None if s.mutable or s.init is None else self.fold(s.init))
+                     const=None if changes or s.init is None else self.fold(s.init))
 
     def s_ITupleDecl(self, s: A.ITupleDecl) -> None:
         v = self.expr(s.value)
@@ -384,9 +403,9 @@ class Checker:
         target = s.target
         if isinstance(target, A.Name) and s.op == "=":
             sym = self.lookup(target.id)
-            declares = sym is None or (not sym.mutable and target.id not in
-                                       self.scopes[-1].names and sym.origin not in
-                                       ("param", "dim") and sym.type.kind != Ty.FUTURE)
+            declares = bindings.assignment(target.id, "=", self.seen(target.id)).action == \
+                bindings.DECLARE and not (sym is not None and (
+                    sym.origin in ("param", "dim") or sym.type.kind == Ty.FUTURE))
             self.extra["assign_declares"] = declares
             self.run_rules(s)
             if declares:

@@ -7,7 +7,7 @@ from typing import Iterable, Optional
 
 import numpy as np
 
-from .launch import LaunchSpec, bind, from_co, tma_build
+from .launch import LaunchSpec, bind, check_call, from_co, tma_build
 from .machine import DEFAULT_STEP_LIMIT, Machine
 from .ptx_parse import parse_ptx
 
@@ -27,6 +27,7 @@ class EmuStats:
 def run_spec(spec: LaunchSpec, tensors: dict, *, schedule: str = "round_robin", seed: int = 0,
              strict: bool = True, step_limit: int = DEFAULT_STEP_LIMIT,
              stats: Optional[EmuStats] = None, scalars: Optional[dict] = None) -> dict:
+    check_call(spec, tensors, scalars)  # the tensors and the entry asserts, before anything
     spec = tma_build(spec, tensors)
     kernel = parse_ptx(spec.ptx)
     launch, _ = bind(spec, tensors, kernel.params, scalars)

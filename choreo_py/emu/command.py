@@ -22,6 +22,7 @@ from ..interp.api import ChoreoWarning, UsageError, function_dims, load_module, 
 from ..interp.command import EXIT_OK, EXIT_PROGRAM, EXIT_USAGE, _bind_dims, parse_shape, parse_values
 from .api import EmuStats, emulate, emulate_ptx
 from .report import EmuError, HostProgramModule
+from ..runtime.kernel import AssertionFailed
 
 
 def emulate_command(args) -> int:
@@ -57,6 +58,9 @@ def _dispatch(args) -> int:
         return EXIT_USAGE
     except EmuError as e:
         print(e.render(), file=sys.stderr)
+        return EXIT_PROGRAM
+    except AssertionFailed as e:  # the sizes an entry assert forbids, as `run` reports them
+        print(e.render(args.file), file=sys.stderr)
         return EXIT_PROGRAM
 
 

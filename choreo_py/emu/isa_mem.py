@@ -12,7 +12,9 @@ import numpy as np
 
 from .isa_table import Unsupported, decoder
 from .lanes import LANES, NP
-from .memory import PARAM_WINDOW, byte_offsets
+from . import report
+from .memory import PARAM_WINDOW, GlobalFault, byte_offsets
+from .report import MemoryFault
 from .operands import address_reader, operand_reader, ptype_of, symbol_value, writer
 
 SHARED_WINDOW = 0x7E00_0000_0000
@@ -72,8 +74,10 @@ def _one_lane_index(w, addrs: np.ndarray, size: int):
 def smem_read(w, addrs, nbytes: int, dtype) -> np.ndarray:
     """(32, nbytes/itemsize) values of `dtype` read at per-lane addresses."""
     a = _smem_index(w, addrs, nbytes)
-    if w.cta.races.writes:
-        w.cta.races.generic_read(w.inst, a[w.mask], nbytes)
+    races = w.cta.races
+    if races.writes:
+        races.generic_read(w.inst, a[w.mask], nbytes)
+    races.hb_warp(w, w.inst, a[w.mask], nbytes, False, "ld.shared")
     idx = a[:, None] + byte_offsets(nbytes)
     return w.cta.smem[idx].view(dtype)
 
@@ -84,6 +88,7 @@ def smem_write(w, addrs, data: np.ndarray) -> None:
     nbytes = raw.shape[1]
     a = _smem_index(w, addrs, nbytes)[w.mask]
     w.cta.races.generic_write(w, w.inst, a, nbytes)
+    w.cta.races.hb_warp(w, w.inst, a, nbytes, True, "st.shared")
     idx = a[:, None] + byte_offsets(nbytes)
     w.cta.smem[idx] = raw[w.mask]
 
@@ -124,11 +129,24 @@ def _dec_ld(inst):
         def ld_global(w):
             a = addr(w)  # inactive lanes read the first active lane's address
             a = np.where(w.mask, a, a[w.mask][0] if w.mask.any() else 0)
-            raw = m.launch.gmem.load(a, es * n).view(NP[t])
+            try:
+                raw = m.launch.gmem.load(a, es * n).view(NP[t])
+            except GlobalFault as f:
+                raise global_fault(w, f, f.lane, "reads") from None
             for k, wr in enumerate(wrs):
                 wr(w, np.ascontiguousarray(raw[:, k]))
         return ld_global
     raise Unsupported(f"'{inst.opcode}' ({sp} space)")
+
+
+def global_fault(w, f: GlobalFault, lane: int, verb: str):
+    """The located report of an access outside every tensor: the instruction, the thread
+    and block, and the element access of the program it lowers (report.MemoryFault)."""
+    m = w.machine
+    thread = int(w.tid[lane])
+    return MemoryFault(f"{w.inst.opcode} {verb} {f.nbytes} bytes at {f.addr:#x}, outside every "
+                       f"tensor, in thread {thread} of block {tuple(w.cta.ctaid)}",
+                       m.where(w.inst), [report.show(w.inst, m.ptx_name)], at=w.inst.at)
 
 
 def _uint(es: int):
@@ -168,7 +186,10 @@ def _dec_st(inst):
     if sp == "global":
         def st_global(w):
             data = columns(w).view(np.uint8).reshape(LANES, -1)
-            m.launch.gmem.store(addr(w)[w.mask], data[w.mask])
+            try:
+                m.launch.gmem.store(addr(w)[w.mask], data[w.mask])
+            except GlobalFault as f:
+                raise global_fault(w, f, int(np.flatnonzero(w.mask)[f.lane]), "writes") from None
         return st_global
     raise Unsupported(f"'{inst.opcode}' ({sp} space)")
 

@@ -102,14 +102,15 @@ def _dec_mbar_arrive(inst):
     def ex(w):
         x = extra(w) if extra is not None else None
         state = np.zeros(LANES, dtype=np.uint64)
+        clock = w.cta.hb.release(w.warp_id)  # an arrive releases (hb.py)
         for lane in np.flatnonzero(w.mask):
             bar = w.cta.mbarrier(int(addr(w)[lane]))
             state[lane] = bar.phase
             if expect:
                 bar.expect_tx(int(x[lane]))
-                bar.arrive(1)
+                bar.arrive(1, clock)
             else:
-                bar.arrive(int(x[lane]) if x is not None else 1)
+                bar.arrive(int(x[lane]) if x is not None else 1, clock)
         if wr is not None:
             wr(w, state)
     return ex
@@ -128,7 +129,11 @@ def _tx_decoder(method: str):
         def ex(w):
             t = tx(w)
             for lane in np.flatnonzero(w.mask):
-                getattr(w.cta.mbarrier(int(addr(w)[lane])), method)(int(t[lane]))
+                bar = w.cta.mbarrier(int(addr(w)[lane]))
+                if method == "complete_tx":
+                    bar.complete_tx(int(t[lane]), w.cta.hb.release(w.warp_id))
+                else:
+                    bar.expect_tx(int(t[lane]))
         return ex
     return dec
 
@@ -204,6 +209,9 @@ def _dec_mbar_wait(inst):
             def what():
                 return "; ".join(f"{b.describe()} for parity {p}" for b, p in pending)
             return w.block(lambda: all(_completed(b, p) for b, p in pending), what, retry=True)
+        for k, bar in bars.items():  # a wait that observes a completed phase acquires it
+            if ok[w.mask & (a == k)].any():
+                w.cta.hb.acquire(w.warp_id, bar.done_clock)
         wr(w, ok)
     return ex
 
@@ -230,12 +238,78 @@ def _dec_noop(inst):
 def _dec_setmaxnreg(inst):
     from .isa_support import machine
     n = operand_reader(inst.operands[0], "u32", machine())
+    inc = "inc" in inst.parts
 
     def ex(w):
         v = int(n(w)[0])
         if not (24 <= v <= 256 and v % 8 == 0):
             raise w.machine.misuse(f"setmaxnreg {v}: must be a multiple of 8 in 24..256", inst)
+        pool = RegisterPool.of(w.cta)
+        return pool.increase(w, v, inst) if inc else pool.release(w, v, inst)
     return ex
+
+
+class RegisterPool:
+    """The CTA's register pool of setmaxnreg (PTX ISA, "setmaxnreg"): a CTA starts with
+    every warp at the kernel's entry register count; `.dec` gives a warp's surplus back to
+    the pool, `.inc` takes from it and blocks until the pool holds enough. Registers are
+    not created: a kernel whose increases need more than its warps gave back waits forever
+    on hardware, which the emulator reports as a deadlock naming the request.
+
+    The entry count is what ptxas allocates a kernel that uses setmaxnreg: the most its
+    launch bounds allow (65,536 registers of the SM over .maxntid x .minnctapersm threads,
+    in units of 8, at most .maxnreg and 255): 168 at 384 threads, 96 at 640, as ptxas -v
+    reports for the attention examples."""
+
+    UNIT = 8
+    SM_REGISTERS = 65536
+
+    def __init__(self, cta) -> None:
+        self.entry = entry_registers(cta.machine.kernel, cta.machine.launch.threads)
+        self.held = {w.warp_id: self.entry for w in cta.warps}
+        self.free = 0   # thread-registers given back and not yet taken (per lane: x 32)
+
+    @staticmethod
+    def of(cta) -> "RegisterPool":
+        pool = cta.state.get("setmaxnreg")
+        if pool is None:
+            pool = cta.state["setmaxnreg"] = RegisterPool(cta)
+        return pool
+
+    def release(self, w, v: int, inst):
+        cur = self.held[w.warp_id]
+        if v > cur:
+            raise w.machine.misuse(f"setmaxnreg.dec {v}: the warp holds {cur} registers a "
+                                   "thread (dec must not raise the count)", inst)
+        self.free += (cur - v) * LANES
+        self.held[w.warp_id] = v
+        w.cta.notify()
+
+    def increase(self, w, v: int, inst):
+        cur = self.held[w.warp_id]
+        if v < cur:
+            raise w.machine.misuse(f"setmaxnreg.inc {v}: the warp holds {cur} registers a "
+                                   "thread (inc must not lower the count)", inst)
+        need = (v - cur) * LANES
+        if need > self.free:
+            def what():
+                return (f"setmaxnreg.inc {v}: needs {need} registers from the CTA's pool, "
+                        f"which holds {self.free} (entry {self.entry} a thread x "
+                        f"{len(self.held) * LANES} threads; now held: "
+                        f"{sum(self.held.values()) * LANES})")
+            return w.block(lambda: need <= self.free, what, retry=True)
+        self.free -= need
+        self.held[w.warp_id] = v
+
+
+def entry_registers(kernel, threads: int) -> int:
+    """The registers a thread holds at entry (see RegisterPool)."""
+    ntid = 1
+    for d in kernel.maxntid or (threads,):
+        ntid *= d
+    per_thread = RegisterPool.SM_REGISTERS // (ntid * max(1, kernel.minnctapersm))
+    cap = min(per_thread, kernel.maxnreg or 255, 255)
+    return cap // RegisterPool.UNIT * RegisterPool.UNIT
 
 
 @decoder("createpolicy")

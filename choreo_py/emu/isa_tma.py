@@ -84,6 +84,7 @@ def _tma_load(inst, m):
 
     def ex(w):
         cta = w.cta
+        issued = cta.hb.release(w.warp_id)  # the copy is ordered after what w did before
         for lane in np.flatnonzero(w.mask):
             tmap = _tmap_of(w, base, lane, inst)
             cs = [int(c(w)[lane]) for c in coords]
@@ -97,16 +98,33 @@ def _tma_load(inst, m):
             what = f"the TMA copy of {tmap.name} at {m.where(inst)}"
             rec = cta.races.async_write_begin(inst, d, d + n, what)
 
-            def land(tmap=tmap, cs=cs, d=d, bar=bar, rec=rec):
+            def land(tmap=tmap, cs=cs, d=d, bar=bar, rec=rec, what=what):
                 cta.races.async_write_end(rec)
                 box = np.zeros(tuple(reversed(tmap.box)) + (tmap.esize,), dtype=np.uint8)
                 sl = _box_slices(tmap, cs)
                 if sl is not None:
                     box[sl[0]] = m.launch.gmem.elements(tmap)[sl[1]]
-                cta.smem[box_smem_addrs(tmap, d)] = box.reshape(-1)
-                bar.complete_tx(n)
+                addrs = box_smem_addrs(tmap, d)
+                cta.smem[addrs] = box.reshape(-1)
+                clock = _landed(cta, inst, bar, addrs, issued, what)
+                bar.complete_tx(n, clock)
             cta.schedule(land, what, inst)
     return ex
+
+
+def _landed(cta, inst, bar, addrs, issued, what):
+    """A TMA load's writes, by the ("tma", mbarrier) agent at the phase its complete_tx
+    counts toward, checked against the accesses its issue was ordered after; returns the
+    clock its complete_tx releases into the mbarrier (hb.py)."""
+    hb = cta.hb
+    agent = hb.agent(("tma", bar.addr), f"the TMA loads completing on the mbarrier at "
+                                        f"{bar.addr:#x}")
+    epoch = bar.phase + 1
+    clock = hb.padded(issued).copy()
+    clock[agent] = max(int(clock[agent]), epoch)
+    cells = np.unique(addrs[::4] >> 2)
+    cta.races.hb_check(inst, cells, True, agent, epoch, clock, what)
+    return clock
 
 
 def _bulk_groups(w):
@@ -128,9 +146,10 @@ def _tma_store(inst, m):
             n = tmap.box_bytes
             key = ("bulk", w.warp_id, id(inst), cta.step, int(lane))
             cta.races.async_read(inst, s, s + n, f"the TMA store at {m.where(inst)}", key)
+            epoch = _bulk_read(cta, w, inst, tmap, s)
             data = cta.smem[box_smem_addrs(tmap, s)].reshape(tuple(reversed(tmap.box)) +
                                                             (tmap.esize,)).copy()
-            op = {"done": False, "read_done": False, "key": key}
+            op = {"done": False, "read_done": False, "key": key, "epoch": epoch}
 
             def land(tmap=tmap, cs=cs, data=data, op=op):
                 if op["done"]:
@@ -145,6 +164,34 @@ def _tma_store(inst, m):
             st["open"].append(op)
             cta.schedule(land, f"the TMA store of {tmap.name}", inst)
     return ex
+
+
+def _bulk_agent(cta, w) -> int:
+    return cta.hb.agent(("bulk", w.warp_id), f"the bulk stores of warp {w.warp_id}")
+
+
+def _bulk_read(cta, w, inst, tmap, s: int) -> int:
+    """A bulk store's read of its source: by the ("bulk", warp) agent, ordered after what
+    the issuing warp did before (a st.shared of another warp must be ordered before the
+    issue); retired for the issuing warp only, by its wait_group(.read) (hb.py)."""
+    hb = cta.hb
+    agent = _bulk_agent(cta, w)
+    epoch = hb.epochs[agent] = hb.epochs.get(agent, 0) + 1
+    clock = hb.padded(hb.vc[w.warp_id]).copy()
+    clock[agent] = epoch
+    cells = np.unique(box_smem_addrs(tmap, s)[::4] >> 2)
+    cta.races.hb_check(inst, cells, False, agent, epoch, clock, "the TMA store")
+    return epoch
+
+
+def _bulk_retired(w, epoch: int) -> None:
+    """wait_group(.read) retiring a bulk store: the waiting warp is ordered after its read."""
+    hb = w.cta.hb
+    agent = _bulk_agent(w.cta, w)
+    c = hb.vc[w.warp_id]
+    if agent >= c.size:
+        c = hb.vc[w.warp_id] = hb.padded(c)
+    c[agent] = max(int(c[agent]), epoch)
 
 
 @decoder("cp.async.bulk.commit_group")
@@ -171,6 +218,7 @@ def _dec_bulk_wait(inst):
                 if not op["read_done"]:
                     op["read_done"] = True
                     w.cta.races.release(op["key"])
+                    _bulk_retired(w, op["epoch"])
                 if not read_only:
                     op["land"]()
         if not read_only:

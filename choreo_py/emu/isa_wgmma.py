@@ -43,11 +43,13 @@ import re
 import numpy as np
 
 from .isa_alu import bf16_bits_to_f32, fp8_to_f16_bits
+from .hb import join
 from .isa_table import Unsupported, decoder
 from .lanes import ALL, LANES
 from .operands import operand_reader
 from .swizzle import swizzle
 
+_NO_CLOCK = np.zeros(0, np.int32)
 _G = np.arange(LANES) // 4
 _C = np.arange(LANES) % 4
 LAYOUT_SWIZZLE = {0: 0, 1: 128, 2: 64, 3: 32}
@@ -206,12 +208,14 @@ def _dec_mma(inst):
         b_addr = operand_addrs(bdesc, n, k, es, bool(tb))
         cta.races.async_read(inst, int(b_addr.min()), int(b_addr.max()) + es,
                              "the wgmma B operand", key)
+        cta.races.hb_warp(w, inst, b_addr.ravel(), es, False, "the wgmma B operand")
         bmat = _to_f32(_gather(cta, b_addr, es), btype)  # (n, k)
         if a_regs is None:
             adesc = int(a_desc(w)[lane0])
             a_addr = operand_addrs(adesc, 64, k, es, bool(ta))[16 * rank:16 * rank + 16]
             cta.races.async_read(inst, int(a_addr.min()), int(a_addr.max()) + es,
                                  "the wgmma A operand", key)
+            cta.races.hb_warp(w, inst, a_addr.ravel(), es, False, "the wgmma A operand")
             amat = _to_f32(_gather(cta, a_addr, es), atype)  # (16, k)
         else:
             amat = np.zeros((16, 16), dtype=np.float32)
@@ -263,6 +267,9 @@ def issue_result(w, inst, d_regs, a_regs, accumulate, amat, bmat, key) -> None:
     for r in a_regs or ():
         w.inflight_regs.setdefault(r, (inst, "a"))
     st["open"].append((d_regs, a_regs, key))
+    # the wait_group that retires it is ordered after every warp's issue (hb.py)
+    clocks = _warpgroup(w.cta, w).setdefault("clocks", {})
+    clocks[key[2]] = join(clocks.get(key[2], _NO_CLOCK), w.cta.hb.release(w.warp_id))
 
 
 def _warpgroup(cta, w) -> dict:
@@ -326,9 +333,11 @@ def _dec_wait(inst):
         values = st.get("values", {})
         still = {r for g in st["groups"] + [st["open"]] for d, _, _ in g for r in d}
         still_a = {r for g in st["groups"] + [st["open"]] for _, a, _ in g for r in (a or ())}
+        wg_clocks = _warpgroup(w.cta, w).get("clocks", {})
         for group in retire:
             for d_regs, a_regs, key in group:
                 w.cta.races.release(key)
+                w.cta.hb.acquire(w.warp_id, wg_clocks.get(key[2]))
                 for r in d_regs:
                     if r not in still and r in values:
                         w.R[r] = values.pop(r)

@@ -117,6 +117,7 @@ def _dec_mma_sp(inst):
         for addrs, what in ((b_addr, "B"), (a_addr, "A")):
             cta.races.async_read(inst, int(addrs.min()), int(addrs.max()) + es,
                                  f"the wgmma.sp {what} operand", key)
+            cta.races.hb_warp(w, inst, addrs.ravel(), es, False, f"the wgmma.sp {what} operand")
         bmat = _to_f32(_gather(cta, b_addr, es), btype)                     # (n, k)
         packed = _to_f32(_gather(cta, a_addr, es), atype)                   # (16, k/2)
         values = meta(w).view(np.uint32)

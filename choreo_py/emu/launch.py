@@ -32,7 +32,9 @@ from typing import Optional
 
 import numpy as np
 
+from choreo_py.host import binding
 from choreo_py.ir import subbyte
+from choreo_py.runtime.kernel import check_entry_assertions
 from choreo_py.runtime.launch import check_tma_strides, unaligned_tmaps
 
 from .machine import Launch
@@ -40,6 +42,8 @@ from .memory import ESIZE, PARAM_WINDOW, GlobalMemory, ParamSpace, TensorMap
 from .report import HostProgramModule
 
 _CO_COMMENT = re.compile(r"#\s*([\w./-]+\.co:\d+):")
+# `  # at file.co:N:C` after an element access (lowering/core/writer.py: Writer.op's `at`)
+_AT_COMMENT = re.compile(r"#\s*at\s+([\w./-]+\.co):(\d+:\d+)\s*$")
 _INT_VIEW = {2: "int16", 4: "int32", 8: "int64", 1: "uint8"}
 TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": "int32",
                 "u8": "uint8", "f64": "float64", "s64": "int64", "s8": "int8",
@@ -63,6 +67,7 @@ class LaunchSpec:
     cooperative: bool = False       # cuLaunchCooperativeKernel: the CTAs run together
     rebuild: object = None          # callable(tensor names) -> the spec of the build copying
                                     # those tensors without TMA (from_co's; tma_fallback.py)
+    assertions: object = None       # the module's failed_assertions (its entry asserts)
 
     @staticmethod
     def from_json(ptx: str, desc: dict, ptx_name: str = "kernel.ptx") -> "LaunchSpec":
@@ -83,19 +88,26 @@ class LaunchSpec:
                           ptx_name=ptx_name, extra=desc)
 
 
-def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None) -> str:
+def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None,
+               co_path: Optional[str] = None) -> str:
     """The module's PTX (or that of `kernel`, one of its KERNELS' entries) with `// file.co:N`
-    before each run of instructions from one statement."""
+    before each run of instructions from one statement, and `// at path.co:N:C` before an
+    element access (`co_path`: the source's path, so that a fault can quote its line)."""
     import pyptx._trace as trace
     from pyptx.ir.nodes import Comment, Instruction, Label
 
     co_at: dict[int, str] = {}
+    access_at: dict[int, str] = {}
     current = None
     for i, line in enumerate(module_text.split("\n"), 1):
         m = _CO_COMMENT.search(line)
         if m:
             current = m.group(1)
         co_at[i] = current
+        a = _AT_COMMENT.search(line)
+        if a:
+            file = co_path if co_path and os.path.basename(co_path) == a.group(1) else a.group(1)
+            access_at[i] = f"{file}:{a.group(2)}"
     original = trace.TraceContext.emit
     last = [None]
 
@@ -109,6 +121,9 @@ def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None) -> str:
             if co and co != last[0]:
                 last[0] = co
                 original(self, Comment(f"\t// {co}"))
+            at = access_at.get(f.f_lineno) if f is not None else None
+            if at and isinstance(stmt, Instruction):
+                original(self, Comment(f"\t// at {at}"))
         original(self, stmt)
 
     trace.TraceContext.emit = emit
@@ -118,7 +133,7 @@ def traced_ptx(ns: dict, module_text: str, filename: str, kernel=None) -> str:
         trace.TraceContext.emit = original
 
 
-def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
+def from_pyptx_module(text: str, filename: str, co_path: Optional[str] = None) -> LaunchSpec:
     ns: dict = {"__name__": "choreo_generated"}
     exec(compile(text, filename, "exec"), ns)  # noqa: S102 - the compiler's own output
     if "grid" not in ns:  # a module of several entries (a host program's kernels)
@@ -129,10 +144,11 @@ def from_pyptx_module(text: str, filename: str) -> LaunchSpec:
             f"host code launches its {len(ns.get('KERNELS', {}))} kernel(s)): its module runs "
             "one entry at a time; emulate the program's .co file (`choreo emulate FILE.co`, "
             "choreo_py.emulate_program), or an entry's PTX with choreo_py.emu.emulate_ptx")
-    ptx = traced_ptx(ns, text, filename)
+    ptx = traced_ptx(ns, text, filename, co_path=co_path)
     return LaunchSpec(ptx, ns["grid"], (int(ns["THREADS"]), 1, 1), int(ns["SMEM_BYTES"]),
                       list(ns["PARAMS"]), tuple(ns["TENSORS"]), ns["ENTRY"], ns["ARCH"],
-                      ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx")
+                      ptx_name=os.path.basename(filename).replace(".pyptx.py", "") + ".ptx",
+                      assertions=ns.get("failed_assertions"))
 
 
 def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=()) -> LaunchSpec:
@@ -144,7 +160,7 @@ def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=(
     module = ir_of_file(path, include_dirs, defines, target=target)
     text = build.pyptx_text(module, path, target, cooperative)
     base = os.path.basename(path)
-    spec = from_pyptx_module(text, f"{base}.{target.replace('_', '')}.pyptx.py")
+    spec = from_pyptx_module(text, f"{base}.{target.replace('_', '')}.pyptx.py", path)
     spec.ptx_name = f"{os.path.splitext(base)[0]}.{target.replace('_', '')}.ptx"
     builds: dict = {}
 
@@ -157,6 +173,25 @@ def from_co(path: str, target: str, include_dirs=(), defines=None, cooperative=(
     return spec
 
 
+
+
+def _engine():
+    import torch
+
+    return binding.Engine("the emulator", {k: getattr(torch, v) for k, v in TORCH_DTYPES.items()},
+                  ("cpu",))
+
+
+def check_call(spec: LaunchSpec, tensors, scalars: Optional[dict] = None) -> dict:
+    """The call's tensors against the launch's parameters (host/binding.py: the rules the
+    interpreter and load() apply too), then the module's entry assertions on the sizes
+    they give (as load()'s kernels check them); returns the sizes. A launch of a host
+    program's entry (no TENSORS: its call was bound already) is not checked again."""
+    dims = dict(scalars or {})
+    if spec.tensors:
+        dims = binding.bind(spec.entry or spec.ptx_name, spec.tensors, tensors, _engine(), dims)
+    check_entry_assertions(spec.assertions, dims)
+    return dims
 
 
 def tma_build(spec: LaunchSpec, tensors: dict) -> LaunchSpec:
@@ -192,14 +227,9 @@ def bind(spec: LaunchSpec, tensors: dict, kernel_params, scalars: Optional[dict]
     gmem = GlobalMemory()
     addr = {}
     dims: dict = {k: v if isinstance(v, float) else int(v) for k, v in (scalars or {}).items()}
-    for name, dtype, shape in spec.tensors:
-        t = tensors[name]
-        for size, want in zip(t.shape, shape):
-            if isinstance(want, str):
-                if dims.setdefault(want, int(size)) != int(size):
-                    raise ValueError(f"{name}: dimension {want} is {size}, earlier {dims[want]}")
-            elif int(want) != int(size):
-                raise ValueError(f"{name}: shape {tuple(t.shape)}, the kernel takes {shape}")
+    for name, _, shape in spec.tensors:  # (checked by check_call)
+        dims.update({want: int(size) for size, want in zip(tensors[name].shape, shape)
+                     if isinstance(want, str)})
     for name, t in tensors.items():
         addr[name] = gmem.add(name, _numpy_of(t))
     ps = ParamSpace(kernel_params)

@@ -21,6 +21,7 @@ import numpy as np
 
 from . import isa, report, scheduler
 from .barriers import MBarrier, NamedBarrier
+from .hb import Clocks, join
 from .isa_alu import resolve_labels
 from .isa_support import decoding
 from .isa_wgmma import check_async_registers
@@ -55,7 +56,8 @@ class CTA:
         self._pending: list = []  # heap of (ready step, seq, fn, what, inst)
         self._seq = 0
         self.running: Optional[Warp] = None
-        # strict-mode bookkeeping (see races.py)
+        # strict-mode bookkeeping (see races.py, hb.py)
+        self.hb = Clocks(nwarps)
         self.races = SmemTracker(self)
         self.state: dict = {}  # per-family CTA state (e.g. "tmem")
 
@@ -101,20 +103,30 @@ class CTA:
             b.expected = expected
         b.arrived += int(np.count_nonzero(warp.mask))
         gen = b.generation
+        b.clock = join(b.clock, self.hb.release(warp.warp_id))
         b.warps.append((warp.warp_id, warp.inst, wait))
         self._bar_check(b)
-        if not wait or b.generation != gen:
+        if not wait:
+            return None
+        w = warp.warp_id
+        if b.generation != gen:
+            self.hb.acquire(w, b.done.get(gen))
             return None
         def what():
             expect = b.expected if b.expected is not None else "all"
             return f"barrier {bid} ({b.arrived}/{expect} threads arrived)"
-        return warp.block(lambda: b.generation != gen, what, retry=False)
+        return warp.block(lambda: b.generation != gen, what, retry=False,
+                          then=lambda: self.hb.acquire(w, b.done.get(gen)))
 
     def _bar_check(self, b: NamedBarrier) -> None:
         expected = b.expected
         if expected is None:
             expected = sum(int(w.live.sum()) for w in self.warps)
         if b.arrived >= expected:
+            # the generation's arrivals happen before what its bar.syncs do after it
+            b.done[b.generation] = b.clock
+            b.done.pop(b.generation - 8, None)
+            b.clock = np.zeros(0, np.int32)
             b.arrived, b.expected, b.warps = 0, None, []
             b.generation += 1
             self.notify()

@@ -49,6 +49,15 @@ class TensorMap:
         return n
 
 
+class GlobalFault(IndexError):
+    """An access outside every tensor; `lane`: its position among the addresses accessed
+    (the instruction's handler names the thread and the source: isa_mem.global_fault)."""
+
+    def __init__(self, addr: int, nbytes: int, lane: int) -> None:
+        super().__init__(f"global address {addr:#x} ({nbytes} bytes) is outside every tensor")
+        self.addr, self.nbytes, self.lane = addr, nbytes, lane
+
+
 class GlobalMemory:
     """Address ranges backed by numpy byte views of the callers' tensors."""
 
@@ -92,7 +101,7 @@ class GlobalMemory:
             return idx[0][idx[1]]
         out = np.zeros((len(addrs), nbytes), dtype=np.uint8)
         for i, a in enumerate(addrs.tolist()):
-            raw, off, _ = self._must(a, nbytes)
+            raw, off, _ = self._must(a, nbytes, i)
             out[i] = raw[off:off + nbytes]
         return out
 
@@ -105,7 +114,7 @@ class GlobalMemory:
                 idx[0][idx[1]] = data
                 return
         for i, a in enumerate(addrs.tolist()):
-            raw, off, _ = self._must(a, nbytes)
+            raw, off, _ = self._must(a, nbytes, i)
             raw[off:off + nbytes] = data[i]
 
     def _gather_index(self, addrs: np.ndarray, nbytes: int):
@@ -122,10 +131,10 @@ class GlobalMemory:
         rel = (addrs - np.uint64(lo)).astype(np.int64) + off
         return raw, rel[:, None] + byte_offsets(nbytes)
 
-    def _must(self, addr: int, nbytes: int):
+    def _must(self, addr: int, nbytes: int, lane: int = 0):
         found = self.region(addr, nbytes)
         if found is None:
-            raise IndexError(f"global address {addr:#x} ({nbytes} bytes) is outside every tensor")
+            raise GlobalFault(addr, nbytes, lane)
         return found
 
 

@@ -38,6 +38,8 @@ class EmuLauncher:
                             stats=stats)
         self._specs: dict = {}  # kernel -> (LaunchSpec without parameters, PTX parameter names)
 
+    engine_name, devices = "the emulator", ("cpu",)  # what host/binding.py checks for
+
     @staticmethod
     def device(tensors: dict):
         import torch
@@ -55,7 +57,8 @@ class EmuLauncher:
         if name not in self._specs:
             p = self.program
             info = p.kernels[name]
-            ptx = traced_ptx(p.loaded.namespace, p.text, p.filename, info["KERNEL"])
+            ptx = traced_ptx(p.loaded.namespace, p.text, p.filename, info["KERNEL"],
+                             co_path=p.path)
             stem = os.path.splitext(os.path.basename(p.path))[0]
             spec = LaunchSpec(ptx, (), (int(info["THREADS"]), 1, 1), int(info["SMEM_BYTES"]),
                               [], entry=info.get("ENTRY", name), arch=p.target,

@@ -56,6 +56,7 @@ class Inst:
     fn: object = None          # the decoded executor (machine)
     data: object = None        # a handler's pre-decoded facts
     srcs: tuple = ()           # register numbers read (for async-register races)
+    at: Optional[str] = None   # "path.co:N:C" of the element it accesses (`// at ...` before it)
 
     def where(self, ptx_name: str = "kernel.ptx") -> str:
         co = f" ({self.co})" if self.co else ""
@@ -80,6 +81,8 @@ class Kernel:
     labels: dict               # name -> instruction index
     target: str = ""
     maxntid: tuple = ()
+    minnctapersm: int = 0      # .minnctapersm (0: none)
+    maxnreg: int = 0           # .maxnreg (0: none)
     reg_index: dict = field(default_factory=dict)
     shared_window: tuple = ("smem",)  # names of the dynamic shared window (.extern .shared)
     variables: dict = field(default_factory=dict)  # other .global/.local/.param variables: space
@@ -89,6 +92,8 @@ class Kernel:
 
 
 _CO = re.compile(r"//\s*([\w./-]+\.co:\d+)")
+# `// at path.co:N:C`: the element access of the next instruction (launch.traced_ptx)
+_AT = re.compile(r"//\s*at\s+(\S+\.co:\d+:\d+)")
 _REG_DECL = re.compile(r"\.reg\s+\.(\w+)\s+(.+?);")
 # `.extern .shared .align 128 .b8 NAME[];`: the dynamic shared memory window, whatever its name
 _EXTERN_SHARED = re.compile(r"\.extern\s+\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)\s*\[\s*\]")
@@ -219,14 +224,18 @@ class _Parser:
     def parse(self) -> Kernel:
         lines = self.text.split("\n")
         name, params, target, maxntid = None, [], "", ()
+        bounds = {".minnctapersm": 0, ".maxnreg": 0}
         insts: list[Inst] = []
         labels: dict[str, int] = {}
-        co = None
+        co = at = None
         in_params = in_body = False
         windows: list[str] = []
         variables: dict[str, str] = {}
         for lineno, raw in enumerate(lines, 1):
-            cm = _CO.search(raw)
+            am = _AT.search(raw)
+            cm = _CO.search(raw) if am is None else None
+            if am:
+                at = am.group(1)
             if cm:
                 co = cm.group(1)
             line = raw.split("//", 1)[0].strip()
@@ -264,6 +273,9 @@ class _Parser:
             if line.startswith(".maxntid"):
                 maxntid = tuple(int(x) for x in re.findall(r"\d+", line))
                 continue
+            if line.split(" ")[0] in bounds:
+                bounds[line.split(" ")[0]] = int(re.findall(r"\d+", line)[0])
+                continue
             if name is None:
                 continue
             if line == "{":
@@ -284,13 +296,15 @@ class _Parser:
             for stmt in (s.strip() for s in line.split(";")):
                 if stmt:
                     insts.append(self.instruction(stmt, lineno, len(insts), co))
+                    insts[-1].at, at = at, None
         if name is None:
             raise PtxSyntaxError("no .entry function in the PTX")
         # The closing brace of an entry is an implicit exit (a thread kernel ends with its
         # last join's bar.sync; a branch may target a label just before the brace).
         insts.append(self.instruction("ret", len(lines), len(insts), co))
         return Kernel(name, params, self.reg_names, self.reg_types, insts, labels, target,
-                      maxntid, self.reg_index, tuple(windows) or ("smem",), variables)
+                      maxntid, bounds[".minnctapersm"], bounds[".maxnreg"], self.reg_index,
+                      tuple(windows) or ("smem",), variables)
 
 
 def _regs_of(op: Operand):

@@ -12,10 +12,17 @@
 
 Shared memory is tracked per 4-byte word: the last unfenced generic write's
 instruction and warp.
+
+Besides these in-flight rules, every shared-memory access (ld/st.shared, TMA
+loads and stores, wgmma and tcgen05.mma operands) is checked by happens-before
+(hb.py): two accesses of a word by different agents, one a write, that no
+synchronisation orders are a race whatever the schedule.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from .hb import Shadow, words as _words
 
 
 class SmemTracker:
@@ -28,6 +35,21 @@ class SmemTracker:
         self.any_unfenced = False
         self.writes: list = []   # in-flight async writes: [lo, hi, inst, what]
         self.reads: list = []    # in-flight async reads: [lo, hi, inst, key]
+        self.hb = Shadow(cta.hb, words, "shared memory")
+
+    # ------------------------------------------------------------ happens-before
+    def hb_warp(self, warp, inst, addrs: np.ndarray, size: int, write: bool, what: str) -> None:
+        """An access by `warp` itself (ld/st.shared, a wgmma operand) at its current epoch."""
+        w = warp.warp_id
+        clock = self.cta.hb.vc[w]
+        self.hb_check(inst, _words(addrs, size), write, w, int(clock[w]), clock, what)
+
+    def hb_check(self, inst, cells: np.ndarray, write: bool, agent: int, epoch: int,
+                 clock: np.ndarray, what: str) -> None:
+        hit = self.hb.access(cells, write, agent, epoch, clock, inst.idx)
+        if hit is not None:
+            race_report(self.machine, self.cta.hb, "shared memory", hit, write, agent, what,
+                        inst, lambda c: f"{4 * c:#x}")
 
     # ------------------------------------------------------------ generic proxy
     def generic_read(self, inst, addrs: np.ndarray, size: int) -> None:
@@ -99,3 +121,16 @@ class SmemTracker:
 
     def async_write_end(self, rec: list) -> None:
         self.writes.remove(rec)
+
+
+def race_report(machine, clocks, memory: str, hit, write: bool, agent: int, what: str, inst,
+                cell_name) -> None:
+    """Raises the race `hit` (Shadow.access's answer) between `inst` and the other access."""
+    cell, other, other_idx, other_wrote = hit
+    theirs = machine.prog[other_idx]
+    machine.race(
+        f"{what} by {clocks.names[agent]} {'writes' if write else 'reads'} {memory} at "
+        f"{cell_name(cell)}, which {theirs.opcode} by {clocks.names[other]} "
+        f"{'wrote' if other_wrote else 'read'} at {machine.where(theirs)}, and nothing orders "
+        f"the two accesses (no bar.sync, mbarrier wait, or completion the accessor waited "
+        f"for lies between them: docs/emulator.md, happens-before)", inst, theirs)

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from choreo_py.diagnostics import Diagnostic
+from choreo_py.source import Loc
+
 
 class EmuError(Exception):
     """A fault of the emulated program (race, deadlock, misuse, unsupported form)."""
@@ -53,6 +56,34 @@ class HostProgramModule(UnsupportedError):
 
 class StepLimitError(EmuError):
     kind = "step limit"
+
+
+class MemoryFault(EmuError):
+    """An access outside memory. Where the PTX names the element access of the program it
+    lowers (`at`, "path.co:N:C": the lowering's `// at` comments), the report stands there,
+    as a compiler's error does (the source line, a caret), the instruction after it."""
+
+    kind = "error"
+
+    def __init__(self, message: str, where: str = "", details: Optional[list] = None,
+                 at: Optional[str] = None) -> None:
+        super().__init__(message, where, details)
+        self.at = at
+
+    @property
+    def loc(self) -> Optional[Loc]:
+        if not self.at:
+            return None
+        file, line, col = self.at.rsplit(":", 2)
+        return Loc(file, int(line), int(col))
+
+    def render(self) -> str:
+        loc = self.loc
+        if loc is None:
+            return super().render()
+        lines = [Diagnostic("error", self.message, loc).render()]
+        lines += [f"  {d}" for d in self.details]
+        return "\n".join(lines)
 
 
 def where(inst, ptx_name: str) -> str:

@@ -122,12 +122,15 @@ def decode_instr_desc(raw: int, kind: str) -> InstrDesc:
 
 
 # ----------------------------------------------------------------- shared memory descriptor
-# UMMA::SmemDescriptor (mma_sm100_desc.hpp), PTX ISA "Shared memory descriptor":
+# PTX ISA, tcgen05 "Matrix Descriptors" / "Shared memory descriptor" (the layout table of
+# section tcgen05-shared-memory-desc-layout; CUTLASS's UMMA::SmemDescriptor splits the
+# fixed field as a 2-bit version and a reserved bit 48):
 #   [0,14) start address >> 4      [14,16) unused
 #   [16,30) leading byte offset >> 4   [30,32) unused
-#   [32,46) stride byte offset >> 4    [46,48) version: 1 on sm_100 (0 is sm_90's wgmma)
-#   [48] unused   [49,52) base offset   [52] LBO mode (0 relative, 1 absolute)
-#   [53,61) unused   [61,64) layout type
+#   [32,46) stride byte offset >> 4    [46,49) fixed constant 0b001 (0 is sm_90's wgmma)
+#   [49,52) base offset   [52] LBO mode (0 relative, 1 absolute)
+#   [53,61) fixed constant 0   [61,64) layout type
+# The unused bits are not checked (the ISA calls them unused, not fixed).
 LAYOUT_TYPES = {0: "SWIZZLE_NONE", 1: "SWIZZLE_128B_BASE32B", 2: "SWIZZLE_128B",
                 4: "SWIZZLE_64B", 6: "SWIZZLE_32B"}
 # Width in 16-byte units of one swizzle row (the atom's MN / K extent): Swizzle<B,4,3>.
@@ -161,7 +164,16 @@ def decode_smem_desc(raw: int) -> SmemDesc:
     if desc.version != 1:
         raise DescriptorError(f"shared memory descriptor {raw:#018x}: version bits 46-47 = "
                               f"{desc.version}, sm_100 requires 1 (0 is the sm_90 wgmma form)")
+    for lo, width, want in _FIXED_SMEM_FIELDS:
+        got = _bits(raw, lo, width)
+        if got != want:
+            raise DescriptorError(f"shared memory descriptor {raw:#018x}: bits {lo}-"
+                                  f"{lo + width - 1} = {got:#x}, the ISA fixes them at {want:#x}")
     return desc
+
+
+#: (first bit, width, value) of the fields the ISA fixes beyond the version bits 46-47.
+_FIXED_SMEM_FIELDS = ((48, 1, 0), (53, 8, 0))
 
 
 def _check_modelled(desc: SmemDesc) -> None:

@@ -60,7 +60,8 @@ def read_smem_operand(smem: np.ndarray, desc_raw: int, major: str, rows: int, id
                       dtype: str, on_read=None) -> np.ndarray:
     """A rows x K operand slice (f32 values) read through a shared memory descriptor.
 
-    `on_read(lo, hi)` is told the byte range read (for the shared-memory race rules)."""
+    `on_read(lo, hi, addrs, nbytes)` is told the byte range read and each element's address
+    (for the shared-memory race rules)."""
     desc = decode_smem_desc(desc_raw)
     nbytes = 4 if dtype == "tf32" else 2
     if dtype not in _DECODE_16 and dtype != "tf32":
@@ -70,7 +71,7 @@ def read_smem_operand(smem: np.ndarray, desc_raw: int, major: str, rows: int, id
         raise DescriptorError(f"descriptor {desc_raw:#018x} reads shared memory up to byte "
                               f"{int(addr.max()) + nbytes}, past the {smem.size} bytes the CTA has")
     if on_read is not None:
-        on_read(int(addr.min()), int(addr.max()) + nbytes)
+        on_read(int(addr.min()), int(addr.max()) + nbytes, addr, nbytes)
     raw = sum(smem[addr + i].astype(np.uint32) << (8 * i) for i in range(nbytes))
     return tf32_to_f32(raw) if dtype == "tf32" else _DECODE_16[dtype](raw)
 
@@ -140,7 +141,8 @@ class Tcgen05State:
         """One tcgen05.mma.cta_group::1 of thread `thread`.
 
         `a_operand` is ("smem", descriptor) or ("tmem", address) (the `[a]` form).
-        `smem_read(lo, hi, what)` is told each shared-memory range the MMA reads; `key`
+        `smem_read(lo, hi, what, addrs, nbytes)` is told each shared-memory range (and element
+        addresses) the MMA reads; `key`
         comes back from `complete` once the MMA no longer reads it.
         """
         idesc = decode_instr_desc(idesc_raw, kind)
@@ -156,7 +158,8 @@ class Tcgen05State:
         self.tmem.check_columns(cols, f"tcgen05.mma D at line {line}")
         if idesc.a_major != "K" and a_operand[0] == "tmem":
             raise DescriptorError("an A operand in tensor memory is K-major; transpose A is set")
-        reader = (lambda what: (lambda lo, hi: smem_read(lo, hi, what))) if smem_read else \
+        reader = (lambda what: (lambda lo, hi, addrs, nbytes: smem_read(lo, hi, what, addrs,
+                                                                        nbytes))) if smem_read else \
             (lambda what: None)
         a, a_cells = self._read_a(a_operand, idesc, smem, line, reader("A"))
         b = read_smem_operand(smem, b_desc, idesc.b_major, idesc.n, idesc, idesc.b_dtype,

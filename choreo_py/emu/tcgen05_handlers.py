@@ -26,10 +26,14 @@ import numpy as np
 
 
 from . import warp_converge  # noqa: F401  (bar.warp.sync reconverges the warp)
+from .hb import Shadow, join, words as hb_words
 from .isa_table import Unsupported, handler
+from .races import race_report
 from .sm100_desc import DescriptorError
 from .tcgen05 import Tcgen05State
 from .tmem import POISON, TmemError
+
+_NO_CLOCK = np.zeros(0, np.int32)
 
 _SHAPES = ("32x32b", "16x64b", "16x128b", "16x256b", "16x32bx2")
 
@@ -170,15 +174,60 @@ def _mma(warp, inst):
     for lane in warp.active_lanes().tolist():
         seq = len(st.seq_line) + 1
         key = ("tcgen05.mma", id(st), seq)
+        agent, epoch, clock = _pipe_issue(warp)
 
-        def smem_read(lo, hi, what, _key=key):
+        def smem_read(lo, hi, what, addrs, nbytes, _key=key):
             races.async_read(inst, lo, hi, f"tcgen05.mma {what} operand", key=_key)
+            races.hb_check(inst, hb_words(addrs.ravel(), nbytes), False, agent, epoch, clock,
+                           f"tcgen05.mma (its {what} operand)")
 
-        st.mma(int(warp.tid[lane]), inst.line, kind, int(idesc[lane]), int(d_addr[lane]),
+        thread = int(warp.tid[lane])
+        st.mma(thread, inst.line, kind, int(idesc[lane]), int(d_addr[lane]),
                ("tmem" if a_tmem else "smem", int(a_val[lane])), int(b_val[lane]),
                bool(enable[lane]), warp.cta.smem, smem_read=smem_read, key=key)
+        op = st.uncommitted[thread][-1]
+        if op.a_cells:
+            _tmem_hb(warp, inst, *op.a_cells, False, agent, epoch, clock,
+                     "tcgen05.mma (its A operand)")
+        _tmem_hb(warp, inst, op.lanes, op.cols, True, agent, epoch, clock,
+                 "tcgen05.mma (its D accumulator)")
     _flush(warp, st)
     return None
+
+
+# ----------------------------------------------------------------- happens-before (hb.py)
+def _pipe_issue(warp):
+    """A tcgen05.mma issued by `warp`: the in-order pipe's (agent, epoch, clock); the
+    pipe's work is ordered after everything its issuers did before issuing."""
+    hb, state = warp.cta.hb, warp.cta.state
+    agent = hb.agent(("mma",), "the tcgen05.mma pipe")
+    epoch = hb.epochs[agent] = hb.epochs.get(agent, 0) + 1
+    clock = state["mma_clock"] = hb.padded(join(state.get("mma_clock", _NO_CLOCK),
+                                                hb.release(warp.warp_id)))
+    clock[agent] = epoch
+    return agent, epoch, clock.copy()
+
+
+def _tmem_hb(warp, inst, lanes, cols, write: bool, agent: int, epoch: int, clock, what: str):
+    cta = warp.cta
+    shadow = cta.state.get("tmem_hb")
+    if shadow is None:
+        shadow = cta.state["tmem_hb"] = Shadow(cta.hb, 128 * 512, "tensor memory")
+    cells = (np.asarray(lanes, np.int64) * 512 + np.asarray(cols, np.int64)).ravel()
+    hit = shadow.access(cells, write, agent, epoch, clock, inst.idx)
+    if hit is not None:
+        race_report(warp.machine, cta.hb, "tensor memory", hit, write, agent, what, inst,
+                    lambda c: f"lane {c // 512} column {c % 512}")
+
+
+def _warp_tmem(warp, inst, cells, write: bool, what: str) -> None:
+    """A tcgen05.ld / tcgen05.st: the warp's own access of its lanes' cells."""
+    w = warp.warp_id
+    clock = warp.cta.hb.vc[w]
+    lanes, lo, hi = cells
+    for cols in (lo, hi):
+        if cols is not None:
+            _tmem_hb(warp, inst, lanes, cols, write, w, int(clock[w]), clock, what)
 
 
 @handler("tcgen05.commit")
@@ -191,6 +240,8 @@ def _commit(warp, inst):
     st = _state(warp)
     cta = warp.cta
     addrs = warp.addr(inst.operands[0]).astype(np.int64)
+    # the arrive-on releases the pipe's work up to here and what the thread did before
+    clock = join(warp.cta.hb.release(warp.warp_id), cta.state.get("mma_clock", _NO_CLOCK))
     for lane in warp.active_lanes().tolist():
         bar = cta.mbarrier(int(addrs[lane]))
         group = st.commit_take(int(warp.tid[lane]))
@@ -198,7 +249,7 @@ def _commit(warp, inst):
         def complete(_group=group, _bar=bar):
             for key in st.complete(_group):
                 cta.races.release(key)
-            _bar.arrive(1)
+            _bar.arrive(1, clock)
 
         cta.schedule(complete, "tcgen05.commit (MMAs in flight)", inst)
     return None
@@ -230,6 +281,8 @@ def _ld(warp, inst):
     taddr = _uniform(warp, warp.addr(addr).astype(np.int64), "tcgen05.ld address", True)
     values, now = st.ld(warp.warp_id, inst.line, taddr, shape, num, pack, split, warp.mask)
     _flush(warp, st)
+    _warp_tmem(warp, inst, st._fragment_cells(warp.warp_id, taddr, shape, num, pack, split,
+                                              "tcgen05.ld"), False, "tcgen05.ld")
     regs = [item.reg for item in vec.items]
     for r, reg in enumerate(regs):
         warp.write_reg(reg, now[:, r])
@@ -268,6 +321,8 @@ def _st(warp, inst):
     values = np.stack([_scalar(warp, item, "b32") for item in vec.items], axis=1)
     st.st(warp.warp_id, inst.line, taddr, shape, num, pack, split, values, warp.mask)
     _flush(warp, st)  # a store onto cells an MMA in flight reads or writes: reported here
+    _warp_tmem(warp, inst, st._fragment_cells(warp.warp_id, taddr, shape, num, pack, split,
+                                              "tcgen05.st"), True, "tcgen05.st")
     return None
 
 

@@ -26,10 +26,11 @@ from .ptx_parse import REG_STORAGE
 class Wait:
     """What a parked group of lanes waits for."""
 
-    __slots__ = ("ready", "what", "inst", "lanes", "retry")
+    __slots__ = ("ready", "what", "inst", "lanes", "retry", "then")
 
-    def __init__(self, ready, what, inst, lanes, retry) -> None:
+    def __init__(self, ready, what, inst, lanes, retry, then=None) -> None:
         self.ready, self.what, self.inst, self.lanes, self.retry = ready, what, inst, lanes, retry
+        self.then = then  # run when the wait is over (a barrier's acquire, hb.py)
 
 
 class Warp:
@@ -132,14 +133,14 @@ class Warp:
     def active_lanes(self) -> np.ndarray:
         return np.flatnonzero(self.mask)
 
-    def block(self, ready, what: str, retry: bool = True):
+    def block(self, ready, what: str, retry: bool = True, then=None):
         """Parks the executing lanes until `ready()` is true (`what`: text or a callable
         giving it, for deadlock reports).
 
         retry=True: the instruction executes again then (a polling wait);
         retry=False: it is complete then (the lanes resume after it).
         Returns BLOCKED, which the handler returns."""
-        self.waits.append(Wait(ready, what, self.inst, self.gmask.copy(), retry))
+        self.waits.append(Wait(ready, what, self.inst, self.gmask.copy(), retry, then))
         return BLOCKED
 
     # ------------------------------------------------------------ lane groups
@@ -192,6 +193,8 @@ class Warp:
             return False
         for w in done:
             self.waits.remove(w)
+            if w.then is not None:
+                w.then()
             if not w.retry:
                 self.lane_pc[w.lanes] += 1
             self.parked = self.parked & ~w.lanes

@@ -6,12 +6,13 @@ runs the parse-level checks first, then every registered check in order.
 """
 from __future__ import annotations
 
-import sys
+import re
 from typing import Callable, Iterable, Optional
 
-from . import ast, parse_checks, segments
+from . import ast, depths, parse_checks, segments
+from choreo_py import limits
 from .ast_dump import dump
-from choreo_py.diagnostics import ChoreoError, Diagnostic
+from choreo_py.diagnostics import ChoreoError, Diagnostic, warn
 from .parser import parse_function
 
 #: Checks run by check_file/check_text after parsing, in order.
@@ -46,13 +47,17 @@ def parse_unit(unit) -> ast.Program:
         loc = segments.first_text_loc(seg, unit.loc)
         if seg.kind == segments.HOST:
             items.append(ast.HostCode(text=seg.text, loc=loc))
+            _warn_unknown_directives(seg, unit.loc)
         elif seg.kind == segments.DEVICE:
             items.append(ast.DeviceCode(text=seg.text, kind=seg.device_kind, loc=loc))
         else:
             try:
-                items.append(_guarded(loc, parse_function, seg.text, seg.start, unit.loc))
+                fn = _guarded(loc, parse_function, seg.text, seg.start, unit.loc)
             except ChoreoError as err:
                 errors += err.diagnostics
+                continue
+            items.append(fn)
+            errors += depths.depth_errors(fn)
     if errors:
         raise ChoreoError(diagnostics=errors)
     device_code = [i.text for i in items if isinstance(i, ast.DeviceCode)]
@@ -60,6 +65,25 @@ def parse_unit(unit) -> ast.Program:
         if isinstance(item, ast.FunctionDef):
             item.device_code = device_code
     return ast.Program(items=items, file=unit.main_file, loc=unit.loc(0))
+
+
+#: The directives a C++ compiler knows, beyond those the preprocessor carries out; host code
+#: keeps them for it (`#include <...>`, `#pragma`).
+HOST_DIRECTIVES = frozenset({"include", "include_next", "import", "pragma", "ident", "sccs",
+                             "assert", "unassert", "elifdef", "elifndef", "embed"})
+_DIRECTIVE = re.compile(r"^[ \t]*(#)[ \t]*([A-Za-z_]\w*)", re.M)
+
+
+def _warn_unknown_directives(seg, loc_of) -> None:
+    """A `#word` line of host code that no C++ preprocessor knows (`#bogus`): the host
+    compiler will reject it, as the reference hands such a line on to it; said here, at the
+    line, rather than never. (In a __co__ function the parser refuses it.)"""
+    if "#" not in seg.text:
+        return
+    for m in _DIRECTIVE.finditer(seg.text):
+        if m.group(2) not in HOST_DIRECTIVES:
+            warn(f"unknown preprocessing directive '#{m.group(2)}' (the C++ compiler of the "
+                 "host code rejects it)", loc_of(seg.start + m.start(1)))
 
 
 def parse_file(file: str, include_dirs: Iterable[str] = (),
@@ -101,18 +125,14 @@ def dump_ast(program: ast.Node) -> str:
     return dump(program)
 
 
-#: Recursion allowed to later stages (tree walks); CPython 3.11 runs Python
-#: calls without growing the C stack, so a generous limit is safe.
-RECURSION_LIMIT = 20000
+#: Recursion allowed to later stages (tree walks), sized for limits.py's bounds.
+RECURSION_LIMIT = limits.RECURSION_LIMIT
 
 
 def _guarded(where, fn, *args):
     """Run a stage; a program nested beyond even that limit is a user error."""
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, RECURSION_LIMIT))
     try:
-        return fn(*args)
+        with limits.deep_recursion():
+            return fn(*args)
     except RecursionError:
         raise ChoreoError("the program is nested too deeply to compile", where) from None
-    finally:
-        sys.setrecursionlimit(old)

@@ -14,7 +14,9 @@ from typing import Any, Callable, Optional
 
 from lark import Token
 
-from . import ast
+from . import ast, builtins
+from choreo_py.limits import MAX_RANK
+from .literals import out_of_range, source_int_value
 from choreo_py.diagnostics import Diagnostic
 from choreo_py.source import Loc
 
@@ -25,21 +27,10 @@ TYPE_ALIASES = {
 }
 
 #: Functions callable by name inside Choreo code (everything else that looks
-#: like `f(x)` is a dimension access `sp(0)`, or an intrinsic).
-BUILTIN_FUNCTIONS = frozenset("""
-    __acos __asin __atan __atan2 __ceil __cos __cosh __exp __exp2f __expm1 __fabs
-    __fmaf __frcp_rn __floor __gelu __isfinite __round __rsqrt __sigmoid __sinh
-    __softplus __sqrt __tan __log1p __log __max __min __pow __sign __sin __tanh
-    __alignup __aligndown
-    __atomic_add __atomic_sub __atomic_exch __atomic_min __atomic_max __atomic_and
-    __atomic_or __atomic_xor __atomic_cas
-    __bar_arrive __bar_sync
-    cdiv select reduce_max reduce_sum all_reduce_sum copy assert print println
-""".split())
-
-
-def is_builtin_function(name: str) -> bool:
-    return name in BUILTIN_FUNCTIONS or name.startswith("__lib_")
+#: like `f(x)` is a dimension access `sp(0)`, or an intrinsic): the one table of
+#: frontend/builtins.py.
+BUILTIN_FUNCTIONS = frozenset(builtins.FUNCTIONS)
+is_builtin_function = builtins.is_builtin
 
 
 def is_token(x: Any) -> bool:
@@ -130,11 +121,26 @@ class ExprBuilder(BuilderBase):
     def dims(self, c):
         """(dims, rank) for `[...]`, `mdspan<N>` and `mdspan[...]`."""
         if str(c[0]) == "mdspan" and str(c[1]) == "<":
-            return None, int(self.int_lit([c[2]]).value)
+            return None, self.rank_value(c[2])
         items = c[1] if str(c[0]) == "[" else c[2]
+        if len(items) > MAX_RANK:
+            self.rank_error(len(items), items[MAX_RANK].loc)
         # One entry may stand for a whole shape (`f32 [sp]`): rank unknown then.
         single_scalar = len(items) == 1 and isinstance(items[0], (ast.IntLit, ast.DimWildcard))
         return items, (len(items) if len(items) > 1 or single_scalar else None)
+
+    def rank_value(self, tok: Token) -> int:
+        """The N of `mdspan<N>`; one beyond limits.MAX_RANK is an error here, before any
+        stage makes N dimensions of it."""
+        rank = self.int_lit([tok]).value
+        if rank > MAX_RANK:
+            self.rank_error(rank, self.tloc(tok))
+            return MAX_RANK
+        return rank
+
+    def rank_error(self, rank: int, loc: Loc) -> None:
+        self.error(f"an mdspan of more than {MAX_RANK} dimensions (the limit of choreo-py): "
+                   f"rank {rank}", loc)
 
     def dim_items(self, c):
         return nodes(c)
@@ -154,7 +160,11 @@ class ExprBuilder(BuilderBase):
         text = str(tok)
         body = text.rstrip("uUlL")
         suffix = text[len(body):].lower()
-        value = int(body, 16) if body[:2] in ("0x", "0X") else int(body, 10)
+        hexa = body[:2] in ("0x", "0X")
+        value = source_int_value(body[2:] if hexa else body, 16 if hexa else 10)
+        if value is None:  # far beyond 64 bits, not computed (literals.py says why)
+            self.error(out_of_range(text, None, "u" in suffix), self.tloc(tok))
+            value = 0
         return ast.IntLit(value=value, suffix=suffix, text=text, loc=self.tloc(tok))
 
     def float_lit(self, c):

@@ -211,7 +211,7 @@ class StmtBuilder(BuilderBase):
         return c[0]
 
     def rank(self, c):
-        return int(self.int_lit([c[1]]).value)
+        return self.rank_value(c[1])
 
     def array_dims(self, c):
         return nodes(c)

@@ -22,11 +22,10 @@ from typing import Optional
 
 from . import ast
 from .astbuild_exprs import is_builtin_function
+from .literals import out_of_range
 from choreo_py.diagnostics import ChoreoError, Diagnostic
 
 DEVICE_TARGETS = ("cpu", "gpu")
-U64_MAX = (1 << 64) - 1
-S64_MAX = (1 << 63) - 1
 
 
 def check(program: ast.Program) -> None:
@@ -43,15 +42,7 @@ def check(program: ast.Program) -> None:
 
 def int_literal_error(lit: ast.IntLit) -> Optional[str]:
     """The reference compiler's message for an out-of-range literal, or None."""
-    hexa = lit.text[:2] in ("0x", "0X")
-    if "u" in lit.suffix:
-        if lit.value > U64_MAX:
-            bound = "0xffffffffffffffff" if hexa else str(U64_MAX)
-            return f"unsigned integer literal '{lit.text}' out of range [0, {bound}]."
-    elif lit.value > S64_MAX:
-        bound = "0x7fffffffffffffff" if hexa else str(S64_MAX)
-        return f"signed integer literal '{lit.text}' out of range [0, {bound}]."
-    return None
+    return out_of_range(lit.text, lit.value, "u" in lit.suffix)
 
 
 def fold_int(expr) -> Optional[int]:
@@ -65,22 +56,56 @@ def fold_int(expr) -> Optional[int]:
 def _fold(expr) -> Optional[int]:
     if isinstance(expr, ast.IntLit):
         return expr.value
-    if isinstance(expr, ast.Unary) and expr.op in ("-", "+"):
+    if isinstance(expr, ast.Unary) and expr.op in _UNARY:
         v = _fold(expr.operand)
-        return None if v is None else (-v if expr.op == "-" else v)
-    if isinstance(expr, ast.Binary) and expr.op in ("+", "-", "*", "/", "%"):
+        return None if v is None else _UNARY[expr.op](v)
+    if isinstance(expr, ast.Binary) and expr.op in _BINARY:
         a, b = _fold(expr.lhs), _fold(expr.rhs)
         if a is None or b is None:
             return None
         if expr.op in ("/", "%") and b == 0:
             return None
-        if expr.op == "/":
-            q = abs(a) // abs(b)
-            return q if (a >= 0) == (b > 0) else -q
-        if expr.op == "%":
-            r = abs(a) % abs(b)
-            return r if a >= 0 else -r
-        return {"+": a + b, "-": a - b, "*": a * b}[expr.op]
+        if expr.op in ("<<", ">>") and not 0 <= b < 64:  # undefined in C: not folded
+            return None
+        return _BINARY[expr.op](a, b)
+    return None
+
+
+def _c_div(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b > 0) else -q
+
+
+def _c_rem(a: int, b: int) -> int:
+    r = abs(a) % abs(b)
+    return r if a >= 0 else -r
+
+
+#: C's integer operators, as constant folding evaluates them (`!128` is 0, `3 > 2` is 1)
+_UNARY = {"-": lambda v: -v, "+": lambda v: v, "!": lambda v: int(v == 0), "~": lambda v: ~v}
+_BINARY = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+           "/": _c_div, "%": _c_rem, "<<": lambda a, b: a << b, ">>": lambda a, b: a >> b,
+           "&": lambda a, b: a & b, "|": lambda a, b: a | b, "^": lambda a, b: a ^ b,
+           "<": lambda a, b: int(a < b), ">": lambda a, b: int(a > b),
+           "<=": lambda a, b: int(a <= b), ">=": lambda a, b: int(a >= b),
+           "==": lambda a, b: int(a == b), "!=": lambda a, b: int(a != b),
+           "&&": lambda a, b: int(bool(a and b)), "||": lambda a, b: int(bool(a or b))}
+
+
+def non_integer(expr) -> Optional[ast.Node]:
+    """A floating-point literal that an integer expression (a dimension, a bound) is made
+    of, through its operators (`[inf]`, `[2.5 * N]`), or None."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, ast.FloatLit):
+            return e
+        if isinstance(e, ast.Unary):
+            stack.append(e.operand)
+        elif isinstance(e, ast.Binary):
+            stack += [e.lhs, e.rhs]
+        elif isinstance(e, ast.Ternary):
+            stack += [e.then, e.otherwise]
     return None
 
 
@@ -237,6 +262,10 @@ class FunctionChecker:
         for d in dims:
             if isinstance(d, ast.DimWildcard):
                 continue
+            if (bad := non_integer(d)) is not None:
+                self.error(f"an mdspan size is an integer: '{bad.text}' is a floating-point "
+                           "value", bad.loc)
+                continue
             value = fold_int(d)
             if value is not None and value <= 0:
                 self.error(f'The mdspan size "{value}" is invalid!', d.loc)
@@ -291,6 +320,10 @@ class FunctionChecker:
                 self.error(f"parallel variables are less than their bounds ({nvars} vs. "
                            f"{nbounds}).", level.loc)
         for b in level.bounds:
+            if (bad := non_integer(b)) is not None:
+                self.error(f"a parallel bound is an integer: '{bad.text}' is a floating-point "
+                           "value", bad.loc)
+                continue
             value = fold_int(b)
             if value is not None and value <= 0:
                 self.error(f"bound {value} in parallelby is invalid: should be greater "

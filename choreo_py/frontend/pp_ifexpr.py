@@ -11,6 +11,7 @@ import operator
 import re
 
 from choreo_py.diagnostics import ChoreoError
+from .literals import int_value, shown
 
 _BINARY = {'*': 10, '/': 10, '%': 10, '+': 9, '-': 9, '<<': 8, '>>': 8, '<': 7, '>': 7,
            '<=': 7, '>=': 7, '==': 6, '!=': 6, '&': 5, '^': 4, '|': 3, '&&': 2, '||': 1}
@@ -28,9 +29,7 @@ def _wrap(v: int) -> int:
 
 def _number(t) -> int | None:
     if t.kind == 'num' and (m := _INT.fullmatch(t.text)):
-        digits = m.group(1).replace("'", '')
-        octal = len(digits) > 1 and digits[0] == '0' and digits[1] not in 'xXbB'
-        return _wrap(int(digits, 8 if octal else 0))
+        return _int_literal(t, m.group(1).replace("'", ''))
     if t.kind == 'str' and t.text.endswith("'"):  # a character constant
         try:
             body = t.text[t.text.index("'") + 1:-1]
@@ -41,6 +40,25 @@ def _number(t) -> int | None:
     if t.kind == 'id':  # identifiers left after expansion are 0 (C++: true is 1)
         return int(t.text == 'true')
     return None
+
+
+_BASES = {'0x': 16, '0X': 16, '0b': 2, '0B': 2}
+
+
+def _int_literal(t, digits: str) -> int:
+    """A literal's value, wrapped to signed 64 bits; one beyond 64 bits is an error, as in
+    C ("too large for any integer type"), raised as ValueError for _IfExpr to locate."""
+    base = _BASES.get(digits[:2], 8 if len(digits) > 1 and digits[0] == '0' else 10)
+    value = int_value(digits[2:] if base in (2, 16) else digits, base)
+    if value is None:
+        raise _TooLarge(t)
+    return _wrap(value)
+
+
+class _TooLarge(Exception):
+    def __init__(self, tok) -> None:
+        super().__init__(tok.text)
+        self.tok = tok
 
 
 class _IfExpr:
@@ -110,7 +128,10 @@ class _IfExpr:
             v = self.comma(live)
             self.take(')')
             return v
-        v = _number(t)
+        try:
+            v = _number(t)
+        except _TooLarge:
+            self.fail(t, f"integer literal '{shown(t.text)}' is too large for any integer type")
         if v is None:
             self.fail(t, f"invalid token '{t.text}'")
         return v

@@ -1,4 +1,5 @@
-"""Source files for the preprocessor: splicing, comments, tokens, a cursor.
+"""Source files for the preprocessor: reading (`read_source`), splicing, comments, tokens,
+a cursor.
 
 A `_File` is a file's text with backslash-newlines spliced out and comments
 blanked to spaces of the same length (so offsets survive), with the map from
@@ -11,7 +12,7 @@ import re
 from bisect import bisect_right
 
 from choreo_py.diagnostics import ChoreoError
-from choreo_py.source import Loc
+from choreo_py.source import SOURCES, Loc, UnreadableSource, decode_source
 
 # ----------------------------------------------------------------- lexing --
 _PREFIX = r'(?:u8|[uUL])?'
@@ -200,3 +201,21 @@ class _Cursor:
         t = self.next(cross=True)
         self.pos = pos
         return t.text == '(' and t.kind == 'punct'
+
+
+def read_source(path: str, where: Loc | None = None) -> str:
+    """The text of a source file (the main file or an include), decoded as
+    source.decode_source says; what cannot be read is an error at the file's first bad
+    character, or at `where` (the #include) when the file cannot be opened."""
+    try:
+        with open(path, 'rb') as fh:
+            data = fh.read()
+    except OSError as e:
+        raise ChoreoError(f"cannot read '{path}': {e.strerror or e}", where) from None
+    try:
+        text = decode_source(path, data)
+    except UnreadableSource as e:
+        SOURCES.add(path, e.shown)
+        raise ChoreoError(e.message, e.loc) from None
+    SOURCES.add(path, text)
+    return text

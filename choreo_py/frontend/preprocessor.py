@@ -37,12 +37,15 @@ from bisect import bisect_right
 from dataclasses import dataclass, field
 
 from choreo_py.diagnostics import ChoreoError, Diagnostic, possible_cause, warn
+from .literals import int_value, shown
 from .pp_ifexpr import _IfExpr
 from .pp_source import (_BUILTINS, _IDENT, _LEX, _PLACEMARKER, _Cursor, _File, _FileMap, _Tok,
-                        _directive_at, _pastes, _render, _stringize)
-from choreo_py.source import SOURCES, Loc
+                        _directive_at, _pastes, _render, _stringize, read_source)
+from choreo_py.source import SOURCES, Loc, UnreadableSource, normalize_source
 
 MAX_INCLUDE_DEPTH = 64
+#: C's largest `#line` number (2^31 - 1)
+MAX_LINE_NUMBER = 2147483647
 #: One macro invocation (with everything it expands to) may produce this many tokens and
 #: take this many expansion steps; past them it is an error at the invocation, as a C
 #: preprocessor's resource limits are: `#define M1 M0 M0`, ... `M40` is 2^40 tokens.
@@ -300,12 +303,7 @@ class _Preprocessor:
             return None
         if self.depth >= MAX_INCLUDE_DEPTH:
             raise ChoreoError(f'#include nested more than {MAX_INCLUDE_DEPTH} levels deep', dloc)
-        try:
-            with open(path, encoding='utf-8', errors='replace', newline='') as fh:
-                text = fh.read()
-        except OSError as e:
-            raise ChoreoError(f"cannot read '{path}': {e.strerror or e}", dloc) from None
-        SOURCES.add(path, text)
+        text = read_source(path, dloc)
         self.depth += 1
         self._run_file(_File(path, text))
         self.depth -= 1
@@ -345,6 +343,9 @@ class _Preprocessor:
         toks = self._expand(self._line_tokens(f, start))
         if not toks or not toks[0].text.isdigit():
             raise ChoreoError('#line directive requires a positive integer line number', dloc)
+        if int_value(toks[0].text, 10) is None or int(toks[0].text) > MAX_LINE_NUMBER:
+            raise ChoreoError(f"#line number '{shown(toks[0].text)}' out of range (at most "
+                              f"{MAX_LINE_NUMBER}, as in C)", dloc)
         fmap = f.fmap
         name = fmap.remaps[-1][1] if fmap.remaps else fmap.name
         if len(toks) > 1:
@@ -556,7 +557,16 @@ def preprocess_text(text: str, name: str = "<input>", include_dirs=(),
                     defines=None) -> PreprocessedUnit:
     """Preprocess `text` as if read from file `name`; `defines` maps -D names
     to values (None or "1" for a bare `-D NAME`)."""
+    try:
+        text = normalize_source(name, text)
+    except UnreadableSource as e:
+        SOURCES.add(name, e.shown)
+        raise ChoreoError(e.message, e.loc) from None
     SOURCES.add(name, text)
+    return _preprocess(text, name, include_dirs, defines)
+
+
+def _preprocess(text: str, name: str, include_dirs, defines) -> PreprocessedUnit:
     pp = _Preprocessor(include_dirs, defines)
     try:
         pp._run_file(_File(name, text))
@@ -571,9 +581,5 @@ def preprocess_text(text: str, name: str = "<input>", include_dirs=(),
 
 def preprocess_file(path, include_dirs=(), defines=None) -> PreprocessedUnit:
     name = str(path)
-    try:
-        with open(path, encoding='utf-8', errors='replace', newline='') as fh:
-            text = fh.read()
-    except OSError as e:
-        raise ChoreoError(f"cannot read '{name}': {e.strerror or e}") from None
-    return preprocess_text(text, name, include_dirs, defines)
+    return _preprocess(read_source(name), name, include_dirs, defines)
+

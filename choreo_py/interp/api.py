@@ -18,20 +18,13 @@ from typing import Iterable, Optional
 import torch
 
 from .. import diagnostics, ir, targets
+from ..host import binding
 from ..passes import pipeline
-from ..diagnostics import ChoreoError, Diagnostic
+from ..diagnostics import ChoreoError, ChoreoWarning, Diagnostic, UsageError  # noqa: F401 - re-exported
 from .runner import DEFAULT_STEP_LIMIT, RunStats, interpret_module
 
 _CACHE: dict = {}
 _CACHE_SIZE = 16
-
-
-class ChoreoWarning(UserWarning):
-    """A warning about a program, issued when the Python API interprets it."""
-
-
-class UsageError(Exception):
-    """Arguments that do not fit the program (missing dimensions, unknown names)."""
 
 
 def load_module(path: str, include_dirs: Iterable[str] = (), defines: Optional[dict] = None,
@@ -152,16 +145,11 @@ def _subexprs(e: ir.Expr):
 
 
 def check_names(fn: ir.Function, tensors: dict, dims: dict) -> None:
-    """Unknown tensor or dimension names, and missing tensors, are usage errors."""
-    params = [p.name for p in fn.params]
-    unknown = [n for n in tensors if n not in params]
-    if unknown:
-        raise UsageError(f"{fn.name} has no parameter {', '.join(map(repr, unknown))} "
-                         f"(its parameters: {', '.join(params)})")
-    missing = [n for n in params if n not in tensors]
-    if missing:
-        raise UsageError(f"no tensor for parameter {', '.join(map(repr, missing))} of "
-                         f"{fn.name} (its parameters: {', '.join(params)})")
+    """The call's tensors (host/binding.py, as every engine checks them) and dimension
+    names; what does not fit is a usage error naming the parameter."""
+    from .host import INTERPRETER
+
+    binding.bind(fn.name, binding.slots(fn.params), tensors, INTERPRETER, dims)
     check_dims(fn, dims)
 
 
@@ -186,7 +174,7 @@ def program(path: str, *, function: Optional[str] = None, include_dirs: Iterable
 
     rec = targets.resolve(target)
     funcs = Functions(frontend.parse_file(path, include_dirs, defines), rec, strict=False)
-    run_options.setdefault("owners", rec.acc_owners)
+    run_options.setdefault("owners", rec)  # its split of accumulator rows
 
     def run(name, args, kwargs):
         before = len(diagnostics.WARNINGS)
@@ -215,7 +203,8 @@ def interpret(path: str, tensors: Optional[dict[str, torch.Tensor]] = None, *, s
     (`dims`, if given, must agree). `schedule` is "round_robin" or "random"
     (seeded by `seed`); `target` defaults to the GPU present, else sm_100a;
     `owners` is the number of threads sharing an accumulator row (default:
-    the target's, 4 for sm_90a wgmma, 1 for sm_100a). Program faults (deadlock,
+    the target's split, as its lowering loads accumulators: 4 for sm_90a wgmma;
+    for sm_100a 2 for a 64-row accumulator, 1 for a 128-row one). Program faults (deadlock,
     data race, event misuse, step limit) raise `InterpError`s, which are
     `ChoreoError`s located in the source; unknown names raise `UsageError`.
     Pipeline-check findings are issued as `ChoreoWarning`s. With `stats`,
@@ -229,7 +218,7 @@ def interpret(path: str, tensors: Optional[dict[str, torch.Tensor]] = None, *, s
                        target=target, schedule=schedule, seed=seed, step_limit=step_limit,
                        **({"owners": owners} if owners is not None else {}))
     rec = targets.resolve(target)
-    owners = rec.acc_owners if owners is None else owners
+    owners = rec if owners is None else owners
     module, found = load_module(path, include_dirs, defines, rec.name)
     for w in found:
         warnings.warn(w.render(), ChoreoWarning, stacklevel=2)

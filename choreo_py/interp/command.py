@@ -21,6 +21,7 @@ from ..frontend import parse_defines
 from .api import (UsageError, check_dims, function_dims, load_module, param_shape,
                   param_usage, pick_function)
 from ..progress import Progress
+from .fragments import RowOwners
 from .runner import RunStats, interpret_module
 
 EXIT_OK, EXIT_PROGRAM, EXIT_USAGE = 0, 1, 2
@@ -182,7 +183,7 @@ def _run(args) -> int:
     _check_memory(fn, dims)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     expected = _expected(check, args, fn, tensors, reads, writes)
-    owners = args.owners if args.owners is not None else target.acc_owners
+    owners = RowOwners.of(args.owners if args.owners is not None else target)
     start = time.perf_counter()
     stats = _interpret(args, module, fn, tensors, dims, owners)
     elapsed = time.perf_counter() - start

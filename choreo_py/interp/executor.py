@@ -25,7 +25,7 @@ from .errors import FutureError, InterpError
 from . import atomics, lanes, printing
 from .frag_exec import FragmentStatements, retire_observed
 from .grid import GridWait
-from .memory import Box, Memory
+from .memory import Box, Memory, _element_pos
 from .scalars import Evaluator, round_to
 from .scheduler import PREEMPT, Scheduler, Thread
 from .shared_frags import SharedFrags, inherit
@@ -85,6 +85,7 @@ class BlockRun(FragmentStatements):
         self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
         self.partial_yield = None  # where some (not all) instances of a region yielded
         self.grid, self.grid_generation = None, 0  # a cooperative launch's barrier (grid.py)
+        self.env_threads: dict = {}  # id(thread's env) -> thread (element race checks)
         # the handlers of this block's statements (GENERATORS / PLAIN below), bound
         self.gens = {t: fn.__get__(self) for t, fn in GENERATORS.items()}
         self.plain = {t: fn.__get__(self) for t, fn in PLAIN.items()}
@@ -106,6 +107,7 @@ class BlockRun(FragmentStatements):
         yield from self.block_on(th, GridWait(b, s.loc))
 
     def launch(self, th: Thread, body: list[ir.Stmt]) -> None:
+        self.env_threads[id(th.env)] = th  # buf_elem sees only the environment
         th.gen = self._main(th, body)
         self.sched.add(th)
 
@@ -472,12 +474,19 @@ class BlockRun(FragmentStatements):
         if self.apply is not None and self.apply.buffers is not None \
                 and self.k.param(self.k.root(e.view.base)) is None:
             return self.apply.buf_load(e)  # a shared row vector's element, all rows at once
-        box = self.mem.resolve(e.view, env, self.ev)
-        vals = [self.ev(i, env) for i in e.index]
+        box = self.mem.resolve(e.view, env, self.ev, e.loc)
+        vals = [self.ev(i, env, e.loc) for i in e.index]
+        mask = self.apply.read_mask if self.apply is not None else None
         if any(isinstance(v, torch.Tensor) for v in vals):  # inside an apply: a gather
-            return self.mem.gather(box, vals)
-        idx = tuple(self.ev.integer(i, env) for i in e.index)
-        return self.mem.element(box, idx)[0]
+            return self.mem.gather(box, vals, e.loc, mask)
+        if mask is not None and not bool(torch.as_tensor(mask).any()):
+            return 0  # one element, under a condition no point of the apply takes: not read
+        idx = tuple(self.ev.integer(i, env, e.loc) for i in e.index)
+        value, pos = self.mem.element(box, idx, e.loc)
+        th = self.env_threads.get(id(env))
+        if th is not None:
+            self.mem.element_access(box, pos, False, th, th.loc)
+        return value
 
     def s_buf_store(self, s, th):
         box = self.mem.resolve(s.view, th.env, self.ev, s.loc)
@@ -489,6 +498,8 @@ class BlockRun(FragmentStatements):
             value = atomics.combine(s.atomic, old, value, cmp, s.value.dtype)  # sema typed it
             if s.result is not None:
                 th.env[s.result] = atomics.c_value(old, s.value.dtype)
+        if not s.atomic:  # atomics do not race with each other
+            self.mem.element_access(box, _element_pos(box, idx, s.loc), True, th, s.loc)
         self.mem.set_element(box, idx, value, s.loc)
 
 

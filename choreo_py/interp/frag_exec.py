@@ -7,6 +7,8 @@ so a register that an in-flight MMA still updates is reported as a race.
 """
 from __future__ import annotations
 
+from contextlib import nullcontext
+
 from .. import ir
 from .errors import InterpError, RaceError
 from .fragments import (ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce,
@@ -38,6 +40,11 @@ class FragmentStatements:
         if self.apply is None:
             raise InterpError(f"element of fragment '{e.frag}' read outside apply")
         return self.apply.load(e)
+
+    def reads_under(self, cond):
+        """The element reads of an `apply` evaluated inside read only the points `cond`
+        selects (an arm of a `?:`, the right side of `&&`/`||`: C evaluates it only there)."""
+        return self.apply.reads_under(cond) if self.apply is not None else nullcontext()
 
     def frag(self, th: Thread, name: str, loc) -> FragState:
         f = th.frags.get(name)

@@ -1,10 +1,13 @@
 """Register fragments and their owners: accumulators, row vectors, `apply`.
 
-The model follows the sm_90a wgmma accumulator layout. A 2-D fragment
-[M, N] (an MMA accumulator or a cast of one) is distributed: each row is
-split among `owners` threads (the 4 threads of a quad), thread t of the
-quad holding columns {8k + 2t, 8k + 2t + 1}. Every element has exactly one
-owner, so the value is kept as one logical [M, N] tensor.
+A 2-D fragment [M, N] (an MMA accumulator or a cast of one) is distributed:
+each row is split among the threads that own it, as the target's lowering
+loads it (`RowOwners` below reads the target's `acc_rows`, the same entry the
+backend builds its registers from): on sm_90a the 4 threads of a quad,
+thread t holding columns {8k + 2t, 8k + 2t + 1}; on sm_100a a 64-row
+accumulator's two half-warps, one half of the row each, and a 128-row one's
+single thread per row. Every element has exactly one owner, so the value is
+kept as one logical [M, N] tensor.
 
 A 1-D fragment (a row vector) has one copy per owner, kept as [owners, M].
 Elementwise code runs on each copy independently; code inside a 2-D apply
@@ -13,7 +16,9 @@ sees only the owner's own columns, so it leaves a *partial* value in each
 copy. `all_reduce_sum` combines the copies; `reduce_max`/`reduce_sum` read
 all owners and give a replicated result. A program that forgets its
 all-reduce therefore computes with partial sums, as the hardware would.
-`owners=1` models sm_100a, where one thread holds a whole row.
+A uniform count (`owners=n`, `--owners`) splits every row among n threads
+(runs of 2 columns, as wgmma). Fragments that are each thread's own array
+(ir.per_thread_frags) have one owner.
 
 `apply` bodies are evaluated with tensors over the whole index space. A
 body that writes only fragments of the domain's rank is elementwise and
@@ -23,12 +28,14 @@ over rows and owners), which keeps each owner's sequential order.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import fields
 from functools import lru_cache
+from typing import Union
 
 import torch
 
-from .. import ir
+from .. import ir, targets
 from .errors import InterpError
 from .scalars import round_to
 from ..construct_names import describe
@@ -39,12 +46,14 @@ PAIR = 2  # adjacent columns a thread holds together (wgmma: 2 consecutive f32)
 class FragState:
     """One fragment of one thread. `data` is [M, N] (2-D) or [owners, L] (1-D)."""
 
-    def __init__(self, name: str, dtype: str, shape: tuple[int, ...], owners: int) -> None:
+    def __init__(self, name: str, dtype: str, shape: tuple[int, ...],
+                 owners: "Union[int, RowOwners]") -> None:
         if len(shape) not in (1, 2):
             raise InterpError(f"fragment '{name}' of rank {len(shape)}: only 1-D and 2-D are modelled")
         self.name, self.dtype, self.shape = name, dtype, tuple(shape)
         self.rank = len(shape)
-        self.storage = tuple(shape) if self.rank == 2 else (owners, shape[0])
+        copies = RowOwners.of(owners).count(shape[0])
+        self.storage = tuple(shape) if self.rank == 2 else (copies, shape[0])
         self.data = torch.full(self.storage, float("nan"))  # an uninitialised register
 
     def fill(self, value) -> None:
@@ -70,6 +79,51 @@ def column_layout(n: int, owners: int) -> tuple[torch.Tensor, torch.Tensor]:
     return owner, cols
 
 
+@lru_cache(maxsize=None)
+def split_layout(split: targets.RowSplit, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """column_layout's pair for a target's split of an N-wide row."""
+    if n % (split.owners * split.run_of(n)):
+        raise InterpError(f"{n} columns cannot be split among {split.owners} owners in runs of "
+                          f"{split.run_of(n)} columns")
+    owner = torch.tensor([split.owner(n, c) for c in range(n)])
+    cols = torch.tensor([split.columns(n, t) for t in range(split.owners)])
+    return owner, cols
+
+
+class RowOwners:
+    """The owners of each fragment row, by the fragment's row count: a target's split
+    (targets.Target.acc_rows: the layout its lowering loads an accumulator in, so a
+    kernel that is wrong on the target is wrong here) or `n` threads for every row."""
+
+    def __init__(self, target: "targets.Target | None", uniform: int = 1) -> None:
+        self.target, self.uniform = target, uniform
+
+    @staticmethod
+    def of(owners: "Union[int, targets.Target, RowOwners]") -> "RowOwners":
+        if isinstance(owners, RowOwners):
+            return owners
+        if isinstance(owners, targets.Target):
+            return RowOwners(owners)
+        return RowOwners(None, int(owners))
+
+    def count(self, rows: int) -> int:
+        """How many threads hold a piece of each of a `rows`-row fragment's rows."""
+        return self.target.row_split(rows).owners if self.target else self.uniform
+
+    def layout(self, rows: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """(owner of each column [n], columns of each owner in order [owners, n/owners])."""
+        if self.target is None:
+            return column_layout(n, self.uniform)
+        return split_layout(self.target.row_split(rows), n)
+
+    def __str__(self) -> str:
+        """The run line's `owners=`: the count, or the target's per row count."""
+        if self.target is None:
+            return str(self.uniform)
+        per = ", ".join(f"{s.owners} per {m} rows" for m, s in sorted(self.target.acc_rows.items()))
+        return f"{per} ({self.target.name})"
+
+
 # ---------------------------------------------------------------- apply
 
 
@@ -84,11 +138,13 @@ def _stores(stmts) -> list[ir.ElemStore]:
 class ApplyRun:
     """Evaluation of one `apply` statement for one thread."""
 
-    def __init__(self, stmt: ir.Apply, frags: dict, owners: int, ev, env: dict,
+    def __init__(self, stmt: ir.Apply, frags: dict, owners, ev, env: dict,
                  buffers=None) -> None:
-        self.stmt, self.frags, self.owners, self.ev = stmt, frags, owners, ev
+        self.stmt, self.frags, self.ev = stmt, frags, ev
         self.loc = stmt.loc
         dom = self.frag(stmt.domain)
+        self.row_owners = RowOwners.of(owners)
+        self.owners = self.row_owners.count(dom.shape[0])  # copies of a row vector
         if tuple(stmt.shape) != dom.shape:
             raise InterpError(f"apply over shape {list(stmt.shape)} of '{dom.name}' "
                               f"{list(dom.shape)}", self.loc)
@@ -99,6 +155,9 @@ class ApplyRun:
         self.buffers = buffers  # (memory, thread) for buffer elements, None: no access
         self.env = dict(env)
         self.copied: set[str] = set()
+        # the points the conditions around the expression being evaluated select: its
+        # buffer reads touch only those (None: every point)
+        self.read_mask = None
         folds = any(self.frag(s.frag).rank < dom.rank for s in _stores(stmt.body))
         self.mode = "fold" if folds else ("full" if dom.rank == 2 else "row")
 
@@ -115,13 +174,13 @@ class ApplyRun:
             self.body(self.stmt.body, None)
         elif self.mode == "full":
             m, n = self.dom.shape
-            self.owner_of_col, _ = column_layout(n, self.owners)
+            self.owner_of_col, _ = self.row_owners.layout(m, n)
             self.env[i] = torch.arange(m)[:, None]
             self.env[self.stmt.indices[1]] = torch.arange(n)[None, :]
             self.body(self.stmt.body, None)
         else:
             m, n = self.dom.shape
-            _, cols = column_layout(n, self.owners)
+            _, cols = self.row_owners.layout(m, n)
             self.env[i] = torch.arange(m)[None, :]
             for c in range(cols.shape[1]):
                 self.cols = cols[:, c]
@@ -129,20 +188,40 @@ class ApplyRun:
                 self.body(self.stmt.body, None)
 
     def body(self, stmts, mask) -> None:
+        """`mask`: the points the conditions around `stmts` select; the statements' reads
+        touch only those (the target predicates them: an `if` in apply is if-converted)."""
         for s in stmts:
             if isinstance(s, ir.ElemStore):
-                self.store(s, self.ev(s.value, self.env, s.loc), mask)
+                self.store(s, self.value(s.value, mask, s.loc), mask)
             elif isinstance(s, ir.If):
-                c = torch.as_tensor(self.ev(s.cond, self.env, s.loc), dtype=torch.bool)
+                c = torch.as_tensor(self.value(s.cond, mask, s.loc), dtype=torch.bool)
                 self.body(s.then, c if mask is None else mask & c)
                 if s.orelse:
                     self.body(s.orelse, ~c if mask is None else mask & ~c)
             elif isinstance(s, ir.Let):
-                self.env[s.name] = self.ev(s.value, self.env, s.loc)
+                self.env[s.name] = self.value(s.value, mask, s.loc)
             elif isinstance(s, ir.BufStore) and not s.atomic and self.buffers is not None:
                 self.buf_store(s, mask)
             else:
                 raise InterpError(f"{describe(s)} is not allowed inside apply", s.loc)
+
+    def value(self, e: ir.Expr, mask, loc):
+        """`e` at every point, reading memory only at the points of `mask`."""
+        outer, self.read_mask = self.read_mask, mask
+        try:
+            return self.ev(e, self.env, loc)
+        finally:
+            self.read_mask = outer
+
+    @contextmanager
+    def reads_under(self, cond):
+        outer = self.read_mask
+        c = torch.as_tensor(cond, dtype=torch.bool)
+        self.read_mask = c if outer is None else outer & c
+        try:
+            yield
+        finally:
+            self.read_mask = outer
 
     # -- a 1-D buffer indexed by the apply's row index: one element per row (`buf.at(i)`)
     def _row_box(self, view: ir.View, index, loc):
@@ -172,7 +251,7 @@ class ApplyRun:
                               f"owners of its columns)", s.loc)
         mem, agent = self.buffers
         box = self._row_box(s.view, s.index, s.loc)
-        v = torch.as_tensor(self.ev(s.value, self.env, s.loc), dtype=torch.float32)
+        v = torch.as_tensor(self.value(s.value, mask, s.loc), dtype=torch.float32)
         v = v.expand(self.owners, self.dom.shape[0])
         if not torch.equal(v.isnan(), v[:1].isnan().expand_as(v)) or \
                 not torch.equal(v.nan_to_num(), v[:1].nan_to_num().expand_as(v)):

@@ -15,14 +15,22 @@ from typing import Optional
 from .. import ir
 import torch
 
+from ..host import binding
 from ..host.missing_result import MissingResult
 
 from .runner import RunStats, allocate, interpret_module
-from .scalars import round_to
+from .scalars import TORCH_DTYPES, round_to
 
 
-def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
-    """(tensors by parameter name, dimensions by name) from a call's arguments."""
+#: what the interpreter takes (host/binding.py): its element types' tensors (unsigned types
+#: widened), on the CPU or a GPU (torch computes the tiles where the tensors are)
+INTERPRETER = binding.Engine("the interpreter", TORCH_DTYPES, ("cpu", "cuda"))
+
+
+def bind_args(fn: ir.Function, args: tuple, kwargs: dict,
+              engine: binding.Engine = INTERPRETER) -> tuple[dict, dict]:
+    """(tensors by parameter name, dimensions by name) from a call's arguments, checked
+    (host/binding.py) for the engine that runs the call."""
     names = fn.arg_names or [p.name for p in fn.params]
     if len(args) > len(names):
         raise TypeError(f"{fn.name}() takes {len(names)} arguments ({len(args)} given)")
@@ -33,17 +41,22 @@ def bind_args(fn: ir.Function, args: tuple, kwargs: dict) -> tuple[dict, dict]:
         given[k] = v
     tensor_names = {p.name for p in fn.params}
     tensors = {k: v for k, v in given.items() if k in tensor_names}
+    others = {k: v for k, v in given.items() if k not in tensor_names}
+    sizes = [d.name for p in fn.params for d in p.shape if isinstance(d, ir.Sym)]
+    binding.check_names(fn.name, [p.name for p in fn.params], given,
+                        [n for n in names if n not in tensor_names] + sizes)
     floats = {x.name: x.dtype for k in fn.kernels for x in k.scalars
               if x.dtype in ("f32", "f16", "bf16")}
-    dims = {k: _scalar(v, floats.get(k)) for k, v in given.items() if k not in tensor_names}
-    missing = [p.name for p in fn.params if p.name not in tensors]
-    if missing:
-        raise TypeError(f"{fn.name}() is missing the tensor(s) {', '.join(missing)}")
+    dims = {k: _scalar(k, v, floats.get(k)) for k, v in others.items()}
+    binding.bind(fn.name, binding.slots(fn.params), tensors, engine, dims)
     return tensors, dims
 
 
-def _scalar(value, float_type: Optional[str]):
+def _scalar(name: str, value, float_type: Optional[str]):
     """A scalar argument: an int, or for a float parameter its value rounded to the type."""
+    if isinstance(value, torch.Tensor) and value.numel() != 1:
+        raise binding.BindingError(f"{name}: a scalar argument, got a tensor of "
+                                   f"{value.numel()} elements")
     if float_type is None:
         return int(value)
     return float(round_to(torch.tensor(float(value)), float_type))

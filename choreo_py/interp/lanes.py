@@ -24,6 +24,7 @@ parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import fields
 
 import torch
@@ -190,6 +191,19 @@ class LaneRun:
         more = f" (and {len(lanes) - 1} more)" if len(lanes) > 1 else ""
         return f"{self.s.var}={lanes[0]}{more}"
 
+    @contextmanager
+    def reads_under(self, cond):
+        """The reads evaluated inside touch only the lanes `cond` selects (an arm of a
+        `?:`, the right side of `&&`/`||`: C evaluates it only there)."""
+        saved = self.mask, self.count
+        c = torch.as_tensor(cond, dtype=torch.bool).expand(self.n)
+        self.mask = c if self.mask is None else self.mask & c
+        self.count = int(self.mask.sum())
+        try:
+            yield
+        finally:
+            self.mask, self.count = saved
+
     def _masked(self, mask, fn) -> None:
         saved = self.mask, self.count
         self.mask = mask if self.gone is None else mask & ~self.gone
@@ -291,8 +305,10 @@ class LaneRun:
 
     # ---------------------------------------------------------------- evaluator hooks
     def buf_elem(self, e: ir.BufElem, env):
-        loc = self.th.loc
-        return self.read(self.resolve(e.view, loc), [self.ev(i, env, loc) for i in e.index], loc)
+        # an index out of bounds is the read's own fault; a race names its statement
+        at = e.loc or self.th.loc
+        return self.read(self.resolve(e.view, at), [self.ev(i, env, at) for i in e.index],
+                         self.th.loc, at)
 
     def elem(self, e: ir.Elem, env):
         raise InterpError(f"element of fragment '{e.frag}' read in per-thread code", self.th.loc)
@@ -393,8 +409,9 @@ class LaneRun:
             pos = [torch.where(self.mask, p, 0) if isinstance(p, torch.Tensor) else p for p in pos]
         return pos
 
-    def read(self, box: "_LaneBox", idx, loc):
-        pos = self._positions(box, idx, loc)
+    def read(self, box: "_LaneBox", idx, loc, at=None):
+        """`at`: where a fault of the index is reported (the read itself; default `loc`)."""
+        pos = self._positions(box, idx, at or loc)
         t = self.mem.tensors[box.base]
         self._account(box, pos, False, loc)
         code_type = self.mem.codes.get(box.base)

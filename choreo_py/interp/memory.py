@@ -89,6 +89,8 @@ class Memory:
             self.storage[a.name] = self.storage[a.base]
             self.counts[a.name] = None
         self.history: dict[tuple[str, Optional[int]], list[Access]] = {}
+        # per-thread element accesses of shared buffers: (base, slot) -> {pos: _Cell}
+        self.cells: dict[tuple[str, Optional[int]], dict] = {}
         # tensors of sub-byte types hold codes: decoded on reads, encoded on writes
         self.codes: dict[str, str] = {
             x.name: x.dtype for x in list(kernel.params) + list(kernel.buffers)
@@ -214,28 +216,39 @@ class Memory:
             return subbyte.decode_one(t[pos].item(), self.codes[box.base]), pos
         return t[pos].item(), pos
 
-    def gather(self, box: Box, index: list, loc=None) -> torch.Tensor:
+    def gather(self, box: Box, index: list, loc=None, mask=None) -> torch.Tensor:
         """`element` at every point of broadcast index tensors (an `apply`'s indices): the
-        values as float32 (floating data) or int64."""
+        values as float32 (floating data) or int64. `mask`: the points a condition around
+        the read selects (None: all); only those are read (and must be inside the view), the
+        others are 0 (the guarded code never touches them)."""
         if len(index) != len(box.shape):
             raise InterpError(f"{len(index)} indices for view {box} of rank {len(box.shape)}",
                               loc)
-        idx = torch.broadcast_tensors(*(torch.as_tensor(i, dtype=torch.int64) for i in index))
+        parts = [torch.as_tensor(i, dtype=torch.int64) for i in index]
+        if mask is not None:
+            parts.append(torch.as_tensor(mask, dtype=torch.bool))
+        idx = torch.broadcast_tensors(*parts)
+        on = idx[-1] if mask is not None else None
         pos, it = [], iter(idx)
         for s, n, k in zip(box.starts, box.sizes, box.keep):
             if not k:
                 pos.append(torch.full_like(idx[0], s))
                 continue
             i = next(it)
-            if bool(((i < 0) | (i >= n)).any()):
-                bad = int(i[(i < 0) | (i >= n)].flatten()[0])
-                raise InterpError(f"index {bad} outside extent {n} of view {box}", loc)
+            out = _selected((i < 0) | (i >= n), on)
+            if bool(out.any()):
+                raise InterpError(f"index {int(i[out].flatten()[0])} outside extent {n} of "
+                                  f"view {box}", loc)
             pos.append(s + i)
         t = self._base(box)
         for p, d in zip(pos, t.shape):
-            if bool(((p < 0) | (p >= d)).any()):
+            if bool(_selected((p < 0) | (p >= d), on).any()):
                 raise InterpError(f"an element of {box} is outside '{box.base}'", loc)
-        v = t[tuple(pos)]
+        if on is None:
+            v = t[tuple(pos)]
+        else:
+            v = torch.zeros(on.shape, dtype=t.dtype)
+            v[on] = t[tuple(p[on] for p in pos)]
         if box.base in self.codes:
             return subbyte.decode(v, self.codes[box.base])
         return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
@@ -273,6 +286,49 @@ class Memory:
                 kept.append(a)
         kept.append(Access(write, rng, agent.id, clock[agent.id], loc, what))
         self.history[key] = kept
+        cells = self.cells.get(key)
+        if cells:
+            self._box_against_cells(box, key, cells, rng, write, clock, loc, what)
+
+    def element_access(self, box: Box, pos: tuple, write: bool, agent, loc) -> None:
+        """Records one element read or write of a shared buffer by a thread (per-thread
+        code run one thread at a time: `buf[i]`, `buf[i] = v`). Threads of a block share
+        shared memory, so two threads' accesses of an element, one a write, race unless a
+        barrier, event or join orders the first before the second (FastTrack's rule: the
+        element's last write, and its reads since, each with the epoch of its thread)."""
+        if self.storage.get(box.base) != "shared":
+            return
+        key = (box.base, box.slot)
+        clock, me = agent.clock, agent.id
+        who = f"thread {agent.name}"
+        for a in self.history.get(key, ()):  # asynchronous copies and per-lane regions
+            if (write or a.write) and clock.get(a.agent, 0) < a.epoch and all(
+                    lo <= p < hi for p, (lo, hi) in zip(pos, a.ranges)):
+                _race(box, key, write, who, loc, a, pos)
+        cell = self.cells.setdefault(key, {}).get(pos)
+        if cell is None:
+            cell = self.cells[key][pos] = _Cell()
+        w = cell.write
+        if w is not None and w.agent != me and clock.get(w.agent, 0) < w.epoch:
+            _race(box, key, write, who, loc, w, pos)
+        if not write:
+            cell.reads[me] = Access(False, (), me, clock[me], loc, who)
+            return
+        for r in cell.reads.values():
+            if r.agent != me and clock.get(r.agent, 0) < r.epoch:
+                _race(box, key, True, who, loc, r, pos)
+        cell.write = Access(True, (), me, clock[me], loc, who)
+        cell.reads = {}
+
+    def _box_against_cells(self, box, key, cells, rng, write, clock, loc, what) -> None:
+        """A copy (or a lane region's box) against the threads' element accesses in it."""
+        for pos, cell in cells.items():
+            if not all(lo <= p < hi for p, (lo, hi) in zip(pos, rng)):
+                continue
+            for a in ([cell.write] if cell.write is not None else []) + (
+                    list(cell.reads.values()) if write else []):
+                if clock.get(a.agent, 0) < a.epoch:
+                    _race(box, key, write, what, loc, a, pos)
 
 
 def _named(name: str, key: list) -> str:
@@ -294,14 +350,30 @@ def private_names(kernel: ir.Kernel) -> frozenset[str]:
     return frozenset(names)
 
 
-def _race(box: Box, key, write: bool, what: str, loc, a: Access) -> None:
+class _Cell:
+    """One shared-buffer element: its last write and the reads since (per thread)."""
+
+    __slots__ = ("write", "reads")
+
+    def __init__(self) -> None:
+        self.write: Optional[Access] = None
+        self.reads: dict = {}
+
+
+def _race(box: Box, key, write: bool, what: str, loc, a: Access, pos=None) -> None:
     name = key[0] if key[1] is None else f"{key[0]}[{key[1]}]"
     mine = "writes" if write else "reads"
     theirs = "write" if a.write else "read"
+    where = box if pos is None else f"{name}{list(pos)}"
     raise RaceError(
-        f"data race on {name}: {what} {mine} {box} while the {theirs} by {a.what} "
+        f"data race on {name}: {what} {mine} {where} while the {theirs} by {a.what} "
         f"(at {a.loc}) is not ordered before it: no wait, event or role barrier orders them",
         loc, [(f"the conflicting {theirs}: {a.what}", a.loc)])
+
+
+def _selected(bad: torch.Tensor, on) -> torch.Tensor:
+    """The faulting points a read touches (all of them when no condition selects)."""
+    return bad if on is None else bad & on
 
 
 def _element_pos(box: Box, index: tuple[int, ...], loc) -> tuple[int, ...]:

@@ -15,6 +15,7 @@ from ..host.execute import HostRun, kernel_env
 from .errors import InterpError
 from . import printing
 from .executor import BlockRun
+from .fragments import RowOwners
 from .grid import GridBarrier, has_grid_sync
 from .memory import Memory
 from .scalars import TORCH_DTYPES, Evaluator
@@ -143,8 +144,8 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
                progress: Optional[Callable[[int, int], None]] = None) -> RunStats:
     """Runs every block of `kernel`'s grid on the CPU; global tensors are updated in place.
 
-    `owners` is the number of threads sharing an accumulator row (4 models
-    sm_90a wgmma, 1 models sm_100a). `step_limit` bounds the statements one
+    `owners` is the number of threads sharing an accumulator row, or a target
+    (targets.Target: its split of each accumulator's rows, fragments.RowOwners). `step_limit` bounds the statements one
     block may execute. Raises `InterpError` subclasses for program faults.
     `torch_threads` sets torch's intra-op threads for the run (restored
     after): the tensors are tiles, for which one thread is fastest and
@@ -169,6 +170,7 @@ def run_kernel(kernel: ir.Kernel, tensors: dict[str, torch.Tensor],
 def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
          progress=None) -> RunStats:
     env0 = bind_dims(kernel, tensors, dims)
+    owners = RowOwners.of(1 if ir.per_thread_frags(kernel) else owners)  # a thread's own arrays
     arrivals, instances = static_counts(kernel)
     rng = random.Random(seed)
     ev = Evaluator(None)

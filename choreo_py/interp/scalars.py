@@ -13,6 +13,7 @@ fmaxf/fminf (a NaN operand loses), f32 results are rounded to f32.
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 import struct
 
 import torch
@@ -284,17 +285,32 @@ class Evaluator:
     def _bin(self, e: ir.Bin, env: dict, loc):
         if e.op in ("&&", "||"):
             a = self(e.lhs, env, loc)
-            if not isinstance(a, torch.Tensor) and bool(a) == (e.op == "||"):
-                return bool(a)  # C short-circuit for scalar conditions
-            return binary(e.op, a, self(e.rhs, env, loc), e.dtype, loc)
+            if not isinstance(a, torch.Tensor):
+                if bool(a) == (e.op == "||"):
+                    return bool(a)  # C short-circuit for scalar conditions
+                return binary(e.op, a, self(e.rhs, env, loc), e.dtype, loc)
+            # per point (fragment code): the right side is read where the left decides not
+            taken = a.to(torch.bool) if e.op == "&&" else ~a.to(torch.bool)
+            with self._reads_under(taken):
+                b = self(e.rhs, env, loc)
+            return binary(e.op, a, b, e.dtype, loc)
         return binary(e.op, self(e.lhs, env, loc), self(e.rhs, env, loc), e.dtype, loc)
 
     def _select(self, e: ir.Select, env: dict, loc):
         c = self(e.cond, env, loc)
         if isinstance(c, torch.Tensor):
-            a, b = self(e.if_true, env, loc), self(e.if_false, env, loc)
+            c = c.to(torch.bool)
+            with self._reads_under(c):  # each arm reads memory only where it is taken
+                a = self(e.if_true, env, loc)
+            with self._reads_under(~c):
+                b = self(e.if_false, env, loc)
             return torch.where(c, torch.as_tensor(a), torch.as_tensor(b))
         return self(e.if_true if c else e.if_false, env, loc)
+
+    def _reads_under(self, cond):
+        """The hooks' narrowing of the points element reads touch (fragment code), if any."""
+        narrow = getattr(self.hooks, "reads_under", None)
+        return narrow(cond) if narrow is not None else nullcontext()
 
     def integer(self, e: ir.Expr, env: dict, loc=None) -> int:
         v = self(e, env, loc)

@@ -132,12 +132,15 @@ class Elem(Expr):
 class BufElem(Expr):
     """An element of a shared/local buffer (or global tensor) view: `buf.at(i, j)`.
 
-    `index` is relative to the view's logical dimensions.
+    `index` is relative to the view's logical dimensions. `loc` is where the read
+    stands (a fault of the access is reported there); it takes no part in equality:
+    two reads of one element are the same value wherever they stand.
     """
 
     view: "View"
     index: tuple[Expr, ...]
     dtype: str
+    loc: Optional[Loc] = field(default=None, compare=False, repr=False)
 
 
 # ---------------------------------------------------------------- places

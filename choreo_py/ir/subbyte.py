@@ -23,7 +23,13 @@ import bisect
 import math
 from functools import cache
 
-import torch
+
+def _torch():
+    # The tensor codecs need torch; the compiler (which reads only the formats and the
+    # one-element codecs) must not import it: it costs 2.5 s of CPU on every compile.
+    import torch
+
+    return torch
 
 #: fp6/fp4 formats: (exponent bits, mantissa bits).
 FLOAT_FORMATS = {"f6_e2m3": (2, 3), "f6_e3m2": (3, 2), "f4_e2m1": (2, 1)}
@@ -68,6 +74,7 @@ def max_finite(dtype: str) -> float:
 def decode(codes: torch.Tensor, dtype: str) -> torch.Tensor:
     """The values of a tensor of codes: float32 for fp6/fp4, int64 for the integers
     (bits above the code's are ignored)."""
+    torch = _torch()
     c = codes.to(torch.int64) & ((1 << code_bits(dtype)) - 1)
     if dtype in FLOAT_FORMATS:
         return _value_table(dtype)[c]
@@ -79,6 +86,7 @@ def decode(codes: torch.Tensor, dtype: str) -> torch.Tensor:
 
 def encode(values: torch.Tensor, dtype: str) -> torch.Tensor:
     """The uint8 codes of a tensor of values (see the module docstring for the rounding)."""
+    torch = _torch()
     if dtype in FLOAT_FORMATS:
         return _encode_float(values.to(torch.float64), dtype)
     bits, _ = INT_FORMATS[dtype]
@@ -91,6 +99,7 @@ def encode(values: torch.Tensor, dtype: str) -> torch.Tensor:
 @cache
 def _value_table(dtype: str) -> torch.Tensor:
     """Each code's value (float32; the tables are small and read-only: callers index them)."""
+    torch = _torch()
     mags = magnitudes(dtype)
     table = torch.tensor(mags + [-v for v in mags], dtype=torch.float32)
     table[len(mags)] = -0.0
@@ -99,11 +108,13 @@ def _value_table(dtype: str) -> torch.Tensor:
 
 @cache
 def _midpoints(dtype: str) -> tuple[torch.Tensor, torch.Tensor]:
+    torch = _torch()
     mags = torch.tensor(magnitudes(dtype), dtype=torch.float64)
     return mags, (mags[1:] + mags[:-1]) / 2
 
 
 def _encode_float(x: torch.Tensor, dtype: str) -> torch.Tensor:
+    torch = _torch()
     mags, mids = _midpoints(dtype)
     ax = torch.nan_to_num(x.abs(), nan=float(mags[-1]), posinf=float(mags[-1]))
     lo = torch.bucketize(ax, mids, right=False)   # a tie goes to the smaller code
@@ -117,7 +128,7 @@ def _encode_float(x: torch.Tensor, dtype: str) -> torch.Tensor:
 def round_value(x, dtype: str):
     """`x` converted to `dtype` and back: the value a store of `x` keeps (a Python number
     or a tensor, as given)."""
-    if isinstance(x, torch.Tensor):
+    if not isinstance(x, (bool, int, float)):   # a tensor
         return decode(encode(x, dtype), dtype)
     return decode_one(encode_one(x, dtype), dtype)
 
@@ -125,7 +136,10 @@ def round_value(x, dtype: str):
 # One element at a time (the interpreter's scalar code): the same tables, as Python lists.
 @cache
 def _value_list(dtype: str) -> list:
-    return _value_table(dtype).tolist()
+    # Every code's value is exact in float32 (at most 4 significant bits), so the Python
+    # floats equal `_value_table`'s; -0.0 is the code with only the sign bit.
+    mags = magnitudes(dtype)
+    return mags + [-0.0] + [-v for v in mags[1:]]
 
 
 def decode_one(code: int, dtype: str):
@@ -139,8 +153,8 @@ def decode_one(code: int, dtype: str):
 
 @cache
 def _midpoint_list(dtype: str) -> tuple[list, list]:
-    mags, mids = _midpoints(dtype)
-    return mags.tolist(), mids.tolist()
+    mags = magnitudes(dtype)   # float64 sums, as `_midpoints`
+    return mags, [(a + b) / 2 for a, b in zip(mags[1:], mags[:-1])]
 
 
 def encode_one(x, dtype: str) -> int:

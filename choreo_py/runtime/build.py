@@ -82,6 +82,43 @@ def run_module(text: str, filename: str = "<choreo pyptx>") -> Loaded:
     return Loaded(ns)
 
 
+class LaunchModule(Loaded):
+    """A one-kernel module's launch description (ARCH, ENTRY, THREADS, SMEM_BYTES, PARAMS,
+    TENSORS, grid(), failed_assertions()) without its kernel function, which is most of the
+    text: compiling that is what a launch served from the cache would spend its time on
+    (~0.1 s for the seed), and only `ptx()` needs it (the whole module, run on first use)."""
+
+    def __init__(self, text: str, filename: str) -> None:
+        head = launch_header(text)
+        if head is not None:  # the launch description needs no pyptx (its import: ~50 ms)
+            head = "\n".join("" if ln.startswith(("from pyptx", "import pyptx")) else ln
+                              for ln in head.split("\n"))
+        ns: dict = {"__name__": "choreo_generated"}
+        exec(compile(head if head is not None else text, filename, "exec"), ns)  # noqa: S102
+        super().__init__(ns)
+        self._text, self._filename = text, filename
+        self._whole = None if head is not None else self
+
+    def ptx(self) -> str:
+        if self._whole is None:
+            self._whole = run_module(self._text, self._filename)
+        return self._whole.namespace["KERNEL"].ptx()
+
+
+_KERNEL_NAME = re.compile(r"^(\w+)\.__name__ = ENTRY$", re.M)
+
+
+def launch_header(text: str) -> str | None:
+    """The text before a one-kernel module's kernel function (lowering/core/kernel.py
+    writes the launch description first, then `def <kernel>():`, then `KERNEL = ...`);
+    None when the text is not of that form."""
+    names = _KERNEL_NAME.findall(text)
+    if len(names) != 1:
+        return None
+    start = text.find(f"\ndef {names[0]}():\n")
+    return text[:start + 1] if start >= 0 else None
+
+
 def find_ptxas() -> str | None:
     """The ptxas the project uses, everywhere: the one on PATH, else the CUDA default."""
     for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):

@@ -48,20 +48,74 @@ def cache_dir() -> Optional[Path]:
 
 @functools.lru_cache(maxsize=1)
 def compiler_version() -> str:
-    """choreo-py's version, a hash of its code, pyptx's version, ptxas's version line."""
+    """choreo-py's version, a hash of its code, pyptx's version, ptxas's version line.
+
+    Computing it reads every source file, imports importlib.metadata and runs
+    `ptxas --version`: ~0.1 s, which a load served from the cache would spend on it in
+    every new process. So it is kept in the cache under a fingerprint of the same
+    inputs' file stats (path, size, mtime in ns: our sources, pyptx's, the ptxas binary),
+    and recomputed only when one of them changes."""
+    root = cache_dir()
+    stamp = root / "versions" / _fingerprint() if root is not None else None
+    if stamp is not None:
+        try:
+            return stamp.read_text(encoding="utf-8")
+        except OSError:
+            pass
+    version = _compiler_version()
+    if stamp is not None:
+        try:
+            stamp.parent.mkdir(parents=True, exist_ok=True)
+            tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
+            tmp.write_text(version, encoding="utf-8")
+            os.replace(tmp, stamp)
+        except OSError:
+            pass
+    return version
+
+
+def _source_roots() -> list[Path]:
+    import choreo_py
+
+    pkg = Path(choreo_py.__file__).resolve().parent
+    backends = pkg / "lowering"
+    if not backends.is_dir():  # an editable checkout: the backends live in lowering/
+        backends = pkg.parent / "lowering"
+    return [pkg, backends]
+
+
+def _sources(root: Path) -> list[Path]:
+    return sorted(root.rglob("*.py")) + sorted(root.rglob("*.lark"))
+
+
+def _fingerprint() -> str:
+    """A hash of the stats of every file compiler_version() depends on."""
+    import importlib.util
+
+    from .build import find_ptxas
+
+    h = hashlib.sha256()
+    spec = importlib.util.find_spec("pyptx")
+    pyptx_roots = [Path(p) for p in (spec.submodule_search_locations or [])] if spec else []
+    for root in _source_roots() + pyptx_roots:
+        for f in _sources(root):
+            st = f.stat()
+            h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    exe = find_ptxas()
+    if exe is not None:
+        st = os.stat(exe)
+        h.update(f"{exe}\0{st.st_size}\0{st.st_mtime_ns}".encode())
+    return h.hexdigest()[:32]
+
+
+def _compiler_version() -> str:
     from importlib import metadata
 
     import choreo_py
 
-    pkg = Path(choreo_py.__file__).resolve().parent
-    roots = [pkg]
-    backends = pkg / "lowering"
-    if not backends.is_dir():  # an editable checkout: the backends live in lowering/
-        backends = pkg.parent / "lowering"
-    roots.append(backends)
     h = hashlib.sha256()
-    for root in roots:
-        for f in sorted(root.rglob("*.py")) + sorted(root.rglob("*.lark")):
+    for root in _source_roots():
+        for f in _sources(root):
             h.update(str(f.relative_to(root)).encode())
             h.update(f.read_bytes())
     try:

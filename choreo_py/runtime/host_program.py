@@ -22,6 +22,7 @@ import struct
 from choreo_py import ir, targets
 from choreo_py.ir import subbyte
 from choreo_py.host import Library
+from choreo_py.host import binding
 from choreo_py.host.execute import HostRun
 
 from . import build
@@ -81,11 +82,9 @@ class ThreadProgram:
         from choreo_py.interp.host import bind_args, function_result
         from choreo_py.interp.runner import allocate, check_assert
 
-        tensors, dims = bind_args(fn, args, kwargs)
+        engine = binding.Engine(self.launcher.engine_name, torch_dtypes(), self.launcher.devices)
+        tensors, dims = bind_args(fn, args, kwargs, engine)
         device = self.launcher.device(tensors)
-        for name, t in tensors.items():
-            if t.device != device or not t.is_contiguous():
-                raise ValueError(f"'{name}' must be a contiguous tensor on {device}")
         bound = allocate(fn, tensors, dims, device=device, dtypes=torch_dtypes())
 
         def launch(s: ir.Launch, env: dict) -> None:
@@ -123,6 +122,8 @@ class CudaLauncher:
         import torch
 
         return next(iter(tensors.values())).device if tensors else torch.device("cuda")
+
+    engine_name, devices = "a CUDA kernel", ("cuda",)  # what host/binding.py checks for
 
     @staticmethod
     def sync(device) -> None:

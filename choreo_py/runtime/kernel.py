@@ -5,6 +5,7 @@ import ctypes
 import os
 from typing import Iterable, Optional
 
+from choreo_py.host import binding
 from choreo_py.ir import subbyte
 
 from . import build
@@ -17,6 +18,13 @@ _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": 
 
 
 _NOTHING = object()  # a launch with an empty grid
+
+
+def _gpu_engine():
+    import torch
+
+    return binding.Engine("a CUDA kernel", {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()},
+                          ("cuda",))
 
 
 class ChoreoFunction:
@@ -33,7 +41,7 @@ class ChoreoFunction:
         self.path = path
         self.target = target
         self.source = text  # the generated pyptx module
-        self.meta = build.run_module(text, os.path.basename(path) + ".pyptx.py")
+        self.meta = build.LaunchModule(text, os.path.basename(path) + ".pyptx.py")
         self.name = self.meta.ENTRY
         self.writes = tuple(writes)  # the parameters the kernel writes (its outputs)
         self._entry = entry
@@ -133,41 +141,16 @@ class ChoreoFunction:
 
     # ------------------------------------------------------------ call
     def bind(self, tensors) -> dict:
-        """Checks the arguments; returns the symbolic dimensions they give."""
-        import torch
-
+        """Checks the arguments (host/binding.py: the rules every engine applies); returns
+        the symbolic dimensions they give."""
         spec = self.meta.TENSORS
         if len(tensors) != len(spec):
             names = ", ".join(n for n, _, _ in spec)
             raise ChoreoRuntimeError(f"{self.name}({names}) takes {len(spec)} tensors, "
                                      f"got {len(tensors)}")
-        dims: dict = {}
-        device = None
+        dims = binding.bind(self.name, spec, {n: t for (n, _, _), t in zip(spec, tensors)},
+                            _gpu_engine())
         for t, (name, dtype, shape) in zip(tensors, spec):
-            if not isinstance(t, torch.Tensor):
-                raise ChoreoRuntimeError(f"{name}: expected a torch.Tensor, got {type(t).__name__}")
-            want = getattr(torch, _TORCH_DTYPES.get(dtype, dtype))
-            if t.dtype != want:
-                raise ChoreoRuntimeError(f"{name}: dtype {t.dtype}, the kernel takes {want} ({dtype})")
-            if t.dim() != len(shape):
-                raise ChoreoRuntimeError(f"{name}: {t.dim()} dimensions, the kernel takes "
-                                         f"{len(shape)} {list(shape)}")
-            for axis, (size, want_size) in enumerate(zip(t.shape, shape)):
-                if isinstance(want_size, int):
-                    if size != want_size:
-                        raise ChoreoRuntimeError(f"{name}: dimension {axis} is {size}, the kernel "
-                                                 f"takes {want_size} ({list(shape)})")
-                elif dims.setdefault(want_size, size) != size:
-                    raise ChoreoRuntimeError(f"{name}: dimension {axis} ({want_size}) is {size}, but "
-                                             f"an earlier tensor gives {want_size} = {dims[want_size]}")
-            if not t.is_contiguous():
-                raise ChoreoRuntimeError(f"{name}: not contiguous (call .contiguous())")
-            if not t.is_cuda:
-                raise ChoreoRuntimeError(f"{name}: on {t.device}; the kernel needs CUDA tensors")
-            if device is None:
-                device = t.device
-            elif t.device != device:
-                raise ChoreoRuntimeError(f"{name}: on {t.device}, the other tensors on {device}")
             if t.numel() and t.data_ptr() % 16:
                 raise ChoreoRuntimeError(f"{name}: the data is not 16-byte aligned (TMA needs it)")
         for d, v in dims.items():
@@ -177,12 +160,7 @@ class ChoreoFunction:
 
     def check_assertions(self, dims: dict) -> None:
         """The program's `assert(...)`s on its sizes, before anything is launched."""
-        check = self.meta.namespace.get("failed_assertions")
-        failed = check(**dims) if check is not None else []
-        if failed:
-            message, where = failed[0]
-            sizes = ", ".join(f"{k}={v}" for k, v in dims.items())
-            raise ChoreoRuntimeError(f"{where}: assertion failed: {message} ({sizes})")
+        check_entry_assertions(self.meta.namespace.get("failed_assertions"), dims)
 
     def __call__(self, *tensors) -> None:
         import torch
@@ -252,6 +230,7 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     rec = targets.resolve(target)
     target = rec.name
     include_dirs = tuple(include_dirs)
+    take_warnings()  # this call reports its own file's warnings, not an earlier call's
     unit = frontend.preprocess(path, include_dirs, defines)
     _warn_python(take_warnings())  # e.g. a -D value the file redefines
     entry = cache.entry_for(os.path.basename(path) + "\0" + unit.text, defines, include_dirs,
@@ -328,6 +307,42 @@ def _checked(unit):
     return program
 
 
+def check_entry_assertions(failed_assertions, dims: dict) -> None:
+    """A compiled module's entry assertions (its `failed_assertions`, generated from the
+    function's `assert(...)`s: lowering/core/kernel.py) on the call's sizes: the first that
+    fails refuses the call, located at its assert, before anything runs. load()'s kernels
+    and the emulator's launches of the same module both check them here."""
+    if failed_assertions is None:
+        return
+    import inspect
+
+    takes = inspect.signature(failed_assertions).parameters
+    if not any(p.kind is p.VAR_KEYWORD for p in takes.values()):
+        dims = {k: v for k, v in dims.items() if k in takes}
+    failed = failed_assertions(**dims)
+    if failed:
+        message, where = failed[0]
+        sizes = ", ".join(f"{k}={v}" for k, v in dims.items())
+        raise AssertionFailed(where, f"assertion failed: {message} ({sizes})")
+
+
+class AssertionFailed(ChoreoRuntimeError):
+    """A call's sizes that an entry `assert(...)` of the program forbids: `where` is the
+    assert's `file.co:line:col`, `text` the message; a command line prints it located."""
+
+    def __init__(self, where: str, text: str) -> None:
+        super().__init__(f"{where}: {text}")
+        self.where, self.text = where, text
+
+    def render(self, path: str) -> str:
+        """The located report (source line, caret) for the assert in the file at `path`."""
+        from choreo_py.diagnostics import Diagnostic
+        from choreo_py.source import Loc
+
+        line, col = (int(x) for x in self.where.rsplit(":", 2)[1:])
+        return Diagnostic("error", self.text, Loc(path, line, col)).render()
+
+
 def open_library(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
                  defines: Optional[dict] = None, launcher=None):
     """The file's `__co__` functions as a `host.Library` whose launches `launcher` runs
@@ -340,6 +355,7 @@ def open_library(path: str, target: Optional[str] = None, include_dirs: Iterable
     from .host_program import library
 
     rec = targets.resolve(target)  # None: the GPU present, else sm_100a
+    take_warnings()  # this call reports its own file's warnings, not an earlier call's
     unit = frontend.preprocess(path, tuple(include_dirs), defines)
     _warn_python(take_warnings())
     program = _checked(unit)
@@ -354,7 +370,7 @@ def _warn_python(found) -> None:
     """The compiler's warnings, as Python warnings (the command line prints them)."""
     import warnings
 
-    from choreo_py.interp.api import ChoreoWarning
+    from choreo_py.diagnostics import ChoreoWarning
 
     for w in found:
         warnings.warn(w.render(), ChoreoWarning, stacklevel=3)

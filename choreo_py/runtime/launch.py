@@ -14,6 +14,7 @@ import math
 import struct
 from typing import Any, Sequence
 
+from choreo_py.diagnostics import ChoreoRuntimeError  # noqa: F401 (imported from here too)
 from choreo_py.ir import subbyte
 
 #: element type -> the tensor map's data type (1-byte types move as bytes: a TMA copy
@@ -22,10 +23,6 @@ _DTYPES = {"bf16": "BFLOAT16", "f16": "FLOAT16", "f32": "FLOAT32", "u8": "UINT8"
            "s8": "UINT8", "f8_e4m3": "UINT8", "f8_e5m2": "UINT8", "s32": "INT32",
            "u32": "UINT32", **{t: "UINT8" for t in subbyte.TYPES}}
 _SWIZZLE = {0: "NONE", 32: "32B", 64: "64B", 128: "128B"}
-
-
-class ChoreoRuntimeError(ValueError):
-    """A call that does not fit the kernel (wrong dtype, shape, device, layout)."""
 
 
 def check_tma_strides(name: str, strides) -> None:

@@ -88,17 +88,20 @@ def build_module(program: A.Program) -> ir.Module:
     return ir.Module(funcs, program.file)
 
 
-def check_program(program: A.Program, on_function=None) -> list[Unsupported]:
+def check_program(program: A.Program, on_function=None,
+                  strict: bool = False) -> list[Unsupported]:
     """Semantic errors of every function; functions beyond the IR are skipped.
 
     `on_function(fn)` is called with the IR of each function that has one (the
     driver runs the passes there). Returns the `Unsupported` notes of the
-    skipped functions (for `-v` output).
+    skipped functions (for `-v` output). `strict` (`check --strict`): sema's
+    errors as compile finds them (not lenient: an error inside a `with` or
+    `foreach` is an error, not a warning that skips the block).
     """
     skipped, errors = [], []
     for func in program.functions:
         try:
-            fn = build_function(func, strict=False, checking=True)
+            fn = build_function(func, strict=strict, checking=True)
             if on_function is not None:
                 on_function(fn)
         except Unsupported as u:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..frontend import ast as A
+from ..frontend import builtins
 from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
@@ -20,20 +21,9 @@ from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureVal
                      ViewValue)
 from ..construct_names import describe
 
-#: Builtin scalar functions as written -> IR builtin name.
-BUILTIN_FUNCS = {
-    "cdiv": "cdiv", "__exp2f": "exp2", "exp2": "exp2", "__expf": "exp", "__exp": "exp",
-    "__log2f": "log2", "__logf": "log", "__sqrtf": "sqrt", "__rsqrtf": "rsqrt",
-    "__sqrt": "sqrt", "__rsqrt": "rsqrt",
-    "__fabsf": "abs", "__fabs": "abs", "__abs": "abs", "abs": "abs",
-    "__max": "max", "__min": "min", "max": "max", "min": "min", "__fmaxf": "max", "__fminf": "min",
-    "__fmaf": "fma", "__fma": "fma", "__frcp_rn": "rcp", "__powf": "pow", "__pow": "pow",
-    "__atan2": "atan2", "__atan2f": "atan2",
-}
-for _name in ("sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "expm1",
-              "log1p", "exp", "log"):  # `__sin` and `__sinf`: the C math functions
-    BUILTIN_FUNCS.setdefault(f"__{_name}", _name)
-    BUILTIN_FUNCS.setdefault(f"__{_name}f", _name)
+#: Builtin scalar functions as written -> IR builtin name: the language's one table
+#: (frontend/builtins.py), the names the IR computes.
+BUILTIN_FUNCS = {name: fn for name, fn in builtins.FUNCTIONS.items() if fn is not None}
 _INT_SUFFIX = {"": "s32", "u": "u32", "l": "s64", "ll": "s64", "ul": "u64", "ull": "u64",
                "lu": "u64", "llu": "u64"}
 
@@ -114,7 +104,8 @@ class ExprBuilder:
             return Scalar(B.const(math.inf, "f32"), kind="const")
         v = self.scope.lookup(n.id)
         if v is None:
-            raise err(f"'{n.id}' is not declared{did_you_mean(n.id, self.scope.visible())}", n)
+            hint = did_you_mean(n.id, self.scope.visible() + list(builtins.FUNCTIONS))
+            raise err(f"'{n.id}' is not declared{hint}", n)
         if isinstance(v, Opaque):
             raise Unsupported(f"'{n.id}' (declared by {v.construct})", n.loc)
         if self.from_host(n.id):  # a scalar parameter or host variable the kernel reads
@@ -593,4 +584,4 @@ class ExprBuilder:
         index = self.element_index(n.args)
         if len(index) != view.view.rank:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
-        return Scalar(ir.BufElem(view.view, index, view.dtype))
+        return Scalar(ir.BufElem(view.view, index, view.dtype, loc=n.loc))

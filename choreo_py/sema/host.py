@@ -24,6 +24,7 @@ from .. import ir
 from ..ir import build as B
 from . import cpu_region
 from .exprs import err
+from .limits import check_region_threads
 from .values import ITupleValue, Scalar, ShapeValue, Tensor, Unsupported, ViewValue
 from .views import static_shape
 
@@ -197,6 +198,8 @@ class HostBuilder:
         groups are one thread-level region of N * 32 threads; `g` is thread / 32 and the
         inner `t` thread % 32. The statements of a group outside the inner region run in
         each of its threads (copies stay collective, scalar code computes the same values)."""
+        check_region_threads(extent * threads, f" ({extent} thread groups of {threads} threads)",
+                             s.loc)
         flat = ir.Parallel(f"{var}__t", extent * threads, "thread", 1, [], loc=s.loc)
         t = ir.Sym(flat.var, "s32")
         outer = self.scope
@@ -220,6 +223,7 @@ class HostBuilder:
         total = 1
         for e in extents:
             total *= e
+        check_region_threads(total, "", s.loc)
         flat = ir.Parallel("__".join(names) + "__t", total, "thread", 1, [], loc=s.loc)
         t = ir.Sym(flat.var, "s32")
         outer = self.scope

@@ -28,6 +28,7 @@ words); both are refused by name.
 from __future__ import annotations
 
 from ..frontend import ast as A
+from ..frontend import bindings
 from .. import ir
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
@@ -165,8 +166,8 @@ class HostCodeBuilder(ClusterBuilder):
         """Scalars, prints, asserts and copies on the host."""
         if isinstance(s, A.ScalarDecl):
             self._check_decl(s)
-            if not s.mutable and s.init is not None and self._host_fold(s.name, s.init,
-                                                                         s.type, s.loc):
+            if not self._variable(s) and s.init is not None and self._host_fold(
+                    s.name, s.init, s.type, s.loc):
                 return
             return self.s_ScalarDecl(s)
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \
@@ -174,11 +175,12 @@ class HostCodeBuilder(ClusterBuilder):
             return self.assert_stmt(s.expr)
         if isinstance(s, A.Sync) and s.kind == "global":
             return  # launches and host regions run in order (see sema/host.py, device_region)
-        if isinstance(s, A.Assign) and isinstance(s.target, A.Name) and s.op == "=":
-            old = self.scope.lookup(s.target.id)
-            if not (isinstance(old, Scalar) and old.mutable) and self._host_name(s):
-                return
         if isinstance(s, A.Assign) and isinstance(s.target, A.Name):
+            decision = bindings.assignment(s.target.id, s.op, self.seen(s.target.id))
+            if decision.action == bindings.REFUSE and not self.checking:
+                raise ChoreoError(decision.message, s.target.loc)
+            if decision.action == bindings.DECLARE and self._host_name(s):
+                return
             old = self.scope.lookup(s.target.id)
             if isinstance(old, Scalar) and not old.mutable and old.kind != "dim":
                 return self._host_rebind(s, old)
@@ -211,10 +213,11 @@ class HostCodeBuilder(ClusterBuilder):
         return False
 
     def _host_rebind(self, s: A.Assign, old: Scalar) -> None:
-        """`c = 6 + 1;`, `f += a + 2;` of a host scalar declared without 'mutable': the
-        whole-language pass reports it (choreo_py/check/: an error for compile, lenient for
-        `choreo check`, as the reference's parser accepts it); the name takes the new value
-        from here on, so that sema's analysis goes on without a second report."""
+        """`c = 6 + 1;`, `f += a + 2;` of a host scalar declared without 'mutable', under
+        `choreo check` (elsewhere the assignment rule refused it above): the whole-language
+        pass reports it (choreo_py/check/: an error for compile, lenient for `choreo
+        check`, as the reference's parser accepts it); the name takes the new value from
+        here on, so that sema's analysis goes on without a second report."""
         value = self._compound(s, old.expr)
         if isinstance(value, ir.Const):
             self.scope.bind(s.target.id, Scalar(value, kind="const", loc=s.loc))

@@ -12,6 +12,7 @@ import dataclasses
 import math
 
 from ..frontend import ast as A
+from ..frontend import bindings
 from .. import ir
 from ..ir import build as B
 from ..ir.printer import expr as print_expr
@@ -35,8 +36,9 @@ from .rotations import RotationBuilder
 from . import role_futures
 from .values import (BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
                      Scalar, Scope, ShapeValue, Tensor, TilingValue, Unsupported, ViewValue,
-                     declared_names)
+                     declared_names, kind_of, seen_by_assignment)
 from ..construct_names import describe
+from ..diagnostics import did_you_mean
 
 LEVEL_THREADS = {"group-4": 128, "group": 32, "thread": 1}
 MAX_DIM = 2**31 - 1
@@ -87,6 +89,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.on_host = True
         self.host_depth = 0
         self.host_scope: Scope | None = None
+        self.written = bindings.written_names(func.body)  # names some statement changes
 
     # ------------------------------------------------------------ function
     def build(self) -> ir.Function:
@@ -333,11 +336,17 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if dtype != v.dtype and isinstance(v, ir.Const):
             v = self._const_as(v, dtype, s)
         v = B.assigned(v, dtype)
-        if s.mutable:
+        if self._variable(s):
             self.emit(ir.Var(s.name, dtype, v, loc=s.loc))
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    def _variable(self, s: A.ScalarDecl) -> bool:
+        """A declaration that needs a variable: declared one (frontend/bindings.py) and
+        changed by some statement; one that nothing changes is its initial value (a let,
+        folded when constant), the same value either way."""
+        return s.mutable or (bindings.decl_mutable(s) and s.name in self.written)
 
     def _atomic_decl(self, s: A.ScalarDecl, dtype) -> None:
         """`mutable s32 old = __atomic_add(buf.at(i), v);`: the element's value before the
@@ -382,7 +391,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _assign_name(self, s: A.Assign, name: str) -> None:
         self.check_not_host_var(name, s.loc)
         old = self.scope.lookup(name)
-        local = self.scope.local(name)
         if isinstance(old, Scalar) and old.mutable:
             value = self._compound(s, old.expr)
             self.emit(ir.Assign(name, value, loc=s.loc))
@@ -391,11 +399,19 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return self.frag_compound(s, old.frag)
         if isinstance(old, Opaque):  # its declaration was skipped: this is as unsupported
             raise Unsupported(old.construct, s.loc)
+        decision = bindings.assignment(name, s.op, self.seen(name))
+        if decision.action == bindings.REFUSE and not self.checking:
+            raise err(decision.message, s.target)
+        # (`choreo check`: its rule checks, choreo_py/check/, report it; the analysis goes
+        # on with the name bound to the new value)
         if s.op != "=":
-            raise err(f"'{name}' is not mutable; '{s.op}' needs a 'mutable' variable", s.target)
-        if local is not None and isinstance(local, (Scalar,)):
-            where = f" (defined at {local.loc.line}:{local.loc.col})" if local.loc else ""
-            raise err(f"'{name}' is immutable{where}; declare it 'mutable' to assign it again", s.target)
+            if old is None:
+                raise err(f"'{name}' is not declared{did_you_mean(name, self.scope.visible())}",
+                          s.target)
+            if not isinstance(old, Scalar):
+                raise err(f"'{name}' is {kind_of(old)}; '{s.op}' needs a 'mutable' variable",
+                          s.target)
+            return self._let(name, self._compound(s, old.expr), s.loc)
         if _is_increment(s.value):
             return self._incremented(name, s.value, s.loc, None, False)
         v = self.value(s.value)
@@ -411,6 +427,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self.scope.bind(name, dataclasses.replace(v, loc=s.loc))
         else:
             raise Unsupported(f"naming {describe(v)}", s.loc)
+
+    def seen(self, name: str) -> bindings.Seen | None:
+        return seen_by_assignment(self.scope, name, self.dims)
 
     def _compound(self, s: A.Assign, current: ir.Expr) -> ir.Expr:
         rhs = self.scalar(s.value, current.dtype)

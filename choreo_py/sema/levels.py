@@ -18,6 +18,7 @@ from ..frontend import ast as A
 from .. import ir
 from ..ir import build as B
 from .exprs import err
+from .limits import check_region_threads
 from .host import bind_row_major
 
 
@@ -51,6 +52,8 @@ class LevelBuilder:
         for e in extents:
             total *= e
         if nested:  # one thread region over all groups' threads
+            check_region_threads(total * threads, f" ({total} thread groups of {threads} "
+                                 "threads)", s.loc)
             par = ir.Parallel("__".join(names) + "__t", total * threads, "thread", 1, [],
                               loc=s.loc)
             t = ir.Sym(par.var, "s32")

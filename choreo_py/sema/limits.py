@@ -18,6 +18,16 @@ MAX_THREAD_REGS = 255
 WARPGROUP = 128
 
 
+def check_region_threads(threads: int, detail: str, loc) -> None:
+    """A thread region that sema analyses thread by thread (the roles its `inthreads` select,
+    their guards) is refused before that analysis past the block's limit, which no target
+    runs (passes/budget.py says the same of every block): the analysis costs per thread,
+    and 65,536 groups of 128 threads are 8 million."""
+    if threads > MAX_BLOCK_THREADS:
+        raise ChoreoError(f"the block has {threads} threads{detail}, more than the "
+                          f"{MAX_BLOCK_THREADS} a CUDA block may have", loc)
+
+
 def check_launch_bounds(values: tuple, locs: tuple) -> None:
     """`[[launch_bounds(max_threads, min_blocks_per_sm)]]`: each given value in range."""
     limits = (("the threads of a block", MAX_BLOCK_THREADS),

@@ -178,6 +178,23 @@ class Scope:
         return Scope(self)
 
 
+def seen_by_assignment(scope: "Scope", name: str, dims: dict):
+    """What an assignment to `name` finds, in the terms of the one assignment rule
+    (frontend/bindings.py): a scalar variable or value, or something else; `dims`, the
+    dimension names the build fixed (parameters)."""
+    from ..frontend import bindings
+
+    old = scope.lookup(name)
+    if old is None:
+        return None
+    kind = old.kind if isinstance(old, Scalar) else None
+    fixed = "a parameter" if kind in ("arg", "dim") or name in dims else \
+        "a bounded variable" if kind == "index" else ""
+    return bindings.Seen(mutable=isinstance(old, Scalar) and old.mutable,
+                         scalar=isinstance(old, Scalar), local=scope.local(name) is not None,
+                         loc=getattr(old, "loc", None), fixed=fixed)
+
+
 def kind_of(v: Value) -> str:
     """What a value is, in a diagnostic's words ("a buffer", "an event", ...)."""
     return {

@@ -18,10 +18,12 @@ class ApplyLets:
     """Mixed into fragments.ApplyLowering (k, lets, value, out, w); its leaf and key fall
     through to these for names."""
 
-    def let(self, s: ir.Let, ks: list) -> None:
+    def let(self, s: ir.Let, ks: list, cond: Optional[dict] = None) -> None:
+        """`cond`: the predicates of the branch the let stands in (its loads run only
+        there: the branch is if-converted, not jumped around)."""
         for k in ks:
             self.k = k
-            v = self.value(s.value, s.name)
+            v = self.guarded(s.value, None if cond is None else cond[k], hint=s.name)
             if isinstance(s.value, ir.Elem):  # a copy: a later store changes the element
                 reg = self.out(None, v.ty, s.name)
                 self.w.op(f"mov.{v.ty}", reg, v)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 
 from choreo_py import ir
+from choreo_py.diagnostics import ChoreoError
 from choreo_py.ir import asm_letter as letter, asm_references as references
 
 from .writer import V
@@ -38,9 +39,27 @@ def lower_asm(lw, s: ir.Asm, value, store) -> None:
         reg = w.reg(REG_OF[letter(o.constraint)], "asm_in")
         _move(lw, reg, v)
         spelled.append(reg)
-    w.call("ptx.raw", repr("\n".join(["{", *_lines(_substituted(s, spelled)), "}"])))
+    text = "\n".join(["{", *_lines(_substituted(s, spelled)), "}"])
+    _check_parses(text, s.loc)
+    w.call("ptx.raw", repr(text))
     for o, reg in zip(s.outputs, spelled):
         store(o.expr, reg)
+
+
+def _check_parses(text: str, loc) -> None:
+    """The template, pasted, must be PTX statements: pyptx parses what `ptx.raw` is given
+    into the kernel's body, and a statement without its `;` (`__asm__("nop")`) makes the
+    whole body unparseable (nvcc would paste it, and ptxas reject it)."""
+    from pyptx.parser import parse
+
+    wrapper = f".version 8.5\n.target sm_90a\n.address_size 64\n.entry _asm()\n{{\n{text}\n}}\n"
+    try:
+        body = getattr(parse(wrapper).directives[0], "body", None)
+    except Exception:  # noqa: BLE001 - pyptx's parser raises its own kinds
+        body = None
+    if body is None:
+        raise ChoreoError("the __asm__ template is not PTX statements (each PTX instruction "
+                          f"ends with ';'): {text[2:-2]!r}", loc)
 
 
 def _move(lw, reg: V, v: V) -> None:

@@ -90,6 +90,10 @@ class Lowering:
         self.global_pointers: dict = {}  # tensor -> its global address (global_reads.py)
         self.element_places = None  # threads.Places of those reads
         self.written_roots: Optional[set] = None  # what the kernel writes (global_reads.py)
+        # the predicate under which the element reads being lowered may run: the condition
+        # around them when it is if-converted (None: they run wherever the code runs)
+        self.read_guard: Optional[V] = None
+        self.outer_guards: list[Optional[V]] = []  # the guards around it, outermost first
 
     # ------------------------------------------------------------ errors
     def refuse(self, what: str, loc) -> ChoreoError:
@@ -133,6 +137,20 @@ class Lowering:
         finally:
             self.depth -= 1
             self.stmt_memo = saved
+
+    def element_load(self, opcode: str, out: V, addr: str, at=None) -> None:
+        """The `ld` of an element the program reads. Under `read_guard` it is predicated:
+        code if-converted to `selp` (a guarded store inside `apply`, a `?:` arm, the right
+        side of `&&`/`||`) computes its values on every path, and a load on the path the
+        condition excludes would read memory the program never touches (a column past a
+        tensor's end). The register is zeroed first: a lane that skips the load holds a
+        defined value, which the `selp` then drops. `at`: the read's source (writer.op)."""
+        g = self.read_guard
+        if g is None:
+            self.w.op(opcode, out, addr, at=at)
+            return
+        self.w.op(f"mov.{out.ty}", out, V.imm(0, out.ty))
+        self.w.op(opcode, out, addr, pred=g, at=at)
 
     # ------------------------------------------------------------ regions
     def enter_region(self) -> None:

@@ -18,7 +18,7 @@ elements to registers.
 """
 from __future__ import annotations
 
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from choreo_py import ir
@@ -57,6 +57,12 @@ def _pow2(v) -> Optional[int]:
     if isinstance(v, int) and not isinstance(v, bool) and v > 0 and v & (v - 1) == 0:
         return v.bit_length() - 1
     return None
+
+
+def reads_memory(e: ir.Expr) -> bool:
+    """Whether evaluating `e` loads an element of a tensor or buffer (a fragment element
+    is a register: no load)."""
+    return any(isinstance(x, ir.BufElem) for x in ir.expr_walk(e))
 
 
 def fold(op: str, a, b, dtype: str):
@@ -124,6 +130,8 @@ class ExprLowering:
             return ("r", self.leaf(e).text)
         if isinstance(e, ir.Const):
             return ("c", e.value, e.dtype)
+        if isinstance(e, ir.BufElem):  # which data, and under which guard it was loaded
+            return ("buf", e.view, self.guard_key()) + tuple(self.key(c) for c in e.index)
         parts = [type(e).__name__, getattr(e, "op", None), getattr(e, "fn", None), e.dtype]
         return tuple(parts) + tuple(self.key(c) for c in children(e))
 
@@ -137,6 +145,68 @@ class ExprLowering:
             self.lw.remember(key, v)
         else:  # shared within the statement being lowered (nothing it reads changes)
             self.lw.stmt_memo[key] = v
+
+    def guard_key(self) -> str:
+        """The guard of the reads lowered now, as a key: a value loaded under one condition
+        is not the value elsewhere (the lanes the guard excludes skipped the load)."""
+        g = self.lw.read_guard
+        return "" if g is None else g.text
+
+    @contextmanager
+    def reads_under(self, p: V, negate: bool = False):
+        """Element reads lowered inside run only where `p` (`!p` with negate) holds, and
+        where the guard around them holds (Lowering.element_load)."""
+        lw = self.lw
+        outer = lw.read_guard
+        if p.is_const and bool(p.const) != negate:
+            yield  # the condition always holds here: the reads need no guard of their own
+            return
+        p = self._pred(p)
+        if negate:
+            q = self.out(None, "pred", "skip")
+            self.w.op("not.pred", q, p)
+            p = q
+        if outer is not None:
+            q = self.out(None, "pred", "guard")
+            self.w.op("and.pred", q, outer, p)
+            p = q
+        lw.outer_guards.append(outer)
+        lw.read_guard = p
+        try:
+            yield
+        finally:
+            lw.read_guard = lw.outer_guards.pop()
+
+    def outer_keys(self, e: ir.Expr):
+        """The keys of `e` under each guard around the current one, innermost first: a value
+        loaded where an outer guard held holds here too (the current guard implies it, and
+        code under guards is straight-line: what was computed before dominates)."""
+        lw = self.lw
+        saved = lw.read_guard
+        try:
+            for g in reversed(lw.outer_guards):
+                lw.read_guard = g
+                yield self.key(e)
+        finally:
+            lw.read_guard = saved
+
+    def reuse_outer(self, e: ir.Expr) -> Optional[V]:
+        if not self.lw.outer_guards or not reads_memory(e):
+            return None
+        for k in self.outer_keys(e):
+            got = self.reuse(e, k)
+            if got is not None:
+                return got
+        return None
+
+    def guarded(self, e: ir.Expr, p: Optional[V], negate: bool = False, hint: str = "t",
+                dst: Optional[V] = None) -> V:
+        """`e`, its element reads run only where `p` holds (`!p` with negate; None: no
+        condition). Pure arithmetic needs no guard: it is lowered as it is."""
+        if p is None or not reads_memory(e):
+            return self.value(e, hint, dst)
+        with self.reads_under(p, negate):
+            return self.value(e, hint, dst)
 
     def place(self, e: ir.Expr):
         if self.lw.invariant(e):
@@ -168,7 +238,7 @@ class ExprLowering:
         if dst is not None:
             return self.compute(e, hint, dst)
         key = self.key(e)
-        got = self.reuse(e, key)
+        got = self.reuse(e, key) or self.reuse_outer(e)
         if got is not None:
             return got
         with self.place(e):
@@ -187,7 +257,10 @@ class ExprLowering:
             return self.unary(e, hint, dst)
         if isinstance(e, ir.Select):
             c = self.value(e.cond)
-            a, b = self.value(e.if_true), self.value(e.if_false)
+            if c.is_const and (reads_memory(e.if_true) or reads_memory(e.if_false)):
+                return self.value(e.if_true if c.const else e.if_false, hint, dst)
+            # C evaluates one arm: an arm's loads run only where it is taken
+            a, b = self.guarded(e.if_true, c), self.guarded(e.if_false, c, negate=True)
             if c.is_const:
                 return self.value(e.if_true if c.const else e.if_false, hint, dst)
             t = reg_type(e.dtype, self.lw, self.loc)
@@ -220,6 +293,8 @@ class ExprLowering:
             fused = self.contract(e, hint, dst)
             if fused is not None:
                 return fused
+        if e.op in ("&&", "||") and reads_memory(e.rhs):
+            return self.short_circuit(e, hint, dst)
         a, b = self.value(e.lhs), self.value(e.rhs)
         if a.is_const and b.is_const:
             r = fold(e.op, a.const, b.const, e.dtype)
@@ -248,6 +323,20 @@ class ExprLowering:
             raise self.lw.refuse(f"the operator '{e.op}' on {e.dtype}", self.loc)
         out = self.out(dst, t, hint)
         self.w.op(opcode, out, a, b)
+        return out
+
+    def short_circuit(self, e: ir.Bin, hint: str, dst: Optional[V]) -> V:
+        """`a && b`, `a || b` whose right side reads memory: C evaluates b only when a does
+        not decide (a true for &&, false for ||), so b's loads run only there."""
+        a = self.value(e.lhs)
+        decides = e.op == "||"  # the value of a that decides without b
+        if a.is_const:
+            if bool(a.const) == decides:
+                return self.value(ir.Const(decides, "bool"), hint, dst)
+            return self.value(e.rhs, hint, dst)
+        b = self.guarded(e.rhs, a, negate=decides)
+        out = self.out(dst, "pred", hint)
+        self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, self._pred(b))
         return out
 
     def int_opcode(self, e: ir.Bin, b: V, t: str) -> Optional[str]:

@@ -12,7 +12,9 @@ the program's order for every element.
   scalars) are computed once per apply (or hoisted out of loops).
 - Conditions on i and j that are affine (`j > cid * 64 + i`) become one
   per-thread value A and one `setp` against an immediate per register;
-  conditional stores are `selp`.
+  conditional stores are `selp`; the element reads of a conditional value
+  (a global bias, a shared row vector) are predicated loads under the same
+  predicate (context.Lowering.element_load): only arithmetic is if-converted.
 - `row.at(i) = row.at(i) + f(acc.at(i, j))` (also max/min) over a 2-D
   domain is a row reduction: a balanced tree over the thread's registers of
   that row, then one update of the row register (each thread keeps its
@@ -243,7 +245,7 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
             # belongs to the key (`sc.at(j)` is not `sc.at(i)`: row_buffer refuses it)
             base = self.lw.k.root(e.view.base)
             return ("buf", base, e.view, e.index, self.offsets()[self.a.indices[0]],
-                    self.version["buf " + base])
+                    self.version["buf " + base], self.guard_key())
         if isinstance(e, ir.Sym) and e.name in self.a.indices:
             return ("index",) + self.offsets()[e.name]
         return super().key(e)
@@ -379,7 +381,7 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             elif isinstance(s, ir.Let):
-                self.let(s, ks)
+                self.let(s, ks, cond)
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
 
@@ -392,7 +394,7 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
         preds = {}
         for k in ks:  # evaluated once per element, before either branch
             self.k = k
-            p = self.value(s.cond, "mask")
+            p = self.guarded(s.cond, None if outer is None else outer[k], hint="mask")
             if outer is not None:
                 q = self.out(None, "pred", "mask")
                 self.w.op("and.pred", q, p, outer[k])
@@ -425,8 +427,8 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
             dst = self.elem(ir.Elem(s.frag, s.index, fi.frag.dtype))
             if cond is None:
                 self.value(s.value, "v", dst)
-            else:
-                v = self.value(s.value, "v")
+            else:  # if-converted: the value's loads run only where the store does
+                v = self.guarded(s.value, cond[k], hint="v")
                 self.w.op("selp.f32", dst, v, dst, cond[k])
             if fi.kind == "acc" and fi.frag.dtype == "f16":
                 round_f16(self.lw, [dst])

@@ -42,7 +42,8 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
     b = lw.k.buffer(root)
     if b is not None and b.storage == "shared" and not b.swizzle:
         lw.smem_read = True  # a copy one thread issues next may overwrite it
-        return Places.of_mma_kernel(lw).load(e.view, e.index, e.dtype, loc, expr=x)
+        return Places.of_mma_kernel(lw).load(e.view, e.index, e.dtype, loc, expr=x,
+                                             at=e.loc or loc)
     if lw.k.param(root) is None:
         raise lw.refuse(f"reading an element of the {_storage(lw, root)} buffer '{root}' "
                         "in an MMA kernel", loc)
@@ -51,7 +52,7 @@ def load(lw, x, e: ir.BufElem, loc) -> V:
         raise lw.refuse(f"reading elements of '{root}', which this kernel also writes", loc)
     places = Places.of_mma_kernel(lw)
     places.pointers.setdefault(root, pointer(lw, root))
-    return places.load(e.view, e.index, e.dtype, loc, expr=x)
+    return places.load(e.view, e.index, e.dtype, loc, expr=x, at=e.loc or loc)
 
 
 def params(lw) -> list[str]:

@@ -54,10 +54,13 @@ class RowBuffers:
     def row_buffer_load(self, e: ir.BufElem) -> V:
         """Loaded once per row of the thread for the whole apply (again after a store)."""
         key = self.key(e)
-        if key not in self.memo:
+        if key not in self.memo:  # (or loaded where a guard around this one held)
+            got = next((self.memo[k] for k in self.outer_keys(e) if k in self.memo), None)
+            if got is not None:
+                return got
             addr, off = self.row_buffer(e.view, e.index, self.loc)
             out = self.w.reg("f32", f"{self.lw.k.root(e.view.base)}_at")
-            self.w.op("ld.shared.f32", out, f"ptx.addr({addr.text}, {off})")
+            self.lw.element_load("ld.shared.f32", out, f"ptx.addr({addr.text}, {off})")
             self.memo[key] = out
             self.lw.smem_read = True  # an event the role triggers next may free the vector
         return self.memo[key]

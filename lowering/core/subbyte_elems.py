@@ -35,13 +35,13 @@ def check_cvt(lw, dtype: str, loc) -> None:
                           f"(a copy of {dtype} data needs no conversion)", loc)
 
 
-def load(lw, space: str, addr: V, dtype: str, loc) -> V:
+def load(lw, space: str, addr: V, dtype: str, loc, at=None) -> V:
     w = lw.w
     if dtype in _CVT:
         check_cvt(lw, dtype, loc)
         name, pair_t = _CVT[dtype]
         byte = w.reg("b16", "q6")
-        w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
+        lw.element_load(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})", at)
         if pair_t == "b8":
             narrow = w.reg("b8", "q4")
             w.op("cvt.u8.u16", narrow, byte)
@@ -51,7 +51,7 @@ def load(lw, space: str, addr: V, dtype: str, loc) -> V:
         return _low_half_f32(w, pair)
     bits, signed = subbyte.INT_FORMATS[dtype]
     out = w.reg(INT_REGS[dtype], "v")
-    w.op(f"ld.{space}.u8", out, f"ptx.addr({addr.text})")
+    lw.element_load(f"ld.{space}.u8", out, f"ptx.addr({addr.text})", at)
     if signed:  # sign extension of the code's top bit
         w.op("shl.b32", out, out, 32 - bits)
         w.op("shr.s32", out, out, 32 - bits)
@@ -71,7 +71,7 @@ def _low_half_f32(w, pair: V) -> V:
 def store(lw, space: str, addr: V, dtype: str, value: V, loc) -> None:
     w = lw.w
     if dtype in _CVT:
-        w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", _codes(lw, dtype, value, loc))
+        w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", _codes(lw, dtype, value, loc), at=loc)
         return
     bits, _ = subbyte.INT_FORMATS[dtype]
     byte = w.reg("b32", "q")
@@ -81,7 +81,7 @@ def store(lw, space: str, addr: V, dtype: str, value: V, loc) -> None:
         w.op("selp.b32", byte, 1, 0, nz)
     else:
         w.op("and.b32", byte, value, (1 << bits) - 1)
-    w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", byte)
+    w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", byte, at=loc)
 
 
 def _codes(lw, dtype: str, value: V, loc) -> V:

@@ -153,16 +153,17 @@ class Places:
         self.lw.w.op("add.u32", addr, addr, self.lw.smem_base)
         return "shared", addr
 
-    def load(self, view: ir.View, index, dtype: str, loc, space_addr=None, expr=None) -> V:
-        """The element, widened to its register type."""
+    def load(self, view: ir.View, index, dtype: str, loc, space_addr=None, expr=None,
+             at=None) -> V:
+        """The element, widened to its register type; `at`: where the read stands."""
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc, expr)
         w = self.lw.w
         if dtype in subbyte_elems.ELEMS:
-            return subbyte_elems.load(self.lw, space, addr, dtype, loc)
+            return subbyte_elems.load(self.lw, space, addr, dtype, loc, at)
         if dtype in _FP8:  # byte -> f16 (the low half of a converted pair) -> f32
             byte = w.reg("b16", "q8")
-            w.op(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})")
+            self.lw.element_load(f"ld.{space}.u8", byte, f"ptx.addr({addr.text})", at)
             pair = w.reg("b32", "h2")
             w.op(f"cvt.rn.f16x2.{_FP8[dtype]}x2", pair, byte)
             low = w.reg("b16", "h")
@@ -172,15 +173,16 @@ class Places:
             return out
         if dtype in _CVT_IN:
             raw = w.reg("b16", "h")
-            w.op(f"ld.{space}.b16", raw, f"ptx.addr({addr.text})")
+            self.lw.element_load(f"ld.{space}.b16", raw, f"ptx.addr({addr.text})", at)
             out = w.reg("f32", "v")
             w.op(_CVT_IN[dtype], out, raw)
             return out
         out = w.reg(reg, "v")
-        w.op(f"ld.{space}.{mem}", out, f"ptx.addr({addr.text})")
+        self.lw.element_load(f"ld.{space}.{mem}", out, f"ptx.addr({addr.text})", at)
         return out
 
     def store(self, view: ir.View, index, dtype: str, value: V, loc, space_addr=None) -> None:
+        """`loc`: the store statement's (writer.op's `at`: a fault of the store is there)."""
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc)
         w = self.lw.w
@@ -192,14 +194,14 @@ class Places:
         if dtype in _FP8:  # f32 -> the low byte of a saturated pair (the high one is 0)
             pair = w.reg("b16", "q8")
             w.op(f"cvt.rn.satfinite.{_FP8[dtype]}x2.f32", pair, V.imm(0.0, "f32"), value)
-            w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", pair)
+            w.op(f"st.{space}.u8", f"ptx.addr({addr.text})", pair, at=loc)
             return
         if dtype in _CVT_OUT:
             raw = w.reg("b16", "h")
             w.op(_CVT_OUT[dtype], raw, value)
-            w.op(f"st.{space}.b16", f"ptx.addr({addr.text})", raw)
+            w.op(f"st.{space}.b16", f"ptx.addr({addr.text})", raw, at=loc)
             return
-        w.op(f"st.{space}.{mem}", f"ptx.addr({addr.text})", value)
+        w.op(f"st.{space}.{mem}", f"ptx.addr({addr.text})", value, at=loc)
 
 
 class ThreadExprs(ExprLowering):
@@ -212,7 +214,7 @@ class ThreadExprs(ExprLowering):
 
     def leaf(self, e: ir.Expr):
         if isinstance(e, ir.BufElem):
-            return self.places.load(e.view, e.index, e.dtype, self.loc)
+            return self.places.load(e.view, e.index, e.dtype, self.loc, at=e.loc or self.loc)
         if isinstance(e, ir.Elem):
             raise self.lw.refuse("a fragment element in per-thread code", self.loc)
         return super().leaf(e)

@@ -254,16 +254,16 @@ def _guarded(lw, row, col, limits, body) -> None:
 def frag_decl(lw, s: ir.FragDecl) -> None:
     wf = _frag(lw, s.frag.name, s.loc)
     if s.init is not None:
-        _fill(lw, wf, s.init.value)
+        _fill(lw, wf, s.init.value, s.loc)
 
 
 def mma_fill(lw, s: ir.MmaFill) -> None:
-    _fill(lw, _frag(lw, s.acc, s.loc), s.value.value)
+    _fill(lw, _frag(lw, s.acc, s.loc), s.value.value, s.loc)
 
 
-def _fill(lw, wf: WarpFrag, value) -> None:
+def _fill(lw, wf: WarpFrag, value, loc) -> None:
     if wf.role != "acc":
-        raise lw.refuse(f"filling the MMA operand '{wf.frag.name}' (a register fragment)", None)
+        raise lw.refuse(f"filling the MMA operand '{wf.frag.name}' (a register fragment)", loc)
     ty = _acc_reg(wf.frag.dtype)
     imm = V.imm(value, ty)  # (an f16 accumulator's value: sema rounded it to f16)
     for i in range(wf.tiles[0]):

@@ -232,13 +232,17 @@ class Writer:
         return f"L_{hint}_{n}"
 
     # ------------------------------------------------------------ instructions
-    def op(self, opcode: str, *operands, pred: Optional[V] = None, negate: bool = False) -> None:
-        """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`)."""
+    def op(self, opcode: str, *operands, pred: Optional[V] = None, negate: bool = False,
+           at: Optional[Loc] = None) -> None:
+        """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`).
+        `at`: the source of an element access, as a comment `# at file.co:LINE:COL` (the
+        emulator reports a fault of the access there; the PTX is the same without it)."""
         path = ".".join(_py_attr(part) for part in opcode.split("."))
         args = [_arg(o) for o in operands]
         if pred is not None:
             args.append(f"pred={'~' if negate else ''}{pred.text}")
-        self.line(f"ptx.inst.{path}({', '.join(args)})")
+        where = f"  # at {os.path.basename(at.file)}:{at.line}:{at.col}" if at is not None else ""
+        self.line(f"ptx.inst.{path}({', '.join(args)}){where}")
 
     def call(self, fn: str, *args: str) -> None:
         """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
@@ -291,12 +295,17 @@ def source_statement(loc: Loc) -> str:
         return "?"
     parts = [first.strip()]  # the whole line: declarations point into it (`event qf;`)
     line = loc.line
-    while not re.search(r"[;{}]\s*(//.*)?$", parts[-1]) and len(parts) < 4:
+    while not _code_of(parts[-1]).endswith((";", "{", "}")) and len(parts) < 4:
         line += 1
         nxt = SOURCES.line(Loc(loc.file, line, 1))
         if nxt is None:
             break
         parts.append(nxt.strip())
-    text = " ".join(p for p in parts if p)
-    text = re.sub(r"\s*//.*$", "", text)
-    return re.sub(r"\s+", " ", text)[:160]
+    return " ".join(_code_of(" ".join(p for p in parts if p)).split())[:160]
+
+
+def _code_of(line: str) -> str:
+    """A line without its `//` comment and trailing space; by `find`, not a regex: one with
+    a `\\s*` before `//` retries at every blank and is quadratic in a long run of them."""
+    cut = line.find("//")
+    return (line if cut < 0 else line[:cut]).rstrip()

@@ -21,6 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # the TMEM plan (an IR pass) decides with these; the lowering checks its shapes with them too
+from choreo_py import targets
 from choreo_py.passes.tmem_plan import ALLOC_UNIT, alloc_columns, check_mma_shape  # noqa: F401
 
 # ---------------------------------------------------------------- instruction descriptor
@@ -276,12 +277,12 @@ def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
     A row is split over the pair (t, t ^ 16): one `shfl.bfly 16` completes a row reduction.
     """
     w = warp % 4
-    if m == 128:
-        return ThreadFragment(32 * w + lane, 0, n)
-    if m == 64:
-        half = n // 2
-        return ThreadFragment(16 * w + lane % 16, (lane // 16) * half, half)
-    raise ValueError(f"M must be 64 or 128, got {m}")
+    split = targets.get("sm_100a").acc_rows.get(m)  # the owners of a row, their columns
+    if split is None:
+        raise ValueError(f"M must be 64 or 128, got {m}")
+    row = 32 * w + lane if m == 128 else 16 * w + lane % 16
+    t = split.owner_of_lane(lane)
+    return ThreadFragment(row, split.col_base(n, t), len(split.columns(n, t)))
 
 
 SWIZZLE_NAMES = {128: "128B", 64: "64B", 32: "32B"}

@@ -232,13 +232,11 @@ class Sm100Target(block_acc.BlockAccHooks):
     # ------------------------------------------------------------ layout
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
-        if m == 64:  # .16x32bx2, split N/2: a row is held by lanes l and l ^ 16
-            regs = n // 2
-            return AccLayout(rows=64, cols=n, row_off=(0,) * regs, col_off=tuple(range(regs)),
-                             row_lanes=(16,), col_base_max=regs)
-        if m == 128:  # .32x32b: thread t holds row t
-            return AccLayout(rows=128, cols=n, row_off=(0,) * n, col_off=tuple(range(n)),
-                             row_lanes=(), col_base_max=0)
+        split = targets.get(self.arch).acc_rows.get(m)
+        if split is not None:  # .16x32bx2 split N/2 (M = 64), .32x32b (M = 128); one row
+            return AccLayout(rows=m, cols=n, row_off=(0,) * (n // split.owners),  # a thread
+                             col_off=split.columns(n, 0), row_lanes=split.lanes,
+                             col_base_max=split.col_base(n, split.owners - 1))
         raise _refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 rows)",
                       loc)
 
@@ -275,14 +273,16 @@ class Sm100Target(block_acc.BlockAccHooks):
         def make() -> V:
             w = lw.w
             cb = w.reg("s32", f"col_base{n}" if n != self.n else "col_base")
-            w.op("and.b32", cb, lw.role.local_tid, 16)
-            half = n // 2
+            split = targets.get(self.arch).row_split(64)  # owner 1: the lanes of bit 16
+            lane = split.lanes[0]
+            w.op("and.b32", cb, lw.role.local_tid, lane)
+            half = split.col_base(n, 1)
             if half & (half - 1) == 0:
-                shift = half.bit_length() - 1 - 4
+                shift = half.bit_length() - lane.bit_length()
                 if shift:
                     w.op("shl.b32" if shift > 0 else "shr.u32", cb, cb, abs(shift))
             else:
-                w.op("shr.u32", cb, cb, 4)
+                w.op("shr.u32", cb, cb, lane.bit_length() - 1)
                 w.op("mul.lo.s32", cb, cb, half)
             return cb
         return lw.once(("col_base", n), make)

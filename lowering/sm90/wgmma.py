@@ -18,7 +18,7 @@
 """
 from __future__ import annotations
 
-from choreo_py import ir
+from choreo_py import ir, targets
 
 from ..core.f16_values import round_f16
 from ..core.fragments import k_steps, mma_accumulator
@@ -32,6 +32,22 @@ _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 _KINDS = {"bf16": "bf16", "f16": "f16", "f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
 #: input kind -> K of one wgmma (32 bytes of each row: k16 for 16-bit inputs, k32 for fp8)
 _K_STEP = {"bf16": 16, "f16": 16, "e4m3": 32, "e5m2": 32}
+
+
+_QUAD = targets.get("sm_90a").row_split(64)  # wgmma's: lanes (1, 2), runs of 2 columns
+
+
+def _quad_layout(split: targets.RowSplit, n: int) -> AccLayout:
+    """m64nN's registers from the target's row split: register k of a thread holds row
+    8((k%4)/2) past its base and, per row, the split's columns of owner 0 in order
+    (pair k%2 of run k/4), offset by the thread's col_base."""
+    cols = split.columns(n, 0)
+    regs = 2 * len(cols)
+    return AccLayout(
+        rows=64, cols=n,
+        row_off=tuple(8 * ((k % 4) // 2) for k in range(regs)),
+        col_off=tuple(cols[split.run * (k // 4) + (k % 2)] for k in range(regs)),
+        row_lanes=split.lanes, col_base_max=split.col_base(n, split.owners - 1))
 
 
 class Sm90Target:
@@ -58,12 +74,7 @@ class Sm90Target:
         if n % 8 or not 8 <= n <= 256:
             raise _refuse(f"an accumulator of {n} columns (wgmma takes 8..256, multiples of 8)",
                           loc)
-        regs = n // 2
-        return AccLayout(
-            rows=64, cols=n,
-            row_off=tuple(8 * ((k % 4) // 2) for k in range(regs)),
-            col_off=tuple(8 * (k // 4) + (k % 2) for k in range(regs)),
-            row_lanes=(1, 2), col_base_max=6)
+        return _quad_layout(targets.get(self.arch).row_split(m), n)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
         def row_base() -> V:
@@ -76,10 +87,10 @@ class Sm90Target:
             w.op("mad.lo.s32", rb, warp, 16, rb)
             return rb
 
-        def col_base() -> V:
+        def col_base() -> V:  # the quad's thread t (lane % 4) starts at the split's run t
             cb = lw.w.reg("s32", "col_base")
             lw.w.op("and.b32", cb, lw.role.local_tid, 3)
-            lw.w.op("shl.b32", cb, cb, 1)
+            lw.w.op("shl.b32", cb, cb, _QUAD.run.bit_length() - 1)
             return cb
         self._check_warpgroup(lw, None)
         return lw.once(("row_base",), row_base), lw.once(("col_base",), col_base)
