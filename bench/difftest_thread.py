@@ -40,7 +40,6 @@ class Ctx:
     loop: int = 0                # loop nesting level
     depth: int = 0               # statement nesting depth
     sh_read: frozenset = frozenset()
-    rebound: set = field(default_factory=set)   # immutables assigned here (the known bug's form)
 
     def child(self, **kw):
         c = Ctx(list(self.vars), self.guarded, self.loop, self.depth + 1, self.sh_read)
@@ -72,7 +71,6 @@ class ThreadGen:
             self.shared["shf"] = "f32"
         self.half_out = rng.random() < 0.35
         self.half_t = rng.choice(NARROW)
-        self.known_bug = rng.random() < 0.08   # assignments to immutable names in nested scopes
 
     # -- names and leaves
     def fresh(self, p="v") -> str:
@@ -268,19 +266,14 @@ class ThreadGen:
 
     def s_assign(self, ctx):
         r = self.r
-        # the known bug's form (KNOWN_BUGS in difftest.py): `x = e` of an immutable x of an
-        # enclosing block; the compiler makes it a new binding of the block, so a second
-        # one in the same block is refused as an assignment of an immutable: one a block
-        known = [v for v in ctx.vars if v[2] or (self.known_bug and v[3] < ctx.depth
-                                                 and v[0] not in ctx.rebound)]
+        known = [v for v in ctx.vars if v[2]]   # mutable: an inner block's `=` updates it
         if not known:
             return self.s_decl(ctx)
         name, t, mutable, depth, loop = r.choice(known)
-        if not mutable:
-            ctx.rebound.add(name)
-            self.features.add("assign-immutable-in-loop" if loop < ctx.loop else "assign-immutable-nested")
+        self.features.add("assign-in-loop" if loop < ctx.loop else "assign-nested" if depth < ctx.depth
+                          else "assign")
         ops = ["=", "+=", "-=", "*="] + (["/=", "%="] if t in INT_TYPES else [])
-        op = r.choice(ops) if mutable and t not in NARROW else "="
+        op = r.choice(ops) if t not in NARROW else "="
         e = self.expr(t, ctx)
         if t == "f32" and op in ("+=", "-=") and product(e):
             op = "="

@@ -43,7 +43,7 @@ def test_families_and_forms_are_generated() -> None:
     feats = set().union(*(p.features for p in progs))
     for f in ("foreach", "while", "ranged", "break", "guard", "shared", "approx",
               "layout:block", "layout:group", "layout:group4", "decl:mutable-untyped",
-              "decl:immutable-typed"):
+              "decl:immutable-typed", "assign-in-loop", "assign-nested"):
         assert f in feats, f
 
 
