@@ -294,6 +294,25 @@ def report(res: dict, out: Path | None, verbose: bool) -> dict:
     return res
 
 
+def replay(folder: Path) -> int:
+    """A saved finding run again by the current compiler (the generator may have changed
+    since: the folder has the program and its data)."""
+    rep = json.loads((folder / "report.json").read_text())
+    inputs = dict(np.load(folder / "inputs.npz"))
+    ref = dict(np.load(folder / "ref.npz")) if (folder / "ref.npz").exists() else None
+    fam = rep.get("family")
+    fn = "gemm" if fam == "mma" else "k"
+    outputs = tuple(ref) if ref else ()
+    prog = difftest_gen.Program(rep["seed"], fam, (folder / "program.co").read_text(), fn, inputs,
+                                outputs, ref, {}, set(rep.get("features", ())), rep.get("note", ""),
+                                ("A", "B", "C") if "mma:bf16" in rep.get("features", ()) else ())
+    results = {side: run_side(side, str(folder / "program.co"), prog) for side in SIDES}
+    diff = differences(prog, results)
+    for side, (st, val) in results.items():
+        print(f"{side}: {st}" + (f" {str(val)[:300]}" if st != "ok" else "") + (f"  DIFF {diff[side]}" if side in diff else ""))
+    return 1 if diff or any(st == "crash" for st, _ in results.values()) else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("-n", type=int, default=100, help="programs (seeds S .. S+n-1)")
@@ -304,7 +323,11 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=Path("difftest_findings"))
     ap.add_argument("--json", type=Path, help="write every program's result here")
     ap.add_argument("-v", "--verbose", action="store_true")
+    ap.add_argument("--replay", type=Path, help="a saved finding's folder: run its program.co "
+                    "on its inputs.npz again, every side against its ref.npz")
     args = ap.parse_args(argv)
+    if args.replay:
+        return replay(args.replay)
     if args.only is not None:
         prog = difftest_gen.generate(args.only, args.family)
         print(prog.source)

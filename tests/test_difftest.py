@@ -173,3 +173,15 @@ def test_constants_fold_as_their_types_hold_them() -> None:
     for side, out in got.items():
         assert np.array_equal(out["Y"], np.zeros(n, np.float32)), (side, out["Y"][:4])
         assert np.array_equal(out["Z"], (-294967296 >> 8) + np.arange(n, dtype=np.int32)), (side, out["Z"][:4])
+
+
+def test_reads_guarded_by_a_condition_operator() -> None:
+    """`(n < N) ? X.at(n) : 7`, `(n < N) && X.at(n) > 0`, `(n >= N) || X.at(n) > 0`: the
+    read runs only where C evaluates it (found before main's guarded-read fix: the
+    interpreter reported the out-of-bounds read, the emulated PTX faulted)."""
+    n = 40
+    x = np.array([(-1) ** i * (i % 9) for i in range(n)], np.int32)
+    want = (10 * x + np.where(x > 0, 3, 0)).astype(np.int32)
+    for side, out in _run_all(CO / "guarded_ternary.co", {"X": x, "Y": np.zeros(n, np.int32)},
+                              ("Y",)).items():
+        assert np.array_equal(out["Y"], want), side
