@@ -22,6 +22,7 @@ from choreo_py import ir
 from choreo_py.ir import build as B
 
 from . import subbyte_elems
+from .conversions import coerce
 from .exprs import ExprLowering, REG_TYPES
 from .writer import V
 
@@ -186,6 +187,11 @@ class Places:
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc)
         w = self.lw.w
+        # the value as the element's register type (C's conversion on assignment)
+        got = coerce(w, value, reg)
+        if got is None:
+            raise self.lw.refuse(f"storing a {value.ty} value into {dtype} elements", loc)
+        value = got
         if value.is_const:
             value = self.lw.w.reg(reg, "c", init=V.imm(value.const, reg))
         if dtype in subbyte_elems.ELEMS:
