@@ -22,6 +22,7 @@ from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from choreo_py import ir
+from choreo_py.ir import c_scalars
 
 from . import mathfns
 from .conversions import common_type, const_as, fits, coerce
@@ -66,7 +67,11 @@ def reads_memory(e: ir.Expr) -> bool:
 
 
 def fold(op: str, a, b, dtype: str):
-    """C semantics of a binary operator on two constants (None: do not fold)."""
+    """C semantics of a binary operator on two constants (None: do not fold). f32
+    arithmetic is f32's: the operands and the result rounded to f32, as add.f32 gives
+    (`0.1f + 0.2f` folded in double was 0.30000000000000004, rounded once: not f32's sum)."""
+    if dtype == "f32" and isinstance(a, float) and isinstance(b, float):
+        a, b = c_scalars.to_f32(a), c_scalars.to_f32(b)
     try:
         if op in ("/", "%") and isinstance(a, int) and isinstance(b, int):
             if b == 0:
@@ -89,6 +94,8 @@ def fold(op: str, a, b, dtype: str):
         out &= 0xFFFFFFFF
     if dtype == "s32" and isinstance(out, int) and not isinstance(out, bool):
         out = (out + 2**31) % 2**32 - 2**31
+    if dtype == "f32" and isinstance(out, float):
+        out = c_scalars.to_f32(out)
     return out
 
 
@@ -376,7 +383,11 @@ class ExprLowering:
         return pattern.format(t=t, n=n) if pattern else None
 
     def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        t = common_type(a, b)
+        # The operands' IR type, not a register's: a parallel index is an s32 held in the
+        # u32 register of %tid/%ctaid, and `t > x` of a negative s32 x compares signed
+        # (setp.gt.u32 made every negative x greater than t).
+        t = REG_TYPES.get(lhs.dtype) or getattr(self.lw, "widened_types", {}).get(lhs.dtype) \
+            or common_type(a, b)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
         a, b = self.as_type(a, t), self.as_type(b, t)
@@ -421,7 +432,8 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if a.is_const:
             r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
-            return self.value(ir.Const(r, e.dtype), hint, dst)
+            # an integer wraps to its type: ~1u is 4294967294, not -2 (which made `~1u < 2u` true)
+            return self.value(ir.Const(c_scalars.wrap(r, e.dtype), e.dtype), hint, dst)
         if e.op == "!":
             out = self.out(dst, "pred", hint)
             self.w.op("not.pred", out, self.as_type(a, "pred"))

@@ -237,6 +237,24 @@ class ThreadExprs(ExprLowering):
         self.lw.w.op(f"mov.{dst.ty}", dst, r)
         return dst
 
+    def call(self, e: ir.Call, hint: str, dst):
+        """`__to<f16>(x)` / `__to<bf16>(x)`: f16 and bf16 values live in f32 registers and
+        their arithmetic is computed in f32, so the conversion is a rounding to the narrow
+        type and back (cvt.rn there, the exact widening back), whatever x's type (a bf16
+        sum is an f32 value until converted). Without it the value kept the f32 bits the
+        conversion drops, and a bf16 scalar held 2054.7 where the type holds 2048."""
+        if e.fn != "to" or e.dtype not in _CVT_OUT:
+            return super().call(e, hint, dst)
+        w = self.lw.w
+        wide = self.convert(e.args[0], "f32", hint, None)
+        if wide.is_const:
+            wide = w.reg("f32", "c", init=V.imm(wide.const, "f32"))
+        raw = w.reg("b16", "h")
+        w.op(_CVT_OUT[e.dtype], raw, wide)
+        out = self.out(dst, "f32", hint)
+        w.op(_CVT_IN[e.dtype], out, raw)
+        return out
+
     def key(self, e: ir.Expr):
         if any(isinstance(x, ir.BufElem) for x in ir.expr_walk(e)):
             return ("mem", id(e))  # a value read from memory is computed where it is used
