@@ -323,7 +323,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
         self._check_decl(s)
         if s.init is None:
-            raise Unsupported("a scalar declared without a value", s.loc)
+            return self._zero_decl(s)
         dtype = s.type.name if s.type else None
         if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
             return self._atomic_decl(s, dtype)
@@ -341,6 +341,19 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
+
+    def _zero_decl(self, s: A.ScalarDecl) -> None:
+        """`s32 r;` (a data element type, or `mutable`): a variable that starts at zero, as
+        the reference's CPU model makes it (tools/co-mock/mock_interp.cpp
+        `ExecNamedVariableDecl`: a scalar without an initialiser is 0 of its type). An
+        immutable `int b;` was refused by the rule checks (choreo_py/check/initialisers.py)."""
+        dtype = s.type.name
+        if not (s.mutable or bindings.decl_mutable(s)) or dtype not in ir.DTYPE_BITS:
+            raise err(f"the {s.type.spelling} '{s.name}' is immutable and needs an initial "
+                      "value (or declare it 'mutable')", s)
+        zero = ir.Const(0.0 if ir.is_float(dtype) else (False if dtype == "bool" else 0), dtype)
+        self.emit(ir.Var(s.name, dtype, zero, loc=s.loc))
+        self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
 
     def _variable(self, s: A.ScalarDecl) -> bool:
         """A declaration that needs a variable: declared one (frontend/bindings.py) and
