@@ -25,6 +25,7 @@ from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
 from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
+from .increments import increments_in, zero_decl
 from .levels import LevelBuilder, nest_levels
 from .role_forms import RoleFormBuilder
 from .asm import AsmBuilder
@@ -132,7 +133,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
         try:
-            fn(node)
+            with increments_in(self, node):
+                fn(node)
         except Unsupported as u:
             if not self.lenient:
                 raise
@@ -322,8 +324,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
 
     def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
         self._check_decl(s)
-        if s.init is None:
-            return self._zero_decl(s)
+        if s.init is None:  # `s32 r;`: zero (sema/increments.py)
+            return zero_decl(self, s)
         dtype = s.type.name if s.type else None
         if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
             return self._atomic_decl(s, dtype)
@@ -341,19 +343,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
         else:
             self._let(s.name, v, s.loc)
-
-    def _zero_decl(self, s: A.ScalarDecl) -> None:
-        """`s32 r;` (a data element type, or `mutable`): a variable that starts at zero, as
-        the reference's CPU model makes it (tools/co-mock/mock_interp.cpp
-        `ExecNamedVariableDecl`: a scalar without an initialiser is 0 of its type). An
-        immutable `int b;` was refused by the rule checks (choreo_py/check/initialisers.py)."""
-        dtype = s.type.name
-        if not (s.mutable or bindings.decl_mutable(s)) or dtype not in ir.DTYPE_BITS:
-            raise err(f"the {s.type.spelling} '{s.name}' is immutable and needs an initial "
-                      "value (or declare it 'mutable')", s)
-        zero = ir.Const(0.0 if ir.is_float(dtype) else (False if dtype == "bool" else 0), dtype)
-        self.emit(ir.Var(s.name, dtype, zero, loc=s.loc))
-        self.scope.bind(s.name, Scalar(ir.Sym(s.name, dtype), mutable=True, kind="var", loc=s.loc))
 
     def _variable(self, s: A.ScalarDecl) -> bool:
         """A declaration that needs a variable: declared one (frontend/bindings.py) and
