@@ -81,8 +81,7 @@ def check_program(program, target: str = targets.COMPILE_DEFAULT):
     rec = _target(target)
     try:
         return sema.check_program(
-            program, on_function=lambda fn: [pipeline.run_kernel(k, rec, strict=False)
-                                             for k in fn.kernels])
+            program, on_function=lambda fn: pipeline.run_function(fn, rec, strict=False))
     except ChoreoError as e:
         raise ChoreoError(diagnostics=[_one_owner(d) for d in e.diagnostics]) from None
 
@@ -101,8 +100,8 @@ def check_strict(program, target: str = targets.COMPILE_DEFAULT) -> None:
     except ChoreoError as rule_errors:
         found = rule_errors.diagnostics + _pass_findings(program, target)
         raise ChoreoError(diagnostics=found) from None
-    sema.check_program(program, strict=True, on_function=lambda fn: [
-        pipeline.run_kernel(k, rec, strict=True) for k in fn.kernels])
+    sema.check_program(program, strict=True, on_function=lambda fn:
+                       pipeline.run_function(fn, rec, strict=True))
 
 
 def _one_owner(d):

@@ -24,3 +24,39 @@ def emulate_strict(path, tensors: dict, schedule: str, seed: int = 1) -> list:
     run_spec(from_co(str(path), "sm_100a"), tensors, schedule=schedule, seed=seed, strict=True,
              stats=stats)
     return stats.notes
+
+
+class VoteLog:
+    """The outcomes of every `vote.sync.any` a strict emulator run executes, as
+    (PTX site, warp, held) in execution order: the correction role's row votes (pass
+    tmem-row-vote), whose `held` False is a warp that skips its rescale. Wraps the
+    emulator's decoder of the instruction from outside (test-side instrumentation)."""
+
+    def __init__(self, monkeypatch) -> None:
+        from choreo_py.emu import isa, isa_table
+        from choreo_py.emu.operands import operand_reader
+        isa._loaded()
+        original = isa_table.DECODERS["vote.sync.any"]
+        self.votes: list = []
+
+        def counting(inst):
+            from choreo_py.emu.isa_support import machine
+            ex = original(inst)
+            p = operand_reader(inst.operands[1], "pred", machine())
+
+            def run(w):
+                import numpy as np
+                self.votes.append((inst.idx, id(w), bool(np.asarray(p(w), bool)[w.mask].any())))
+                return ex(w)
+            return run
+        monkeypatch.setitem(isa_table.DECODERS, "vote.sync.any", counting)
+
+    def per_step(self) -> list:
+        """[(skips, votes)] for the n-th vote of each (site, warp): the n-th KV step of a
+        block that runs one item."""
+        seq: dict = {}
+        for site, warp, held in self.votes:
+            seq.setdefault((site, warp), []).append(held)
+        steps = max(map(len, seq.values()), default=0)
+        return [(sum(not s[n] for s in seq.values() if len(s) > n),
+                 sum(1 for s in seq.values() if len(s) > n)) for n in range(steps)]

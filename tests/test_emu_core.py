@@ -66,8 +66,6 @@ def lanes_f32(seed=0, n=32):
     ("mul.f32 %r, %x, %x;", lambda x: x * x),
     ("fma.rn.f32 %r, %x, %x, %c;", lambda x: (x.astype(np.float64) ** 2 + 1.5).astype(np.float32)),
     ("max.f32 %r, %x, %c;", lambda x: np.maximum(x, np.float32(1.5))),
-    ("ex2.approx.ftz.f32 %r, %x;", lambda x: np.exp2(x.astype(np.float64)).astype(np.float32)),
-    ("rcp.approx.ftz.f32 %r, %x;", lambda x: (1 / x.astype(np.float64)).astype(np.float32)),
     ("neg.f32 %r, %x;", lambda x: -x),
 ])
 def test_float_alu_matches_numpy(op, ref):
@@ -76,6 +74,46 @@ def test_float_alu_matches_numpy(op, ref):
     body = f"\tld.global.f32 %x, [%a64];\n\tmov.f32 %c, 0f3FC00000;\n\t{op}\n\tst.global.f32 [%b64], %r;"
     run(body, "\t.reg .f32 %x, %c, %r;", x, y)
     np.testing.assert_array_equal(y.numpy(), ref(x.numpy()))
+
+
+@pytest.mark.parametrize("op,exact", [
+    ("ex2.approx.ftz.f32", np.exp2), ("ex2.approx.f32", np.exp2),
+    ("rcp.approx.ftz.f32", lambda v: 1 / v), ("rsqrt.approx.f32", lambda v: 1 / np.sqrt(v)),
+    ("lg2.approx.f32", np.log2), ("sin.approx.f32", np.sin), ("cos.approx.f32", np.cos),
+])
+def test_approx_forms_are_faithful_not_correctly_rounded(op, exact):
+    """PTX ISA (ex2, rcp, rsqrt, lg2, sin, cos): .approx bounds the error, not the value.
+    Each result is one of the two f32 values bracketing the exact one, and not always
+    the nearest (code relying on correct rounding is caught); exactly representable
+    results stay exact (ex2 of integers, rcp of powers of two)."""
+    x = lanes_f32(1).abs() + 0.25 if "sqrt" in op or "lg2" in op else lanes_f32(1)
+    x = torch.cat([x[:24], torch.tensor([0.0, 1.0, -3.0, 4.0, 2.0, 8.0, 0.5, 7.0])])
+    y = torch.zeros(32)
+    body = f"\tld.global.f32 %x, [%a64];\n\t{op} %r, %x;\n\tst.global.f32 [%b64], %r;"
+    run(body, "\t.reg .f32 %x, %r;", x, y)
+    got, want = y.numpy().astype(np.float64), exact(x.numpy().astype(np.float64))
+    nearest = want.astype(np.float32)
+    ulp = np.abs(np.spacing(nearest)).astype(np.float64)
+    fin = np.isfinite(want)
+    assert (np.abs(got - want)[fin] < ulp[fin]).all()
+    np.testing.assert_array_equal(got[~fin], want[~fin])      # inf and NaN kept
+    assert (got != nearest).any()
+    if op.startswith("ex2"):
+        ints = x.numpy() == np.round(x.numpy())                      # ex2(0) = 1, 2^-3 ...
+        assert (got[ints] == np.exp2(x.numpy()[ints].astype(np.float64))).all()
+    if op.startswith("rcp"):
+        assert (got[27:30] == [0.25, 0.5, 0.125]).all()
+
+
+def test_tanh_approx_within_its_bound():
+    """tanh.approx.f32: relative error within the ISA's 2^-11, and not the exact value."""
+    x = lanes_f32(3)
+    y = torch.zeros(32)
+    run("\tld.global.f32 %x, [%a64];\n\ttanh.approx.f32 %r, %x;\n\tst.global.f32 [%b64], %r;",
+        "\t.reg .f32 %x, %r;", x, y)
+    want = np.tanh(x.numpy().astype(np.float64))
+    err = np.abs(y.numpy() - want) / np.abs(want)
+    assert err.max() < 2.0 ** -11 and err.max() > 2.0 ** -20
 
 
 def test_cvt_bf16x2_packs_round_to_nearest_even_upper_from_first_operand():

@@ -176,7 +176,7 @@ MUTANTS = {
 }
 # In these orders the flipped wait of site 249 makes the correction wait for a phase that
 # never comes before the racing accesses happen: a deadlock report (also a fault, exit 1).
-DEADLOCKS = {("site249_flip_sc0_full", "greedy"), ("site249_flip_sc0_full", "reverse")}
+DEADLOCKS = {("site249_flip_sc0_full", s) for s in ("greedy", "reverse", "random")}
 # S = 128 (one KV tile) unless the mutant needs a second tile for both accesses to happen
 SIZES = {"site249_flip_sc0_full": 256}
 

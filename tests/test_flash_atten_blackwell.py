@@ -35,7 +35,7 @@ CAUSAL = ROOT / "examples" / "flash_atten_blackwell_causal.co"
 BOTH = [EXAMPLE, CAUSAL]
 
 
-def _inputs(sq, skv, h=1, grow=1):
+def _inputs(sq, skv, h=1, grow=1, settle=1):
     """grow: keys past the first KV tile that many times larger. With randn inputs alone a
     row's max rarely grows by more than the softmax's threshold (8 in log2 units) after the
     first step, so O is not rescaled again; at 4 x (Q = 256, KV = 330) the rows of the
@@ -44,6 +44,8 @@ def _inputs(sq, skv, h=1, grow=1):
     q, k, v = bshd(1, sq, h, 1), bshd(1, skv, h, 2), bshd(1, skv, h, 3)
     if grow != 1:
         k[:, 128:] *= grow
+    if settle != 1:  # the first KV tile's keys that many times larger: its max stays
+        k[:, :128] *= settle
     return q, k, v, torch.full_like(q, float("nan"))
 
 
@@ -129,7 +131,7 @@ def test_the_rescale_is_taken(tmp_path, bound, matches):
     assert _interpret(EXAMPLE, 256, 330, grow=40) < 5e-3
     src = EXAMPLE.read_text()
     for n in "01":
-        assert src.count(f"m{n}_prev.at(i) * 0.12751743f <= 8.0f)") == 1
+        assert src.count(f"(m{n}.at(i) - m{n}_prev.at(i)) * 0.12751743f <= 8.0f)") == 1
     path = tmp_path / "v.co"
     path.write_text(src.replace("<= 8.0f)", f"<= {bound})"))
     assert (_interpret(path, 256, 330, grow=40) < 5e-3) == matches
@@ -189,6 +191,37 @@ def test_each_exponential_is_computed_once(ptx):
     per_role = [(int(parts[i]), parts[i + 1].count("ex2.approx"),
                  parts[i + 1].count("add.rm.f32")) for i in range(1, len(parts), 2)]
     assert per_role == [(24, 0, 0), (64, 0, 0), (168, 97, 32), (168, 97, 32), (56, 0, 0)]
+
+
+def _softmax_roles(ptx) -> list:
+    parts = re.split(r"setmaxnreg\.\w+\.sync\.aligned\.u32 (\d+);", ptx)
+    return [parts[i + 1] for i in range(1, len(parts), 2) if parts[i] == "168"]
+
+
+def test_a_kept_max_gives_the_factor_one(ptx):
+    """The row factor exp2((m_prev - m) * c) is sub, mul, ex2 (no fma): a kept max gives
+    exp2(+0) = 1 exactly, and a correction warp whose rows all kept theirs skips. (Written
+    m_prev * c - m * c, it contracts to fma(m_prev, c, m * -c), whose value for a kept max
+    is the rounding error of m * c: 1 within an ulp, but not 1.)"""
+    roles = _softmax_roles(ptx)
+    assert len(roles) == 2
+    for n, role in zip("01", roles):
+        assert re.search(rf"sub\.f32 (%\w+), %m{n}_prev0, %m{n}_0;\s+mul\.f32 (%\w+), \1, "
+                         rf"0f3E0293EE;\s+ex2\.approx\.ftz\.f32 (%\w+), \2;\s+"
+                         rf"st\.shared\.f32 \[%sc{n}_row\+\d+\], \3;", role), n
+
+
+def test_s_is_read_from_tensor_memory_once_a_step(ptx):
+    """The row max and the exponentials read the same registers (lower_flow.reader_loads):
+    on a step that masks nothing, one tcgen05.ld of each 16 columns of S and one wait, not
+    two; the masked step's apply (in a branch) loads and stores S piece by piece before."""
+    for role in _softmax_roles(ptx):
+        loop = re.search(r"\n(L_step_loop_\d+):\n(.*?)bra\.uni \1;", role, re.S).group(2)
+        mask = re.search(r"bra\.uni (L_endif_\d+);\n(.*?)\n\1:", loop, re.S)
+        plain = loop.replace(mask.group(0), "")
+        assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x16\.b32", plain)) == 8
+        assert plain.count("tcgen05.wait::ld") == 1
+        assert len(re.findall(r"tcgen05\.ld\.sync\.aligned\.32x32b\.x8\.b32", mask.group(2))) == 16
 
 
 def test_the_correction_role_moves_o_in_pieces(ptx):
@@ -293,3 +326,33 @@ def test_emulator_matches_sdpa_strict_with_rescales(tmp_path, path, sq, skv):
                          ids=lambda x: getattr(x, "stem", str(x)))
 def test_emulator_matches_sdpa_strict_more(tmp_path, path, sq, skv, h, sms, schedule):
     _emulate(tmp_path, path, sq, skv, h, sms, schedule)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("path, sq, skv, settle, grow, schedule, skips", [
+    (EXAMPLE, 256, 512, 3, 1, "random", [(0, 8), (8, 8), (8, 8), (8, 8)]),
+    (EXAMPLE, 256, 512, 1, 1, "reverse", [(0, 8), (8, 8), (8, 8), (8, 8)]),
+    (EXAMPLE, 200, 330, 1, 4, "round_robin", None),
+    pytest.param(CAUSAL, 512, 512, 3, 1, "greedy", None, marks=pytest.mark.slow)],
+    ids=["settled", "randn", "grown", "causal-settled"])
+def test_the_rescale_is_skipped_where_the_max_is_kept(tmp_path, monkeypatch, path, sq, skv,
+                                                     settle, grow, schedule, skips):
+    """The correction warps' votes (2 a step, one per stage, 4 warps each: 8) under the
+    strict emulator, and the result against SDPA. Keys whose first tile is the largest
+    (settled), and randn keys, keep every row's max after the first step: every warp skips
+    from step 1 on (step 0 rescales by factor 0: the PV overwrites O). Keys past the first
+    tile 4 x larger grow the max by more than 8 at step 1: there warps rescale (and the
+    result still matches). Causal, settled: every step but each item's first skips."""
+    from block_helpers import VoteLog
+    votes = VoteLog(monkeypatch)
+    q, k, v, o = _inputs(sq, skv, 1, grow=grow, settle=settle)
+    assert emulate_strict(_blocks(tmp_path, path, 1), dict(Q=q, K=k, V=v, O=o), schedule) == []
+    assert not o.float().isnan().any()
+    assert rel(o, _sdpa(q, k, v, causal=path is CAUSAL)) < 5e-3
+    steps = votes.per_step()
+    if skips is not None:
+        assert steps == skips
+    elif grow != 1:
+        assert steps[0] == (0, 8) and steps[1][0] < 8  # step 1: some warps rescale
+    else:  # causal: items of 4 and 2 steps on one block; each item's first step rescales
+        assert steps == [(0, 8), (8, 8), (8, 8), (8, 8), (0, 8), (8, 8)]

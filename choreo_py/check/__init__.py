@@ -23,6 +23,8 @@ into one dispatch table.
     structure               parallel levels, barriers, atomics, attributes
     block_accumulators      `mma.fill ... : block`: one role issues the MMAs into the tile
     fills                   `mma.fill` only of an accumulator, not of an MMA's operand
+    names                   no declaration named by a reserved word; one function per
+                            name and parameter types
     lowerable               `check --lowerable`: what would not compile for a target
 """
 from __future__ import annotations
@@ -30,7 +32,7 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
-from . import block_accumulators, fills, views
+from . import block_accumulators, fills, names, views
 from .walker import Checker
 
 FAMILIES = (mutability, initialisers, context, iteration, views, dma, futures, params,
@@ -68,7 +70,7 @@ def check_program(program: A.Program, strict: bool = True, building: bool = Fals
     only; `building` (`compile`, a call through choreo_py.load) warns, and the
     call's missing result refuses to be used (host/missing_result.py).
     """
-    found: list[Diagnostic] = []
+    found: list[Diagnostic] = names.function_names(program, building)
     for fn in program.functions:
         found += check_function(fn, strict, building)
     found = _unique(sorted(found, key=_position))

@@ -24,6 +24,7 @@ from .decl_types import (_bound_rank, _decl_type, _dma_future,
                          _selected_names, _static_dims, _type_rank)
 from .expr_types import EXPR_TYPE
 from .types import T, Sym, Scope
+from .names import reserved_name
 
 #: Names every function sees without declaring them.
 PREDEFINED = frozenset({"inf", "INFINITY", "NAN", "nan", "_", "true", "false", "nullptr",
@@ -106,6 +107,9 @@ class Checker:
         """Enter `name` in the innermost scope; one declaration per name per scope."""
         if not name or name == "_":
             return None
+        bad = reserved_name(name, loc)
+        if bad is not None:
+            self.errors.append(bad)
         scope = self.scopes[-1]
         if name in scope.names:
             first = scope.names[name].loc

@@ -13,7 +13,8 @@ Agents (each an index into every vector clock):
   the (1-based) phase their complete_tx counts toward;
 - ("bulk", warp): the bulk stores (cp.async.bulk.tensor shared -> global) the
   warp issued, epoch = their issue number (groups retire in order);
-- ("mma",): the CTA's tcgen05.mma pipe (in order), epoch = issue number.
+- ("mma", warp): the tcgen05.mma work the warp issued (in order), epoch = issue
+  number; tcgen05.commit tracks only the executing thread's MMAs.
 
 Synchronisation (what joins one clock into another), by PTX ISA section title:
 - bar.sync / bar.arrive / barrier.* ("bar, barrier"; "Memory Consistency
@@ -37,11 +38,19 @@ Synchronisation (what joins one clock into another), by PTX ISA section title:
 - wgmma ("wgmma.wait_group"): each warp's operand reads are its own,
   at issue; the wait_group that retires an operation acquires the clocks of
   all four warps at their issue (it cannot complete before they issued).
-- tcgen05 ("tcgen05 Memory Consistency Model"): tcgen05.mma is
-  issued by a thread and runs on the in-order pipe; tcgen05.commit's
-  mbarrier arrive-on releases the pipe's work up to the commit;
-  tcgen05.ld/st are the warp's own accesses (wait::ld / wait::st and the
-  tcgen05 fences are checked by the rules of tcgen05.py).
+- tcgen05 ("tcgen05 Memory Consistency Model", "tcgen05.fence"): the
+  tensor-memory accesses of a warp's tcgen05 operations (tcgen05.ld/st, and
+  the tcgen05.mma it issues) are those of a separate agent ("tc", warp),
+  ordered against other threads only through the fences:
+  tcgen05.fence::before_thread_sync puts the warp's tcgen05 work so far into
+  the warp's own clock (so the next bar.sync / mbarrier arrive releases it),
+  tcgen05.fence::after_thread_sync lets the warp's later tcgen05 work see
+  what the warp acquired. A thread synchronisation without the fences
+  orders the threads' generic work but not their tcgen05 work. tcgen05.mma
+  runs on the in-order pipe, its tensor-memory accesses ordered after the
+  issuer's tcgen05 view (its shared-memory operand reads after the issuer's
+  generic view: TMA data waited for on an mbarrier needs no tcgen05 fence);
+  tcgen05.commit's mbarrier arrive-on releases the pipe's work up to it.
 - fence.proxy.async orders the generic and async proxies of one thread
   (races.py); other fences order nothing by themselves (a fence with no
   synchronising access after it creates no happens-before edge).
@@ -52,6 +61,7 @@ from __future__ import annotations
 import numpy as np
 
 EPOCH = np.int32
+_EMPTY = np.zeros(0, EPOCH)
 
 
 def join(into: np.ndarray, other: np.ndarray) -> np.ndarray:
@@ -76,6 +86,8 @@ class Clocks:
             self.vc[w][w] = 1
         self.shadows: list = []
         self.epochs: dict = {}   # async agent -> its last epoch
+        self.tc_epoch: dict = {}  # warp -> epoch of its tcgen05 operations' agent
+        self.tc_clock: dict = {}  # warp -> the clock its tcgen05 operations are ordered after
 
     def agent(self, key, name: str) -> int:
         a = self.index.get(key)
@@ -105,6 +117,30 @@ class Clocks:
     def acquire(self, w: int, clock) -> None:
         if clock is not None:
             self.vc[w] = join(self.vc[w], clock)
+
+    # -- tcgen05 operations of a warp: an agent of their own (tcgen05.fence) --
+    def tc_agent(self, w: int) -> int:
+        return self.agent(("tc", w), f"warp {w}'s tcgen05 operations")
+
+    def tc_view(self, w: int):
+        """(agent, epoch, clock) of warp w's tcgen05 operations issued now."""
+        a = self.tc_agent(w)
+        e = self.tc_epoch.setdefault(w, 1)
+        clock = self.padded(self.tc_clock.get(w, _EMPTY)).copy()
+        clock[a] = e
+        return a, e, clock
+
+    def tc_fence_before(self, w: int) -> None:
+        """tcgen05.fence::before_thread_sync: w's tcgen05 work so far joins w's clock."""
+        a = self.tc_agent(w)
+        e = self.tc_epoch.setdefault(w, 1)
+        self.vc[w] = self.padded(self.vc[w])
+        self.vc[w][a] = max(int(self.vc[w][a]), e)
+        self.tc_epoch[w] = e + 1
+
+    def tc_fence_after(self, w: int) -> None:
+        """tcgen05.fence::after_thread_sync: w's later tcgen05 work sees w's clock."""
+        self.tc_clock[w] = join(self.padded(self.tc_clock.get(w, _EMPTY)).copy(), self.vc[w])
 
     def padded(self, clock: np.ndarray) -> np.ndarray:
         return clock if clock.size >= self.cap else join(np.zeros(self.cap, EPOCH), clock)

@@ -7,11 +7,15 @@ nearest-even, which is what .rn (and the default) asks for. fma.rn is
 computed in float64 and rounded once to float32 (the product of two
 float32 is exact in float64; the sum can round twice, which changes the
 last bit in rare ties); the directed roundings .rz/.rm/.rp of f32 add, sub,
-mul and fma are exact (rounding.py). The approximate forms are modelled as their
-correctly rounded values (ex2.approx, rcp.approx, lg2.approx, sqrt.approx):
-the hardware's are approximations (the PTX ISA bounds their error; they are
-not correctly rounded), so an emulated result can differ from the GPU's in
-the last bits; docs/emulator.md records what the calibration measured.
+mul and fma are exact (rounding.py). The approximate forms (.approx: ex2, rcp,
+rsqrt, sqrt, lg2, sin, cos, tanh) are not correctly rounded on the hardware
+(the PTX ISA gives each a bound on its error, not its value), so the emulator
+does not compute them correctly rounded either: `approximate` returns one of
+the two f32 values that bracket the exact result, chosen by a hash of the
+input's bits (and tanh further off, within its 2^-11 bound), so a kernel that
+relies on the exact value is caught while one within the ISA's bound is not;
+an exact result that f32 holds (ex2 of an integer, rcp of a power of two,
+ex2(0) = 1) stays exact, as on the hardware. docs/emulator.md, Numerics.
 """
 from __future__ import annotations
 
@@ -238,6 +242,56 @@ def _dec_mad(inst):
     return lambda w: wr(w, fn(a(w), b(w), c(w)))
 
 
+_HASH = np.uint32(0x9E3779B1)
+
+
+def _pick(x: np.ndarray, salt: int) -> np.ndarray:
+    """A deterministic bit per input value (Fibonacci hashing of its bits)."""
+    u = np.ascontiguousarray(x).view(np.uint32) ^ np.uint32(salt)
+    return ((u * _HASH) >> np.uint32(31)).astype(bool)
+
+
+def approximate(x: np.ndarray, exact64: np.ndarray, salt: int) -> np.ndarray:
+    """A faithful f32 result of an .approx operation: the correctly rounded value, or
+    its neighbour on the other side of the exact value (error below one ulp: within
+    the PTX ISA's bounds for ex2/rcp/rsqrt/sqrt/lg2/sin/cos.approx.f32). Exactly
+    representable results (2^n for integer n, 1/2^n) and non-finite ones are kept."""
+    r = exact64.astype(np.float32)
+    r64 = r.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        away = np.where(r64 < exact64, np.float32(np.inf), np.float32(-np.inf))
+        other = np.nextafter(r, away.astype(np.float32))
+        keep = (r64 == exact64) | ~np.isfinite(r) | ~np.isfinite(exact64) | (r == 0) \
+            | ~_pick(x, salt)
+    return np.where(keep, r, other)
+
+
+def _approx_tanh(x):
+    """tanh.approx.f32: the PTX ISA bounds its relative error by about 2^-11; the
+    result is moved by up to 2^-12 of itself, deterministically per input."""
+    exact = np.tanh(x.astype(np.float64))
+    u = np.ascontiguousarray(x).view(np.uint32)
+    frac = ((u * _HASH) >> np.uint32(8)).astype(np.float64) / float(1 << 24) - 0.5
+    return np.where(x == 0, x, (exact * (1 + frac * 2.0 ** -11)).astype(np.float32))
+
+
+_APPROX = {   # name -> (exact in float64, salt)
+    "ex2": (np.exp2, 1), "rcp": (lambda v: 1.0 / v, 2), "rsqrt": (lambda v: 1.0 / np.sqrt(v), 3),
+    "sqrt": (np.sqrt, 4), "lg2": (np.log2, 5), "sin": (np.sin, 6), "cos": (np.cos, 7),
+}
+
+
+def _approx_fn(name: str):
+    if name == "tanh":
+        return _approx_tanh
+    exact, salt = _APPROX[name]
+
+    def fn(x):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            return approximate(x, exact(x.astype(np.float64)), salt)
+    return fn
+
+
 def _ex2(x):
     return np.exp2(x.astype(np.float64)).astype(np.float32) if x.dtype == np.float32 else np.exp2(x)
 
@@ -268,8 +322,11 @@ def _dec_unary(inst):
     t = ptype_of(inst)
     ops = inst.operands
     fn = UNARY[name]
+    if "approx" in inst.parts and t == "f32" and (name in _APPROX or name == "tanh"):
+        fn = _approx_fn(name)
     if name == "ex2" and "ftz" in inst.parts:
-        fn = (lambda x: _ftz(_ex2(_ftz(x))))
+        inner = fn
+        fn = (lambda x: _ftz(inner(_ftz(x))))
     else:
         fn = _sat_ftz(inst, fn) if "ftz" in inst.parts else fn
     a = operand_reader(ops[1], t, m)

@@ -174,8 +174,14 @@ def _check_behind(w, bar, parity: int, inst) -> None:
 def _is_spin(inst, prog) -> bool:
     nxt = prog[inst.idx + 1] if inst.idx + 1 < len(prog) else None
     dst = inst.operands[0]
-    return (nxt is not None and nxt.parts[0] == "bra" and nxt.guard == dst.reg
-            and nxt.guard_neg and nxt.data == inst.idx)
+    if nxt is None or nxt.parts[0] != "bra" or nxt.guard != dst.reg:
+        return False
+    if nxt.guard_neg:  # `@!p bra WAIT` back to the wait
+        return nxt.data == inst.idx
+    # `@p bra DONE; bra WAIT` (CuTe DSL's inline-asm wait loop): the same loop
+    back = prog[inst.idx + 2] if inst.idx + 2 < len(prog) else None
+    return (back is not None and back.parts[0] == "bra" and back.guard < 0
+            and back.data == inst.idx)
 
 
 @decoder("mbarrier.try_wait", "mbarrier.test_wait")

@@ -123,6 +123,38 @@ def _split_top(s: str) -> list[str]:
     return out
 
 
+_LABEL_DEF = re.compile(r"^\s*([\w$]+):")
+
+
+def _scope_labels(lines: list) -> list:
+    """Labels declared inside a nested `{ }` block are local to it (PTX ISA, "Statements":
+    a block scopes its labels and variables; each inline-asm block of CuTe DSL's PTX reuses
+    `LAB_WAIT:`/`DONE:`). Renames each block's own labels, and their uses inside it, apart
+    (`DONE` -> `DONE$b3`), so that a branch reaches the label of its own block."""
+    out = list(lines)
+    stack: list = []          # (start line, labels defined directly in the block)
+    body_open = False
+    for i, raw in enumerate(lines):
+        line = raw.split("//", 1)[0].strip()
+        if line == "{":
+            if not body_open:
+                body_open = True
+            else:
+                stack.append((i, []))
+            continue
+        if line == "}" and stack:
+            start, names = stack.pop()
+            if names:
+                pat = re.compile(r"(?<![\w$])(" + "|".join(map(re.escape, names)) + r")(?![\w$])")
+                for j in range(start, i):
+                    out[j] = pat.sub(lambda m: f"{m.group(1)}$b{start}", out[j])
+            continue
+        m = _LABEL_DEF.match(line)
+        if m and stack:
+            stack[-1][1].append(m.group(1))
+    return out
+
+
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -140,7 +172,7 @@ class _Parser:
     def decl_regs(self, ptype: str, names: str) -> None:
         for item in names.split(","):
             item = item.strip()
-            m = re.fullmatch(r"(%[\w$]+)<(\d+)>", item)
+            m = re.fullmatch(r"(%?[\w$]+)<(\d+)>", item)  # `%` optional: inline asm
             if m:
                 for i in range(int(m.group(2))):
                     self.declare(f"{m.group(1)}{i}", ptype)
@@ -155,6 +187,9 @@ class _Parser:
             return Operand("vec", s, items=items)
         if s.startswith("["):
             return self.address(s[1:-1].strip(), s, lineno)
+        if "|" in s:  # `d|p` (PTX ISA: elect.sync, shfl.sync, setp's second predicate)
+            items = tuple(self.operand(x, lineno) for x in s.split("|"))
+            return Operand("vec", s, items=items)
         if s == "_":
             return Operand("sink", s)
         if s.startswith("%"):
@@ -222,7 +257,7 @@ class _Parser:
                     tuple(opcode.split(".")), srcs=srcs)
 
     def parse(self) -> Kernel:
-        lines = self.text.split("\n")
+        lines = _scope_labels(self.text.split("\n"))
         name, params, target, maxntid = None, [], "", ()
         bounds = {".minnctapersm": 0, ".maxnreg": 0}
         insts: list[Inst] = []
@@ -270,7 +305,8 @@ class _Parser:
                                         int(pm.group(1) or _SIZES.get(ptype, 1))))
                     self.symbols.add(pname)
                 continue
-            if line.startswith(".maxntid"):
+            if line.startswith((".maxntid", ".reqntid")):  # .reqntid: the exact block, a
+                # bound as .maxntid is (PTX ISA, "Performance-Tuning Directives: .reqntid")
                 maxntid = tuple(int(x) for x in re.findall(r"\d+", line))
                 continue
             if line.split(" ")[0] in bounds:

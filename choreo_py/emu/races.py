@@ -124,7 +124,7 @@ class SmemTracker:
 
 
 def race_report(machine, clocks, memory: str, hit, write: bool, agent: int, what: str, inst,
-                cell_name) -> None:
+                cell_name, hint: str = "") -> None:
     """Raises the race `hit` (Shadow.access's answer) between `inst` and the other access."""
     cell, other, other_idx, other_wrote = hit
     theirs = machine.prog[other_idx]
@@ -133,4 +133,5 @@ def race_report(machine, clocks, memory: str, hit, write: bool, agent: int, what
         f"{cell_name(cell)}, which {theirs.opcode} by {clocks.names[other]} "
         f"{'wrote' if other_wrote else 'read'} at {machine.where(theirs)}, and nothing orders "
         f"the two accesses (no bar.sync, mbarrier wait, or completion the accessor waited "
-        f"for lies between them: docs/emulator.md, happens-before)", inst, theirs)
+        f"for lies between them: docs/emulator.md, happens-before)"
+        + (f"; {hint}" if hint else ""), inst, theirs)

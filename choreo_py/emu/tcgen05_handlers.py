@@ -45,6 +45,12 @@ def _state(warp) -> Tcgen05State:
     return cta.tmem
 
 
+# What relaxed mode lets pass (docs/emulator_sm100.md, "Relaxed mode"): reading never-written
+# tensor memory, and a tcgen05.st read by an MMA after the writer's wait::st and a thread
+# synchronisation but without tcgen05.fence::before_thread_sync.
+_RELAXABLE = ("tmem-uninitialised", "tcgen05.st-unfenced")
+
+
 def _flush(warp, st: Tcgen05State) -> None:
     """Turn the state's reports into the machine's races / notes."""
     reports, st.reports = st.reports, []
@@ -54,8 +60,7 @@ def _flush(warp, st: Tcgen05State) -> None:
             if note not in warp.machine.notes:
                 warp.machine.notes.append(note)
         else:
-            # Reading never-written tensor memory is the one rule relaxed mode lets pass.
-            warp.machine.race(r.message, warp.inst, relaxable=r.kind == "tmem-uninitialised")
+            warp.machine.race(r.message, warp.inst, relaxable=r.kind in _RELAXABLE)
 
 
 def _guarded(fn):
@@ -110,7 +115,20 @@ def _alloc(warp, inst):
         return warp.block(lambda: st.tmem.alloc_possible(ncols),
                           f"tcgen05.alloc of {ncols} columns (tensor memory full)")
     warp.cta.smem[dst:dst + 4] = np.array([col], np.uint32).view(np.uint8)
+    _columns_hb(warp, inst, col, ncols, "tcgen05.alloc")
     return None
+
+
+def _columns_hb(warp, inst, col: int, ncols: int, what: str) -> None:
+    """tcgen05.alloc counts as a write of every cell of its columns by the warp's tcgen05
+    agent: another thread's tcgen05 use of the columns must be ordered after it by
+    fence::before_thread_sync -> thread sync -> fence::after_thread_sync (PTX ISA,
+    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). dealloc is not
+    checked so: the design kernel, which ran on Blackwell, deallocates after a bar.sync
+    without tcgen05.fence::after_thread_sync (docs/emulator_sm100.md, rule 10)."""
+    lanes, cols = np.meshgrid(np.arange(128), np.arange(col, col + ncols), indexing="ij")
+    agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
+    _tmem_hb(warp, inst, lanes, cols, True, agent, epoch, clock, what)
 
 
 @handler("tcgen05.dealloc")
@@ -174,7 +192,7 @@ def _mma(warp, inst):
     for lane in warp.active_lanes().tolist():
         seq = len(st.seq_line) + 1
         key = ("tcgen05.mma", id(st), seq)
-        agent, epoch, clock = _pipe_issue(warp)
+        agent, epoch, clock, tclock = _pipe_issue(warp)
 
         def smem_read(lo, hi, what, addrs, nbytes, _key=key):
             races.async_read(inst, lo, hi, f"tcgen05.mma {what} operand", key=_key)
@@ -187,9 +205,9 @@ def _mma(warp, inst):
                bool(enable[lane]), warp.cta.smem, smem_read=smem_read, key=key)
         op = st.uncommitted[thread][-1]
         if op.a_cells:
-            _tmem_hb(warp, inst, *op.a_cells, False, agent, epoch, clock,
+            _tmem_hb(warp, inst, *op.a_cells, False, agent, epoch, tclock,
                      "tcgen05.mma (its A operand)")
-        _tmem_hb(warp, inst, op.lanes, op.cols, True, agent, epoch, clock,
+        _tmem_hb(warp, inst, op.lanes, op.cols, True, agent, epoch, tclock,
                  "tcgen05.mma (its D accumulator)")
     _flush(warp, st)
     return None
@@ -197,15 +215,23 @@ def _mma(warp, inst):
 
 # ----------------------------------------------------------------- happens-before (hb.py)
 def _pipe_issue(warp):
-    """A tcgen05.mma issued by `warp`: the in-order pipe's (agent, epoch, clock); the
-    pipe's work is ordered after everything its issuers did before issuing."""
+    """A tcgen05.mma issued by `warp`: (agent, epoch, shared-memory
+    clock, tensor-memory clock). Its shared-memory operand reads are ordered after what
+    the issuer did before (generic order: a TMA load waited for on an mbarrier needs no
+    tcgen05 fence); its tensor-memory accesses only after the issuer's tcgen05 view
+    (hb.py: what reached the issuer through tcgen05.fence::after_thread_sync, and the
+    issuer's own tcgen05 work)."""
     hb, state = warp.cta.hb, warp.cta.state
-    agent = hb.agent(("mma",), "the tcgen05.mma pipe")
+    w = warp.warp_id
+    agent = hb.agent(("mma", w), f"the tcgen05.mma pipe (MMAs issued by warp {w})")
     epoch = hb.epochs[agent] = hb.epochs.get(agent, 0) + 1
-    clock = state["mma_clock"] = hb.padded(join(state.get("mma_clock", _NO_CLOCK),
-                                                hb.release(warp.warp_id)))
+    key, tkey = ("mma_clock", w), ("mma_tclock", w)
+    clock = state[key] = hb.padded(join(state.get(key, _NO_CLOCK), hb.release(w)))
     clock[agent] = epoch
-    return agent, epoch, clock.copy()
+    _, _, tc = hb.tc_view(w)
+    tclock = state[tkey] = hb.padded(join(state.get(tkey, _NO_CLOCK), tc))
+    tclock[agent] = epoch
+    return agent, epoch, clock.copy(), tclock.copy()
 
 
 def _tmem_hb(warp, inst, lanes, cols, write: bool, agent: int, epoch: int, clock, what: str):
@@ -217,17 +243,36 @@ def _tmem_hb(warp, inst, lanes, cols, write: bool, agent: int, epoch: int, clock
     hit = shadow.access(cells, write, agent, epoch, clock, inst.idx)
     if hit is not None:
         race_report(warp.machine, cta.hb, "tensor memory", hit, write, agent, what, inst,
-                    lambda c: f"lane {c // 512} column {c % 512}")
+                    lambda c: f"lane {c // 512} column {c % 512}",
+                    hint=_fence_hint(cta.hb, shadow, hit, warp.warp_id))
+
+
+def _fence_hint(hb, shadow, hit, w: int) -> str:
+    """Which tcgen05 fence of the pattern fence::before_thread_sync -> thread sync ->
+    fence::after_thread_sync (PTX ISA, "tcgen05 Memory Consistency Model") is missing."""
+    cell, other, _, wrote = hit
+    e = int(shadow.w_epoch[cell] if wrote else shadow.r_epoch[cell, other])
+    key = next((k for k, a in hb.index.items() if a == other), None)
+    vc = hb.padded(hb.vc[w])
+    if vc[other] >= e:
+        return (f"warp {w} synchronised with it, but without tcgen05.fence::after_thread_sync "
+                "after that synchronisation its tcgen05 operations are not ordered by it")
+    if isinstance(key, tuple) and key[0] == "tc":
+        if not any(hb.padded(c)[other] >= e for c in hb.vc):
+            return (f"warp {key[1]} executed no tcgen05.fence::before_thread_sync between "
+                    "that access and a synchronisation, so no thread synchronisation orders it")
+    return ("tcgen05 operations of two threads are ordered only by tcgen05.fence::"
+            "before_thread_sync -> bar.sync / mbarrier arrive-wait -> tcgen05.fence::"
+            "after_thread_sync")
 
 
 def _warp_tmem(warp, inst, cells, write: bool, what: str) -> None:
-    """A tcgen05.ld / tcgen05.st: the warp's own access of its lanes' cells."""
-    w = warp.warp_id
-    clock = warp.cta.hb.vc[w]
+    """A tcgen05.ld / tcgen05.st: an access of the warp's tcgen05 agent (hb.py)."""
+    agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
     lanes, lo, hi = cells
     for cols in (lo, hi):
         if cols is not None:
-            _tmem_hb(warp, inst, lanes, cols, write, w, int(clock[w]), clock, what)
+            _tmem_hb(warp, inst, lanes, cols, write, agent, epoch, clock, what)
 
 
 @handler("tcgen05.commit")
@@ -241,7 +286,9 @@ def _commit(warp, inst):
     cta = warp.cta
     addrs = warp.addr(inst.operands[0]).astype(np.int64)
     # the arrive-on releases the pipe's work up to here and what the thread did before
-    clock = join(warp.cta.hb.release(warp.warp_id), cta.state.get("mma_clock", _NO_CLOCK))
+    w = warp.warp_id   # its MMAs only: tcgen05.commit tracks the executing thread's
+    clock = join(join(warp.cta.hb.release(w), cta.state.get(("mma_clock", w), _NO_CLOCK)),
+                 cta.state.get(("mma_tclock", w), _NO_CLOCK))
     for lane in warp.active_lanes().tolist():
         bar = cta.mbarrier(int(addrs[lane]))
         group = st.commit_take(int(warp.tid[lane]))
@@ -298,6 +345,7 @@ def _ld(warp, inst):
 
 @handler("tcgen05.wait::ld")
 def _wait_ld(warp, inst):
+    _state(warp).wait_ld(warp.warp_id)
     for regs, values, mask in warp.async_state.pop("tcgen05.ld", []):
         for r, reg in enumerate(regs):
             if values is not None:
@@ -335,11 +383,13 @@ def _wait_st(warp, inst):
 @handler("tcgen05.fence::before_thread_sync")
 def _fence_before(warp, inst):
     _state(warp).fence_before(warp.warp_id)
+    warp.cta.hb.tc_fence_before(warp.warp_id)
     return None
 
 
 @handler("tcgen05.fence::after_thread_sync")
 def _fence_after(warp, inst):
+    warp.cta.hb.tc_fence_after(warp.warp_id)
     return None
 
 

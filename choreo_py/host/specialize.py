@@ -68,8 +68,7 @@ class Functions:
 
     def _build(self, name: str, dims: Optional[dict]) -> ir.Function:
         fn = sema.build_function(self.ast[name], strict=self.strict, dims=dims)
-        for k in fn.kernels:
-            pipeline.run_kernel(k, self.target, strict=self.strict)
+        pipeline.run_function(fn, self.target, strict=self.strict)
         return fn
 
     def get(self, name: str, args: tuple = (), kwargs: Optional[dict] = None) -> ir.Function:

@@ -319,9 +319,18 @@ class Evaluator:
         return int(v)
 
 
+def _const(e: ir.Const):
+    """A constant as its type holds it: the f32 literal `0.3f` is the f32 nearest 0.3 (the
+    IR keeps the double), so `x - 0.3f` of x = 0.3f is 0, as on the GPU."""
+    v = e.value
+    if isinstance(v, float) and e.dtype in ("f32", "tf32"):
+        return _f32(v)
+    return v
+
+
 #: The rule of each expression kind (tests/test_ir_coverage.py checks every kind has one).
 EXPRESSIONS = {
-    ir.Const: lambda ev, e, env, loc: e.value,
+    ir.Const: lambda ev, e, env, loc: _const(e),
     ir.Sym: Evaluator._sym,
     ir.Bin: Evaluator._bin,
     ir.Un: lambda ev, e, env, loc: unary(e.op, ev(e.operand, env, loc), e.dtype),

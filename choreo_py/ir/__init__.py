@@ -891,6 +891,10 @@ class Kernel:
     device: Optional[str] = None
     tmem: Optional[TmemMap] = None   # tensor-memory columns of the MMA fragments (tmem_plan)
     run_buffers: list[RunBuffer] = field(default_factory=list)  # shared, sized at run time
+    # The function's entry asserts on its sizes (`assert(Q_SEQ <= KV_SEQ, "...")`): every
+    # launch satisfies them (they are checked before it), so the static checks take them
+    # as assumptions. Filled from the function before the passes run (passes/pipeline.py).
+    assumes: list[Expr] = field(default_factory=list)
 
     def run_buffer(self, name: str) -> Optional[RunBuffer]:
         return next((b for b in self.run_buffers if b.name == name), None)

@@ -52,9 +52,9 @@ def convert(e: ir.Expr, dtype: str) -> ir.Expr:
         if dtype == "bool":
             return ir.Const(bool(e.value), "bool")
         if ir.is_float(dtype):
-            return ir.Const(float(e.value), dtype)
-        if not ir.is_float(e.dtype):
-            return ir.Const(int(e.value), dtype)
+            return ir.Const(c_scalars.to_float(e.value, dtype), dtype)
+        if not ir.is_float(e.dtype):  # C: wraps to the type (4000000000u as s32 is negative)
+            return ir.Const(c_scalars.wrap(int(e.value), dtype), dtype)
     if dtype == "bool":  # C: a number used as a condition is compared with zero
         return ir.Bin("!=", e, ir.Const(0.0 if ir.is_float(e.dtype) else 0, e.dtype), "bool")
     return ir.Call("to", (e,), dtype)

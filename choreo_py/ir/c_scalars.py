@@ -19,6 +19,8 @@ computes: if they disagreed, a check could pass a kernel that hangs.
 """
 from __future__ import annotations
 
+import math
+
 INT_BITS = {"s8": 8, "u8": 8, "s16": 16, "u16": 16, "s32": 32, "u32": 32, "s64": 64, "u64": 64,
             # the sub-byte integers wrap to their width too (cute's integer_subbyte keeps
             # the low bits); bin1 is a bool (see `wrap`)
@@ -107,6 +109,38 @@ def int_unary(op: str, v: int, dtype: str):
     if op == "!":
         return not v
     return wrap(-int(v) if op == "-" else ~int(v), dtype)
+
+
+def to_f32(x: float) -> float:
+    """The f32 nearest a double (beyond f32's range: an infinity), as a Python float."""
+    import struct
+
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:
+        return math.copysign(math.inf, x)
+
+
+def to_float(x, dtype: str) -> float:
+    """A number converted to the float type `dtype`, as a Python float: f16 and bf16 round
+    to nearest even (cvt.rn's rounding; f16 overflows to an infinity), f32 and wider keep
+    the value (an f32 constant is rounded where it is written out)."""
+    import struct
+
+    x = float(x)
+    if dtype == "f16":
+        try:
+            return struct.unpack("<e", struct.pack("<e", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+    if dtype == "bf16" and math.isfinite(x):
+        try:
+            bits = struct.unpack("<I", struct.pack("<f", x))[0]
+        except OverflowError:
+            return math.copysign(math.inf, x)
+        bits = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) << 16
+        return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+    return x
 
 
 def to_int(x, dtype: str) -> int:

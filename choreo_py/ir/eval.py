@@ -90,7 +90,7 @@ def _call(fn: str, args: list, dtype: str):
         return (min if fn == "min" else max)(args)
     if fn == "to":
         if ir.is_float(dtype):
-            return float(args[0])
+            return c_scalars.to_float(args[0], dtype)
         try:
             return c_scalars.to_int(args[0], dtype)
         except ValueError as e:

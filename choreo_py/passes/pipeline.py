@@ -25,9 +25,19 @@ Pass = Callable[[ir.Kernel, Target], None]
 
 
 class BeyondTheLanguage(ChoreoError):
-    """A kernel past what the hardware runs (threads, registers) or one that would hang:
-    `compile` refuses it; `check` and the interpreter judge the language's rules, which
-    it does not break, and warn."""
+    """A kernel past what the hardware runs (threads, registers), one that would hang, or
+    one with a race on a tile: `compile` refuses it; `check` and the interpreter judge the
+    language's rules, which it does not break, and warn."""
+
+
+def _static_faults(kernel: ir.Kernel, target: Target) -> None:
+    """Faults every run reaching them would report: errors for `check` too. Races on a
+    tile (read before its copy is waited, handed back under an MMA) are compile errors
+    only: the interpreter runs the program to show them."""
+    try:
+        static_faults.check_kernel(kernel)
+    except static_faults.Races as e:
+        raise BeyondTheLanguage(diagnostics=e.diagnostics) from None
 
 
 def _budget(kernel: ir.Kernel, target: Target) -> None:
@@ -57,7 +67,7 @@ def _static_hangs(kernel: ir.Kernel, target: Target) -> None:
 PASSES: tuple[tuple[str, Pass], ...] = (
     # faults every run reaching them would report (a view out of bounds for every index,
     # an accumulator read before its MMA is waited): errors for `check` too
-    ("static-faults", lambda k, t: static_faults.check_kernel(k)),
+    ("static-faults", _static_faults),
     ("budget", _budget),                         # threads and registers the block may have
     ("warp-copies", warp_copies.run),            # mma.sync kernels: a synchronous TMA copy -> dma.copy
     ("sync-copies", sync_copies.run),            # MMA kernels: a synchronous copy -> TMA + event
@@ -103,11 +113,29 @@ def run_kernel(kernel: ir.Kernel, target: Target, *, strict: bool = True,
             return
 
 
+def assume_asserts(fn: ir.Function) -> None:
+    """Gives each kernel of `fn` the function's asserts on its sizes as assumptions: they
+    are checked at the function's entry, before any launch, so no launch violates them
+    (a static check that reasons about sizes must not report sizes they exclude)."""
+    sizes = {d.name for p in fn.params for d in p.shape if isinstance(d, ir.Sym)}
+    conds = [s.cond for s in fn.body if isinstance(s, ir.Assert)
+             and ir.sym_names(s.cond) <= sizes]
+    for k in fn.kernels:
+        k.assumes = list(conds)
+
+
+def run_function(fn: ir.Function, target: Target, *, strict: bool = True,
+                 stop_after: Optional[str] = None) -> None:
+    """The passes over every kernel of `fn`, under the function's asserts."""
+    assume_asserts(fn)
+    for k in fn.kernels:
+        run_kernel(k, target, strict=strict, stop_after=stop_after)
+
+
 def run_module(module: ir.Module, target: Target, *, strict: bool = True,
                stop_after: Optional[str] = None) -> ir.Module:
     for fn in module.functions:
-        for k in fn.kernels:
-            run_kernel(k, target, strict=strict, stop_after=stop_after)
+        run_function(fn, target, strict=strict, stop_after=stop_after)
     return module
 
 
@@ -124,8 +152,7 @@ def build_module(program, target: Target, *, strict: bool = True,
     for func in program.functions:
         try:
             fn = sema.build_function(func, strict=False)
-            for k in fn.kernels:
-                run_kernel(k, target, strict=False, stop_after=stop_after)
+            run_function(fn, target, strict=False, stop_after=stop_after)
             funcs.append(fn)
         except ChoreoError as e:
             errors += e.diagnostics

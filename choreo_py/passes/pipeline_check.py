@@ -24,7 +24,8 @@ every slot/parity combination of rings of up to 4 slots. They come in
 families: every symbolic dimension at the same value, and one dimension
 at each value while the others stay small (1 or 8), so that a persistent
 block that walks many work items also meets several multi-tile items.
-Within a family the values grow; a scenario that needs more than
+Sizes the function's asserts exclude are no scenario (they are checked
+before every launch: `Kernel.assumes`). Within a family the values grow; a scenario that needs more than
 `SCENARIO_STEPS` steps is left unchecked and ends its family (the larger
 values would only cost more), and the check fails only when no scenario
 finishes at all (a loop that never ends). The check is bounded: the step
@@ -42,7 +43,7 @@ from dataclasses import dataclass, field
 from itertools import product
 
 from .. import ir
-from ..diagnostics import ChoreoError, warn
+from ..diagnostics import ChoreoError, InternalError, warn
 from . import event_arrivals
 from ..ir.eval import EvalError, evaluate, wrap
 from ..ir.printer import event_ref, expr
@@ -91,6 +92,10 @@ class _Continue(Exception):
     pass
 
 
+class _Leave(Exception):
+    """`yield`: the role instance leaves the kernel."""
+
+
 class PipelineError(ChoreoError):
     pass
 
@@ -134,7 +139,10 @@ class _Sim:
     # -- role execution (generators yielding _Blocked while waiting)
     def run_role(self, body: list[ir.Stmt], env: dict, run: _RoleRun):
         path_gen: dict = {}
-        yield from self.block(body, dict(env), run, path_gen)
+        try:
+            yield from self.block(body, dict(env), run, path_gen)
+        except _Leave:
+            return
 
     def block(self, stmts, env, run, path_gen):
         for s in stmts:
@@ -145,41 +153,71 @@ class _Sim:
             yield from self.stmt(s, env, run, path_gen)
 
     def stmt(self, s, env, run, path_gen):
-        if isinstance(s, (ir.Let, ir.Var, ir.Assign)):
-            value = s.init if isinstance(s, ir.Var) else s.value
+        rule = SIM_STATEMENTS.get(type(s))
+        if rule is None:
+            raise InternalError(f"pipeline check: no rule for the statement kind "
+                                f"{type(s).__name__}", getattr(s, "loc", None))
+        yield from rule(self, s, env, run, path_gen)
+
+    # -- statement rules (SIM_STATEMENTS): generators, yielding while a role waits
+    def s_skip(self, s, env, run, path_gen):
+        """Data, MMAs, fragments, copies and barriers: no event operation."""
+        yield from ()
+
+    def s_scalar(self, s, env, run, path_gen):
+        value = s.init if isinstance(s, ir.Var) else s.value
+        try:
+            env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None) or value.dtype)
+        except EvalError:
+            # A value of data (a buffer element): unknown here. The name stays unbound,
+            # so a branch, loop or event order that depends on it still stops the check.
+            env.pop(s.name, None)
+        yield from ()
+
+    def s_while(self, s: ir.While, env, run, path_gen):
+        while evaluate(s.cond, env):
             try:
-                env[s.name] = wrap(evaluate(value, env), getattr(s, "dtype", None)
-                                   or value.dtype)
-            except EvalError:
-                # A value of data (a buffer element): unknown here. The name stays unbound,
-                # so a branch, loop or event order that depends on it still stops the check.
-                env.pop(s.name, None)
-        elif isinstance(s, ir.For):
-            yield from self.loop(s, env, run, path_gen)
-        elif isinstance(s, ir.While):
-            while evaluate(s.cond, env):
-                try:
-                    yield from self.block(s.body, env, run, path_gen)
-                except _Break:
-                    break
-                except _Continue:
-                    continue
-        elif isinstance(s, ir.If):
-            branch = s.then if evaluate(s.cond, env) else s.orelse
-            yield from self.block(branch, env, run, path_gen)
-        elif isinstance(s, ir.Role):  # a role nested in this one (sema/role_forms.py)
-            if evaluate(s.cond, env):
                 yield from self.block(s.body, env, run, path_gen)
-        elif isinstance(s, ir.Break):
-            raise _Break
-        elif isinstance(s, ir.Continue):
-            raise _Continue
-        elif isinstance(s, ir.Wait):
-            for item in s.items:
-                if isinstance(item, ir.EventRef):
-                    yield from self.wait(item, s.loc, env, run, path_gen)
-        elif isinstance(s, ir.Trigger):
-            self.trigger(s, env, run, path_gen)
+            except _Break:
+                break
+            except _Continue:
+                continue
+
+    def s_if(self, s: ir.If, env, run, path_gen):
+        branch = s.then if evaluate(s.cond, env) else s.orelse
+        yield from self.block(branch, env, run, path_gen)
+
+    def s_role(self, s: ir.Role, env, run, path_gen):
+        """A role nested in this one (sema/role_forms.py)."""
+        if evaluate(s.cond, env):
+            yield from self.block(s.body, env, run, path_gen)
+
+    def s_break(self, s, env, run, path_gen):
+        raise _Break
+        yield  # a generator
+
+    def s_continue(self, s, env, run, path_gen):
+        raise _Continue
+        yield  # a generator
+
+    def s_yield(self, s, env, run, path_gen):
+        """The thread leaves the kernel: this role instance runs nothing more."""
+        raise _Leave
+        yield  # a generator
+
+    def s_wait(self, s: ir.Wait, env, run, path_gen):
+        for item in s.items:
+            if isinstance(item, ir.EventRef):
+                yield from self.wait(item, s.loc, env, run, path_gen)
+
+    def s_trigger(self, s: ir.Trigger, env, run, path_gen):
+        self.trigger(s, env, run, path_gen)
+        yield from ()
+
+    def s_nested(self, s, env, run, path_gen):
+        """A statement no role body holds (the passes' order puts them elsewhere)."""
+        raise InternalError(f"pipeline check: {type(s).__name__} inside a role", s.loc)
+        yield  # a generator
 
     def loop(self, s: ir.For, env, run, path_gen):
         i, stop, step = evaluate(s.start, env), evaluate(s.stop, env), evaluate(s.step, env)
@@ -327,14 +365,73 @@ class _Sim:
         self.fail(msg, b.loc, first)
 
 
+_S = _Sim
+#: The rule of every statement kind (tests/test_static_dispatch.py checks each has one: a
+#: kind without one is an internal error, never a statement the simulation skips silently).
+SIM_STATEMENTS = {
+    ir.Let: _S.s_scalar, ir.Var: _S.s_scalar, ir.Assign: _S.s_scalar,
+    ir.For: lambda self, s, env, run, path_gen: self.loop(s, env, run, path_gen),
+    ir.While: _S.s_while, ir.If: _S.s_if, ir.Role: _S.s_role,
+    ir.Break: _S.s_break, ir.Continue: _S.s_continue, ir.Yield: _S.s_yield,
+    ir.Wait: _S.s_wait, ir.Trigger: _S.s_trigger,
+    ir.Parallel: _S.s_nested,  # parallel regions are the instances, never inside a role
+    ir.Launch: _S.s_nested, ir.Assert: _S.s_nested,  # host statements
+    **{kind: _S.s_skip for kind in (
+        ir.ViewDef, ir.SetMaxRegs, ir.TmaLoad, ir.TmaStore, ir.DmaCopy, ir.RoleSync,
+        ir.SyncShared, ir.SyncWarp, ir.GridSync, ir.Fence, ir.NamedBarrier, ir.FragDecl,
+        ir.MmaFill, ir.Mma, ir.SparseMma, ir.WarpMma, ir.MmaStore, ir.MmaLoad, ir.ElemStore,
+        ir.BufStore, ir.Apply, ir.Reduce, ir.AllReduce, ir.FragCopy, ir.Print, ir.Asm)},
+}
+
+
 def _families(kernel: ir.Kernel):
-    """Lists of dimension assignments, each growing (see the module docstring)."""
-    dims = kernel.symbolic_dims
+    """Lists of dimension assignments, each growing (see the module docstring), without
+    those the function's asserts exclude (no launch has them: `Kernel.assumes`)."""
+    for family in _all_families(kernel.symbolic_dims, _equal_sizes(kernel)):
+        yield [dims for dims in family if assumed(kernel, dims)]
+
+
+def _all_families(dims: list[str], same: dict):
+    """The families; a dimension an assert makes equal to others (`same`) varies with them."""
     yield [{d: v for d in dims} for v in DIM_VALUES]
     if len(dims) > 1:
         for small in SMALL_VALUES:
             for d in dims:
-                yield [{e: (v if e == d else small) for e in dims} for v in DIM_VALUES]
+                tied = same.get(d, {d})
+                yield [{e: (v if e in tied else small) for e in dims} for v in DIM_VALUES]
+
+
+def _equal_sizes(kernel: ir.Kernel) -> dict:
+    """dimension -> the dimensions `assert(A == B)` conjuncts make equal to it (itself
+    included)."""
+    same: dict = {}
+    for cond in kernel.assumes:
+        for a, b in _equalities(cond):
+            group = same.get(a, {a}) | same.get(b, {b})
+            for n in group:
+                same[n] = group
+    return same
+
+
+def _equalities(cond: ir.Expr):
+    if isinstance(cond, ir.Bin) and cond.op == "&&":
+        yield from _equalities(cond.lhs)
+        yield from _equalities(cond.rhs)
+    elif isinstance(cond, ir.Bin) and cond.op == "==" and isinstance(cond.lhs, ir.Sym) \
+            and isinstance(cond.rhs, ir.Sym):
+        yield cond.lhs.name, cond.rhs.name
+
+
+def assumed(kernel: ir.Kernel, dims: dict) -> bool:
+    """Whether sizes `dims` satisfy every assert of the function on its sizes (one that
+    cannot be evaluated on them is taken as satisfied)."""
+    for cond in kernel.assumes:
+        try:
+            if not evaluate(cond, dims):
+                return False
+        except EvalError:
+            continue
+    return True
 
 
 def _blocks(kernel: ir.Kernel, env: dict, direct: set[str]):

@@ -399,6 +399,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return
         if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
             return self.frag_compound(s, old.frag)
+        if isinstance(old, Opaque):  # its declaration was skipped: this is as unsupported
+            raise Unsupported(old.construct, s.loc)
         decision = bindings.assignment(name, s.op, self.seen(name))
         if decision.action == bindings.REFUSE and not self.checking:
             raise err(decision.message, s.target)

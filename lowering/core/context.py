@@ -66,6 +66,7 @@ class Lowering:
         self.role: Optional[RoleCtx] = None
         self.loops: list[tuple[str, str]] = []  # (continue label, exit label)
         self.frags: dict[str, str] = {}  # fragment name -> register array name
+        self.var_types: dict[str, str] = {}  # mutable scalar -> its declared type (exprs.narrow)
         self.smem_base: Optional[V] = None
         self.tid: Optional[V] = None
         # Named barrier ids the compiler may not hand out: 0 (bar.sync 0, the whole

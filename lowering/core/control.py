@@ -9,13 +9,18 @@ from __future__ import annotations
 from choreo_py import ir
 
 from .context import Lowering
+from .conversions import assign_scalar
 from .exprs import ExprLowering, reg_type
 
 
 def expr(lw: Lowering, e: ir.Expr, loc, hint: str = "t", dst=None):
+    return _exprs(lw, loc).value(e, hint, dst)
+
+
+def _exprs(lw: Lowering, loc) -> ExprLowering:
     # A lowering of per-thread code (simt.py) reads memory in expressions: its own leaves.
     make = getattr(lw, "exprs", None)
-    return (make(loc) if make is not None else ExprLowering(lw, loc)).value(e, hint, dst)
+    return make(loc) if make is not None else ExprLowering(lw, loc)
 
 
 def nonneg(lw: Lowering, e: ir.Expr, loc) -> bool:
@@ -32,7 +37,8 @@ def let(lw: Lowering, s: ir.Let) -> None:
 def var(lw: Lowering, s: ir.Var) -> None:
     ty = reg_type(s.dtype, lw, s.loc)
     r = lw.w.reg(ty, s.name)
-    expr(lw, s.init, s.loc, dst=r)
+    assign_scalar(_exprs(lw, s.loc), s.dtype, s.init, r)
+    lw.var_types[s.name] = s.dtype
     lw.bind(s.name, r, mutable=True, nonneg=s.dtype.startswith("u"))
 
 
@@ -40,7 +46,7 @@ def assign(lw: Lowering, s: ir.Assign) -> None:
     b = lw.lookup(s.name)
     if b is None or not b.mutable:
         raise lw.refuse(f"assigning '{s.name}', which is not a mutable scalar,", s.loc)
-    expr(lw, s.value, s.loc, dst=b.value)
+    assign_scalar(_exprs(lw, s.loc), lw.var_types.get(s.name, ""), s.value, b.value)
 
 
 def for_(lw: Lowering, s: ir.For, body) -> None:

@@ -67,7 +67,7 @@ def slot_address(lw: Lowering, ref: ir.EventRef, loc, by_slot: bool = False) -> 
         if b.is_const:
             return lw.smem_base, ev.offset + b.const
         out = lw.w.reg("u32", f"{ev.name}_bar")
-        lw.w.op("add.u32", out, lw.smem_base, b)
+        lw.w.op("add.u32", out, lw.smem_base, ex.as_type(b, "u32"))
         return out, ev.offset
     slot = ir.Bin("%", ref.order, ir.Const(n, "s32"), ref.order.dtype)
     byte = ir.Bin("*", slot, ir.Const(8, "s32"), ref.order.dtype)
@@ -77,7 +77,8 @@ def slot_address(lw: Lowering, ref: ir.EventRef, loc, by_slot: bool = False) -> 
     if b.is_const:
         return lw.smem_base, ev.offset + b.const
     out = lw.w.reg("u32", f"{ev.name}_bar")
-    lw.w.op("add.u32", out, lw.smem_base, b)
+    # an order of any integer type (`mutable s64 order`): its slot's offset is a u32 word
+    lw.w.op("add.u32", out, lw.smem_base, ex.as_type(b, "u32"))
     return out, ev.offset
 
 
@@ -90,7 +91,7 @@ def parity(lw: Lowering, ref: ir.EventRef, loc) -> V:
         bit = ir.Bin("&", gen, ir.Const(1, "s32"), ref.order.dtype)
         if ev.ready:
             bit = ir.Bin("^", bit, ir.Const(1, "s32"), ref.order.dtype)
-        return ex.value(bit, f"{ev.name}_phase")
+        return ex.as_type(ex.value(bit, f"{ev.name}_phase"), "u32")  # try_wait's b32 parity
     counts = lw.plain_waits
     if isinstance(counts.get(ev.name), V):  # counted at run time (plain_phases)
         return counts[ev.name]

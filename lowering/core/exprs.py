@@ -22,8 +22,10 @@ from contextlib import contextmanager, nullcontext
 from typing import Optional
 
 from choreo_py import ir
+from choreo_py.ir import c_scalars
 
 from . import mathfns
+from .conversions import common_type, const_as, fits, coerce
 from .context import Lowering, children
 from .writer import V
 from choreo_py.construct_names import describe
@@ -65,7 +67,11 @@ def reads_memory(e: ir.Expr) -> bool:
 
 
 def fold(op: str, a, b, dtype: str):
-    """C semantics of a binary operator on two constants (None: do not fold)."""
+    """C semantics of a binary operator on two constants (None: do not fold). f32
+    arithmetic is f32's: the operands and the result rounded to f32, as add.f32 gives
+    (`0.1f + 0.2f` folded in double was 0.30000000000000004, rounded once: not f32's sum)."""
+    if dtype == "f32" and isinstance(a, float) and isinstance(b, float):
+        a, b = c_scalars.to_f32(a), c_scalars.to_f32(b)
     try:
         if op in ("/", "%") and isinstance(a, int) and isinstance(b, int):
             if b == 0:
@@ -88,6 +94,8 @@ def fold(op: str, a, b, dtype: str):
         out &= 0xFFFFFFFF
     if dtype == "s32" and isinstance(out, int) and not isinstance(out, bool):
         out = (out + 2**31) % 2**32 - 2**31
+    if dtype == "f32" and isinstance(out, float):
+        out = c_scalars.to_f32(out)
     return out
 
 
@@ -222,14 +230,20 @@ class ExprLowering:
 
     # ------------------------------------------------------------ entry
     def value(self, e: ir.Expr, hint: str = "t", dst: Optional[V] = None) -> V:
+        """`e` in a register (or an immediate); in `dst` when given, converted to its
+        type as C converts on assignment (`int x = j + 0.5f;`: the f32 sum, then cvt)."""
         v = self.leaf(e)
         if v is not None:
             if dst is not None and not (dst.text == v.text):
-                self.w.op(f"mov.{dst.ty}", dst, v)
+                self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
                 return dst
             return v
         if dst is not None:
-            return self.compute(e, hint, dst)
+            if fits(self.natural_type(e), dst.ty):
+                return self.compute(e, hint, dst)
+            v = self.value(e, hint)
+            self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+            return dst
         key = self.key(e)
         got = self.reuse(e, key) or self.reuse_outer(e)
         if got is not None:
@@ -238,6 +252,26 @@ class ExprLowering:
             v = self.compute(e, hint, None)
         self.keep(e, key, v)
         return v
+
+    def natural_type(self, e: ir.Expr) -> Optional[str]:
+        """The register type `e` computes in (None when its type has no register here)."""
+        dtype = getattr(e, "dtype", None)
+        t = REG_TYPES.get(dtype) or getattr(self.lw, "widened_types", {}).get(dtype)
+        return t
+
+    def as_type(self, v: V, t: str) -> V:
+        """`v` converted to register type `t` (coerce), or refused by name."""
+        got = coerce(self.w, v, t)
+        if got is None:
+            raise self.lw.refuse(f"converting a {v.ty} value to {t}", self.loc)
+        return got
+
+    def value_into(self, v: V, dst: Optional[V]) -> V:
+        """`v`, moved into `dst` when one is given."""
+        if dst is None or dst.text == v.text:
+            return v
+        self.w.op(f"mov.{dst.ty}", dst, self.as_type(v, dst.ty))
+        return dst
 
     def out(self, dst: Optional[V], ty: str, hint: str) -> V:
         return dst if dst is not None else self.w.reg(ty, hint)
@@ -259,15 +293,16 @@ class ExprLowering:
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
             if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
-                if a.is_const or b.is_const:
-                    a, b = (self._pred(x) for x in (a, b))
+                a, b = (self._pred(x) if x.is_const else self.as_type(x, "pred")
+                        for x in (a, b))
                 taken, other = self.w.reg("pred", "sel_t"), self.w.reg("pred", "sel_f")
                 self.w.op("and.pred", taken, c, a)
                 self.w.op("not.pred", other, c)
                 self.w.op("and.pred", other, other, b)
                 self.w.op("or.pred", out, taken, other)
                 return out
-            self.w.op(f"selp.{t}", out, a, b, c)
+            self.w.op(f"selp.{t}", out, self.as_type(a, t), self.as_type(b, t), self._pred(c)
+                      if c.ty == "pred" else self.as_type(c, "pred"))
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
@@ -299,8 +334,16 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if e.op in ("&&", "||"):
             out = self.out(dst, "pred", hint)
+            a, b = self.as_type(a, "pred"), self.as_type(b, "pred")
             self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, b)
             return out
+        if t == "pred":  # arithmetic on bools: C promotes them to int (the value, then != 0)
+            v = self.binary(ir.Bin(e.op, e.lhs, e.rhs, "s32"), hint, None)
+            return self.value_into(self.as_type(v, "pred"), dst)
+        # C's usual arithmetic conversions: both operands in the result's type (a shift's
+        # count is a u32 word)
+        a = self.as_type(a, t)
+        b = self.as_type(b, "u32" if e.op in ("<<", ">>") else t)
         if t == "f32":
             if e.op == "/" and a.is_const and a.const == 1.0:
                 out = self.out(dst, t, hint)
@@ -340,9 +383,14 @@ class ExprLowering:
         return pattern.format(t=t, n=n) if pattern else None
 
     def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        t = a.ty if not a.is_const else b.ty
+        # The operands' IR type, not a register's: a parallel index is an s32 held in the
+        # u32 register of %tid/%ctaid, and `t > x` of a negative s32 x compares signed
+        # (setp.gt.u32 made every negative x greater than t).
+        t = REG_TYPES.get(lhs.dtype) or getattr(self.lw, "widened_types", {}).get(lhs.dtype) \
+            or common_type(a, b)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
+        a, b = self.as_type(a, t), self.as_type(b, t)
         cmp = (_FCMP if t == "f32" else _CMP)[op]
         out = self.out(dst, "pred", hint)
         self.w.op(f"setp.{cmp}.{t}", out, a, b)
@@ -384,12 +432,16 @@ class ExprLowering:
         t = reg_type(e.dtype, self.lw, self.loc)
         if a.is_const:
             r = {"-": lambda x: -x, "!": lambda x: not x, "~": lambda x: ~x}[e.op](a.const)
-            return self.value(ir.Const(r, e.dtype), hint, dst)
+            # an integer wraps to its type: ~1u is 4294967294, not -2 (which made `~1u < 2u` true)
+            return self.value(ir.Const(c_scalars.wrap(r, e.dtype), e.dtype), hint, dst)
+        if e.op == "!":
+            out = self.out(dst, "pred", hint)
+            self.w.op("not.pred", out, self.as_type(a, "pred"))
+            return out
         out = self.out(dst, t, hint)
-        if e.op == "-":
-            self.w.op(f"neg.{t}", out, a)
-        elif e.op == "!":
-            self.w.op("not.pred", out, a)
+        a = self.as_type(a, t)
+        if e.op == "-":  # neg takes signed types; an unsigned negation is the same bits
+            self.w.op(f"neg.{'s' + t[1:] if t.startswith('u') else t}", out, a)
         else:
             self.w.op(f"not.b{_bits(t)}", out, a)
         return out
@@ -431,7 +483,7 @@ class ExprLowering:
     def convert(self, x: ir.Expr, t: str, hint: str, dst: Optional[V]) -> V:
         a = self.value(x)
         if a.is_const:
-            v = float(a.const) if t == "f32" else int(a.const)
+            v = const_as(a.const, t)
             return self.value(ir.Const(v, "f32" if t == "f32" else t), hint, dst)
         if a.ty == t or (a.ty in ("s32", "u32") and t in ("s32", "u32")):
             return V(a.text, t) if dst is None else self.value(x, hint, dst)

@@ -34,6 +34,7 @@ from choreo_py import ir
 
 from .threads import Places
 from .writer import V
+from .names import ptr_param
 
 
 def load(lw, x, e: ir.BufElem, loc) -> V:
@@ -67,7 +68,7 @@ def pointer(lw, name: str) -> V:
         w = lw.w
         with w.into(lw.prologue_mark):
             raw = w.reg("u64", f"{name}_ptr")
-            w.call("ptx.param", "u64", f'"ptr_{name}"', f"dst={raw.text}")
+            w.call("ptx.param", "u64", f'"{ptr_param(name)}"', f"dst={raw.text}")
             g = w.reg("u64", f"{name}_g")
             w.op("cvta.to.global.u64", g, raw)
         ptrs[name] = g

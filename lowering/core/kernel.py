@@ -9,11 +9,14 @@ at launch.
 """
 from __future__ import annotations
 
+from .names import dim_param, ptr_param
+
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError
 
 from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
 from .context import Lowering
+from .grid import dim_params
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
 from .target import MmaTarget
@@ -83,7 +86,33 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     lw.leave_region()
     with w.into(prefetch):
         _prefetch_tensor_maps(lw)
+    _register_budget(lw)
     return lw, w.text()
+
+
+#: Registers ptxas needs beyond an instruction's own register operands (its address, the
+#: values live across it): measured for a tcgen05.st of 64 registers in gemm_block_p.co
+#: with six and with seven warpgroups: ptxas asks for "a register target of 82" (80 and
+#: 72 each thread had); five warpgroups (96 each) assemble.
+_REG_RESERVE = 18
+
+
+def _register_budget(lw: Lowering) -> None:
+    """An instruction whose register operands cannot all be held in what each thread gets
+    at launch (65,536 registers shared by the block's threads, launch_bounds blocks per
+    SM) fails in ptxas ("Insufficient registers"): refused here, at its statement."""
+    from choreo_py.passes.budget import _entry_regs
+
+    regs, opcode, loc = lw.w.widest
+    threads = _threads(lw.k)
+    lb = lw.k.launch_bounds
+    blocks = (lb[1] if lb and len(lb) > 1 and lb[1] else 1)
+    entry = _entry_regs(threads, blocks)
+    if regs + _REG_RESERVE > entry:
+        raise ChoreoError(f"{opcode} takes {regs} registers at once, but each of the block's "
+                          f"{threads} threads gets {entry} ({blocks} block(s) per SM share "
+                          f"65,536): fewer threads or warpgroups, or a narrower tile",
+                          loc or lw.k.loc)
 
 
 def _prefetch_tensor_maps(lw: Lowering) -> None:
@@ -265,22 +294,13 @@ _PY_OPS = {"+": "+", "-": "-", "*": "*", "/": "//", "%": "%", "==": "==", "!=": 
            "<": "<", "<=": "<=", ">": ">", ">=": ">=", "&&": "and", "||": "or"}
 
 
-def _dim_params(dims: list[str]):
-    """(parameter list, how a size is spelt) of the launcher's functions of the sizes:
-    the sizes by name, unless one would clash with Python (a size named `global` or
-    `max`); then they come as `**dims`."""
-    if all(module_safe(d) == d for d in dims):
-        return ", ".join(dims), str
-    return "**dims", lambda name: f"dims[{name!r}]"
-
-
 def _assertions(fn: ir.Function, dims: list[str], source_name: str) -> list[str]:
     """`failed_assertions(dims)`, only for a function with entry assertions: the launcher
     refuses sizes the program says it cannot handle, instead of computing garbage."""
     asserts = [s for s in fn.body if isinstance(s, ir.Assert)]
     if not asserts:
         return []
-    params, sym = _dim_params(dims)
+    params, sym = dim_params(dims)
     out = [f"def failed_assertions({params}):",
            '    """The assert(...)s of the source these sizes break: (message, where)."""',
            "    out = []"]
@@ -321,10 +341,10 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     k = lw.k
     dims = k.symbolic_dims
     params = [("tmap", m.name, m.tensor, m.dtype, m.box, m.swizzle) for m in lw.memory.maps]
-    params += [("dim", f"dim_{d}", d) for d in dims]
+    params += [("dim", dim_param(d), d) for d in dims]
     pointers = global_reads.params(lw)
-    params += [("ptr", f"ptr_{t}", t) for t in pointers]
-    grid_params, sym = _dim_params(dims)
+    params += [("ptr", ptr_param(t), t) for t in pointers]
+    grid_params, sym = dim_params(dims)
     lb = k.launch_bounds
     threads = _threads(k)
     directives = [("maxntid", (threads, 1, 1))]
@@ -336,7 +356,7 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
         "dims": dims,
         "params": params,
         "raw": [("b8.align64.array128", m.name) for m in lw.memory.maps]
-        + [("u32", f"dim_{d}") for d in dims] + [("u64", f"ptr_{t}") for t in pointers],
+        + [("u32", dim_param(d)) for d in dims] + [("u64", ptr_param(t)) for t in pointers],
         "tensors": [(p.name, p.dtype, tuple(x.value if isinstance(x, ir.Const) else x.name
                                             for x in p.shape)) for p in fn.params],
         "grid_params": grid_params,

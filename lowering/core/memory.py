@@ -25,6 +25,8 @@ are separate copies.
 """
 from __future__ import annotations
 
+from .names import short
+
 from dataclasses import dataclass
 from typing import Optional
 
@@ -181,8 +183,8 @@ class Memory:
         def make() -> V:
             out = lw.w.reg("u32", hint)
             acc = lw.smem_base
-            for _, v, scale in dyn:
-                lw.w.op("mad.lo.u32", out, v, scale, acc)
+            for _, v, scale in dyn:  # an index of any integer type: a u32 word of the address
+                lw.w.op("mad.lo.u32", out, ex.as_type(v, "u32"), scale, acc)
                 acc = out
             return out
         return (lw.once(key, make) if invariant else make()), const
@@ -196,7 +198,7 @@ class Memory:
                 break
         else:
             n = sum(1 for m in self.maps if m.tensor == tensor)
-            m = TensorMap(f"tmap_{tensor}" + (f"_{n + 1}" if n else ""), tensor, dtype, box, swizzle)
+            m = TensorMap(f"tmap_{short(tensor)}" + (f"_{n + 1}" if n else ""), tensor, dtype, box, swizzle)
             self.maps.append(m)
 
         def make() -> V:

@@ -9,6 +9,8 @@ Thread kernels (simt.py) and MMA kernels (kernel.py) bind them alike.
 """
 from __future__ import annotations
 
+from .names import dim_param
+
 
 def bind_dims(lw) -> None:
     w, k = lw.w, lw.k
@@ -16,7 +18,7 @@ def bind_dims(lw) -> None:
         dtype = next((x.dtype for x in k.scalars if x.name == d), "s32")
         if dtype in ("bool", "f32", "f16", "bf16"):  # (f16, bf16: widened to f32 registers)
             word = w.reg("u32", f"{d}_word")
-            w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={word.text}")
+            w.call("ptx.param", "u32", f'"{dim_param(d)}"', f"dst={word.text}")
             r = w.reg("pred" if dtype == "bool" else "f32", d)
             if dtype == "bool":
                 w.op("setp.ne.u32", r, word, 0)
@@ -24,5 +26,5 @@ def bind_dims(lw) -> None:
                 w.op("mov.b32", r, word)
         else:
             r = w.reg(dtype, d)
-            w.call("ptx.param", "u32", f'"dim_{d}"', f"dst={r.text}")
+            w.call("ptx.param", "u32", f'"{dim_param(d)}"', f"dst={r.text}")
         lw.bind(d, r, nonneg=not k.is_scalar_arg(d), uniform=True)

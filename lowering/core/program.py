@@ -22,6 +22,7 @@ from choreo_py import ir
 from . import simt
 from .kernel import launch_facts, lower_kernel_body
 from .kernel import lower_module as lower_one_kernel_module
+from .names import TopLevel
 from .writer import ptx_entry_name
 
 
@@ -51,17 +52,19 @@ def lower_program_module(module: ir.Module, target, source_name: str) -> str:
     if not any(f.kernels for f in module.functions):
         return host_only_module(target.arch, source_name)
     entries, types = [], {"u32", "s32", "u64", "pred", "b16", "b32", "b64", "f32"}
+    scope = TopLevel()
     for fn in module.functions:
         for k in fn.kernels:
+            names = simt.entry_names(k.name, scope)
             if simt.is_thread_kernel(k):
                 part = simt.lower_thread_kernel(k, target, source_name)
                 types |= part["types"]
-                entries += simt._entry_text(part)
+                entries += simt._entry_text(part, names)
             else:
                 lw, body = lower_kernel_body(k, type(target)())
                 facts = launch_facts(lw, fn)
                 types |= facts["types"]
-                entries += _mma_entry(lw.k, facts, body)
+                entries += _mma_entry(lw.k, facts, body, names)
     return _text(entries, sorted(types), target.arch, source_name)
 
 
@@ -94,8 +97,8 @@ def host_only_module(arch: str, source_name: str) -> str:
     ])
 
 
-def _mma_entry(k: ir.Kernel, f: dict, body: str) -> list[str]:
-    name = f["py_name"]
+def _mma_entry(k: ir.Kernel, f: dict, body: str, names: dict) -> list[str]:
+    name, grid = names["fn"], names["grid"]
     return [
         "",
         "",
@@ -103,7 +106,7 @@ def _mma_entry(k: ir.Kernel, f: dict, body: str) -> list[str]:
         body,
         "",
         "",
-        f"def _grid_{name}({f['grid_params']}):",
+        f"def {grid}({f['grid_params']}):",
         f"    return ({', '.join(f['grid'])})",
         "",
         "",
@@ -115,7 +118,7 @@ def _mma_entry(k: ir.Kernel, f: dict, body: str) -> list[str]:
         f"    DIMS={tuple(f['dims'])!r},",
         f"    PARAMS={tuple(f['params'])!r},",
         f"    ENTRY={ptx_entry_name(k.name)!r},",
-        f"    grid=_grid_{name},",
+        f"    grid={grid},",
         "    KERNEL=kernel(",
         "        arch=ARCH,",
         f"        raw_params={f['raw']!r},",

@@ -28,7 +28,10 @@ from choreo_py.diagnostics import ChoreoError
 from . import control, dma, grid_sync, params, thread_frags, warp_mma
 from .asm import lower_asm
 from .context import Lowering
+from .conversions import assign_scalar
+from .grid import dim_params
 from .grid import py_expr as _py_expr
+from .names import TopLevel, dim_param, ptr_param, py_name
 from .memory import SMEM_ALIGN
 from .threads import RAW, WIDENED, Places, ThreadExprs, barrier
 from .writer import V, Writer, ptx_entry_name
@@ -121,7 +124,7 @@ def _prologue(lw: ThreadLowering) -> None:
     lw.next_statement()
     for p in k.params:
         r = w.reg("u64", f"{p.name}_ptr")
-        w.call("ptx.param", "u64", f'"ptr_{p.name}"', f"dst={r.text}")
+        w.call("ptx.param", "u64", f'"{ptr_param(p.name)}"', f"dst={r.text}")
         g = w.reg("u64", f"{p.name}_g")
         w.op("cvta.to.global.u64", g, r)
         lw.places.pointers[p.name] = g
@@ -177,7 +180,8 @@ def _var(lw: ThreadLowering, s: ir.Var) -> None:
     from .exprs import reg_type
 
     r = lw.w.reg(reg_type(s.dtype, lw, s.loc), s.name)
-    _expr(lw, s.init, s.loc, dst=r)
+    assign_scalar(lw.exprs(s.loc), s.dtype, s.init, r)
+    lw.var_types[s.name] = s.dtype
     lw.bind(s.name, r, mutable=True, nonneg=s.dtype.startswith("u"))
 
 
@@ -185,7 +189,7 @@ def _assign(lw: ThreadLowering, s: ir.Assign) -> None:
     b = lw.lookup(s.name)
     if b is None or not b.mutable:
         raise lw.refuse(f"assigning '{s.name}', which is not a mutable scalar,", s.loc)
-    _expr(lw, s.value, s.loc, dst=b.value)
+    assign_scalar(lw.exprs(s.loc), lw.var_types.get(s.name, ""), s.value, b.value)
 
 
 def _store(lw: ThreadLowering, s: ir.BufStore) -> None:
@@ -469,8 +473,9 @@ def module_text(parts: list[dict], arch: str, source_name: str) -> str:
     prelude = _prelude([x for p in parts for x in p["strings"]])
     if prelude:
         out += ["", "# device printf: vprintf and the formats of println", f"PRELUDE = {prelude!r}"]
+    scope = TopLevel()
     for p in parts:
-        out += _entry_text(p)
+        out += _entry_text(p, entry_names(p["name"], scope))
     return "\n".join(out + module_tail(bool(prelude)))
 
 
@@ -512,23 +517,28 @@ def _prelude(strings: list) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _entry_text(p: dict) -> str:
+def _entry_text(p: dict, names: dict | None = None) -> list[str]:
+    """One entry of the module. `names`: its top-level Python names (`fn`, `grid`,
+    `smem`), unique in the module (module_names); PTX knows it as ptx_entry_name."""
     name, dims = p["name"], p["dims"]
-    raw = [("u64", f"ptr_{t}") for t in p["tensors"]] + [("u32", f"dim_{d}") for d in dims]
-    grid = [_py_expr(g.extent) for g in p["grid"]] + ["1"] * (3 - len(p["grid"]))
+    names = names or entry_names(name)
+    fn, entry = names["fn"], ptx_entry_name(name)
+    raw = [("u64", ptr_param(t)) for t in p["tensors"]] + [("u32", dim_param(d)) for d in dims]
+    params, sym = dim_params(dims)
+    grid = [_py_expr(g.extent, sym) for g in p["grid"]] + ["1"] * (3 - len(p["grid"]))
     return [
         "",
         "",
-        f"def {name}():",
+        f"def {fn}():",
         p["body"],
         "",
         "",
-        f"def _grid_{name}({', '.join(dims)}):",
+        f"def {names['grid']}({params}):",
         f"    return ({', '.join(grid)})",
-        *_run_smem_text(p),
+        *_run_smem_text(p, names["smem"], params, sym),
         "",
         "",
-        f"{name}.__name__ = {name!r}",
+        f"{fn}.__name__ = {entry!r}",
         f"KERNELS[{name!r}] = dict(",
         f"    THREADS={p['threads']},",
         f"    SMEM_BYTES={p['smem'] + SMEM_ALIGN},",
@@ -536,27 +546,36 @@ def _entry_text(p: dict) -> str:
         f"    DIMS={tuple(dims)!r},",
         *(["    COOPERATIVE=True,  # cuLaunchCooperativeKernel (a grid-wide barrier)"]
           if p.get("cooperative") else []),
-        *([f"    SMEM_RUN=_smem_{name},  # + bytes of the run-time-sized shared buffers"]
+        *([f"    SMEM_RUN={names['smem']},  # + bytes of the run-time-sized shared buffers"]
           if p.get("run") is not None else []),
-        f"    grid=_grid_{name},",
+        f"    grid={names['grid']},",
         "    KERNEL=kernel(",
         "        arch=ARCH,",
         f"        raw_params={raw!r},",
         '        extern_smem="smem",',
         f"        block=({p['threads']}, 1, 1),",
         f"        raw_directives=[('maxntid', ({p['threads']}, 1, 1))],",
-        f"    )({name}),",
+        f"    )({fn}),",
         ")",
     ]
 
 
-def _run_smem_text(p: dict) -> list[str]:
+def entry_names(name: str, scope: TopLevel | None = None) -> dict:
+    """The top-level Python names of a kernel's entry: its function and its launch helpers,
+    claimed in the module's `scope` (a program name mangled by py_name; the helpers'
+    `_grid_`/`_smem_` prefixes are the compiler's)."""
+    scope = scope or TopLevel()
+    fn = scope.claim(py_name(name))
+    return {"fn": fn, "grid": scope.claim(f"_grid_{fn}"), "smem": scope.claim(f"_smem_{fn}")}
+
+
+def _run_smem_text(p: dict, helper: str, params: str, sym) -> list[str]:
     """`_smem_NAME(dims)`: the shared bytes a launch adds to SMEM_BYTES (run-time-sized
     shared buffers, ir.RunBuffer); nothing for a kernel without them."""
     if p.get("run") is None:
         return []
-    return ["", "", f"def _smem_{p['name']}({', '.join(p['dims'])}):",
-            f"    return {_py_expr(p['run'])}"]
+    return ["", "", f"def {helper}({params}):",
+            f"    return {_py_expr(p['run'], sym)}"]
 
 
 def lower_thread_module(module: ir.Module, target, source_name: str) -> str:

@@ -22,6 +22,7 @@ from choreo_py import ir
 from choreo_py.ir import build as B
 
 from . import subbyte_elems
+from .conversions import coerce
 from .exprs import ExprLowering, REG_TYPES
 from .writer import V
 
@@ -186,6 +187,11 @@ class Places:
         mem, reg = elem_types(self.lw, dtype, loc)
         space, addr = space_addr or self.address(view, index, loc)
         w = self.lw.w
+        # the value as the element's register type (C's conversion on assignment)
+        got = coerce(w, value, reg)
+        if got is None:
+            raise self.lw.refuse(f"storing a {value.ty} value into {dtype} elements", loc)
+        value = got
         if value.is_const:
             value = self.lw.w.reg(reg, "c", init=V.imm(value.const, reg))
         if dtype in subbyte_elems.ELEMS:
@@ -230,6 +236,24 @@ class ThreadExprs(ExprLowering):
             return r
         self.lw.w.op(f"mov.{dst.ty}", dst, r)
         return dst
+
+    def call(self, e: ir.Call, hint: str, dst):
+        """`__to<f16>(x)` / `__to<bf16>(x)`: f16 and bf16 values live in f32 registers and
+        their arithmetic is computed in f32, so the conversion is a rounding to the narrow
+        type and back (cvt.rn there, the exact widening back), whatever x's type (a bf16
+        sum is an f32 value until converted). Without it the value kept the f32 bits the
+        conversion drops, and a bf16 scalar held 2054.7 where the type holds 2048."""
+        if e.fn != "to" or e.dtype not in _CVT_OUT:
+            return super().call(e, hint, dst)
+        w = self.lw.w
+        wide = self.convert(e.args[0], "f32", hint, None)
+        if wide.is_const:
+            wide = w.reg("f32", "c", init=V.imm(wide.const, "f32"))
+        raw = w.reg("b16", "h")
+        w.op(_CVT_OUT[e.dtype], raw, wide)
+        out = self.out(dst, "f32", hint)
+        w.op(_CVT_IN[e.dtype], out, raw)
+        return out
 
     def key(self, e: ir.Expr):
         if any(isinstance(x, ir.BufElem) for x in ir.expr_walk(e)):

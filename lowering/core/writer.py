@@ -16,7 +16,6 @@ into (loop-invariant values placed before the loop that needs them).
 """
 from __future__ import annotations
 
-import builtins
 import keyword
 import math
 import os
@@ -27,6 +26,8 @@ from dataclasses import dataclass
 from typing import Optional, Union
 
 from choreo_py.source import SOURCES, Loc
+
+from . import names
 
 INDENT = "    "
 
@@ -47,24 +48,14 @@ _PY_RESERVED = {
 }
 
 
-#: Symbols at the PTX module's scope besides the entry (the dynamic shared memory).
-_PTX_GLOBALS = {"smem"}
-
-
 def module_safe(name: str) -> str:
-    """A user's name as a name of the generated module's scope: unchanged unless it
-    would collide with a name the module itself defines or calls (`u32`, `grid`,
-    `kernel`, `ENTRY`, Python keywords and builtins); then with a trailing `_`, the
-    mangling the register names use, so no unclashing name ever changes."""
-    if (name in _PY_RESERVED or name in _PTX_GLOBALS or keyword.iskeyword(name)
-            or name in dir(builtins)):
-        return name + "_"
-    return name
+    """A program name as a name of the generated module's top level (names.py_name)."""
+    return names.py_name(name)
 
 
 def ptx_entry_name(name: str) -> str:
-    """The PTX entry for a kernel: its own name unless that is a module-scope PTX symbol."""
-    return name + "_" if name in _PTX_GLOBALS else name
+    """The PTX entry of a kernel (names.ptx_name: `smem` -> `smem_`, long names shortened)."""
+    return names.ptx_name(name)
 
 
 def f32_hex(x: float) -> str:
@@ -119,6 +110,11 @@ class Writer:
         self._target: Optional[list[str]] = None
         self._names: set[str] = set()
         self._labels: dict[str, int] = {}
+        self._arrays: dict[str, int] = {}  # register array -> its length
+        self._loc: Optional[Loc] = None  # the statement whose code is being written
+        #: (registers, opcode, statement) of the instruction with the most register
+        #: operands: ptxas must hold them all at once (kernel.py checks the budget)
+        self.widest: tuple[int, str, Optional[Loc]] = (0, "", None)
         self._last_src: Optional[tuple[str, int]] = None
         self.types_used: set[str] = set()
 
@@ -142,6 +138,7 @@ class Writer:
         """`# file.co:LINE: statement` before the code of a statement (once per line)."""
         if loc is None:
             return
+        self._loc = loc
         key = (loc.file, loc.line)
         if key == self._last_src and self._target is None:
             return
@@ -182,7 +179,7 @@ class Writer:
 
     # ------------------------------------------------------------ names
     def fresh(self, hint: str) -> str:
-        base = re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v"
+        base = names.short(re.sub(r"[^A-Za-z0-9_]", "_", hint) or "v")
         if base[0].isdigit():
             base = "v" + base
         if (base in _PTX_RESERVED or base in _PY_RESERVED or keyword.iskeyword(base)
@@ -222,11 +219,13 @@ class Writer:
                 break
             base = name + "_"
         self._names.update(elems)  # keep scalar names off the element names
+        self._arrays[name] = count
         self.types_used.add(ty)
         self.line(f'{name} = reg.array({ty}, {count}, name="%{name}")')
         return name
 
     def label(self, hint: str) -> str:
+        hint = names.short(hint)
         n = self._labels.get(hint, 0)
         self._labels[hint] = n + 1
         return f"L_{hint}_{n}"
@@ -239,10 +238,22 @@ class Writer:
         emulator reports a fault of the access there; the PTX is the same without it)."""
         path = ".".join(_py_attr(part) for part in opcode.split("."))
         args = [_arg(o) for o in operands]
+        regs = sum(self._registers(o) for o in operands)
+        if regs > self.widest[0]:
+            self.widest = (regs, opcode, self._loc)
         if pred is not None:
             args.append(f"pred={'~' if negate else ''}{pred.text}")
         where = f"  # at {os.path.basename(at.file)}:{at.line}:{at.col}" if at is not None else ""
         self.line(f"ptx.inst.{path}({', '.join(args)}){where}")
+
+    def _registers(self, o) -> int:
+        """Registers an operand names: a register, a list of them, `list(array)`."""
+        if isinstance(o, V):
+            return 0 if o.is_const else 1
+        if isinstance(o, (list, tuple)):
+            return sum(self._registers(x) for x in o)
+        m = _LIST_OF.fullmatch(str(o))
+        return self._arrays.get(m.group(1), 0) if m else 0
 
     def call(self, fn: str, *args: str) -> None:
         """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
@@ -264,6 +275,9 @@ class Writer:
             self.line(f'ptx.inst.bra.uni("{label}"{guard})')
         else:
             self.line(f'ptx.bra("{label}"{guard})')
+
+
+_LIST_OF = re.compile(r"list\((\w+)\)")
 
 
 def _mov_type(ty: str) -> str:

@@ -39,6 +39,16 @@ from .lower_flow import writes
 JOIN = "L_kernel_join"
 
 
+def _pow2_pieces(n: int, limit: int) -> list[int]:
+    """n as a sum of powers of two <= limit, largest first (tcgen05.st's .num)."""
+    out = []
+    while n:
+        p = min(limit, 1 << (n.bit_length() - 1))
+        out.append(p)
+        n -= p
+    return out
+
+
 def block_accs(k: ir.Kernel) -> frozenset:
     """The block's accumulators (`mma.fill ... : block`)."""
     return frozenset(f.name for f in k.frags if f.block and f.layout == "acc")
@@ -71,10 +81,11 @@ def fill(t, lw: Lowering, frag: ir.Frag, value: V) -> None:
     w.op("shl.b32", lanes, lanes, 16)
     base = w.reg("b32", f"{frag.name}_fill_at")
     w.op("add.u32", base, tile, lanes)
-    for start in range(0, n, piece):
-        num = min(piece, n - start)
+    start = 0
+    for num in _pow2_pieces(n, piece):  # .num is a power of two (48 columns: 32 + 16)
         regs = f"list({vals})" if num == piece else f"[{vals}[i] for i in range({num})]"
         w.op(f"tcgen05.st.sync.aligned.32x32b.x{num}.b32", _addr(base, start), regs)
+        start += num
     w.call("ptx.tcgen05.wait_st")
     w.put_label(done)
     w.call("ptx.tcgen05.fence_before_thread_sync")

@@ -192,11 +192,79 @@ class _Analysis:
         return (out - w) | {a for a in t if self.flow.loads[(id(s), a)]}
 
 
-def analyse(body: list, accs: set, facts, shared: frozenset = frozenset()) -> Flow:
-    """The decisions for the role `body`, whose accumulators (TMEM tiles) are `accs`
-    (`shared`: those of the block, which other roles see)."""
+def analyse(role: ir.Role, accs: set, facts, shared: frozenset = frozenset(),
+            k: Optional[ir.Kernel] = None, small_moves: bool = False) -> Flow:
+    """The decisions for the MMA role `role`, whose accumulators (TMEM tiles) are `accs`
+    (`shared`: those of the block, which other roles see), and those of kernel `k`'s
+    reader roles (reader_copies)."""
+    body = role.body
     an = _Analysis(set(accs), facts, frozenset(shared))
     an.flow.flagged = an.flags(body)
     an.forward(body, Live())
     _backward(body, Live(), an.live, Live(accs))
+    if k is not None:
+        an.flow.loads.update(reader_copies(k, role, frozenset(shared), small_moves))
     return an.flow
+
+
+# ---------------------------------------------------------------- reader roles
+
+#: Statements of a reader role across which its register copy of a block accumulator stays
+#: the tile's value. A copy goes stale only when another role writes the tile between two
+#: of this role's reads; in a race-free program such a write is ordered after the first read
+#: and before the second only through a release of this role in between (a trigger, a
+#: barrier): these statements release nothing. A `wait` only acquires: a write it orders
+#: before the second read is also ordered before, or races with, the first.
+_KEEPS = (ir.Apply, ir.Reduce, ir.FragCopy, ir.FragDecl, ir.Wait, ir.Let, ir.Var, ir.Assign,
+          ir.ViewDef, ir.SetMaxRegs)
+
+
+def reader_loads(body: list, accs: frozenset, hosts: dict) -> dict:
+    """(id(stmt), acc) -> whether a reader role's statement must tcgen05.ld the block's
+    accumulator `acc` (the others reuse the registers the last load left). Forward, as the
+    MMA role's copies: loop heads and exits and branches start with no copy. A copy is
+    kept by statements that only read it (a row max, then the exponentials over the same
+    S: FA4's softmax reads S once a step); a statement that writes the tile (its stores go
+    back at once, piece by piece) or an operand over its columns (`hosts`: P over S) leaves
+    none, and so does anything that is not in _KEEPS."""
+    loads: dict = {}
+
+    def walk(stmts: list, valid: Live) -> Live:
+        for s in stmts:
+            if isinstance(s, (ir.For, ir.While)):
+                walk(s.body, Live())
+                valid = Live()
+            elif isinstance(s, ir.If):
+                walk(s.then, Live())
+                walk(s.orelse, Live())
+                valid = Live()
+            elif not isinstance(s, _KEEPS):
+                valid = Live()
+            else:
+                t, w = touched(s, set(accs))
+                for a in t:
+                    loads[(id(s), a)] = a not in valid
+                over = {hosts[o] for o in writes(s) if o in hosts}
+                voted = isinstance(s, ir.Apply) and s.warp_vote  # skipping warps load nothing
+                valid = Live() if voted else (valid | t) - w - over
+        return valid
+
+    walk(body, Live())
+    return loads
+
+
+def reader_copies(k: ir.Kernel, mma_role: ir.Role, block: frozenset, small_moves: bool) -> dict:
+    """reader_loads for every role of `k` but the one that issues the MMAs, where the
+    readers move the tile 16 registers at a time (`small_moves`, block_acc.piece_limit: a
+    kernel that repartitions its registers; none otherwise): a tcgen05.ld/st of 64 needs 64
+    consecutive registers, and a copy held across statements leaves ptxas none
+    (flash_atten_blackwell_persistent.co, 168 registers a thread, spilled 60 bytes with its
+    S kept across three statements; the two-tile example, 16-register moves, spills none)."""
+    hosts = {f.name: f.host for f in k.frags if f.host in block}
+    loads: dict = {}
+    if not block or not small_moves:
+        return loads
+    for role in ir.walk(k.body):
+        if isinstance(role, ir.Role) and role is not mma_role:
+            loads.update(reader_loads(role.body, block, hosts))
+    return loads

@@ -159,7 +159,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         """After the core's analysis: the load/store decisions for the MMA role."""
         if self.uses_tmem:
             accs = {r.frag for r in self.plan.regions if r.kind == "acc"}
-            self.flow = analyse(self.role.body, accs, lw.facts, self.block)
+            self.flow = analyse(self.role, accs, lw.facts, self.block, lw.k, self.repartitioned)
 
     def alloc_tmem(self, lw: Lowering) -> None:
         """Kernel entry, before the block barrier: one warp of the MMA role allocates."""

@@ -1,0 +1,68 @@
+"""A sample of the mutation gate (bench/mutate_ptx.py; the whole table is in
+bench/data/ and docs/emulator_sm100.md): fixed single-instruction mutants of the
+causal example's sm_100a PTX that the strict emulator must reject, each a rule of the
+PTX ISA the emulator did not model before (tcgen05 fences, the alloc's ordering, the
+O rescale shown by growing key tiles). The unmutated PTX passes the same runs."""
+from __future__ import annotations
+
+import functools
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+
+import mutate_ptx as gate  # noqa: E402
+
+pytestmark = pytest.mark.emu
+
+
+@functools.lru_cache(maxsize=None)
+def _spec():
+    path, target, defines, _ = gate.EXAMPLES["causal"]
+    return gate.from_co(str(ROOT / path), target, defines=defines)
+
+
+def _site(cls: str, detail: str, k: int, after: str = ""):
+    """The k-th site of `cls` whose opcode starts with `detail` (and whose preceding
+    instruction line contains `after`, when given)."""
+    lines = _spec().ptx.splitlines()
+    found = [(i, m) for c, d, i, m in gate.sites(_spec().ptx)
+             if c == cls and d.startswith(detail)
+             and after in next(t for t in reversed(lines[:i]) if gate.opcode(t))]
+    i, mutate = found[k]
+    return "\n".join(mutate(list(lines), i)) + "\n"
+
+
+def _caught(ptx: str, shape=(128, 1), schedule="round_robin") -> str:
+    outcome, detail = gate.run_one(_spec(), ptx, True, *shape, schedule, 120)
+    assert outcome == "caught", detail
+    return detail
+
+
+def test_unmutated_passes():
+    assert gate.run_one(_spec(), _spec().ptx, True, 256, 4, "random", 120)[0] == "passes"
+
+
+def test_fence_after_thread_sync_deleted_is_a_race():
+    """The first fence::after_thread_sync after a wait (the softmax's tcgen05.ld of S
+    after the S-full mbarrier): the load is not ordered after the MMA that wrote S."""
+    report = _caught(_site("del_fence", "tcgen05.fence::after_thread_sync", 0, "bra $_mbar_wait"))
+    assert "race" in report and "tcgen05.fence::after_thread_sync" in report
+
+
+def test_fence_before_thread_sync_after_alloc_deleted_is_a_race():
+    """tcgen05.alloc, then bar.sync without fence::before_thread_sync: the other warps'
+    first tcgen05 accesses of the columns are not ordered after the allocation."""
+    report = _caught(_site("del_fence", "tcgen05.fence::before_thread_sync", 0))
+    assert "tcgen05.alloc" in report and "race" in report
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("schedule", gate.SCHEDULES)
+def test_fence_deletions_caught_under_every_schedule(schedule):
+    for detail, k, after in (("tcgen05.fence::after_thread_sync", 0, "bra $_mbar_wait"),
+                             ("tcgen05.fence::before_thread_sync", 0, "")):
+        _caught(_site("del_fence", detail, k, after), schedule=schedule)
