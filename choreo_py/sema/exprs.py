@@ -14,7 +14,7 @@ from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import arrays
-from .increments import align, increment_in_expr
+from .increments import align, increment_in_expr, increments_in, zero_decl
 from . import views as V
 from .values import kind_of as _kind
 from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
@@ -49,6 +49,8 @@ def check_float_range(value: float, dtype: str, node, what: str) -> None:
 
 class ExprBuilder:
     """Mixin of the statement builder: needs `self.scope`, `self.kernel`."""
+
+    increments_in, zero_decl = increments_in, zero_decl  # sema/increments.py
 
     # ------------------------------------------------------------ entry points
     def value(self, node: A.Expr, dtype_hint: str | None = None) -> Value:

@@ -25,7 +25,6 @@ from .host_code import HostCodeBuilder
 from .block_accs import BlockAccBuilder
 from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
-from .increments import increments_in, zero_decl
 from .levels import LevelBuilder, nest_levels
 from .role_forms import RoleFormBuilder
 from .asm import AsmBuilder
@@ -133,7 +132,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
         try:
-            with increments_in(self, node):
+            with self.increments_in(node):
                 fn(node)
         except Unsupported as u:
             if not self.lenient:
@@ -325,7 +324,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
         self._check_decl(s)
         if s.init is None:  # `s32 r;`: zero (sema/increments.py)
-            return zero_decl(self, s)
+            return self.zero_decl(s)
         dtype = s.type.name if s.type else None
         if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
             return self._atomic_decl(s, dtype)
