@@ -144,8 +144,8 @@ def test_a_yield_skips_the_kernels_code_and_the_host_goes_on(tmp_path, capsys, x
 
     path = _write(tmp_path, "nested.co", NESTED)
     choreo_py.interpret(path, target="sm_90a").foo(x)
-    assert capsys.readouterr().out == ("" if x == 0 else "here\n") + f"there {x}\n"
+    assert capsys.readouterr().out == ("" if x == 0 else "here\n") + f"there  {x}\n"
     text = compile_file(path, "ir", "sm_90a")
-    assert "print 'there '" in text  # a statement of the host function
+    assert "print 'there  '" in text  # a statement of the host function
     assert ir_printer.print_module(ir_parse.parse_module(text)) == text
     _assembles(path)

@@ -717,6 +717,9 @@ class Print(Stmt):
 
     items: list  # str (text, printed as written) or Expr (a value: print_format's spec)
     loc: Optional[Loc] = None
+    #: A C `printf` of a device function (its `%f` floats and `%d` conditions as written),
+    #: not a `println` (floats as `%g`, conditions as `true` / `false`).
+    c_format: bool = False
 
 
 @dataclass
@@ -759,17 +762,26 @@ def asm_references(template: str) -> list[tuple[str, int, int]]:
             for m in _ASM_REFERENCE.finditer(template)]
 
 
-def print_format(items: list) -> tuple[str, list]:
-    """(C printf format, the values it reads): integers and conditions as `%lld` of a
-    64-bit value, floats as `%f` of a double (C's promotion of a variadic float)."""
+def print_format(items: list, c_format: bool = False) -> tuple[str, list]:
+    """(C printf format, the values it reads): integers as `%lld` of a 64-bit value,
+    floats as `%g` of a double (C's promotion of a variadic float; `%g` is what C++'s
+    `ostream <<` writes, the reference's CPU model's form: tools/co-mock/mock_memory.cpp
+    `Value::ToString`), conditions as `%s` of "true" / "false" (its form too). A C printf
+    (`c_format`: a device function's `printf`) keeps `%f` and prints conditions as `%lld`."""
     fmt, values = [], []
     for item in items:
         if isinstance(item, str):
             fmt.append(item.replace("%", "%%"))
         else:
-            fmt.append("%f" if is_float(item.dtype) else "%lld")
+            fmt.append(_value_spec(item.dtype, c_format))
             values.append(item)
     return "".join(fmt), values
+
+
+def _value_spec(dtype: str, c_format: bool) -> str:
+    if is_float(dtype):
+        return "%f" if c_format else "%g"
+    return "%s" if dtype == "bool" and not c_format else "%lld"
 
 
 @dataclass

@@ -315,7 +315,8 @@ class _Parser:
         return ir.Assert(self.exprs(m.group(1)).expr(), ast.literal_eval(m.group(2)))
 
     def s_print(self, line: str, body) -> ir.Stmt:
-        items, rest = [], line[len("print "):]
+        c_format = line.startswith("printf ")
+        items, rest = [], line[len("printf " if c_format else "print "):]
         while rest:
             m = re.match(r"('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")(, |$)", rest)
             if m:  # a text item (quoted as Python writes it: it may hold commas)
@@ -324,7 +325,7 @@ class _Parser:
                 m = re.match(r"(.*?)(, (?=['\"])|$)", rest)
                 items += [self.exprs(x).expr() for x in _split_top(m.group(1))]
             rest = rest[m.end():]
-        return ir.Print(items)
+        return ir.Print(items, c_format=c_format)
 
     def s_asm(self, line: str, body) -> ir.Stmt:
         m = re.match(r"asm(\.volatile)? ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"); ", line)
@@ -527,7 +528,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple),
     ("sync.grid", _Parser.s_simple), ("fence.", _Parser.s_fence), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
-    ("assert", _Parser.s_assert), ("print", _Parser.s_print), ("asm", _Parser.s_asm),
+    ("assert", _Parser.s_assert), ("print", _Parser.s_print), ("printf", _Parser.s_print), ("asm", _Parser.s_asm),
     ("asm.", _Parser.s_asm),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),
     ("trigger", _Parser.s_trigger), ("frag", _Parser.s_frag), ("apply", _Parser.s_apply),

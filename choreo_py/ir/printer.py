@@ -138,7 +138,7 @@ class _Printer:
     def s_Assert(self, s): self.emit(f"assert {expr(s.cond)}, {s.message!r}")
 
     def s_Print(self, s):
-        self.emit("print " + ", ".join(repr(x) if isinstance(x, str) else expr(x)
+        self.emit(("printf " if s.c_format else "print ") + ", ".join(repr(x) if isinstance(x, str) else expr(x)
                                        for x in s.items))
 
     def s_Asm(self, s):

@@ -108,6 +108,30 @@ class ThreadProgram:
         return function_result(fn, tensors, run.env)
 
 
+class HostLauncher:
+    """What runs a function of host code only (no kernel: its scalars, loops and prints):
+    nothing to launch or wait for, so it needs no GPU; its buffers live on the arguments'
+    device (the CPU when it has none)."""
+
+    def __init__(self, program: ThreadProgram) -> None:
+        self.program = program
+
+    @staticmethod
+    def device(tensors: dict):
+        import torch
+
+        return next(iter(tensors.values())).device if tensors else torch.device("cpu")
+
+    engine_name, devices = "a host function", ("cpu", "cuda")
+
+    @staticmethod
+    def sync(device) -> None:
+        if device is not None and device.type == "cuda":
+            import torch
+
+            torch.cuda.synchronize(device)
+
+
 class CudaLauncher:
     """Launches a program's kernels on a CUDA device, on torch's current stream (the module
     assembled by ptxas once, loaded once per device)."""
@@ -209,7 +233,8 @@ def library(path: str, target: str, program, rec, first_error=None, launcher=Non
             text = build.pyptx_text(module, path, target)
             if "\nKERNELS = {}" not in text:  # one MMA kernel: as an entry of a program
                 text = build.program_text(module, path, target)
-            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text, launcher))
+            runs = launcher or (None if any(f.kernels for f in module.functions) else HostLauncher)
+            programs[id(fn)] = (fn, ThreadProgram(path, target, module, text, runs))
 
     def run(name, args, kwargs):
         from choreo_py.diagnostics import ChoreoError

@@ -255,10 +255,11 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
         one_kernel = len(kernels) == 1 and not module.functions[0].locals \
             and module.functions[0].missing_return is None \
             and not _checks_host_values(module.functions[0])
-        if kernels and (all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel
-                        or any(k.scalars for k in kernels)):
-            # a host program: thread kernels, or several kernels (MMA ones among them), or
-            # result buffers the call allocates, or scalar arguments (runtime/host_program.py)
+        if not kernels or all(simt.is_thread_kernel(k) for k in kernels) or not one_kernel \
+                or any(k.scalars for k in kernels):
+            # a host program: host code only (no kernel), thread kernels, or several kernels
+            # (MMA ones among them), or result buffers the call allocates, or scalar
+            # arguments (runtime/host_program.py)
             from .host_program import library
 
             lib = library(path, target, program, rec)

@@ -192,7 +192,7 @@ class _Inliner:
         if k != len(args):
             raise self.refuse("a printf with more arguments than conversions")
         self.b.emit(ir.Print([x for x in items if not (isinstance(x, str) and x == "")],
-                             loc=self.call.loc))
+                             loc=self.call.loc, c_format=True))
 
     # ------------------------------------------------------------ expressions
     def expr(self, e, env) -> ir.Expr:

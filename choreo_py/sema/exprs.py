@@ -14,6 +14,7 @@ from .. import ir
 from ..ir import build as B
 from ..diagnostics import ChoreoError, did_you_mean
 from . import arrays
+from .increments import align, increment_in_expr, increments_in, zero_decl
 from . import views as V
 from .values import kind_of as _kind
 from .values import (BoundedTuple, BufferValue, EventValue, FragValue, FutureValue, ITupleValue, Opaque,
@@ -48,6 +49,8 @@ def check_float_range(value: float, dtype: str, node, what: str) -> None:
 
 class ExprBuilder:
     """Mixin of the statement builder: needs `self.scope`, `self.kernel`."""
+
+    increments_in, zero_decl = increments_in, zero_decl  # sema/increments.py
 
     # ------------------------------------------------------------ entry points
     def value(self, node: A.Expr, dtype_hint: str | None = None) -> Value:
@@ -132,8 +135,7 @@ class ExprBuilder:
     # ------------------------------------------------------------ operators
     def e_Unary(self, n: A.Unary, hint):
         if n.op in ("post++", "post--", "++", "--"):
-            raise Unsupported(f"'{n.op.replace('post', '')}' inside an expression (other than "
-                              "an event order)", n.loc)
+            return increment_in_expr(self, n)
         x = self.scalar(n.operand, hint)
         if n.op == "+":
             return Scalar(x)
@@ -251,6 +253,8 @@ class ExprBuilder:
     def e_CallExpr(self, n: A.CallExpr, hint):
         if n.func == "select" and len(n.args) >= 2:
             return self._select(n, hint)
+        if n.func in ("__alignup", "__aligndown"):
+            return align(self, n)
         fn = BUILTIN_FUNCS.get(n.func)
         if fn is None:
             raise Unsupported(f"the builtin '{n.func}' in an expression", n.loc)

@@ -30,6 +30,7 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..frontend import bindings
 from .. import ir
+from .increments import has_increment
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
 from ..ir import build as B
@@ -166,8 +167,8 @@ class HostCodeBuilder(ClusterBuilder):
         """Scalars, prints, asserts and copies on the host."""
         if isinstance(s, A.ScalarDecl):
             self._check_decl(s)
-            if not self._variable(s) and s.init is not None and self._host_fold(
-                    s.name, s.init, s.type, s.loc):
+            if not self._variable(s) and s.init is not None and not has_increment(s.init) \
+                    and self._host_fold(s.name, s.init, s.type, s.loc):
                 return
             return self.s_ScalarDecl(s)
         if isinstance(s, A.ExprStmt) and isinstance(s.expr, A.CallExpr) and \

@@ -132,7 +132,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
         try:
-            fn(node)
+            with self.increments_in(node):
+                fn(node)
         except Unsupported as u:
             if not self.lenient:
                 raise
@@ -322,8 +323,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
 
     def s_ScalarDecl(self, s: A.ScalarDecl) -> None:
         self._check_decl(s)
-        if s.init is None:
-            raise Unsupported("a scalar declared without a value", s.loc)
+        if s.init is None:  # `s32 r;`: zero (sema/increments.py)
+            return self.zero_decl(s)
         dtype = s.type.name if s.type else None
         if isinstance(s.init, A.CallExpr) and s.init.func in ATOMIC_TYPES:
             return self._atomic_decl(s, dtype)

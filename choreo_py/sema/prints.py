@@ -1,9 +1,13 @@
 """`println(...)` / `print(...)` in a kernel: text and scalar values, one line per thread.
 
-String literals are printed as written; an ituple as its elements in braces
+The arguments are printed one after another with one space between two of them
+(the reference's CPU model, tools/co-mock/mock_interp.cpp `CallBIF`, writes " "
+before every argument but the first). String literals are printed as written; an ituple as its elements in braces
 (`{0, 1, 3}`, the form the reference compiler prints), an mdspan as its extents
 in brackets (`[7, 8, 9]`, the form it is written in); every other argument
-must be a scalar (an integer, a float or a condition). The statement becomes an
+must be a scalar: an integer in decimal, a float as C++'s `ostream <<` writes
+it (`%g`: six significant digits), a condition as `true` / `false`
+(tools/co-mock/mock_memory.cpp `Value::ToString`). The statement becomes an
 `ir.Print` (lowered to a device printf). Outside a kernel it is host code.
 """
 from __future__ import annotations
@@ -18,7 +22,9 @@ class PrintBuilder:
 
     def print_stmt(self, c: A.CallExpr) -> None:
         items: list = []
-        for a in c.args:
+        for i, a in enumerate(c.args):
+            if i > 0:
+                items.append(" ")
             if isinstance(a, A.StringLit):
                 items.append(a.value)
                 continue

@@ -326,8 +326,8 @@ def _print(lw: ThreadLowering, s: ir.Print) -> None:
     """`println`: a device printf (`vprintf(format, args)`): the format is a global string of
     the module, the values 64-bit words of a per-thread local buffer."""
     w = lw.w
-    fmt, values = ir.print_format(s.items)
-    words = [_word64(lw, v, s.loc) for v in values]
+    fmt, values = ir.print_format(s.items, s.c_format)
+    words = [_word64(lw, v, s.loc, s.c_format) for v in values]
     sym = f"{ptx_entry_name(lw.k.name)}_fmt{len(lw.printf_formats)}"
     lw.printf_formats.append((sym, fmt.encode() + b"\0"))
     args = w.reg("u64", "pargs")
@@ -368,9 +368,10 @@ def _asm(lw: ThreadLowering, s: ir.Asm) -> None:
     lower_asm(lw, s, lambda e, hint: _expr(lw, e, s.loc, hint=hint), store)
 
 
-def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
+def _word64(lw: ThreadLowering, e: ir.Expr, loc, c_format: bool = False) -> V:
     """A printf argument: an integer as a signed (or unsigned) 64-bit word, a float as a
-    double, a condition as 0 or 1."""
+    double, a condition as the address of "true" or "false" (`%s`; a C printf's `%d`:
+    0 or 1)."""
     w = lw.w
     v = _expr(lw, e, loc, hint="pv")
     if v.is_const:
@@ -378,6 +379,9 @@ def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
     if v.ty == "f32":
         out = w.reg("f64", "pw")
         w.op("cvt.f64.f32", out, v)
+    elif v.ty == "pred" and not c_format:
+        out = w.reg("u64", "pw")
+        w.op("selp.b64", out, _global_text(lw, "true"), _global_text(lw, "false"), v)
     elif v.ty == "pred":
         out = w.reg("s64", "pw")
         w.op("selp.b64", out, 1, 0, v)
@@ -389,6 +393,17 @@ def _word64(lw: ThreadLowering, e: ir.Expr, loc) -> V:
     else:
         raise lw.refuse(f"printing a {e.dtype} value", loc)
     return out
+
+
+def _global_text(lw: ThreadLowering, text: str) -> V:
+    """The generic address of a module string `text` (one per kernel and text)."""
+    sym = f"{ptx_entry_name(lw.k.name)}_{text}"
+    if all(name != sym for name, _ in lw.printf_formats):
+        lw.printf_formats.append((sym, text.encode() + b"\0"))
+    a = lw.w.reg("u64", "ptext")
+    lw.w.op("mov.u64", a, f'"{sym}"')
+    lw.w.op("cvta.global.u64", a, a)
+    return a
 
 
 def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
