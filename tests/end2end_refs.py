@@ -353,6 +353,16 @@ REFUSED_ON = {
 #: Cases the interpreter does not run, with the reason (they still assemble and run on a GPU).
 NOT_INTERPRETED: dict = {}
 
+_HOPPER_MMA_RACE = ("every group (warp) of a block widens the whole shared tile into the "
+                    "same fl_f16 / fr_f16 with no barrier before the other groups' mma.load "
+                    "reads it (nor before the next k's writes): unordered conflicting accesses "
+                    "across warps, benign only because the values written are the same")
+#: Programs that race: case id -> (why, what the interpreter's / the emulator's race report
+#: says). The race detectors must report them (strict runs), not pass them.
+RACES: dict = {f"hopper_mma.co::{fn}": (_HOPPER_MMA_RACE, "data race on fl_f16",
+                                        "writes shared memory")
+               for fn in ("matmul_f6", "matmul_f4")}
+
 
 def _add_local(gen, dev):
     return (_ints(gen, (6, 17, 64), -10, 10, dev), _ints(gen, (6, 17, 64), -10, 10, dev))

@@ -19,7 +19,7 @@ from fa_helpers import bshd
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "flash_atten_blackwell.co"
 
-STORE = "            sc0.at(i) = __exp2f(m0_prev.at(i) * 0.12751743f - m0.at(i) * 0.12751743f);\n"
+STORE = "                sc0.at(i) = __exp2f((m0_prev.at(i) - m0.at(i)) * 0.12751743f);\n"
 READ = "              o0.at(i, j) = o0.at(i, j) * sc0.at(i);   // the rescale of row i\n"
 
 
@@ -67,7 +67,7 @@ def test_the_stored_factor_is_what_the_reader_uses(tmp_path):
     """Storing 1.0 instead of the factor changes the result: the read is of the buffer.
     (Keys past the first tile 4 x larger: the row maxima grow by more than the softmax's
     threshold, so factors other than 1 are stored after the first step.)"""
-    path = _variant(tmp_path, STORE, "            sc0.at(i) = 1.0f;\n")
+    path = _variant(tmp_path, STORE, "                sc0.at(i) = 1.0f;\n")
     q, k, v = bshd(1, 200, 1, 1), bshd(1, 330, 1, 2), bshd(1, 330, 1, 3)
     k[:, 128:] *= 4
     good, bad = torch.zeros_like(q), torch.zeros_like(q)

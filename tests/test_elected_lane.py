@@ -75,8 +75,8 @@ def test_one_arrival_per_elected_trigger():
 def test_elected_issuers_in_the_ptx():
     text = compile_file(PATH, "ptx", "sm_90a")
     # group-4 0's first thread issues `c`, thread 32 of group-4 1 (thread 160) issues `b`
-    assert "setp.eq.u32 %cond_2, %g__t, 0;" in text
-    assert "setp.eq.u32 %cond_3, %g__t, 160;" in text
+    assert "setp.eq.s32 %cond_2, %g__t, 0;" in text
+    assert "setp.eq.s32 %cond_3, %g__t, 160;" in text
     assert text.count("cp.async.bulk.tensor.2d.shared::cluster.global") == 3
 
 

@@ -81,8 +81,10 @@ def test_design_kernel_s512_random_waiter_behind_strict_reports_relaxed_passes(t
 
 def test_design_kernel_defaults_s512_random_relaxed(traced):
     # f32x2 polynomial exp2 on four pairs per chunk, loads read without wait::ld, and
-    # correction warps behind on PV_DONE: all three in one run
-    r = traced.run_case(512, {}, "random", False, seed=1)
+    # correction warps behind on PV_DONE: all three in one run (the seed is one whose
+    # random schedule puts a waiter two phases behind; the tcgen05 fence rules shifted the
+    # schedule, and seed 1 no longer does)
+    r = traced.run_case(512, {}, "random", False, seed=0)
     assert not r.error, r.error
     assert r.rel < traced.TOLERANCE
     assert any("tcgen05.wait::ld" in n for n in r.notes)

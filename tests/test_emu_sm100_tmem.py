@@ -228,7 +228,9 @@ ROUNDTRIP = """.version 8.8
 \tand.b32 %lane, %tid, 31;
 \tsetp.eq.u32 %alloc, %warp, 0;
 \t@%alloc tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%sm], 64;
+\ttcgen05.fence::before_thread_sync;
 \tbar.sync 0;
+\ttcgen05.fence::after_thread_sync;
 \tld.shared.u32 %t, [%sm];
 \tshl.b32 %addr, %warp, 21;
 \tADDR_FIXUP
@@ -252,7 +254,9 @@ ROUNDTRIP = """.version 8.8
 \tadd.s64 %py, %py, %o64;
 \tst.global.u32 [%py], %w0;
 \tst.global.u32 [%py+4], %w1;
+\ttcgen05.fence::before_thread_sync;
 \tbar.sync 0;
+\ttcgen05.fence::after_thread_sync;
 \t@%alloc tcgen05.dealloc.cta_group::1.sync.aligned.b32 %t, 64;
 \t@%alloc tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;
 \tret;

@@ -18,13 +18,23 @@ from choreo_py.runtime.build import find_ptxas, ptxas
 
 from choreo_py.interp.scalars import TORCH_DTYPES
 
-from end2end_refs import CASES, NOT_INTERPRETED, REFUSED_ON, case_id, case_ptx, need_file, run_case
+from end2end_refs import (CASES, NOT_INTERPRETED, RACES, REFUSED_ON, case_id, case_ptx, need_file,
+                          run_case)
 
 
 @pytest.mark.parametrize("case", CASES, ids=[case_id(c) for c in CASES])
 def test_interpreter_matches_the_programs_check(case):
     if case_id(case) in NOT_INTERPRETED:
         pytest.skip(NOT_INTERPRETED[case_id(case)])
+    race = RACES.get(case_id(case))
+    if race is not None:  # the program races: the detector must say so
+        from choreo_py.interp.errors import RaceError
+
+        with pytest.raises(RaceError, match=race[1]):
+            run_case(case, lambda path, fn: choreo_py.interpret(path, function=fn,
+                                                                target="sm_90a"),
+                     "cpu", TORCH_DTYPES)
+        return
     run_case(case, lambda path, fn: choreo_py.interpret(path, function=fn, target="sm_90a"),
              "cpu", TORCH_DTYPES)
 

@@ -19,7 +19,7 @@ from choreo_py.diagnostics import ChoreoError
 from choreo_py.emu import EmuError
 from choreo_py.runtime.host_program import torch_dtypes
 
-from end2end_refs import CASES, REFUSED_ON, case_id, case_ptx, run_case
+from end2end_refs import CASES, RACES, REFUSED_ON, case_id, case_ptx, run_case
 
 pytestmark = pytest.mark.emu
 
@@ -93,6 +93,12 @@ def test_emulator_matches_the_programs_check(case, target):
         with pytest.raises(ChoreoError) as e:  # by name, with its place
             run_case(case, _emulated(target), "cpu", torch_dtypes())
         assert refused[1] in e.value.message and e.value.loc is not None
+        return
+    race = RACES.get(case_id(case))
+    if race is not None:  # the program races: the strict emulator must say so
+        with pytest.raises(EmuError) as e:
+            run_case(case, _emulated(target), "cpu", torch_dtypes())
+        assert race[2] in str(e.value), str(e.value)
         return
     reason = NOT_EMULATED.get(case_id(case))
     if reason is None:

@@ -271,12 +271,12 @@ def test_debug_rtti_prints_its_ituples(capfd):
         pytest.skip(f"{path} is not available (set CHOREO_SHARED)")
     lib = choreo_py.interpret(path, target="sm_90a")
     lib.debug_builtin_non_scalar_types(torch.zeros((32, 64), dtype=torch.int32), 1)
-    assert capfd.readouterr().out == "111{0, 0, 0}\n222{0, 0, 0}\n"
+    assert capfd.readouterr().out == "111 {0, 0, 0}\n222 {0, 0, 0}\n"  # one space between arguments
     fn, program = _gpu_program(path, "debug_builtin_non_scalar_types")
     program.call(fn, (torch.zeros((32, 64), dtype=torch.int32), 1), {})
     assert [c[0] for c in program.launcher.calls] == ["debug_builtin_non_scalar_types"]
     assert program.launcher.calls[0][2] == {"x": 1}
-    assert capfd.readouterr().out == "111{0, 0, 0}\n222{0, 0, 0}\n"
+    assert capfd.readouterr().out == "111 {0, 0, 0}\n222 {0, 0, 0}\n"  # one space between arguments
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])

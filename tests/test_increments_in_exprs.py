@@ -30,11 +30,13 @@ def test_increments_and_alignment_in_expressions(capfd):
     assert sorted(lines[1:]) == ["2 2 5 4", "3 3 5 4"]
 
 
+@pytest.mark.ptxas
 def test_they_lower_on_both_targets():
     for target in ("sm_90a", "sm_100a"):
         text = compile_file(HERE, "ptx", target)
-        if find_ptxas() is not None:
-            ptxas(text, target)
+        assert f".target {target}" in text and ".entry" in text
+        _, log = ptxas(text, target, verbose=True)
+        assert "error" not in log.lower()
 
 
 @pytest.mark.parametrize("line", [

@@ -23,10 +23,12 @@ TARGETS = ("sm_90a", "sm_100a")
 
 
 def _plain(x):
-    """A node as nested (kind, fields) without source locations, which the text omits."""
+    """A node as nested (kind, fields) without source locations, which the text omits, and
+    without a kernel's `assumes` (the function's asserts copied for the static checks,
+    which the printer does not write yet: the text keeps the asserts themselves)."""
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return (type(x).__name__, {f.name: _plain(getattr(x, f.name)) for f in dataclasses.fields(x)
-                                   if f.name not in ("loc", "source")})
+                                   if f.name not in ("loc", "source", "assumes")})
     if isinstance(x, (list, tuple)):
         return [_plain(y) for y in x]
     return x

@@ -114,7 +114,9 @@ def test_a_copy_inside_a_role_is_left_and_refused_by_name(tmp_path):
 def test_an_asynchronous_copy_is_left(tmp_path):
     path = tmp_path / "async.co"
     path.write_text(SRC.replace("    b_s = dma.copy.swiz<128>", "    b_s = dma.copy.async.swiz<128>")
-                    .replace("b_s.data;", "b_s.data;\n        wait b_s;"))
+                    # the wait comes before the MMA's read: a read before it is refused first
+                    .replace("        mma.row.row acc, a_s.data, b_s.data;",
+                             "        wait b_s;\n        mma.row.row acc, a_s.data, b_s.data;"))
     with pytest.raises(ChoreoError) as e:
         compile_file(str(path), "ptx", "sm_90a")
     assert "dma.copy is not lowered for sm_90a yet" in e.value.message

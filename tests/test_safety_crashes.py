@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from choreo_py import cli, driver
+from choreo_py.diagnostics import ChoreoError
 from choreo_py.runtime import build
 from fa_helpers import assemble
 
@@ -51,6 +52,9 @@ def test_folded_overflow_is_infinity():
     assert f32_hex(3.4028234663852886e38) == "0f7F7FFFFF"
 
 
+# Choreo type names and keywords: refused at check since they became reserved words
+RESERVED = {"u32", "s32", "f32", "print", "global"}
+
 NAMES = ["u32", "s32", "f32", "pred", "ptx", "reg", "kernel", "ENTRY", "grid", "KERNEL",
          "THREADS", "list", "range", "max", "smem", "print"]
 
@@ -59,6 +63,13 @@ NAMES = ["u32", "s32", "f32", "pred", "ptx", "reg", "kernel", "ENTRY", "grid", "
 @pytest.mark.parametrize("name", NAMES)
 def test_kernel_named_like_a_generated_symbol(tmp_path, target, name):
     path = _variant(tmp_path, "gemm.co", "__co__ void gemm(", f"__co__ void {name}(")
+    if name in RESERVED:
+        # a Choreo type name or keyword is refused at check, located at the kernel's name
+        line = 1 + path.read_text().splitlines().index(f"__co__ void {name}(")
+        with pytest.raises(ChoreoError, match=f"v.co:{line}:13: error: '{name}' is a "
+                           r"(type name|keyword of Choreo) \(a reserved word\)"):
+            driver.compile_file(str(path), "pyptx", target)
+        return
     text = driver.compile_file(str(path), "pyptx", target)
     mod = build.run_module(text)
     # The launcher's view of the module is intact: its grid, its entry, its kernel.
@@ -80,6 +91,13 @@ def test_unclashing_names_are_unchanged():
 def test_sizes_named_like_python_words(tmp_path, dim):
     """`def grid(M, K, N, global)` would not even parse: such sizes come as **dims."""
     path = _variant(tmp_path, "gemm.co", "global bf16[N, K] B,", f"global bf16[N, {dim}] B,")
+    if dim in RESERVED:
+        # a Choreo keyword as a size is refused at check, located at the size's name
+        line = 1 + path.read_text().splitlines().index(f"  global bf16[N, {dim}] B,")
+        with pytest.raises(ChoreoError, match=f"v.co:{line}:18: error: '{dim}' is a keyword "
+                           r"of Choreo \(a reserved word\)"):
+            driver.compile_file(str(path), "pyptx", "sm_90a")
+        return
     mod = build.run_module(driver.compile_file(str(path), "pyptx", "sm_90a"))
     assert mod.grid(**{"M": 256, "K": 64, "N": 384, dim: 64}) == (3, 2, 1)
     ptx = mod.ptx()

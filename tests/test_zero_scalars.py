@@ -28,11 +28,13 @@ def test_unset_scalars_start_at_zero_on_the_host_and_in_a_kernel(capfd):
     assert sorted(lines[1:]) == ["0", "1"]
 
 
+@pytest.mark.ptxas
 def test_the_zero_variable_lowers_on_both_targets():
     for target in ("sm_90a", "sm_100a"):
         text = compile_file(HERE, "ptx", target)
-        if find_ptxas() is not None:
-            ptxas(text, target)
+        assert f".target {target}" in text and ".entry" in text
+        _, log = ptxas(text, target, verbose=True)
+        assert "error" not in log.lower()
 
 
 def test_an_immutable_int_without_a_value_is_a_located_error(tmp_path):

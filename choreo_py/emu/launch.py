@@ -189,7 +189,11 @@ def check_call(spec: LaunchSpec, tensors, scalars: Optional[dict] = None) -> dic
     program's entry (no TENSORS: its call was bound already) is not checked again."""
     dims = dict(scalars or {})
     if spec.tensors:
-        dims = binding.bind(spec.entry or spec.ptx_name, spec.tensors, tensors, _engine(), dims)
+        # a cooperative launch's grid-barrier words: the launcher's own parameter, no tensor
+        # of the function (program.py, the runtime add it per launch)
+        hidden = ("__grid_sync",) if spec.cooperative else ()
+        dims = binding.bind(spec.entry or spec.ptx_name, spec.tensors, tensors, _engine(), dims,
+                            extra=hidden)
     check_entry_assertions(spec.assertions, dims)
     return dims
 
