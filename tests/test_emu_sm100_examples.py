@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import tempfile
 import re
 from pathlib import Path
 
@@ -32,7 +33,7 @@ def spec_of(path: str, sms=None, dim: int = 128):
     if dim != 128:   # the head-dim variant: the same program with DIM redefined
         text = src.read_text().replace("#define DIM 128", f"#define DIM {dim}")
         assert f"#define DIM {dim}" in text
-        src = Path(f"/tmp/choreo_emu_{src.stem}_d{dim}.co")
+        src = Path(tempfile.mkdtemp(prefix="choreo_emu_")) / f"{src.stem}_d{dim}.co"
         src.write_text(text)
     return from_co(str(src), "sm_100a", defines={"NUM_SMS": str(sms)} if sms else None)
 

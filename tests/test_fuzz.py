@@ -87,7 +87,7 @@ def test_enough_cases() -> None:
         original = example.read_text()
         cases = _cases(example)
         distinct |= {c for c in cases if c != original}
-        for n, case in enumerate(cases[:40]):
+        for n, case in enumerate(cases[:12]):
             try:
                 frontend.check_text(case, f"{example.name}#{n}")
                 outcomes["accepted"] += 1

