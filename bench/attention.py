@@ -127,6 +127,7 @@ HAND = False
 FA4 = False
 PERSISTENT = True
 VARIANTS_RUN: list = []
+NC_VARIANTS_RUN: list = []
 METHODS = ("graph", "graph2", "events", "burst")
 BURST_IDLE_S = 1.5
 
@@ -219,13 +220,45 @@ VARIANTS = {
 }
 
 
+# The non-causal example's variants: parts joined by "+" (e.g. "oq+bn176"): "oq" stages O
+# in q_shared (free after the last QK: 32 KB less shared memory), "bnN" sets BLOCK_N, "k3" /
+# "v3" a third ring slot, "pnc" starts from the persistent non-causal program instead.
+NC_PARTS = {
+    "oq": [("    shared bf16[BLOCK_M, DIM] o_buf;\n", ""),
+           ("mma.store acc_o, o_buf.subspan(WG_M, DIM).at(cid, 0);\n        tma.copy o_buf =>",
+            "mma.store acc_o, q_shared.subspan(WG_M, DIM).at(cid, 0);\n        "
+            "tma.copy q_shared =>")],
+    "k3": VARIANTS["k3"], "v3": VARIANTS["v3"],
+}
+PERSISTENT_NC = os.path.join(ROOT, "bench", "variants", "flash_atten_persistent_nc.co")
+
+
+def nc_source(variant: str) -> str:
+    """The text of a non-causal variant (see NC_PARTS), written under /tmp; its path."""
+    parts = variant.split("+")
+    base = PERSISTENT_NC if "pnc" in parts else os.path.join(ROOT, "examples", "flash_atten.co")
+    text = open(base, encoding="utf-8").read()
+    for part in parts:
+        reps = ([("#define BLOCK_N 128", f"#define BLOCK_N {int(part[2:])}")]
+                if part.startswith("bn") else NC_PARTS.get(part, []))
+        for old, new in reps:
+            assert old in text, (variant, old)
+            text = text.replace(old, new)
+    path = os.path.join("/tmp", f"flash_atten_nc.{variant}.co")
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(text)
+    return path
+
+
 def compiled(name: str, variant: str | None = None):
     import choreo_py
 
     key = (name, variant)
     if key not in _COMPILED:
         path = os.path.join(ROOT, "examples", f"{name}.co")
-        if isinstance(VARIANTS.get(variant), str):
+        if name == "flash_atten" and variant:
+            path = nc_source(variant)
+        elif isinstance(VARIANTS.get(variant), str):
             path = os.path.join(ROOT, "bench", "variants", VARIANTS[variant])
         elif variant:
             text = open(path, encoding="utf-8").read()
@@ -245,6 +278,9 @@ def implementations(q, k, v, o, causal: bool):
     impls = [("choreo-py", lambda: ours(q, k, v, o))]
     if causal and PERSISTENT:
         pers = compiled("flash_atten_persistent")
+        impls.append(("choreo-py persistent", lambda: pers(q, k, v, o)))
+    elif PERSISTENT:
+        pers = compiled("flash_atten", "pnc")
         impls.append(("choreo-py persistent", lambda: pers(q, k, v, o)))
     if HAND:  # the hand-written pyptx kernel the backend was shaped after
         from handwritten_sm90_fa import flash_attention
@@ -270,6 +306,28 @@ def fa4_impl(q, k, v, o, causal: bool):
     torch.cuda.synchronize()
     log(f"  {FA4_LABEL}: max |out - choreo-py's out| = {float((got.float() - o.float()).abs().max()):.3g}")
     return lambda: flash_attn_func(q, k, v, causal=causal)
+
+
+def nc_variant_impls(q, k, v, o):
+    """The non-causal example's variants (--nc-variants), each checked against its output."""
+    import torch
+
+    ref = torch.full_like(o, float("nan"))
+    compiled("flash_atten")(q, k, v, ref)
+    out = []
+    for name in NC_VARIANTS_RUN:
+        try:
+            f = compiled("flash_atten", name)
+            o.fill_(float("nan"))
+            f(q, k, v, o)
+            torch.cuda.synchronize()
+            diff = float((o.float() - ref.float()).abs().max())
+            log(f"  nc variant {name}: max |out - flash_atten's out| = {diff}")
+            if diff == diff and diff < 1e-2:  # not NaN
+                out.append((f"variant {name}", lambda f=f: f(q, k, v, o)))
+        except Exception as err:  # noqa: BLE001 - report and carry on
+            log(f"  nc variant {name}: ERROR {err!r}"[:300])
+    return out
 
 
 def variant_impls(q, k, v, o):
@@ -308,6 +366,8 @@ def time_shape(b: int, h: int, s: int, causal: bool) -> dict:
         impls[1:1] = reference_impl(q, k, v, o)
     if causal and PERSISTENT:
         impls += variant_impls(q, k, v, o)
+    if not causal:
+        impls += nc_variant_impls(q, k, v, o)
     for method in METHODS:
         for label, fn in impls:
             if label.startswith("variant") and method not in ("graph", "burst"):
@@ -423,6 +483,18 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
                  if HAND else "")
         lines.append(f"| {r['label']} | {' | '.join(cells)} | {ref_cell} | {' | '.join(ratios)} |"
                      + extra)
+    if NC_VARIANTS_RUN:
+        lines += ["", "Variants of the non-causal example (graph r1 / burst):", "",
+                  "| shape | choreo-py | " + " | ".join(NC_VARIANTS_RUN) + " |",
+                  "|---|---|" + "---|" * len(NC_VARIANTS_RUN)]
+        for r in rows:
+            if "non-causal" not in r["label"]:
+                continue
+            cells = []
+            for label in ["choreo-py"] + [f"variant {v}" for v in NC_VARIANTS_RUN]:
+                c = r["times"].get(label)
+                cells.append(" / ".join(fmt(c.get(m)) for m in ("graph", "burst")) if c else "n/a")
+            lines.append(f"| {r['label']} | {' | '.join(cells)} |")
     if VARIANTS_RUN:
         lines += ["", "Work orders of the persistent example (graph r1 / burst):", "",
                   "| shape | persistent (pairs) | " + " | ".join(VARIANTS_RUN) + " |",
@@ -456,6 +528,9 @@ def main() -> None:
     ap.add_argument("--variants", default="",
                     help="comma-separated work orders of the persistent example to time too: "
                     + ", ".join(VARIANTS))
+    ap.add_argument("--nc-variants", default="",
+                    help="comma-separated variants of the non-causal example, parts joined by "
+                         "'+': oq, bnN, k3, v3, pnc (e.g. oq+bn176,pnc)")
     ap.add_argument("--only", default="",
                     help="time only the shapes whose label contains one of these "
                          "comma-separated strings (e.g. 'S=8192 causal')")
@@ -467,6 +542,7 @@ def main() -> None:
     FA4 = args.fa4
     PERSISTENT = not args.no_persistent
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
+    NC_VARIANTS_RUN[:] = [v for v in args.nc_variants.split(",") if v]
     import torch
 
     build = libbuild = None

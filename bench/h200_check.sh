@@ -17,10 +17,10 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "[warn] editable install failed"
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
-python3 -c "import torch, choreo_py.lowering.core.writer as w; print(torch.__version__, torch.cuda.get_device_name(), w.__file__)"
+python3 -c "import torch, choreo_py; print(torch.__version__, torch.cuda.get_device_name(), choreo_py.__file__)"
 t0=$(date +%s)
 if [[ $STEPS == *tests* ]]; then
-  timeout -s KILL 300 python3 -m pytest -q -p no:cacheprovider -rs -m gpu tests \
+  timeout -s KILL 300 python3 -m pytest -o addopts=-q -p no:cacheprovider -rs -m gpu tests \
     --ignore=tests/test_sm90_gpu.py 2>&1 | tee "$OUT/gpu_tests.log" | tail -n 40
   echo "[time] tests $(( $(date +%s) - t0 )) s"
 fi

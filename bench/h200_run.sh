@@ -18,10 +18,10 @@ rc_p=0
 if [[ $STEPS == *tests* ]]; then
   # A kernel that hangs is killed with its process (the persistent kernel's tests run first).
   export CHOREO_GPU_RESULTS=$OUT/gpu_results.json
-  timeout -s KILL 160 python3 -m pytest -q -p no:cacheprovider tests/test_sm90_gpu.py \
+  timeout -s KILL 160 python3 -m pytest -o addopts=-q -p no:cacheprovider tests/test_sm90_gpu.py \
     -k "persistent" 2>&1 | tail -n 30 | tee "$OUT/gpu_tests_persistent.log"
   rc_p=${PIPESTATUS[0]}
-  timeout -s KILL 240 python3 -m pytest -q -p no:cacheprovider tests/test_sm90_gpu.py \
+  timeout -s KILL 240 python3 -m pytest -o addopts=-q -p no:cacheprovider tests/test_sm90_gpu.py \
     -k "not persistent" 2>&1 | tail -n 30 | tee "$OUT/gpu_tests_others.log"
   echo "[time] tests $(( $(date +%s) - t0 )) s; persistent rc=$rc_p"
 fi
