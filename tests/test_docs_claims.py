@@ -199,3 +199,19 @@ def test_the_reference_pages_link_the_builtins_table():
         assert "(../builtins/)" in (DOCS / "reference" / page).read_text(), page
     if (DOCS / "reference" / "builtins.md").exists():
         assert "reference/builtins.md" in (ROOT / "mkdocs.yml").read_text()
+
+
+def test_an_mma_outside_roles_compiles_as_the_rules_say(workdir):
+    """mma.md said MMAs are issued inside an `inthreads` role, roles.md that they run
+    inside roles; storage.md's schedule.co multiplies in a warpgroup region without one."""
+    for page in ("mma.md", "roles.md"):
+        text = prose(DOCS / "reference" / page)
+        assert "MMAs are issued inside an `inthreads` role." not in text
+        assert "schedule.co" in text, f"{page} does not point to the MMA without roles"
+    block = next(b for b in BLOCKS if b.attrs.get("name") == "schedule.co")
+    assert "inthreads" not in block.text and "mma.row.row" in block.text
+    Path("schedule.co").write_text(block.text)
+    for target in TARGETS:
+        rc, _, err = choreo("compile", "schedule.co", "--target", target, "--emit", "ptx",
+                            "-o", f"schedule.{target}.ptx")
+        assert rc == 0, f"{target}: {err}"
