@@ -24,10 +24,11 @@ def _says_nothing(default) -> bool:
 
 
 class _Formatter(argparse.ArgumentDefaultsHelpFormatter):
-    """Shows every option's default, except where it is off/empty and says nothing."""
+    """Shows every option's default, except where it is off/empty and says nothing, or where
+    the help already tells it in its own words (it would be shown twice)."""
 
     def _get_help_string(self, action):
-        if _says_nothing(action.default):
+        if _says_nothing(action.default) or "default" in (action.help or "").lower():
             return action.help
         return super()._get_help_string(action)
 
@@ -111,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "compile for --target (the program stays valid: exit status 0)")
     p.add_argument("--target", default=targets.COMPILE_DEFAULT, choices=targets.NAMES,
                    help="the target whose passes --strict runs, and --lowerable reports for "
-                        "(default sm_100a, as compile's)")
+                        "(default: sm_100a, as compile's)")
 
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print nothing on success (else one line on stderr)")
@@ -147,7 +148,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--check", default="auto",
                    choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"),
                    help="the reference to compare with (auto: guessed from the parameters "
-                        "and the names, only when they leave no doubt, else none)")
+                        "and the names, only when they leave no doubt, else none; "
+                        "sdpa-causal: torch's is_causal mask, aligned top-left when Q_SEQ != "
+                        "KV_SEQ, query i seeing keys 0..i)")
     p.add_argument("--ref", metavar="MODULE:FUNCTION",
                    help="a Python reference instead of --check: FUNCTION(**inputs) returns the "
                         "expected output tensor (or a dict name -> tensor); MODULE is a module "
@@ -272,7 +275,13 @@ _FREEZE_REGISTERED = False
 def main(argv: list[str] | None = None) -> int:
     _freeze_at_exit()
     take_causes()  # from an earlier call in this process
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    if not (sys.argv[1:] if argv is None else argv):
+        # `choreo` alone: the help (on stdout, as --help prints it), not argparse's
+        # "arguments are required"; exit status 2, a usage error, as git's is non-zero
+        parser.print_help()
+        return EXIT_USAGE
+    args = parser.parse_args(argv)
     take_warnings()  # this command reports its own warnings only (not an earlier call's)
     try:
         with limits.deep_recursion():  # for every stage (frontend/limits.py)

@@ -12,6 +12,10 @@ def copy(A):
     return A
 
 
+def double(X):
+    return 2 * X
+
+
 def gemm_relu(A, B):
     return (A @ B.T).relu()
 
@@ -109,3 +113,73 @@ def gemm_block_fresh_s(A, B, BK=128, BN=128):
         s = a[:, k0:k0 + BK] @ b[:, k0:k0 + BK].T
         o += (s * 0.0625).to(torch.bfloat16).float() @ b[:, k0:k0 + BK].T
     return o[:, :B.shape[0]]
+
+
+def loops(X):
+    """reference/statements.md's loops.co: four of the while loop's passes add X, the
+    foreach over j = 1, 3, 5, 7 adds 4."""
+    return 4 * X + 4
+
+
+def types(X):
+    """reference/types.md's types.co: H = 3 X (in f16), S = 10 X truncated toward zero."""
+    return {"H": 3 * X, "S": (X * 10).trunc()}
+
+
+def precedence(X):
+    """reference/expressions.md's precedence.co: `&` binds tighter than `+` and prefix `-`."""
+    x = X.long()
+    return {"Y": ((x & 3) + 1).float(), "Z": (-(x & 1)).float()}
+
+
+def operators(X):
+    """reference/expressions.md's operators.co, with C's meaning of each operator."""
+    import torch
+    x = X.long()
+    a = (x << 2) | (x & 3)
+    b = torch.where(torch.remainder(x, 5) == 0, -x, x ^ 1)
+    c = (~x) >> 1
+    return (a + b + (c & 255) + (x > 0).long()).float()
+
+
+def math_fns(X):
+    """reference/expressions.md's math.co."""
+    import torch
+    r = torch.rsqrt(X.abs() + 1)
+    return r * X.clamp(min=0) + torch.exp2(-X * X)
+
+
+def c_division(X):
+    """reference/expressions.md's division.co: C's integer division and remainder, which
+    truncate toward zero (torch's `%` floors, `fmod` truncates)."""
+    import torch
+    x = X.long()
+    n = torch.arange(X.shape[0])
+    q = torch.div(x, 3, rounding_mode="trunc")
+    return {"Y": (torch.fmod(x, 3) + q + 16 + 2).float(), "Z": n + 0.5}
+
+
+def _masked_softmax(A, B, bottom_right=False, window=0):
+    """softmax(mask(A @ B^T)) by rows, for reference/masks.md: query q (a row of A) sees
+    keys 0..q, shifted right by the key count minus the query count when the mask is
+    aligned bottom-right, and only the `window` keys up to its own when window > 0."""
+    import torch
+    s = A @ B.T
+    q = torch.arange(s.shape[0])[:, None] + (s.shape[1] - s.shape[0] if bottom_right else 0)
+    k = torch.arange(s.shape[1])[None, :]
+    masked = k > q
+    if window:
+        masked = masked | (k + window <= q)
+    return s.masked_fill(masked, float("-inf")).softmax(dim=1)
+
+
+def causal_top_left(A, B):
+    return _masked_softmax(A, B)
+
+
+def causal_bottom_right(A, B):
+    return _masked_softmax(A, B, bottom_right=True)
+
+
+def window_32_bottom_right(A, B):
+    return _masked_softmax(A, B, bottom_right=True, window=32)

@@ -212,7 +212,8 @@ def test_the_guide_has_the_pages_the_issue_asks_for():
                  "tutorial/flash-attention.md", "errors.md", "hardware.md", "python-api.md",
                  "cli.md"] + [f"reference/{p}.md" for p in (
                      "shapes-and-views", "storage", "parallel", "roles", "events", "futures",
-                     "tma", "mma", "mma-load", "fragments", "named-barriers", "host-code")]:
+                     "tma", "mma", "mma-load", "fragments", "named-barriers", "host-code",
+                     "statements", "types", "expressions", "masks", "tile-sizes")]:
         assert page in names, f"docs/{page} is missing"
     assert len([b for b in BLOCKS if b.lang == "choreo"]) >= 30
 

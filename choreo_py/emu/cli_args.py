@@ -18,7 +18,9 @@ def add_parser(sub, common) -> None:
     p.add_argument("--check", default="auto",
                    choices=("auto", "none", "sdpa", "sdpa-causal", "matmul", "softmax"),
                    help="the reference to compare with (auto: guessed from the parameters and "
-                        "names when they leave no doubt, else none)")
+                        "names when they leave no doubt, else none; per-thread kernels and host "
+                        "programs: the interpreter's run; sdpa-causal: torch's is_causal mask, "
+                        "aligned top-left when Q_SEQ != KV_SEQ, query i seeing keys 0..i)")
     p.add_argument("--ref", metavar="MODULE:FUNCTION",
                    help="a Python reference: FUNCTION(**inputs) returns the expected outputs")
     p.add_argument("--rtol", type=float, default=1e-2,

@@ -71,7 +71,7 @@ def _mode(args) -> str:
 def _co(args) -> int:
     from .. import targets
     from ..frontend import parse_defines
-    from ..interp.command import _expected, _pick_reference, _report
+    from ..interp.command import _expected, _pick_reference, compare_outputs
 
     args.target = targets.resolve(args.target).name
     dims = parse_shape(args.shape)
@@ -81,68 +81,111 @@ def _co(args) -> int:
         warnings.warn(w.render(), ChoreoWarning)
     fn = pick_function(module, args.function)
     _bind_dims(fn, dims, parse_values(args.arg))
+    if is_host_program(fn, dims):
+        return _host_program(args, fn, dims, defines, param_usage(module, fn)[1],
+                             _inputs(module, fn, dims, args.seed))
     check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)
     tensors = checks.make_inputs(fn, dims, reads, args.seed, param_shape)
     expected = _expected(check, args, fn, tensors, reads, writes)
     stats = EmuStats()
-    if fn.result is not None or set(dims) - set(function_dims(fn)):
-        # a result the call allocates, or scalar arguments (--arg): the function's own call
-        return _host_program(args, fn, dims, defines, writes,
-                             checks.make_inputs(fn, dims, reads, args.seed, param_shape))
     try:
         emulate(args.file, tensors, target=args.target, schedule=args.schedule, seed=args.seed,
                 strict=not args.relaxed, include_dirs=args.include, defines=defines,
                 step_limit=args.step_limit, stats=stats)
-    except HostProgramModule:  # several kernels, or buffers and a result of the call's own
-        return _host_program(args, fn, dims, defines, writes,
-                             checks.make_inputs(fn, dims, reads, args.seed, param_shape))
+    except HostProgramModule:  # one kernel in the module format of several (thread kernels)
+        return _launched_kernel(args, fn, dims, defines, (check, why, expected), writes,
+                                _inputs(module, fn, dims, args.seed))
     shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
     _summary(args, f"{fn.name} [{shape}]", stats)
-    if not expected:
-        print(f"check none ({why}): outputs ({', '.join(sorted(writes)) or 'none'}) not compared")
-        return EXIT_OK
-    failed = 0
-    for name, ref in expected.items():
-        failed += _report(args, check, why, name, tensors[name], ref)
-    return EXIT_PROGRAM if failed else EXIT_OK
+    return compare_outputs(args, fn, check, why, expected, tensors, writes)
+
+
+def is_host_program(fn, dims: dict) -> bool:
+    """A function is a host program when it is more than one kernel's launch: it returns a
+    result, takes scalar arguments (given as --arg), or its body has host code around its
+    parallel regions (buffers, loops, several launches). A `void` function whose body is one
+    parallel region (and entry asserts) is a kernel, whatever module its lowering makes."""
+    from .. import ir
+
+    if fn.result is not None or set(dims) - set(function_dims(fn)):
+        return True
+    launches = [s for s in fn.body if isinstance(s, ir.Launch)]
+    return len(launches) != 1 or any(not isinstance(s, (ir.Launch, ir.Assert)) for s in fn.body)
+
+
+def _inputs(module, fn, dims: dict, seed: int) -> dict:
+    reads = param_usage(module, fn)[0]
+    return checks.make_inputs(fn, dims, reads, seed, param_shape)
+
+
+def _emulated_call(args, fn, dims: dict, defines, inputs: dict):
+    """(the emulated call's result, its arguments, stats): the function called through
+    emulate_program on the GPU's dtypes (the interpreter widens unsigned types)."""
+    import choreo_py
+    from choreo_py.runtime.host_program import torch_dtypes
+
+    exact = torch_dtypes()
+    mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
+    stats = EmuStats()
+    lib = choreo_py.emulate_program(args.file, target=args.target, schedule=args.schedule,
+                                    seed=args.seed, strict=not args.relaxed,
+                                    include_dirs=args.include, defines=defines,
+                                    step_limit=args.step_limit, stats=stats)
+    return lib[fn.name](**mine, **dims), mine, stats
+
+
+def _launched_kernel(args, fn, dims: dict, defines, reference, writes: set, inputs: dict) -> int:
+    """A kernel whose module is a launcher's (per-thread code: `KERNELS`, no grid of its
+    own), run through emulate_program: compared with the reference picked (--ref, --check,
+    auto's guess) as any kernel is, else with the interpreter's run of the same inputs."""
+    from ..interp.command import compare_outputs
+
+    check, why, expected = reference
+    theirs = {k: v.clone() for k, v in inputs.items()}
+    _, mine, stats = _emulated_call(args, fn, dims, defines, inputs)
+    shape = " ".join(f"{d}={v}" for d, v in dims.items())
+    _summary(args, f"{fn.name} [{shape}]", stats)
+    if expected or args.check == "none":
+        got = {k: v.float() for k, v in mine.items()}
+        return compare_outputs(args, fn, check, why, expected, got, writes)
+    return _against_interpreter(args, fn, dims, defines, sorted(writes & set(mine)),
+                                mine, theirs, None)
 
 
 def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> int:
     """A host program: the function called with the inputs `choreo run` makes, every launch
     emulated (emulate_program); its result and the arguments it writes compared with the
     interpreter's run of the same inputs (--check auto), or not at all (--check none)."""
-    import choreo_py
-    from choreo_py.runtime.host_program import torch_dtypes
-
-    if args.check not in ("auto", "none") or args.ref is not None:
-        raise UsageError(f"{fn.name} is a host program: it is checked against the interpreter "
-                         "(--check auto) or not at all (--check none)")
-    exact = torch_dtypes()  # the GPU's widths (the interpreter widens unsigned types)
-    # the interpreter's copy is taken first: the emulated call may write its arguments
-    theirs = {k: v.clone() for k, v in inputs.items()}
-    mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
-    sizes = dict(dims)  # the dimensions' sizes and the scalar arguments' values (--arg)
-    stats = EmuStats()
-    lib = choreo_py.emulate_program(args.file, target=args.target, schedule=args.schedule,
-                                    seed=args.seed, strict=not args.relaxed,
-                                    include_dirs=args.include, defines=defines,
-                                    step_limit=args.step_limit, stats=stats)
-    out = lib[fn.name](**mine, **sizes)
-    shape = " ".join(f"{d}={v}" for d, v in sizes.items())
-    _summary(args, f"{fn.name} [{shape}] (host program)", stats)
     from choreo_py.host.missing_result import MissingResult
 
+    if args.check not in ("auto", "none") or args.ref is not None:
+        raise UsageError(f"{fn.name} is a host program (a result, scalar arguments or host "
+                         "code around its kernels): it is checked against the interpreter "
+                         "(--check auto) or not at all (--check none)")
+    # the interpreter's copy is taken first: the emulated call may write its arguments
+    theirs = {k: v.clone() for k, v in inputs.items()}
+    out, mine, stats = _emulated_call(args, fn, dims, defines, inputs)
+    shape = " ".join(f"{d}={v}" for d, v in dims.items())
+    _summary(args, f"{fn.name} [{shape}] (host program)", stats)
     returns = out is not None and not isinstance(out, MissingResult)  # (no `return`)
     compared = sorted(writes & set(mine)) + (["result"] if returns else [])
     if args.check == "none" or not compared:
         why = "--check none" if args.check == "none" else "it returns and writes nothing"
         print(f"check none ({why}): outputs ({', '.join(compared) or 'none'}) not compared")
         return EXIT_OK
+    return _against_interpreter(args, fn, dims, defines, compared, {**mine, "result": out},
+                                theirs, "result")
+
+
+def _against_interpreter(args, fn, dims, defines, compared, got, theirs, result) -> int:
+    """Compares the emulated call's outputs with the interpreter's call on the same inputs
+    (`result`: the name under which the function's result is compared, if it has one)."""
+    import choreo_py
+
     ref = choreo_py.interpret(args.file, function=fn.name, target=args.target,
-                              include_dirs=args.include, defines=defines)(**theirs, **sizes)
-    got = {**mine, "result": out}
-    want = {**theirs, "result": ref}
+                              include_dirs=args.include, defines=defines)(**theirs, **dims)
+    want = {**theirs, **({result: ref} if result else {})}
     failed = 0
     for name in compared:
         failed += _compare_with_interpreter(args, name, got[name], want[name])
@@ -156,10 +199,22 @@ def _compare_with_interpreter(args, name: str, out, ref) -> int:
           f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
     if cmp.ok(args.rtol):
         return 0
-    print(f"{args.file}: error: {name} differs from the interpreter's: relative error "
-          f"{cmp.rel:.3e} exceeds the tolerance {args.rtol:g} (max abs error "
-          f"{cmp.max_abs:.3e})", file=sys.stderr)
+    print(mismatch_message(args, name, cmp), file=sys.stderr)
     return 1
+
+
+def mismatch_message(args, name: str, cmp) -> str:
+    """Emulated PTX and interpreted source disagree. Both run the same program, so a
+    difference is a compiler bug only if the program is deterministic: a race (a missing
+    wait, barrier or fence) lets the two schedules see different values. Says so, and
+    what runs tell the two apart."""
+    return (f"{args.file}: error: {name} from the emulated PTX does not match the interpreter's "
+            f"run of the same inputs: relative error {cmp.rel:.3e} exceeds the tolerance "
+            f"{args.rtol:g} (max abs error {cmp.max_abs:.3e}). The kernel may have a race (a "
+            "missing wait, barrier or fence) that the two runs resolve differently: run "
+            f"`choreo run {args.file} --schedule random --seed N` for a few seeds and `choreo "
+            f"check {args.file} --strict`; if they pass, compare with a reference (`--ref "
+            "MODULE:FUNCTION`) to see which of the two is wrong")
 
 
 def _summary(args, what: str, stats: EmuStats, target: str = "") -> None:

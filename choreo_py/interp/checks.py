@@ -157,6 +157,41 @@ def auto_check(fn: ir.Function, path: str) -> tuple[str, str]:
                    f"--check or --ref to choose")
 
 
+#: How `choreo run` / `emulate` tell where a reference comes from, for the note printed
+#: when none was picked (the stdout line says "check none" and no more).
+GIVE_A_REFERENCE = ("give one with --ref MODULE:FUNCTION (a Python function of the inputs "
+                    "returning the expected output) or --check sdpa|sdpa-causal|matmul|softmax")
+
+
+def nothing_compared_note(path: str, why: str) -> Optional[str]:
+    """The stderr note of a run that compared nothing because `auto` found no reference
+    (None when the user asked for no comparison with --check none: nothing to tell)."""
+    if not why.startswith("auto"):
+        return None
+    return (f"{path}: note: nothing was compared (no reference could be guessed); "
+            f"{GIVE_A_REFERENCE}")
+
+
+def causal_alignment_note(check: str, fn: ir.Function, inputs: dict, path: str) -> Optional[str]:
+    """The stderr note of `--check sdpa-causal` when the sequences differ in length: torch's
+    `is_causal` mask is aligned top-left (query i sees keys 0..i), and a kernel that aligns it
+    bottom-right (query i sees keys 0..i + KV_SEQ - Q_SEQ, the KV-cache convention) is then
+    reported wrong by this check although it may be right."""
+    if check != "sdpa-causal":
+        return None
+    ps = _by_letter(fn)
+    q_len, kv_len = inputs[ps["Q"].name].shape[1], inputs[ps["K"].name].shape[1]
+    if q_len == kv_len:
+        return None
+    past = kv_len - q_len
+    shift = f"{'+' if past > 0 else '-'} {abs(past)}"
+    return (f"{path}: note: --check sdpa-causal aligns the causal mask top-left (torch's "
+            f"is_causal: query i sees keys 0..i) and the query sequence ({q_len}) differs from "
+            f"the key sequence ({kv_len}); a kernel that aligns it bottom-right (query i sees "
+            f"keys 0..i {shift}) differs from this reference: compare it with --ref "
+            "(docs/reference/masks.md)")
+
+
 def reference(check: str, fn: ir.Function, inputs: dict[str, torch.Tensor]):
     """(output parameter name, the expected float32 result) for `check`."""
     ps = _by_letter(fn)

@@ -190,10 +190,23 @@ def _run(args) -> int:
     shape = " ".join(f"{d}={dims[d]}" for d in function_dims(fn))
     print(f"ran {fn.name} [{shape}] schedule={args.schedule} seed={args.seed} owners={owners}: "
           f"{stats.blocks} blocks, {stats.statements} statements, {elapsed:.2f} s")
+    return compare_outputs(args, fn, check, why, expected, tensors, writes)
+
+
+def compare_outputs(args, fn, check, why, expected: dict, tensors: dict, writes) -> int:
+    """The check lines of `run` and `emulate`: each output against its reference, or, when
+    there is none, a line saying so (and, when `auto` found none, a note on stderr saying
+    that nothing was compared and how to give a reference: exit status 0 is no verdict)."""
     if not expected:
         outs = ", ".join(sorted(writes)) or "none"
         print(f"check none ({why}): outputs ({outs}) not compared")
+        note = checks.nothing_compared_note(args.file, why)
+        if note:
+            print(note, file=sys.stderr)
         return EXIT_OK
+    note = checks.causal_alignment_note(check, fn, tensors, args.file)
+    if note:
+        print(note, file=sys.stderr)
     failed = 0
     for name, ref in expected.items():
         failed += _report(args, check, why, name, tensors[name], ref)
