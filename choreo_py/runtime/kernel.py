@@ -20,11 +20,11 @@ _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": 
 _NOTHING = object()  # a launch with an empty grid
 
 
-def _gpu_engine():
+def _gpu_engine(devices=("cuda",)):
     import torch
 
     return binding.Engine("a CUDA kernel", {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()},
-                          ("cuda",))
+                          devices)
 
 
 class ChoreoFunction:
@@ -140,16 +140,17 @@ class ChoreoFunction:
                                      f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}")
 
     # ------------------------------------------------------------ call
-    def bind(self, tensors) -> dict:
+    def bind(self, tensors, devices=("cuda",)) -> dict:
         """Checks the arguments (host/binding.py: the rules every engine applies); returns
-        the symbolic dimensions they give."""
+        the symbolic dimensions they give. (`devices`: autotune also binds CPU tensors,
+        which its launches run through `.op`, in the interpreter.)"""
         spec = self.meta.TENSORS
         if len(tensors) != len(spec):
             names = ", ".join(n for n, _, _ in spec)
             raise ChoreoRuntimeError(f"{self.name}({names}) takes {len(spec)} tensors, "
                                      f"got {len(tensors)}")
         dims = binding.bind(self.name, spec, {n: t for (n, _, _), t in zip(spec, tensors)},
-                            _gpu_engine())
+                            _gpu_engine(devices))
         for t, (name, dtype, shape) in zip(tensors, spec):
             if t.numel() and t.data_ptr() % 16:
                 raise ChoreoRuntimeError(f"{name}: the data is not 16-byte aligned (TMA needs it)")
@@ -209,7 +210,9 @@ class ChoreoFunction:
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
-         defines: Optional[dict] = None, function: Optional[str] = None):
+         defines: Optional[dict] = None, function: Optional[str] = None,
+         autotune: Optional[dict] = None, key: Optional[Iterable[str]] = None,
+         **tune_options):
     """Compiles the kernel of a .co file for `target` (default: the GPU present, else
     sm_100a); returns a callable over torch tensors. A file of thread kernels
     (host programs: result buffers, several kernels or functions) gives a
@@ -219,7 +222,22 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     A kernel compiled before (same source after preprocessing, defines, target
     and compiler) is read from the on-disk cache instead (runtime/cache.py).
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
+
+    `autotune={"BN": [64, 128], ...}` gives an `autotune.Autotuned` instead: the
+    callable picks the fastest configuration per shape `key` (runtime/autotune.py;
+    `tune_options` are its timer, verbose, rtol, check_size).
     """
+    if autotune is not None:
+        if function is not None:
+            raise ValueError("autotune takes a file of one kernel; function= names one "
+                             "of a host program's")
+        from .autotune import Autotuned
+
+        return Autotuned(path, autotune, key, target=target, include_dirs=include_dirs,
+                         defines=defines, **tune_options)
+    if key is not None or tune_options:
+        given = ", ".join(["key"] * (key is not None) + sorted(tune_options))
+        raise TypeError(f"load(): {given} only go with autotune=")
     from choreo_py import frontend, targets
     from choreo_py.diagnostics import ChoreoError, take_warnings
     from choreo_py.lowering.core import simt
