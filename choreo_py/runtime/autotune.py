@@ -5,30 +5,27 @@ each shape, as Triton's `@triton.autotune` picks one, remembered on disk.
                           key=["M", "N", "K"])
     gemm(a, b, c)     # the first call for this (M, N, K) tunes; later ones launch the winner
 
-On the first call for a new shape key the callable compiles every configuration (the
-cross product of the values), skips those the compiler refuses (its own message: too
-much shared memory, a tile the target cannot do) or that spill registers (ptxas's
-report), checks results, times the rest (`timer`: CUDA events, warm-up and the median
-of the repetitions), launches the fastest and keeps it in memory and in the kernel
-cache folder (runtime/cache.py), under a hash of the program, the defines, the tuning
-space, the shape key, the GPU's name, the target and the compiler's version: a later
-call, in this process or another, launches it without tuning again.
+The first call for a new shape key compiles every configuration (the cross product),
+skips those the compiler refuses (its own message: too much shared memory, a tile the
+target cannot do) or that spill registers (ptxas's report), checks results, times the
+rest (`timer`; default CUDA events, warm-up and the median of the repetitions),
+launches the fastest and keeps it in memory and in the kernel cache folder
+(runtime/cache.py) under a hash of the program, defines, tuning space, shape key, GPU
+name, target and compiler version: a later call, in any process, launches it directly.
 
-Results are checked twice. The first configuration that compiles runs once at a small
-shape (every symbolic size at most `check_size`) and its output is compared with the
-interpreter's, when that shape's tensors are small enough for the interpreter to be
-cheap (CHEAP_ELEMENTS); a configuration that differs is skipped and the next one is
-checked. Then every configuration's output at the call's own shape is compared with
-that of the first one that ran: this covers what the small shape cannot (the tails of
-large sizes) and every configuration, for the price of one launch each. The report says
-which checks ran, and why the interpreter did not.
+Results are checked twice. The first configuration that compiles runs at a small shape
+(every symbolic size at most `check_size`) against the interpreter, when that shape's
+tensors are few enough for the interpreter to be cheap (CHEAP_ELEMENTS); one that
+differs is skipped and the next one checked. Then every configuration's output at the
+call's own shape is compared with the first one's that ran: that covers what the small
+shape cannot (the tails of large sizes) and every configuration, for one launch each.
+The report says which checks ran, and why the interpreter did not.
 
-The kernels write their outputs in place, and tuning launches each configuration many
-times: the written tensors are saved before tuning and restored before each
-configuration's first launch and after tuning, so that the call's effect is one launch
-of the winner, as for an untuned kernel (also for a kernel that reads what it writes).
-
-`verbose=True`, or CHOREO_PY_AUTOTUNE_VERBOSE=1, prints each tuning's table on stderr.
+Tuning launches each configuration many times, and kernels write in place: the written
+tensors are saved first and restored before each configuration's first launch and
+after tuning, so the call's effect is one launch of the winner (also for a kernel that
+reads what it writes). `verbose=True` or CHOREO_PY_AUTOTUNE_VERBOSE=1 prints each
+tuning's table on stderr.
 """
 from __future__ import annotations
 
@@ -161,7 +158,8 @@ class Report:
         if best is None:
             return "winner: none (no configuration ran)"
         where = f" (cached in {self.saved})" if self.saved else ""
-        return f"winner: {_config_text(best.config)}, {best.ms:.4f} ms{where}"
+        config = " ".join(f"{k}={v}" for k, v in best.config.items())
+        return f"winner: {config}, {best.ms:.4f} ms{where}"
 
     def as_json(self) -> dict:
         return {"program": self.program, "shape": self.shape, "gpu": self.gpu,
@@ -173,10 +171,6 @@ class Report:
         rows = [Row(c, ms, skipped) for c, ms, skipped in data["rows"]]
         return cls(data["program"], data["shape"], data["gpu"], data["target"], rows,
                    data["reference"], cached=cached)
-
-
-def _config_text(config: dict) -> str:
-    return " ".join(f"{k}={v}" for k, v in config.items())
 
 
 class NoConfiguration(ChoreoRuntimeError):
@@ -304,7 +298,8 @@ class Autotuned:
             return None
         if not data:
             return None
-        shown = [c for c in self.configs if _same(c, data.get("winner", {}))]
+        stored = {k: str(v) for k, v in data.get("winner", {}).items()}
+        shown = [c for c in self.configs if {k: str(v) for k, v in c.items()} == stored]
         fn = self._build(self.configs.index(shown[0])) if shown else None
         if not hasattr(fn, "meta"):
             return None
@@ -509,10 +504,6 @@ def _check_tuned_names(path: str, include_dirs, defines: dict, space: dict) -> N
                              "program")
 
 
-def _same(config: dict, stored: dict) -> bool:
-    return {k: str(v) for k, v in config.items()} == {k: str(v) for k, v in stored.items()}
-
-
 def _write_record(record: Optional[Path], report: Report, winner: dict) -> Optional[str]:
     """Best effort, as the kernel cache's writes: a cache that cannot be written only
     costs a tuning."""
@@ -561,9 +552,7 @@ def _restore(saved: list) -> None:
 
 
 def _median(samples) -> float:
-    if isinstance(samples, (int, float)):
-        return float(samples)
-    return float(statistics.median(samples))
+    return float(samples if isinstance(samples, (int, float)) else statistics.median(samples))
 
 
 def _device_name(t) -> str:

@@ -210,9 +210,7 @@ class ChoreoFunction:
 
 
 def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
-         defines: Optional[dict] = None, function: Optional[str] = None,
-         autotune: Optional[dict] = None, key: Optional[Iterable[str]] = None,
-         **tune_options):
+         defines: Optional[dict] = None, function: Optional[str] = None):
     """Compiles the kernel of a .co file for `target` (default: the GPU present, else
     sm_100a); returns a callable over torch tensors. A file of thread kernels
     (host programs: result buffers, several kernels or functions) gives a
@@ -222,22 +220,8 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     A kernel compiled before (same source after preprocessing, defines, target
     and compiler) is read from the on-disk cache instead (runtime/cache.py).
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
-
-    `autotune={"BN": [64, 128], ...}` gives an `autotune.Autotuned` instead: the
-    callable picks the fastest configuration per shape `key` (runtime/autotune.py;
-    `tune_options` are its timer, verbose, rtol, check_size).
+    (`choreo_py.load` is runtime/__init__.py's, which also takes `autotune=`.)
     """
-    if autotune is not None:
-        if function is not None:
-            raise ValueError("autotune takes a file of one kernel; function= names one "
-                             "of a host program's")
-        from .autotune import Autotuned
-
-        return Autotuned(path, autotune, key, target=target, include_dirs=include_dirs,
-                         defines=defines, **tune_options)
-    if key is not None or tune_options:
-        given = ", ".join(["key"] * (key is not None) + sorted(tune_options))
-        raise TypeError(f"load(): {given} only go with autotune=")
     from choreo_py import frontend, targets
     from choreo_py.diagnostics import ChoreoError, take_warnings
     from choreo_py.lowering.core import simt
