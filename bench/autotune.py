@@ -69,6 +69,7 @@ def sweep(space: dict, tensors, warmup: int, reps: int) -> list[dict]:
     for config in configurations(space):
         row = {"config": config, "ms": None, "skipped": None}
         rows.append(row)
+        c.fill_(float("nan"))  # an element a configuration leaves unwritten shows
         try:
             fn = choreo_py.load(GEMM, target=TARGET, defines=config)
             fn(a, b, c)

@@ -239,7 +239,7 @@ def test_no_interpreter_check_when_it_is_not_cheap(cache, monkeypatch):
     g = tuned([])
     g(*gemm_args())
     assert g.report.reference == (
-        "every configuration's output at the call's shape against the first's; the "
+        "every configuration's output at the call's shape against the first one's; the "
         "interpreter was not run (at M=128 K=64 N=128 its tensors hold 32768 elements, "
         "more than the 1000 it is cheap for)")
     assert g.report.winner.config == {"BN": 128, "STAGES": 2}
@@ -328,3 +328,22 @@ def test_choreo_tune_exits_1_when_nothing_compiles(cache, tmp_path, capsys):
     assert cli.main(argv) == 1  # the first configuration's error, as `compile` reports it
     err = capsys.readouterr().err
     assert err.startswith(f"{GEMM}:23:3: error: the block needs 262208 bytes of shared memory")
+
+
+def test_a_configuration_that_spills_is_skipped_with_ptxas_words(cache, monkeypatch):
+    from choreo_py.runtime.kernel import ChoreoFunction
+
+    real = ChoreoFunction.cubin
+
+    def spilling(self):  # ptxas's report of BN=64 as a kernel that spills would read
+        out = real(self)
+        if self.defines.get("BN") == "64" and "24 bytes spill" not in self.ptxas_log:
+            self.ptxas_log += "\n    0 bytes stack frame, 24 bytes spill stores, 24 bytes spill loads"
+        return out
+
+    monkeypatch.setattr(ChoreoFunction, "cubin", spilling)
+    g = tuned([])
+    g(*gemm_args())
+    assert [r.skipped for r in g.report.rows[:2]] == \
+        ["ptxas: 24 bytes spill stores, 24 bytes spill loads (registers exceeded)"] * 2
+    assert g.report.reference.startswith("configuration 3 against the interpreter")

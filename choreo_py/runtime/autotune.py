@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Optional
 
-from .launch import ChoreoRuntimeError
+from .launch import ChoreoRuntimeError, LaunchError
 
 FORMAT = "choreo-py autotune 1"
 VERBOSE_ENV = "CHOREO_PY_AUTOTUNE_VERBOSE"
@@ -337,7 +337,7 @@ class Autotuned:
             _restore(saved)
             try:
                 out = _run_once(fn, tensors)
-            except ChoreoRuntimeError as e:
+            except (ChoreoRuntimeError, LaunchError) as e:  # its asserts; the driver's refusal
                 row.skipped = f"the launch was refused: {e}"
                 continue
             if ref is None:
@@ -351,7 +351,7 @@ class Autotuned:
     def _interpreter_check(self, rows: list[Row], fns: dict, tensors) -> str:
         """Checks configurations in order against the interpreter until one agrees (the
         ones that differ are skipped); says what was checked."""
-        cross = "every configuration's output at the call's shape against the first's"
+        cross = "every configuration's output at the call's shape against the first one's"
         for i, fn in fns.items():
             err, where = self._against_interpreter(fn, tensors)
             if err is None:
@@ -385,7 +385,7 @@ class Autotuned:
         run = [inputs[n].to(tensors[0].device) for n, _, _ in fn.meta.TENSORS]
         try:
             got = _run_once(fn, run)
-        except ChoreoRuntimeError as e:
+        except (ChoreoRuntimeError, LaunchError) as e:
             return None, f"the kernel refused {where}: {e}"
         want = [expected[n] for n in fn.writes]
         return relative_error([g.cpu() for g in got], want), where
