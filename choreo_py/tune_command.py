@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sys
 
+from . import targets
 from .diagnostics import UsageError
 from .frontend import parse_defines
 
@@ -35,7 +36,8 @@ def add_parser(sub, common) -> None:
     p.add_argument("--key", metavar="NAME,...",
                    help="what identifies a shape in the cache (dimensions, parameters or "
                         "defines; default: every dimension)")
-    p.add_argument("--target", default=None, help="default: the GPU present, else sm_100a")
+    p.add_argument("--target", default=None, choices=targets.NAMES,
+                   help="default: the GPU present, else sm_100a")
     p.add_argument("--warmup", type=int, default=10, help="untimed calls per configuration")
     p.add_argument("--reps", type=int, default=50,
                    help="timed calls per configuration (the median is kept)")
@@ -74,6 +76,9 @@ def _tune(args) -> int:
     from .runtime.launch import ChoreoRuntimeError
 
     space, dims = parse_params(args.param), parse_shape(args.shape)
+    if args.reps < 1 or args.warmup < 0:
+        raise UsageError(f"--reps must be at least 1 and --warmup at least 0 (got "
+                         f"{args.reps}, {args.warmup})")
     timer = _timer(args) if args.timer else event_timer(args.warmup, args.reps)
     key = [k.strip() for k in args.key.split(",") if k.strip()] if args.key else None
     try:

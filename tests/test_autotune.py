@@ -306,6 +306,7 @@ def test_choreo_tune_prints_the_table_and_the_winner(cache, tmp_path, capsys):
     ([], "nothing to tune"),
     (["--param", "BN=64", "--param", "BN=128"], "BN is given twice"),
     (["--param", "BN=64,128", "--key", "Q"], "key: 'Q' is none of gemm's dimensions"),
+    (["--param", "BN=64,128", "--reps", "0"], "--reps must be at least 1"),
 ])
 def test_choreo_tune_usage_errors(cache, tmp_path, capsys, args, message):
     argv = ["tune", GEMM, "--target", "sm_90a", "--shape", "M=128,N=128,K=64",
