@@ -348,3 +348,20 @@ def test_a_configuration_that_spills_is_skipped_with_ptxas_words(cache, monkeypa
     assert [r.skipped for r in g.report.rows[:2]] == \
         ["ptxas: 24 bytes spill stores, 24 bytes spill loads (registers exceeded)"] * 2
     assert g.report.reference.startswith("configuration 3 against the interpreter")
+
+
+def test_the_interpreter_checks_a_configuration_once_per_small_shape(cache, monkeypatch):
+    runs = []
+    real = autotune.Autotuned._against_interpreter
+
+    def counted(self, fn, dims, device):
+        runs.append(dims)
+        return real(self, fn, dims, device)
+
+    monkeypatch.setattr(autotune.Autotuned, "_against_interpreter", counted)
+    g = tuned([])
+    g(*gemm_args(m=256))
+    g(*gemm_args(m=512))  # another key, the same small shape (every size at most 128)
+    assert len(g.winners) == 2 and len(runs) == 1
+    g(*gemm_args(n=64))   # N=64: another small shape
+    assert runs == [{"M": 128, "K": 64, "N": 128}, {"M": 128, "K": 64, "N": 64}]

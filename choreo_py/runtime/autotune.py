@@ -15,8 +15,8 @@ name, target and compiler version: a later call, in any process, launches it dir
 
 Results are checked twice. The first configuration that compiles runs at a small shape
 (every symbolic size at most `check_size`) against the interpreter, when that shape's
-tensors are few enough for the interpreter to be cheap (CHEAP_ELEMENTS); one that
-differs is skipped and the next one checked. Then every configuration's output at the
+tensors are few enough for the interpreter to be cheap (CHEAP_ELEMENTS; once per
+configuration and small shape); one that differs is skipped and the next one checked. Then every configuration's output at the
 call's own shape is compared with the first one's that ran: that covers what the small
 shape cannot (the tails of large sizes) and every configuration, for one launch each.
 The report says which checks ran, and why the interpreter did not.
@@ -209,6 +209,7 @@ class Autotuned:
         self.winners: dict = {}   # shape key (a tuple) -> the winning configuration
         self._fns: dict = {}      # configuration index -> ChoreoFunction or skip reason
         self._by_key: dict = {}   # shape key -> ChoreoFunction
+        self._checked: dict = {}  # (configuration, small shape) -> the interpreter's verdict
         _check_tuned_names(path, self.include_dirs, self.defines, self.space)
         self.signature = self._first_build()
         self.key = self._checked_key(key)
@@ -353,7 +354,11 @@ class Autotuned:
         ones that differ are skipped); says what was checked."""
         cross = "every configuration's output at the call's shape against the first one's"
         for i, fn in fns.items():
-            err, where = self._against_interpreter(fn, tensors)
+            dims = {d: min(v, self.check_size) for d, v in fn.bind(tensors, _DEVICES).items()}
+            memo = (i, tuple(dims.items()))  # once per configuration and small shape
+            if memo not in self._checked:
+                self._checked[memo] = self._against_interpreter(fn, dims, tensors[0].device)
+            err, where = self._checked[memo]
             if err is None:
                 return f"{cross}; the interpreter was not run ({where})"
             if err <= self.rtol:
@@ -363,13 +368,12 @@ class Autotuned:
                                f"(relative error {err:.3g})")
         return "nothing: no configuration compiled"
 
-    def _against_interpreter(self, fn, tensors) -> tuple[Optional[float], str]:
-        """(relative error of `fn` against the interpreter at the small shape, the shape),
-        or (None, why the interpreter was not run)."""
+    def _against_interpreter(self, fn, dims: dict, device) -> tuple[Optional[float], str]:
+        """(relative error of `fn` against the interpreter at the small shape `dims`, the
+        shape), or (None, why the interpreter was not run)."""
         from choreo_py.diagnostics import ChoreoError
         from choreo_py.interp.api import interpret
 
-        dims = {d: min(v, self.check_size) for d, v in fn.bind(tensors, _DEVICES).items()}
         where = " ".join(f"{d}={v}" for d, v in dims.items()) or "the call's shape"
         inputs = small_inputs(fn, dims)
         size = sum(t.numel() for t in inputs.values())
@@ -382,7 +386,7 @@ class Autotuned:
                       target=fn.target)
         except (ChoreoError, ChoreoRuntimeError) as e:
             return None, f"it refused {where}: {str(e).splitlines()[0]}"
-        run = [inputs[n].to(tensors[0].device) for n, _, _ in fn.meta.TENSORS]
+        run = [inputs[n].to(device) for n, _, _ in fn.meta.TENSORS]
         try:
             got = _run_once(fn, run)
         except (ChoreoRuntimeError, LaunchError) as e:
