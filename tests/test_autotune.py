@@ -99,7 +99,7 @@ def test_the_fastest_is_picked_the_refused_skipped_and_the_call_done(cache):
     assert rows[(128, 2)].ms == pytest.approx(2.2)
     # the compiler's own refusal: 256 x 64 tiles in 4 stages need too much shared memory
     assert rows[(256, 4)].ms is None
-    assert rows[(256, 4)].skipped.startswith(f"{GEMM}:23:3: error: the block needs 262208 "
+    assert rows[(256, 4)].skipped.startswith(f"{GEMM}:16:3: error: the block needs 262208 "
                                              "bytes of shared memory, more than the 232448")
     assert len(calls) == 5 and {"BN": 256, "STAGES": 4} not in calls
     assert "against the interpreter at M=128 K=64 N=128" in g.report.reference
@@ -248,7 +248,7 @@ def test_no_interpreter_check_when_it_is_not_cheap(cache, monkeypatch):
 def test_a_define_the_file_fixes_is_refused_where_it_is(cache):
     with pytest.raises(choreo_py.ChoreoError) as info:
         choreo_py.load(GEMM, target="sm_90a", autotune={"WG_M": [32, 64]})
-    assert (info.value.line, info.value.col) == (12, 9)
+    assert (info.value.line, info.value.col) == (6, 9)
     assert "'WG_M' is tuned, but this #define overrides the tuned values; guard it with " \
            "#ifndef WG_M" in str(info.value)
 
@@ -328,7 +328,7 @@ def test_choreo_tune_exits_1_when_nothing_compiles(cache, tmp_path, capsys):
             "--param", "BN=256", "--param", "STAGES=4,6", "--timer", write_timer(tmp_path)]
     assert cli.main(argv) == 1  # the first configuration's error, as `compile` reports it
     err = capsys.readouterr().err
-    assert err.startswith(f"{GEMM}:23:3: error: the block needs 262208 bytes of shared memory")
+    assert err.startswith(f"{GEMM}:16:3: error: the block needs 262208 bytes of shared memory")
 
 
 def test_a_configuration_that_spills_is_skipped_with_ptxas_words(cache, monkeypatch):

@@ -50,7 +50,7 @@ def test_rejected_ptx_is_an_internal_error_with_the_line(capsys, tmp_path, monke
                    "-o", str(tmp_path / "k.cubin")])
     err = capsys.readouterr().err
     assert rc == 3
-    assert "gemm.co:23:3: internal error: ptxas rejected the generated PTX" in err
+    assert "gemm.co:16:3: internal error: ptxas rejected the generated PTX" in err
     assert "PTX line" in err and "%f_bogus" in err
 
 
