@@ -5,22 +5,9 @@ Both return every sample, sorted, in milliseconds per call; callers take the med
 """
 from __future__ import annotations
 
-
-def event_times(fn, warmup: int, reps: int) -> list[float]:
-    """Per-call CUDA-event pairs around `reps` calls, after `warmup` calls."""
-    import torch
-
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-    for i in range(reps):
-        starts[i].record()
-        fn()
-        ends[i].record()
-    torch.cuda.synchronize()
-    return sorted(s.elapsed_time(e) for s, e in zip(starts, ends))
+# One implementation of the CUDA-event timing, shared with the autotuner (which times
+# each configuration with it): per-call event pairs around `reps` calls after `warmup`.
+from choreo_py.runtime.autotune import event_times  # noqa: F401 - re-exported
 
 
 def graph_times(fn, calls: int, replays: int = 10) -> list[float]:

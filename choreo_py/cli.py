@@ -172,6 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .emu.cli_args import add_parser as _add_emulate
     _add_emulate(sub, _common)
+    from .tune_command import add_parser as _add_tune
+    _add_tune(sub, _common)
     return ap
 
 
@@ -223,6 +225,10 @@ def _run(args: argparse.Namespace) -> int:
         from .emu.command import emulate_command
 
         return emulate_command(args)
+    if args.cmd == "tune":
+        from .tune_command import tune_command
+
+        return tune_command(args)
     raise InternalError(f"unknown command {args.cmd}")
 
 

@@ -203,6 +203,6 @@ def test_torch_compile_traces_through_the_op_on_cpu(cache_dir):
 def test_a_define_the_file_overrides_is_a_python_warning(cache_dir):
     from choreo_py.interp import ChoreoWarning
 
-    with pytest.warns(ChoreoWarning, match=r"gemm.co:8:9: warning: 'STAGES' redefined: this "
-                                           r"#define overrides -D STAGES=2"):
-        choreo_py.load(GEMM, target="sm_90a", defines={"STAGES": "2"})
+    with pytest.warns(ChoreoWarning, match=r"gemm.co:6:9: warning: 'WG_M' redefined: this "
+                                           r"#define overrides -D WG_M=32"):
+        choreo_py.load(GEMM, target="sm_90a", defines={"WG_M": "32"})

@@ -20,8 +20,9 @@ Layers, lowest first; a module may import its own layer and those below:
     runtime   runtime/                                 pyptx -> PTX, cubin, launch
     driver    driver                                   the pipeline's order
     emulator  emu/                                     the emitted PTX run on the CPU
-    command   cli, compile_command, __init__,         the user's entry points
-              __main__, interp.command, emu.command
+    command   cli, compile_command, tune_command,     the user's entry points
+              __init__, __main__, interp.command,
+              emu.command
 
 A stage's modules live in its folder: a module at the top of choreo_py/ that is not
 named here (a flat `ir_x.py` or `parse_x.py`) has no layer and fails the first test.
@@ -45,7 +46,7 @@ MAX_LINES = 600
 TOP_LEVEL = {"base": ("source", "diagnostics", "targets", "construct_names", "progress",
                       "pygments_lexer", "limits"),
              "driver": ("driver",),
-             "command": ("cli", "compile_command", "__init__", "__main__")}
+             "command": ("cli", "compile_command", "tune_command", "__init__", "__main__")}
 #: folders of choreo_py (and the installed grammar/, lowering/), by layer
 FOLDERS = {"ir": ("ir",), "frontend": ("frontend", "grammar"), "sema": ("check", "sema"),
            "passes": ("passes",), "lowering": ("lowering", "interp", "host"),

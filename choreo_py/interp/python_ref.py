@@ -20,16 +20,18 @@ import torch
 from .api import UsageError
 
 
-def load_reference(spec: str):
-    """The callable named by `module:function` (a usage error if it is not one)."""
+def load_reference(spec: str, option: str = "--ref"):
+    """The callable named by `module:function` (a usage error if it is not one); `option`
+    names the command-line option in the messages (`choreo tune --timer` loads one too)."""
     module_name, sep, func_name = spec.rpartition(":")
     if not sep or not module_name or not func_name:
-        raise UsageError(f"--ref {spec}: expected MODULE:FUNCTION (e.g. --ref refs.py:gemm_relu)")
+        raise UsageError(f"{option} {spec}: expected MODULE:FUNCTION "
+                         f"(e.g. {option} refs.py:gemm_relu)")
     try:
         if module_name.endswith(".py") or os.sep in module_name:
             loaded = importlib.util.spec_from_file_location("choreo_ref", module_name)
             if loaded is None or not os.path.isfile(module_name):
-                raise UsageError(f"--ref {spec}: cannot read '{module_name}'")
+                raise UsageError(f"{option} {spec}: cannot read '{module_name}'")
             module = importlib.util.module_from_spec(loaded)
             loaded.loader.exec_module(module)
         else:
@@ -39,11 +41,11 @@ def load_reference(spec: str):
     except UsageError:
         raise
     except Exception as err:  # noqa: BLE001 - the user's module: any failure is theirs
-        raise UsageError(f"--ref {spec}: importing '{module_name}' failed: "
+        raise UsageError(f"{option} {spec}: importing '{module_name}' failed: "
                          f"{type(err).__name__}: {err}") from None
     fn = getattr(module, func_name, None)
     if not callable(fn):
-        raise UsageError(f"--ref {spec}: '{module_name}' has no function '{func_name}'")
+        raise UsageError(f"{option} {spec}: '{module_name}' has no function '{func_name}'")
     return fn
 
 

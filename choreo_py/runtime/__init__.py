@@ -13,6 +13,31 @@ per device serves every shape.
 """
 from __future__ import annotations
 
-from .kernel import ChoreoFunction, ChoreoRuntimeError, load
+from typing import Iterable, Optional
+
+from . import kernel
+from .kernel import ChoreoFunction, ChoreoRuntimeError
 
 __all__ = ["ChoreoFunction", "ChoreoRuntimeError", "load"]
+
+
+def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = (),
+         defines: Optional[dict] = None, function: Optional[str] = None,
+         autotune: Optional[dict] = None, key: Optional[Iterable[str]] = None,
+         **tune_options):
+    """`kernel.load` (the compiled kernel or library); with `autotune={"BN": [64, 128],
+    ...}`, an `autotune.Autotuned` instead: a callable that picks the fastest
+    configuration per shape `key` on its first call for it (runtime/autotune.py;
+    `tune_options`: timer, verbose, rtol, check_size)."""
+    if autotune is None:
+        if key is not None or tune_options:
+            given = ", ".join(["key"] * (key is not None) + sorted(tune_options))
+            raise TypeError(f"load(): {given} only go with autotune=")
+        return kernel.load(path, target, include_dirs, defines, function)
+    if function is not None:
+        raise ValueError("autotune takes a file of one kernel; function= names one of a "
+                         "host program's functions")
+    from .autotune import Autotuned
+
+    return Autotuned(path, autotune, key, target=target, include_dirs=include_dirs,
+                     defines=defines, **tune_options)

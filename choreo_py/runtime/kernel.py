@@ -20,11 +20,11 @@ _TORCH_DTYPES = {"bf16": "bfloat16", "f16": "float16", "f32": "float32", "s32": 
 _NOTHING = object()  # a launch with an empty grid
 
 
-def _gpu_engine():
+def _gpu_engine(devices=("cuda",)):
     import torch
 
     return binding.Engine("a CUDA kernel", {k: getattr(torch, v) for k, v in _TORCH_DTYPES.items()},
-                          ("cuda",))
+                          devices)
 
 
 class ChoreoFunction:
@@ -140,16 +140,17 @@ class ChoreoFunction:
                                      f"{torch.cuda.get_device_name(device)} is sm_{major}{minor}")
 
     # ------------------------------------------------------------ call
-    def bind(self, tensors) -> dict:
+    def bind(self, tensors, devices=("cuda",)) -> dict:
         """Checks the arguments (host/binding.py: the rules every engine applies); returns
-        the symbolic dimensions they give."""
+        the symbolic dimensions they give. (`devices`: autotune also binds CPU tensors,
+        which its launches run through `.op`, in the interpreter.)"""
         spec = self.meta.TENSORS
         if len(tensors) != len(spec):
             names = ", ".join(n for n, _, _ in spec)
             raise ChoreoRuntimeError(f"{self.name}({names}) takes {len(spec)} tensors, "
                                      f"got {len(tensors)}")
         dims = binding.bind(self.name, spec, {n: t for (n, _, _), t in zip(spec, tensors)},
-                            _gpu_engine())
+                            _gpu_engine(devices))
         for t, (name, dtype, shape) in zip(tensors, spec):
             if t.numel() and t.data_ptr() % 16:
                 raise ChoreoRuntimeError(f"{name}: the data is not 16-byte aligned (TMA needs it)")
@@ -219,6 +220,7 @@ def load(path: str, target: Optional[str] = None, include_dirs: Iterable[str] = 
     A kernel compiled before (same source after preprocessing, defines, target
     and compiler) is read from the on-disk cache instead (runtime/cache.py).
     Raises `choreo_py.ChoreoError` (located) for errors in the program.
+    (`choreo_py.load` is runtime/__init__.py's, which also takes `autotune=`.)
     """
     from choreo_py import frontend, targets
     from choreo_py.diagnostics import ChoreoError, take_warnings
