@@ -47,6 +47,9 @@ class Target:
     # The fp6/fp4 conversions to and from f32/f16 (cvt ... .e2m3x2/.e3m2x2/.e2m1x2; PTX 8.6,
     # sm_100a and later): without them fp6/fp4 data can only be copied.
     fp6_fp4_cvt: bool = False
+    # min/max.f32 of three inputs (sm_100a and later): a reduction tree of max or min
+    # combines three values at a node (lowering/core/fragments.tree).
+    minmax3: bool = False
 
     def row_split(self, rows: int) -> "RowSplit":
         """The split of a `rows`-row accumulator's rows; a fragment of another row count
@@ -114,7 +117,7 @@ TARGETS: dict[str, Target] = {
         name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
         smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128,
         acc_rows={64: RowSplit(lanes=(16,)), 128: WHOLE_ROW},
-        mma_barriers=True, fp6_fp4_cvt=True,
+        mma_barriers=True, fp6_fp4_cvt=True, minmax3=True,
         refuses={**_COMMON_REFUSALS,
                  "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
                             "memory, so pass the shared tile to the MMA)"}),

@@ -35,29 +35,32 @@ BACKENDS = {"sm90": _sm90, "sm100": _sm100}
 
 
 def lowering(target: str):
-    """The backend package that lowers the IR for `target` (choreo_py.lowering.<arch>)."""
+    """The lowering's Target for `target` (lowering/core/target_base.py): the `TARGET` of
+    the record's backend folder (choreo_py.lowering.<backend>), made from the record."""
     try:
-        return BACKENDS[targets.get(target).backend]()
+        record = targets.get(target)
     except targets.UnknownTarget as e:
         raise ChoreoError(str(e)) from None
+    return BACKENDS[record.backend]().TARGET(record)
 
 
 def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """`cooperative`: tensors whose TMA copies the threads make instead (their row strides
     at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""
-    from choreo_py.lowering.core import tma_fallback
+    from choreo_py.lowering.core import program, tma_fallback
 
     with tma_fallback.cooperative(cooperative):
-        return lowering(target).lower_module(module, os.path.basename(source_path))
+        return program.lower_module(module, lowering(target), os.path.basename(source_path))
 
 
 def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """The module as a host program's kernels (`KERNELS`, an entry per kernel), also when it
     holds one MMA kernel (lowering/core/program.py); `cooperative` as for pyptx_text."""
-    from choreo_py.lowering.core import tma_fallback
+    from choreo_py.lowering.core import program, tma_fallback
 
     with tma_fallback.cooperative(cooperative):
-        return lowering(target).lower_program(module, os.path.basename(source_path))
+        return program.lower_program_module(module, lowering(target),
+                                            os.path.basename(source_path))
 
 
 @dataclass

@@ -267,9 +267,10 @@ class ThreadFragment:
     ncols: int        # consecutive columns, one 32-bit register each
 
 
-def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
+def thread_fragment(m: int, n: int, warp: int, lane: int, *, acc_rows: dict) -> ThreadFragment:
     """Which part of an [m, n] TMEM accumulator thread `lane` of warp `warp` (% 4) gets from
-    the loads `ld_base_addr` describes.
+    the loads `ld_base_addr` describes; `acc_rows` is the target record's split of a row
+    among its owners (targets.Target.acc_rows).
 
     M = 128, `.32x32b.x{n}`: thread t holds row 32w + t, all n columns (a whole row).
     M = 64, `.16x32bx2.x{n/2}` with immHalfSplitoff = n/2: threads 0-15 hold rows
@@ -277,7 +278,7 @@ def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
     A row is split over the pair (t, t ^ 16): one `shfl.bfly 16` completes a row reduction.
     """
     w = warp % 4
-    split = targets.get("sm_100a").acc_rows.get(m)  # the owners of a row, their columns
+    split = acc_rows.get(m)  # the owners of a row, their columns
     if split is None:
         raise ValueError(f"M must be 64 or 128, got {m}")
     row = 32 * w + lane if m == 128 else 16 * w + lane % 16
