@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from choreo_py import ir, targets
-from choreo_py.diagnostics import ChoreoError
+from choreo_py.diagnostics import ChoreoError, InternalError
 from choreo_py.driver import compile_file, ir_of_file
 from choreo_py.lowering.sm100 import descriptors as d
 from choreo_py.lowering.sm100.target import Sm100Target
@@ -343,9 +343,19 @@ def test_kernel_without_mma_has_no_tensor_memory():
     k.body = []
     with pytest.raises(ChoreoError, match="no role of members"):  # the map is stale now
         Sm100Target(SM100).prepare(k)
-    k.tmem = None  # planned again by the backend (IR that skipped the pipeline): no map
+    k.tmem = None  # what the pass tmem-plan leaves a kernel without MMAs: no map
     t = Sm100Target(SM100)
     assert t.prepare(k) is k and k.tmem is None and not t.uses_tmem
+
+
+def test_the_backend_reads_the_tmem_plan_and_never_makes_one():
+    """The map is the pass's decision: a kernel with MMAs and no map is IR that skipped the
+    pass pipeline, an internal error rather than a plan of the backend's own."""
+    k = copy.deepcopy(_seed_module().functions[0].kernels[0])
+    k.tmem = None
+    with pytest.raises(InternalError, match="no tensor-memory map .*tmem-plan"):
+        Sm100Target(SM100).prepare(k)
+    assert k.tmem is None
 
 
 # ---------------------------------------------------------------- other shapes

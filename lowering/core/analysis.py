@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from choreo_py import ir, targets
-from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import event_arrivals, sync_copies
+from choreo_py.diagnostics import ChoreoError, InternalError
+from choreo_py.ir.sync_slots import SYNC_EVENT, sync_loads
 
 from .context import children
 
@@ -62,10 +62,21 @@ def analyse(kernel: ir.Kernel, target: targets.Target) -> Facts:
     shared = {fr.name for fr in kernel.frags if fr.block}
     _blocks(kernel.body, lambda b: _fold_fills(b, f, shared))
     _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, target))
-    f.arrivals = event_arrivals.arrivals(kernel)  # the fact the pass stored
-    if kernel.event(sync_copies.SYNC_EVENT) is not None:
-        f.sync_loads = {id(s): i for i, s in enumerate(sync_copies.sync_loads(kernel.body))}
+    f.arrivals = _arrivals(kernel)
+    if kernel.event(SYNC_EVENT) is not None:
+        f.sync_loads = {id(s): i for i, s in enumerate(sync_loads(kernel.body))}
     return f
+
+
+def _arrivals(kernel: ir.Kernel) -> dict:
+    """Event -> arrivals per generation: the fact the pass event-arrivals stored on each
+    event (`arrivals=N` in the printed IR), which the interpreter and the pipeline check
+    read too. An event without it is IR the passes did not run on."""
+    missing = [e.name for e in kernel.events if e.arrivals is None]
+    if missing:
+        raise InternalError(f"the event '{missing[0]}' of kernel {kernel.name} has no arrival "
+                            "count (the IR did not go through the pass event-arrivals)")
+    return {e.name: e.arrivals for e in kernel.events}
 
 
 def _blocks(stmts: list, fn) -> None:

@@ -13,6 +13,7 @@ from .names import dim_param, ptr_param
 
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
+from choreo_py.sema.limits import entry_registers
 
 from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
 from .context import Lowering
@@ -92,13 +93,11 @@ def _register_budget(lw: Lowering) -> None:
     """An instruction whose register operands cannot all be held in what each thread gets
     at launch (65,536 registers shared by the block's threads, launch_bounds blocks per
     SM) fails in ptxas ("Insufficient registers"): refused here, at its statement."""
-    from choreo_py.passes.budget import _entry_regs
-
     regs, opcode, loc = lw.w.widest
     threads = _threads(lw.k)
     lb = lw.k.launch_bounds
     blocks = (lb[1] if lb and len(lb) > 1 and lb[1] else 1)
-    entry = _entry_regs(threads, blocks)
+    entry = entry_registers(threads, blocks)
     if regs + _REG_RESERVE > entry:
         raise ChoreoError(f"{opcode} takes {regs} registers at once, but each of the block's "
                           f"{threads} threads gets {entry} ({blocks} block(s) per SM share "

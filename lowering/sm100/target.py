@@ -2,7 +2,7 @@
 
 Accumulators live in tensor memory (TMEM), at the regions of the kernel's
 `tmem` map (the IR pass choreo_py/passes/tmem_plan.py decides them; this
-backend only reads them): the seed's two 64-row consumers share S's columns
+backend only reads them, and refuses IR that lacks them): the seed's two 64-row consumers share S's columns
 at lane offsets 0 and 16 (S 0-127, O 128-255 / 256-383, P 384-447 / 448-511;
 512 allocated).
 
@@ -35,8 +35,8 @@ from typing import Optional
 
 from choreo_py import ir, targets
 from choreo_py.ir.verify_tmem import check_tmem_map
-from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import mma_barriers, tmem_plan
+from choreo_py.diagnostics import ChoreoError, InternalError
+from choreo_py.ir.tmem_rules import describe
 
 from ..core.context import Lowering
 from ..core.memory import SMEM_ALIGN
@@ -101,11 +101,12 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
 
     # ------------------------------------------------------------ kernel setup
     def prepare(self, k: ir.Kernel) -> ir.Kernel:
-        """Reads the IR's facts: the TMEM map (choreo_py/passes/tmem_plan), the MMA futures'
-        mbarriers and the TMEM address slot (choreo_py/passes/mma_barriers)."""
+        """Reads the IR's facts: the TMEM map (pass tmem-plan; none: no MMA needs tensor
+        memory), the MMA futures' mbarriers and the TMEM address slot (pass mma-barriers)."""
         target = self.record
-        if k.tmem is None:  # IR that did not go through the pass pipeline
-            tmem_plan.run(k, target)
+        if k.tmem is None and any(isinstance(s, ir.Mma) for s in ir.walk(k.body)):
+            raise InternalError(f"kernel {k.name} has MMAs but no tensor-memory map (the IR "
+                                "did not go through the pass tmem-plan)")
         self.plan = k.tmem
         if self.plan is not None and self.plan.refused:
             raise ChoreoError(self.plan.refused, self.plan.loc)
@@ -122,8 +123,9 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
                               f"{self.arch} yet", _frag_loc(k, name))
         self.role = _mma_role(k, self.refuse)
         self._fragment_shape(k)
-        if k.tmem_slot is None:  # IR that did not go through the pass pipeline
-            mma_barriers.run(k, target)
+        if k.tmem_slot is None:
+            raise InternalError(f"kernel {k.name} has a tensor-memory map but no TMEM address "
+                                "slot (the IR did not go through the pass mma-barriers)")
         for s in ir.walk(self.role.body):
             if isinstance(s, ir.Mma):
                 fut = s.completion[len("mma."):] if s.completion else s.future
@@ -549,7 +551,7 @@ def _plan_comment(k: ir.Kernel, plan: ir.TmemMap, role: ir.Role) -> str:
     """The map as the module's comment at the allocation."""
     lines = [f"tmem plan for {k.name}: role ({role.name}) x {len(role.members)}, "
              f"{plan.used} columns used, tcgen05.alloc {plan.alloc}"]
-    lines += ["  " + tmem_plan.describe(r, k.frag(r.frag)) for r in plan.regions]
+    lines += ["  " + describe(r, k.frag(r.frag)) for r in plan.regions]
     return "\n".join(lines)
 
 
