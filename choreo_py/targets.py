@@ -130,10 +130,44 @@ TARGETS: dict[str, Target] = {
 
 NAMES = tuple(TARGETS)  # the --target choices, the default first
 COMPILE_DEFAULT = "sm_100a"
+#: backend name -> its lowering unit, for records registered with one (register)
+_LOWERINGS: dict = {}
 
 
 class UnknownTarget(ValueError):
     pass
+
+
+def register(record: Target, lowering=None) -> Target:
+    """Adds `record` to the table, for every stage to read (get(), the CLI's choices, the
+    passes, the runtime): a target is a record here and a backend folder, and this is how
+    one joins without an edit of this file (a test's renamed architecture, a backend kept
+    outside the package). `lowering`: the backend unit of a record whose `backend` names
+    no folder of lowering/, an object whose `TARGET` is its lowering/core/target_base.py
+    Target subclass (what such a folder's __init__.py holds). Returns the record."""
+    global NAMES
+    if record.name in TARGETS:
+        raise ValueError(f"target '{record.name}' is already in the table")
+    TARGETS[record.name] = record
+    if lowering is not None:
+        _LOWERINGS[record.backend] = lowering
+    NAMES = tuple(TARGETS)
+    return record
+
+
+def unregister(name: str) -> None:
+    """Takes a registered target out of the table again (and its lowering unit, when no
+    other record names its backend)."""
+    global NAMES
+    record = TARGETS.pop(name)
+    if not any(t.backend == record.backend for t in TARGETS.values()):
+        _LOWERINGS.pop(record.backend, None)
+    NAMES = tuple(TARGETS)
+
+
+def registered_lowering(backend: str):
+    """The lowering unit `register` was given for `backend`, or None."""
+    return _LOWERINGS.get(backend)
 
 
 def get(name: str) -> Target:

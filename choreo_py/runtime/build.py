@@ -20,7 +20,8 @@ from choreo_py.diagnostics import ChoreoError, InternalError, warn
 
 # The backend package of each targets.Target.backend: plain import statements (an
 # edge from the IR to each backend that every tool can see), run on first use so
-# that a compile loads only its own backend (~60 ms for the other one).
+# that a compile loads only its own backend (~60 ms for the other one). A record
+# registered from outside the package brings its unit (targets.register).
 def _sm90():
     from choreo_py.lowering import sm90
     return sm90
@@ -41,7 +42,12 @@ def lowering(target: str):
         record = targets.get(target)
     except targets.UnknownTarget as e:
         raise ChoreoError(str(e)) from None
-    return BACKENDS[record.backend]().TARGET(record)
+    load = BACKENDS.get(record.backend)
+    unit = load() if load is not None else targets.registered_lowering(record.backend)
+    if unit is None:
+        raise ChoreoError(f"target '{record.name}': no backend '{record.backend}' (a folder "
+                          "of lowering/, or the unit targets.register was given)")
+    return unit.TARGET(record)
 
 
 def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
