@@ -5,9 +5,15 @@ here: the backend package under `choreo_py.lowering`, the `-arch` ptxas
 takes, the device capability that selects the target at run time, the
 memory limits the passes check, how the threads share the rows of an MMA
 accumulator (which the lowering's register layout and the interpreter both
-read), and the IR statements the backend refuses by name. The CLI's
-choices, the driver, the passes, the interpreter and the runtime all read
-this table; nothing else names a target's facts.
+read), the instructions some have and others lack, and the IR statements
+the backend refuses by name. The CLI's choices, the driver, the passes, the
+interpreter and the runtime all read this table, and the lowering gets its
+target's record with its Target (lowering/core/target_base.py); nothing else
+names a target's facts.
+
+A target is a record here and a backend folder (lowering/<backend>/, whose
+`TARGET` subclasses the core's Target). `register` adds one from outside the
+package, with its backend unit (tests/test_new_target.py).
 
 This module imports nothing of the compiler, so every layer may read it.
 """

@@ -2,7 +2,7 @@
 
 An `apply` is fully unrolled over the registers the thread owns: for
 register k of an accumulator-shaped domain, i = row_base + row_off[k] and
-j = col_base + col_off[k] (target.py). Statements are emitted one after
+j = col_base + col_off[k] (target_base.py). Statements are emitted one after
 the other, each over all registers; elements are independent, so this is
 the program's order for every element.
 
