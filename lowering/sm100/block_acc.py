@@ -184,7 +184,7 @@ class BlockAccHooks:
         another per-thread fragment shared by the roles has nowhere to live."""
         if frag.layout != "operand":
             raise self.refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
-                          "operand", loc)
+                              "operand", loc)
 
     def issue_only_also(self, lw: Lowering) -> tuple:
         """Statements an issue-only role may hold here: MMAs into block accumulators, and a
@@ -204,10 +204,10 @@ class BlockAccHooks:
         the others are warpgroups (a warp reaches a quarter of tensor memory's lanes)."""
         if lw.role.single_thread and not self.in_mma_role(lw):
             raise self.refuse(f"the block's accumulator '{name}' in an issue-only role that does "
-                          "not issue its MMAs", loc)
+                              "not issue its MMAs", loc)
         if not lw.role.single_thread and lw.role.threads != 128:
             raise self.refuse(f"the block's accumulator '{name}' outside a warpgroup "
-                          "(parallel ... : group-4) role", loc)
+                              "(parallel ... : group-4) role", loc)
 
 
 def repartitioned(k: ir.Kernel) -> bool:

@@ -2,9 +2,9 @@
 
 Accumulators live in tensor memory (TMEM), at the regions of the kernel's
 `tmem` map (the IR pass choreo_py/passes/tmem_plan.py decides them; this
-backend only reads them, and refuses IR that lacks them): the seed's two 64-row consumers share S's columns
-at lane offsets 0 and 16 (S 0-127, O 128-255 / 256-383, P 384-447 / 448-511;
-512 allocated).
+backend only reads them, and refuses IR that lacks them): the seed's two
+64-row consumers share S's columns at lane offsets 0 and 16 (S 0-127, O
+128-255 / 256-383, P 384-447 / 448-511; 512 allocated).
 
 - Register copies. A warpgroup reads an [M, N] tile with one `tcgen05.ld`
   per warp: M = 64 (layout F) `.16x32bx2` with the second half-warp N/2
@@ -242,8 +242,8 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
             return AccLayout(rows=m, cols=n, row_off=(0,) * (n // split.owners),  # a thread
                              col_off=split.columns(n, 0), row_lanes=split.lanes,
                              col_base_max=split.col_base(n, split.owners - 1))
-        raise self.refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 rows)",
-                      loc)
+        raise self.refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 "
+                          "rows)", loc)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
         if self.block and lw.role is not None and not self.in_mma_role(lw):
@@ -298,7 +298,8 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
         if not self.in_mma_role(lw):
             raise self.refuse("MMA fragments outside the role that issues the MMAs", loc)
         if lw.role.threads != 128 or lw.role.single_thread:
-            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role", loc)
+            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role",
+                              loc)
 
     # ------------------------------------------------------------ fragments
     def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
@@ -323,7 +324,7 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
         if frag.name in self.block and not (self.in_mma_role(lw) and frag.name in self.flow.flagged):
             if lw.role is not None:
                 raise self.refuse(f"filling the block's accumulator '{frag.name}' inside a role",
-                              self.stmt.loc if self.stmt is not None else frag.loc)
+                                  self.stmt.loc if self.stmt is not None else frag.loc)
             block_acc.fill(self, lw, frag, value)
             return
         if frag.name in self.flow.flagged:

@@ -63,20 +63,20 @@ class Sm90Target(Target):
     # ------------------------------------------------------------ layout
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
         raise self.refuse(f"the ': block' fragment '{frag.name}' (one tile the block's roles "
-                      "share; wgmma reads a register A operand from the warpgroup that issues "
-                      "it)", loc)
+                          "share; wgmma reads a register A operand from the warpgroup that issues "
+                          "it)", loc)
 
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
         if frag.block:  # sm_100a keeps it in tensor memory; wgmma has only registers
             raise self.refuse("a ': block' accumulator (one tile the block's roles share; wgmma "
-                          "accumulates in the registers of the warpgroup that issues it)", loc)
+                              "accumulates in the registers of the warpgroup that issues it)", loc)
         if m != 64:
             raise self.refuse(f"an accumulator of {m} rows per warpgroup (wgmma tiles are 64 rows)",
-                          loc)
+                              loc)
         if n % 8 or not 8 <= n <= 256:
             raise self.refuse(f"an accumulator of {n} columns (wgmma takes 8..256, multiples of 8)",
-                          loc)
+                              loc)
         return _quad_layout(self.record.row_split(m), n)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
@@ -106,12 +106,6 @@ class Sm90Target(Target):
         arr = lw.frags[frag.name].array
         for k in range(self.acc_layout(frag, frag.loc).regs):
             lw.w.op("mov.f32", V(f"{arr}[{k}]", "f32"), value)
-
-    def access(self, lw: Lowering, frag: ir.Frag) -> None:
-        pass  # registers already
-
-    def update(self, lw: Lowering, frag: ir.Frag) -> None:
-        pass
 
     def wait(self, lw: Lowering, groups_after: int) -> None:
         lw.w.call("ptx.wgmma.wait_group", str(groups_after))
@@ -244,7 +238,8 @@ class Sm90Target(Target):
 
     def _check_warpgroup(self, lw: Lowering, loc) -> None:
         if lw.role is None or lw.role.threads != 128:
-            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role", loc)
+            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role",
+                              loc)
 
 
 def _shape(v: ir.View) -> tuple:
