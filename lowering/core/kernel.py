@@ -207,7 +207,6 @@ def _role_region(lw: Lowering, body: list) -> None:
     for i, s in enumerate(body):
         lw.next_statement()
         _stmt(lw, s, body, i)
-    lw.next_statement()
     lw.target.leave_role(lw)  # still in the region: its registers are live
     lw.leave_region()
 

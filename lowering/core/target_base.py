@@ -146,7 +146,8 @@ class Target:
     def leave_role(self, lw: Lowering) -> None:
         """After them, still inside the instance's region (its registers are live): where
         the target releases what the role held (tcgen05: the allocating warp frees tensor
-        memory)."""
+        memory). A target that writes code here starts it as the region's next statement
+        (`lw.next_statement()`), as the core does before each of the role's statements."""
 
     def roles_may_join(self, lw: Lowering) -> bool:
         """Whether a parallel region's roles may meet after it (code follows it, or a loop

@@ -203,6 +203,7 @@ class Sm100Target(block_acc.BlockAccHooks, Target):
     def leave_role(self, lw: Lowering) -> None:
         """Role exit: wait for every instance's TMEM work, then the allocating warp frees
         (with block accumulators, at the kernel's join instead: block_acc.py)."""
+        lw.next_statement()  # the region's last statement (core/target_base.py)
         if not self.in_mma_role(lw) or self.block:
             return
         w = lw.w
