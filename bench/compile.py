@@ -61,11 +61,7 @@ def _stages(path: str, target: str) -> dict:
     t = {}
     t["parse"], program = _timed(lambda: frontend.parse_file(path))
     t["sema"], module = _timed(lambda: driver.build_ir(program, target))
-    if target == "sm_100a":
-        from choreo_py.lowering.sm100.lower import lower_module
-    else:
-        from choreo_py.lowering.sm90 import lower_module
-    t["lower"], text = _timed(lambda: lower_module(module, os.path.basename(path)))
+    t["lower"], text = _timed(lambda: build.pyptx_text(module, path, target))
     t["trace"], _ = _timed(lambda: build.run_module(text).ptx())
     return t
 

@@ -463,9 +463,11 @@ class TmemResult:
 def compare_tmem(cute: dict) -> TmemResult:
     """The emulator's tcgen05.ld/st model (emu/tmem.fragment_map, .16x32bx2 with CuTe's
     immHalfSplitoff = num) and the lowering's thread_fragment against CuTe's atoms."""
+    from choreo_py import targets
     from choreo_py.emu import tmem
     from choreo_py.lowering.sm100 import descriptors as d
 
+    rows = targets.get("sm_100a").acc_rows
     res = TmemResult()
     for (shape, num), cells in sorted(cute.items()):
         res.atoms += 1
@@ -482,7 +484,7 @@ def compare_tmem(cute: dict) -> TmemResult:
         n = num if m == 128 else 2 * num  # the accumulator's columns one load covers
         for w in range(4):
             for t in range(32):
-                frag = d.thread_fragment(m, n, w, t)
+                frag = d.thread_fragment(m, n, w, t, acc_rows=rows)
                 lane = d.acc_lane(m, frag.row) - d.warp_lane_base(w)
                 if frag.ncols != num:
                     res.diffs.append(f"thread_fragment M={m} N={n} warp {w} thread {t}: "

@@ -5,9 +5,15 @@ here: the backend package under `choreo_py.lowering`, the `-arch` ptxas
 takes, the device capability that selects the target at run time, the
 memory limits the passes check, how the threads share the rows of an MMA
 accumulator (which the lowering's register layout and the interpreter both
-read), and the IR statements the backend refuses by name. The CLI's
-choices, the driver, the passes, the interpreter and the runtime all read
-this table; nothing else names a target's facts.
+read), the instructions some have and others lack, and the IR statements
+the backend refuses by name. The CLI's choices, the driver, the passes, the
+interpreter and the runtime all read this table, and the lowering gets its
+target's record with its Target (lowering/core/target_base.py); nothing else
+names a target's facts.
+
+A target is a record here and a backend folder (lowering/<backend>/, whose
+`TARGET` subclasses the core's Target). `register` adds one from outside the
+package, with its backend unit (tests/test_new_target.py).
 
 This module imports nothing of the compiler, so every layer may read it.
 """
@@ -47,6 +53,9 @@ class Target:
     # The fp6/fp4 conversions to and from f32/f16 (cvt ... .e2m3x2/.e3m2x2/.e2m1x2; PTX 8.6,
     # sm_100a and later): without them fp6/fp4 data can only be copied.
     fp6_fp4_cvt: bool = False
+    # min/max.f32 of three inputs (sm_100a and later): a reduction tree of max or min
+    # combines three values at a node (lowering/core/fragments.tree).
+    minmax3: bool = False
 
     def row_split(self, rows: int) -> "RowSplit":
         """The split of a `rows`-row accumulator's rows; a fragment of another row count
@@ -114,7 +123,7 @@ TARGETS: dict[str, Target] = {
         name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
         smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128,
         acc_rows={64: RowSplit(lanes=(16,)), 128: WHOLE_ROW},
-        mma_barriers=True, fp6_fp4_cvt=True,
+        mma_barriers=True, fp6_fp4_cvt=True, minmax3=True,
         refuses={**_COMMON_REFUSALS,
                  "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
                             "memory, so pass the shared tile to the MMA)"}),
@@ -127,10 +136,44 @@ TARGETS: dict[str, Target] = {
 
 NAMES = tuple(TARGETS)  # the --target choices, the default first
 COMPILE_DEFAULT = "sm_100a"
+#: backend name -> its lowering unit, for records registered with one (register)
+_LOWERINGS: dict = {}
 
 
 class UnknownTarget(ValueError):
     pass
+
+
+def register(record: Target, lowering=None) -> Target:
+    """Adds `record` to the table, for every stage to read (get(), the CLI's choices, the
+    passes, the runtime): a target is a record here and a backend folder, and this is how
+    one joins without an edit of this file (a test's renamed architecture, a backend kept
+    outside the package). `lowering`: the backend unit of a record whose `backend` names
+    no folder of lowering/, an object whose `TARGET` is its lowering/core/target_base.py
+    Target subclass (what such a folder's __init__.py holds). Returns the record."""
+    global NAMES
+    if record.name in TARGETS:
+        raise ValueError(f"target '{record.name}' is already in the table")
+    TARGETS[record.name] = record
+    if lowering is not None:
+        _LOWERINGS[record.backend] = lowering
+    NAMES = tuple(TARGETS)
+    return record
+
+
+def unregister(name: str) -> None:
+    """Takes a registered target out of the table again (and its lowering unit, when no
+    other record names its backend)."""
+    global NAMES
+    record = TARGETS.pop(name)
+    if not any(t.backend == record.backend for t in TARGETS.values()):
+        _LOWERINGS.pop(record.backend, None)
+    NAMES = tuple(TARGETS)
+
+
+def registered_lowering(backend: str):
+    """The lowering unit `register` was given for `backend`, or None."""
+    return _LOWERINGS.get(backend)
 
 
 def get(name: str) -> Target:

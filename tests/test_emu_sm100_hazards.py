@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from choreo_py import targets
 from choreo_py.driver import compile_file, ir_of_file
 from choreo_py.lowering.sm100.lower_wait import mma_only_event
 from choreo_py.lowering.sm100.target import Sm100Target
@@ -36,7 +37,7 @@ def _kernel(name: str):
 
 
 def _mma_role(kernel):
-    t = Sm100Target()
+    t = Sm100Target(targets.get("sm_100a"))
     t.prepare(kernel)
     return t.role
 

@@ -176,6 +176,17 @@ def test_no_cycles():
     assert not cycles, "\n".join(" -> ".join(c) for c in cycles)
 
 
+def test_the_lowering_imports_no_pass():
+    """What a backend needs of a pass is in the IR (a fact the pass stored) or in a module
+    below both (choreo_py/ir/, targets.py): a lowering module that imports a pass could
+    recompute its decision instead of reading it, or run it on IR that skipped it."""
+    g = graph()
+    bad = [f"{name} imports {dep}" for name, deps in sorted(g.items())
+           if name.startswith("choreo_py.lowering.") for dep in sorted(deps)
+           if dep == "choreo_py.passes" or dep.startswith("choreo_py.passes.")]
+    assert not bad, "\n".join(bad)
+
+
 def test_ir_to_backend_is_a_plain_import():
     """The runtime reaches each backend of the target table by a static import."""
     from choreo_py import targets

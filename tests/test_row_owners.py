@@ -75,7 +75,8 @@ def test_interpreter_computes_what_the_compiled_kernel_computes(target, tmp_path
 def test_lowering_layout_gives_each_owner_the_targets_columns(target):
     """The backend's registers of each accumulator shape (acc_layout) hold, per row,
     exactly the columns the target's split (and so the interpreter) gives that owner."""
-    rec, backend = targets.get(target), BACKENDS[target]()
+    rec = targets.get(target)
+    backend = BACKENDS[target](rec)
     for m, split in rec.acc_rows.items():
         for n in (8, 16, 64, 128, 256):
             lay = backend.acc_layout(ir.Frag("acc", "f32", (m, n), "acc"), None)

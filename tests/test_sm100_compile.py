@@ -18,10 +18,9 @@ from pathlib import Path
 import pytest
 
 from choreo_py import ir, targets
-from choreo_py.diagnostics import ChoreoError
+from choreo_py.diagnostics import ChoreoError, InternalError
 from choreo_py.driver import compile_file, ir_of_file
 from choreo_py.lowering.sm100 import descriptors as d
-from choreo_py.lowering.sm100.lower import lower_module
 from choreo_py.lowering.sm100.target import Sm100Target
 from choreo_py.passes import tmem_plan
 from choreo_py.runtime import build
@@ -30,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
 GOLDEN = Path(__file__).resolve().parent / "golden" / "sm100"
 KERNELS = ["flash_atten_causal", "flash_atten", "gemm"]
+SM100 = targets.get("sm_100a")
 needs_ptxas = pytest.mark.ptxas  # skipped without ptxas (conftest.py)
 
 
@@ -216,7 +216,7 @@ def _offset(plan: ir.TmemMap, frag: str, inst: int) -> int:
 
 def _tmem_slot() -> int:
     k = ir_of_file(str(EXAMPLES / "flash_atten_causal.co")).functions[0].kernels[0]
-    t = Sm100Target()
+    t = Sm100Target(SM100)
     t.prepare(k)
     return t.slot
 
@@ -270,14 +270,14 @@ def test_thread_tmem_addresses_match_plan_and_layout(ptxs, seed_plan):
             r = seed_plan.region(frag, inst)
             assert got[f"%{frag}_rows"] == d.ld_base_addr(64, warp, r.lane, r.col)
         assert got["%acc_s_tmem"] == _offset(seed_plan, "acc_s", inst)
-        frag = d.thread_fragment(64, 128, warp, lane)
+        frag = d.thread_fragment(64, 128, warp, lane, acc_rows=SM100.acc_rows)
         assert (got["%row_base"], got["%col_base"], 64) == (frag.row, frag.col_start, frag.ncols)
         # the row is shared with lane ^ 16 only: the layout's row_lanes
-        assert d.thread_fragment(64, 128, warp, lane ^ 16).row == frag.row
+        assert d.thread_fragment(64, 128, warp, lane ^ 16, acc_rows=SM100.acc_rows).row == frag.row
 
 
 def test_acc_layout_is_the_tcgen05_ld_map():
-    t = Sm100Target()
+    t = Sm100Target(SM100)
     lay = t.acc_layout(ir.Frag("x", "f32", (64, 128), "acc"), None)
     assert lay.row_lanes == (16,) and lay.regs == 64 and set(lay.row_off) == {0}
     assert lay.col_off == tuple(range(64)) and lay.col_base_max == 64
@@ -318,7 +318,7 @@ def test_operand_outside_tmem_is_refused_by_name():
         if getattr(s, "a", None) == "acc_s_cast":
             s.layout = "col.col"  # A not K-major: tcgen05 cannot read it from TMEM
     with pytest.raises(ChoreoError) as e:
-        lower_module(_replanned(m), "flash_atten_causal.co")
+        build.pyptx_text(_replanned(m), "flash_atten_causal.co", "sm_100a")
     assert "'acc_s_cast'" in e.value.message and "K-major" in e.value.message
     assert e.value.loc is not None and e.value.loc.line == 79  # its declaration
 
@@ -342,10 +342,20 @@ def test_kernel_without_mma_has_no_tensor_memory():
     k = copy.deepcopy(_seed_module().functions[0].kernels[0])
     k.body = []
     with pytest.raises(ChoreoError, match="no role of members"):  # the map is stale now
-        Sm100Target().prepare(k)
-    k.tmem = None  # planned again by the backend (IR that skipped the pipeline): no map
-    t = Sm100Target()
+        Sm100Target(SM100).prepare(k)
+    k.tmem = None  # what the pass tmem-plan leaves a kernel without MMAs: no map
+    t = Sm100Target(SM100)
     assert t.prepare(k) is k and k.tmem is None and not t.uses_tmem
+
+
+def test_the_backend_reads_the_tmem_plan_and_never_makes_one():
+    """The map is the pass's decision: a kernel with MMAs and no map is IR that skipped the
+    pass pipeline, an internal error rather than a plan of the backend's own."""
+    k = copy.deepcopy(_seed_module().functions[0].kernels[0])
+    k.tmem = None
+    with pytest.raises(InternalError, match="no tensor-memory map .*tmem-plan"):
+        Sm100Target(SM100).prepare(k)
+    assert k.tmem is None
 
 
 # ---------------------------------------------------------------- other shapes

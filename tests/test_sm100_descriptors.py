@@ -11,7 +11,10 @@ from __future__ import annotations
 import pytest
 from pyptx import ptx
 
+from choreo_py import targets
 from choreo_py.lowering.sm100 import descriptors as d
+
+ROWS = targets.get("sm_100a").acc_rows  # the row split of tcgen05.ld's shapes
 
 
 # ---------------------------------------------------------------- instruction descriptor
@@ -162,7 +165,7 @@ def test_layout_f_rows_and_threads_agree():
         for warp in range(4):
             base = d.tmem_lane(d.ld_base_addr(64, warp, 16 * cid))
             for t in range(32):
-                fr = d.thread_fragment(64, 128, warp, t)
+                fr = d.thread_fragment(64, 128, warp, t, acc_rows=ROWS)
                 lane = d.acc_lane(64, fr.row, 16 * cid)
                 assert lane == base + t % 16
                 assert d.warp_lane_base(warp) <= lane < d.warp_lane_base(warp) + 32
@@ -175,7 +178,7 @@ def test_layout_f_rows_and_threads_agree():
 
 def test_layout_d_whole_rows():
     assert [d.acc_lane(128, r) for r in (0, 37, 127)] == [0, 37, 127]
-    fr = d.thread_fragment(128, 128, 6, 9)
+    fr = d.thread_fragment(128, 128, 6, 9, acc_rows=ROWS)
     assert (fr.row, fr.col_start, fr.ncols) == (73, 0, 128)
     assert d.ld_base_addr(128, 6) == 64 << 16
     with pytest.raises(ValueError):
@@ -188,5 +191,5 @@ def test_layout_f_lane_values():
     # row 37 = 16*2 + 5 -> sub-partition 2: lane 64 + align + 5.
     assert d.acc_lane(64, 37, 0) == 69
     assert d.acc_lane(64, 37, 16) == 85
-    fr = d.thread_fragment(64, 128, 2, 21)       # second half-warp: columns 64..127
+    fr = d.thread_fragment(64, 128, 2, 21, acc_rows=ROWS)       # second half-warp: columns 64..127
     assert (fr.row, fr.col_start, fr.ncols) == (37, 64, 64)

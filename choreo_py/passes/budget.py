@@ -13,7 +13,8 @@ from .. import ir
 from ..diagnostics import ChoreoError
 
 from ..sema.limits import (MAX_BLOCK_THREADS, MAX_SM_BLOCKS, MAX_SM_THREADS,  # noqa: F401
-                           MAX_THREAD_REGS, SM_REGISTERS, WARPGROUP, check_launch_bounds)
+                           MAX_THREAD_REGS, SM_REGISTERS, WARPGROUP, check_launch_bounds,
+                           entry_registers)
 
 
 def _parallels(stmts: list[ir.Stmt]):
@@ -36,13 +37,6 @@ def block_threads(k: ir.Kernel) -> tuple[int, ir.Parallel | None]:
         if n > best:
             best, where = n, par
     return best, where
-
-
-def _entry_regs(threads: int, blocks: int) -> int:
-    """Registers per thread at entry when `blocks` blocks of `threads` share an SM
-    (allocated per warp in units of 8)."""
-    warps_threads = -(-threads // 32) * 32
-    return min(MAX_THREAD_REGS, SM_REGISTERS // (blocks * warps_threads) // 8 * 8)
 
 
 def check_kernel(k: ir.Kernel) -> None:
@@ -86,7 +80,7 @@ def _check_registers(k: ir.Kernel, par: ir.Parallel, threads: int, blocks: int) 
     in the block's share of the register file, or `setmaxnreg.inc` never returns."""
     if par.threads != WARPGROUP:
         return
-    entry = _entry_regs(threads, blocks)
+    entry = entry_registers(threads, blocks)
     if k.launch_bounds and len(k.launch_bounds) > 1 and k.launch_bounds[1] \
             and entry < MAX_THREAD_REGS:
         # Only a binding cap fixes the entry allocation (below 255 ptxas allocates what

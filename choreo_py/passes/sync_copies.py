@@ -44,10 +44,10 @@ statement of the program can tell the layout apart.
 from __future__ import annotations
 
 from .. import ir
+from ..ir.sync_slots import SYNC_EVENT, sync_loads
 
 EVENT = "__copied"
 COUNTER = "__copies"
-SYNC_EVENT = "__tma_sync"
 _MMA_KINDS = (ir.Mma, ir.MmaFill, ir.MmaStore, ir.FragDecl, ir.TmaLoad, ir.TmaStore)
 
 
@@ -68,11 +68,6 @@ def run(kernel: ir.Kernel, target=None) -> None:
         return  # only stores: no event, no counter
     kernel.events.append(ir.Event(EVENT, None, loc=kernel.loc))
     kernel.body = [ir.Var(COUNTER, "u32", ir.Const(0, "u32"), loc=kernel.loc)] + body
-
-
-def sync_loads(stmts: list) -> list:
-    """The synchronous TMA loads of a kernel body, in the order of their event slots."""
-    return [s for s in ir.walk(stmts) if isinstance(s, ir.TmaLoad) and s.future is None]
 
 
 def _sync_event(kernel: ir.Kernel, body: list) -> None:

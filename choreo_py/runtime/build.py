@@ -20,7 +20,8 @@ from choreo_py.diagnostics import ChoreoError, InternalError, warn
 
 # The backend package of each targets.Target.backend: plain import statements (an
 # edge from the IR to each backend that every tool can see), run on first use so
-# that a compile loads only its own backend (~60 ms for the other one).
+# that a compile loads only its own backend (~60 ms for the other one). A record
+# registered from outside the package brings its unit (targets.register).
 def _sm90():
     from choreo_py.lowering import sm90
     return sm90
@@ -35,29 +36,37 @@ BACKENDS = {"sm90": _sm90, "sm100": _sm100}
 
 
 def lowering(target: str):
-    """The backend package that lowers the IR for `target` (choreo_py.lowering.<arch>)."""
+    """The lowering's Target for `target` (lowering/core/target_base.py): the `TARGET` of
+    the record's backend folder (choreo_py.lowering.<backend>), made from the record."""
     try:
-        return BACKENDS[targets.get(target).backend]()
+        record = targets.get(target)
     except targets.UnknownTarget as e:
         raise ChoreoError(str(e)) from None
+    load = BACKENDS.get(record.backend)
+    unit = load() if load is not None else targets.registered_lowering(record.backend)
+    if unit is None:
+        raise ChoreoError(f"target '{record.name}': no backend '{record.backend}' (a folder "
+                          "of lowering/, or the unit targets.register was given)")
+    return unit.TARGET(record)
 
 
 def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """`cooperative`: tensors whose TMA copies the threads make instead (their row strides
     at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""
-    from choreo_py.lowering.core import tma_fallback
+    from choreo_py.lowering.core import program, tma_fallback
 
     with tma_fallback.cooperative(cooperative):
-        return lowering(target).lower_module(module, os.path.basename(source_path))
+        return program.lower_module(module, lowering(target), os.path.basename(source_path))
 
 
 def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """The module as a host program's kernels (`KERNELS`, an entry per kernel), also when it
     holds one MMA kernel (lowering/core/program.py); `cooperative` as for pyptx_text."""
-    from choreo_py.lowering.core import tma_fallback
+    from choreo_py.lowering.core import program, tma_fallback
 
     with tma_fallback.cooperative(cooperative):
-        return lowering(target).lower_program(module, os.path.basename(source_path))
+        return program.lower_program_module(module, lowering(target),
+                                            os.path.basename(source_path))
 
 
 @dataclass

@@ -4,7 +4,8 @@ A block has at most 1,024 threads, an SM runs at most 2,048 threads and 32
 blocks, and its register file holds 65,536 32-bit registers (a thread at most
 255). `[[launch_bounds(...)]]` is range-checked here, where sema reads it;
 passes/budget.py checks the block's threads and registers against the same
-numbers once the IR exists.
+numbers once the IR exists, and the lowering checks an instruction's registers
+against what a thread gets at entry (`entry_registers`).
 """
 from __future__ import annotations
 
@@ -16,6 +17,13 @@ MAX_SM_BLOCKS = 32
 SM_REGISTERS = 65536
 MAX_THREAD_REGS = 255
 WARPGROUP = 128
+
+
+def entry_registers(threads: int, blocks: int) -> int:
+    """Registers per thread at entry when `blocks` blocks of `threads` share an SM
+    (allocated per warp in units of 8)."""
+    warps_threads = -(-threads // 32) * 32
+    return min(MAX_THREAD_REGS, SM_REGISTERS // (blocks * warps_threads) // 8 * 8)
 
 
 def check_region_threads(threads: int, detail: str, loc) -> None:

@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from choreo_py import ir, targets
-from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import event_arrivals, sync_copies
+from choreo_py.diagnostics import ChoreoError, InternalError
+from choreo_py.ir.sync_slots import SYNC_EVENT, sync_loads
 
 from .context import children
 
@@ -55,17 +55,28 @@ class Facts:
     sync_loads: dict = field(default_factory=dict)  # id(synchronous TmaLoad) -> __tma_sync slot
 
 
-def analyse(kernel: ir.Kernel, arch: str) -> Facts:
+def analyse(kernel: ir.Kernel, target: targets.Target) -> Facts:
     f = Facts()
     f.mma_futures = {s.future for s in ir.walk(kernel.body) if isinstance(s, ir.Mma) and s.future}
     _InFlight(f).block(kernel.body, ())
     shared = {fr.name for fr in kernel.frags if fr.block}
     _blocks(kernel.body, lambda b: _fold_fills(b, f, shared))
-    _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, arch))
-    f.arrivals = event_arrivals.arrivals(kernel)  # the fact the pass stored
-    if kernel.event(sync_copies.SYNC_EVENT) is not None:
-        f.sync_loads = {id(s): i for i, s in enumerate(sync_copies.sync_loads(kernel.body))}
+    _blocks(kernel.body, lambda b: _pair_tma(kernel, b, f, target))
+    f.arrivals = _arrivals(kernel)
+    if kernel.event(SYNC_EVENT) is not None:
+        f.sync_loads = {id(s): i for i, s in enumerate(sync_loads(kernel.body))}
     return f
+
+
+def _arrivals(kernel: ir.Kernel) -> dict:
+    """Event -> arrivals per generation: the fact the pass event-arrivals stored on each
+    event (`arrivals=N` in the printed IR), which the interpreter and the pipeline check
+    read too. An event without it is IR the passes did not run on."""
+    missing = [e.name for e in kernel.events if e.arrivals is None]
+    if missing:
+        raise InternalError(f"the event '{missing[0]}' of kernel {kernel.name} has no arrival "
+                            "count (the IR did not go through the pass event-arrivals)")
+    return {e.name: e.arrivals for e in kernel.events}
 
 
 def _blocks(stmts: list, fn) -> None:
@@ -206,13 +217,14 @@ def _syms(e: Optional[ir.Expr], out: set) -> set:
     return out
 
 
-def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
+def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, target: targets.Target) -> None:
     loads = {s.future: (i, s) for i, s in enumerate(stmts)
              if isinstance(s, ir.TmaLoad) and s.future}
+    arch = target.name
     for i, s in enumerate(stmts):
         if not (isinstance(s, ir.Trigger) and s.after):
             continue
-        if _commit(s, f, arch):
+        if _commit(s, f, target):
             continue
         group = []
         for name in s.after:
@@ -236,16 +248,17 @@ def _pair_tma(kernel: ir.Kernel, stmts: list, f: Facts, arch: str) -> None:
         f.published.add(id(s))
 
 
-def _commit(s: ir.Trigger, f: Facts, arch: str) -> bool:
+def _commit(s: ir.Trigger, f: Facts, target: targets.Target) -> bool:
     """`trigger e after qk`: the MMA-issuing thread commits its MMAs to e's mbarrier (a
     tcgen05 target); a target whose MMAs complete otherwise refuses it by name."""
     mma = [n for n in s.after if n in f.mma_futures]
     if not mma:
         return False
+    arch = target.name
     if len(mma) != len(s.after):  # sema refuses this; IR built by hand may still hold it
         raise ChoreoError(f"'trigger {s.event.event} after {', '.join(s.after)}': TMA loads "
                           f"and MMA futures in one 'after' are not lowered for {arch} yet", s.loc)
-    if not targets.get(arch).mma_barriers:
+    if not target.mma_barriers:
         raise ChoreoError(f"'trigger {s.event.event} after {', '.join(s.after)}' (an MMA "
                           f"future completing an event) is not lowered for {arch} yet; write "
                           f"'wait {mma[0]};' and a plain trigger", s.loc)

@@ -18,7 +18,7 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
-from .target import MmaTarget
+from .target_base import Target
 from .writer import Mark, V, Writer
 
 
@@ -56,7 +56,7 @@ class Region:
 
 
 class Lowering:
-    def __init__(self, kernel: ir.Kernel, target: MmaTarget, writer: Writer) -> None:
+    def __init__(self, kernel: ir.Kernel, target: Target, writer: Writer) -> None:
         self.k = kernel
         self.target = target
         self.w = writer

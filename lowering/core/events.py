@@ -9,7 +9,7 @@
 | `trigger e after qk` (MMA future) | the target's `commit_trigger` (tcgen05: the issuing thread commits its MMAs to slot e) |
 | `trigger e` | one `mbarrier.arrive` per role instance, by its thread 0 (`trigger e[i]`: on slot i) |
 | `wait f` (MMA future) | the target's wait (wgmma: `wait_group N`, N from analysis.py) |
-| `tma.load src => dst` (synchronous) | its slot of `__tma_sync` (passes/sync_copies.py) armed with the load's bytes, the load, then a wait by the threads that run it (a leader-only load's: by its role's threads after the leader's block) on a phase register of its own, flipped after each wait |
+| `tma.load src => dst` (synchronous) | its slot of `__tma_sync` (choreo_py/ir/sync_slots.py; pass sync-copies) armed with the load's bytes, the load, then a wait by the threads that run it (a leader-only load's: by its role's threads after the leader's block) on a phase register of its own, flipped after each wait |
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import Optional
 from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
-from choreo_py.passes.sync_copies import SYNC_EVENT
+from choreo_py.ir.sync_slots import SYNC_EVENT
 
 from .analysis import view_elems
 from .context import Lowering

@@ -2,7 +2,7 @@
 
 An `apply` is fully unrolled over the registers the thread owns: for
 register k of an accumulator-shaped domain, i = row_base + row_off[k] and
-j = col_base + col_off[k] (target.py). Statements are emitted one after
+j = col_base + col_off[k] (target_base.py). Statements are emitted one after
 the other, each over all registers; elements are independent, so this is
 the program's order for every element.
 
@@ -36,7 +36,7 @@ from .context import Lowering, children
 from .f16_values import half_bits, round_f16, round_to_dtype
 from .exprs import ExprLowering
 from .row_buffers import RowBuffers
-from .target import AccLayout
+from .target_base import AccLayout
 from .writer import V
 from choreo_py.construct_names import describe
 
@@ -70,15 +70,13 @@ def declare(lw: Lowering, s: ir.FragDecl) -> None:
         raise lw.refuse(f"the per-thread fragment '{f.name}' (layout {f.layout})", s.loc)
     if f.layout == "operand" and f.dtype not in ("bf16", "f16"):
         raise lw.refuse(f"a register operand of {f.dtype}", s.loc)
-    f16_acc = f.layout == "acc" and f.dtype == "f16" and getattr(lw.target, "f16_accumulators",
-                                                                   False)
+    f16_acc = f.layout == "acc" and f.dtype == "f16" and lw.target.f16_accumulators
     if f.layout != "operand" and f.dtype != "f32" and not f16_acc:
         raise lw.refuse(f"the {f.dtype} fragment '{f.name}'", s.loc)
     if not f.shape:  # only filled: no MMA gives it a size, so no registers can hold it
         raise lw.refuse(f"the accumulator '{f.name}' that no MMA gives a shape", s.loc)
-    check = getattr(lw.target, "check_block_frag", None)
-    if f.block and f.layout != "acc" and check is not None:
-        check(f, s.loc)  # a target without tensor memory refuses the block's operands
+    if f.block and f.layout != "acc":
+        lw.target.check_block_frag(f, s.loc)  # without tensor memory: refused
     rows = f.shape[0]
     cols = f.shape[1] if len(f.shape) > 1 else 8
     lay = lw.target.acc_layout(ir.Frag(f.name, "f32", (rows, cols), "acc", block=f.block), s.loc)
@@ -129,7 +127,7 @@ def shuffle_combine(lw: Lowering, op: str, x: V, lanes) -> None:
 def tree(lw: Lowering, op: str, vals: list[V], dst: V) -> None:
     """dst = op(vals...) as a balanced tree (short dependency chains); a target whose
     min/max take three inputs (`minmax3`: sm_100a) combines three at a node."""
-    arity = 3 if op in ("max", "min") and getattr(lw.target, "minmax3", False) else 2
+    arity = 3 if op in ("max", "min") and lw.target.record.minmax3 else 2
     while len(vals) > 1:
         nxt = []
         full = len(vals) // arity * arity
@@ -516,14 +514,13 @@ def _warp_vote(lw: Lowering, a: ir.Apply, al: ApplyLowering):
     """Pass tmem-row-vote's apply: the row guard's predicate, evaluated before the tile is
     loaded, and a warp vote that branches past the load, the body and the store when no
     lane holds a row that takes it. (label, predicate), or None for other applies."""
-    vote = getattr(lw.target, "row_vote", None)
-    if not a.warp_vote or vote is None or len(al.dom.layout.row_slots) != 1:
+    if not a.warp_vote or len(al.dom.layout.row_slots) != 1:
         return None
     al.k = 0
     p = al.value(a.body[0].cond, "mask")
     if p.is_const:  # a guard that folded: the plain lowering (all or nothing) is as good
         return None
-    return vote(lw, p, a), p
+    return lw.target.row_vote(lw, p, a), p
 
 
 def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> int:
@@ -531,8 +528,8 @@ def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> 
     piece by piece (0: all at once). Elementwise: it stores only into accumulators of the
     domain's shape (no row reduction, no operand, no buffer), so element k depends on the
     registers k of its accumulators alone (and on row values)."""
-    hook = getattr(lw.target, "column_chunk", None)
-    if hook is None or dom.kind != "acc":
+    chunk = lw.target.column_chunk(lw, acc_frags) if dom.kind == "acc" else 0
+    if not chunk:
         return 0
     for s in ir.walk(a.body):
         if isinstance(s, ir.BufStore):
@@ -541,7 +538,6 @@ def _column_chunk(lw: Lowering, a: ir.Apply, dom: FragInfo, acc_frags: list) -> 
             return 0
     if any(f.shape != dom.frag.shape for f in acc_frags):
         return 0
-    chunk = hook(lw, acc_frags)
     return chunk if chunk and dom.layout.regs % chunk == 0 and dom.layout.regs > chunk else 0
 
 

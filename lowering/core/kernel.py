@@ -11,22 +11,23 @@ from __future__ import annotations
 
 from .names import dim_param, ptr_param
 
-from choreo_py import ir, targets
+from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
+from choreo_py.sema.limits import entry_registers
 
 from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
 from .context import Lowering
 from .grid import dim_params
 from .grid import py_expr as _py_expr
 from .memory import SMEM_ALIGN, Memory
-from .target import MmaTarget
+from .target_base import Target
 from .writer import Writer, module_safe, ptx_entry_name
 from choreo_py.construct_names import describe
 
 _SPECIAL = ("%ctaid.x", "%ctaid.y", "%ctaid.z")
 
 
-def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
+def lower_module(module: ir.Module, target: Target, source_name: str) -> str:
     """The pyptx module text of the file's one kernel, for `target`."""
     arch = target.arch
     found = [(f, k) for f in module.functions for k in f.kernels]
@@ -46,27 +47,18 @@ def lower_module(module: ir.Module, target: MmaTarget, source_name: str) -> str:
     return lower_kernel(kernel, fn, target, source_name)
 
 
-def _hook(lw: Lowering, name: str, *args) -> None:
-    """Calls the target's optional hook `name` (see `TargetHooks` in target.py)."""
-    fn = getattr(lw.target, name, None)
-    if fn is not None:
-        fn(lw, *args)
-
-
-def lower_kernel(k: ir.Kernel, fn: ir.Function, target: MmaTarget, source_name: str) -> str:
+def lower_kernel(k: ir.Kernel, fn: ir.Function, target: Target, source_name: str) -> str:
     lw, body = lower_kernel_body(k, target)
     return _module(lw, fn, body, source_name)
 
 
-def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
+def lower_kernel_body(k: ir.Kernel, target: Target) -> tuple[Lowering, str]:
     """(the lowering state, the kernel function's body text) of one MMA kernel."""
-    prepare = getattr(target, "prepare", None)
-    if prepare is not None:
-        k = prepare(k)
+    k = target.prepare(k)
     w = Writer()
     lw = Lowering(k, target, w)
-    lw.facts = analysis.analyse(k, target.arch)
-    _hook(lw, "start")
+    lw.facts = analysis.analyse(k, target.record)
+    target.start(lw)
     if len(k.grid) > 3:
         raise lw.refuse("a block grid of more than 3 dimensions", k.loc)
     if k.run_buffers:  # their places are thread-kernel code's (threads.Places) only
@@ -77,9 +69,9 @@ def lower_kernel_body(k: ir.Kernel, target: MmaTarget) -> tuple[Lowering, str]:
     _prologue(lw)
     lw.memory = Memory(lw)
     prefetch = w.mark()
-    _hook(lw, "before_events")
+    target.before_events(lw)
     events.init_events(lw)  # ends with a block barrier
-    _hook(lw, "after_events")
+    target.after_events(lw)
     events.plain_phases(lw, k.body)
     events.sync_load_phases(lw)
     _region(lw, k.body, top=True)
@@ -101,13 +93,11 @@ def _register_budget(lw: Lowering) -> None:
     """An instruction whose register operands cannot all be held in what each thread gets
     at launch (65,536 registers shared by the block's threads, launch_bounds blocks per
     SM) fails in ptxas ("Insufficient registers"): refused here, at its statement."""
-    from choreo_py.passes.budget import _entry_regs
-
     regs, opcode, loc = lw.w.widest
     threads = _threads(lw.k)
     lb = lw.k.launch_bounds
     blocks = (lb[1] if lb and len(lb) > 1 and lb[1] else 1)
-    entry = _entry_regs(threads, blocks)
+    entry = entry_registers(threads, blocks)
     if regs + _REG_RESERVE > entry:
         raise ChoreoError(f"{opcode} takes {regs} registers at once, but each of the block's "
                           f"{threads} threads gets {entry} ({blocks} block(s) per SM share "
@@ -166,7 +156,7 @@ def _region(lw: Lowering, stmts: list, top: bool = False) -> None:
 
 def _block(lw: Lowering, stmts: list) -> None:
     """A nested block (loop or branch body): same region, deeper."""
-    _hook(lw, "block_boundary")
+    lw.target.block_boundary(lw)
     i = 0
     while i < len(stmts):
         i = _stmt(lw, stmts[i], stmts, i)
@@ -192,16 +182,15 @@ def _one(lw: Lowering, s: ir.Stmt, last: bool) -> None:
     lw.stmt_memo = {}
     if not isinstance(s, (ir.Parallel, ir.Role, ir.ViewDef)):
         w.source(s.loc)
-    refused = targets.get(lw.target.arch).refuses.get(type(s).__name__)
+    refused = lw.target.record.refuses.get(type(s).__name__)
     if refused is not None:  # what the target's record says its backend does not lower
         raise lw.refuse(refused, getattr(s, "loc", None))
-    overrides = getattr(lw.target, "handlers", None)
-    handler = (overrides or {}).get(type(s)) or _HANDLERS.get(type(s))
+    handler = lw.target.handlers.get(type(s)) or _HANDLERS.get(type(s))
     if handler is None:
         raise lw.refuse(_NAMES.get(type(s)) or describe(s), getattr(s, "loc", None))
-    _hook(lw, "before_stmt", s)
+    lw.target.before_stmt(lw, s)
     handler(lw, s, last)
-    _hook(lw, "after_stmt", s)
+    lw.target.after_stmt(lw, s)
     # The rest of an enclosing statement (a loop's latch) follows this one's branches:
     # nothing computed in it is reused there.
     lw.stmt_memo = {}
@@ -213,14 +202,12 @@ def _parallel(lw: Lowering, s: ir.Parallel, last: bool) -> None:
 
 def _role_region(lw: Lowering, body: list) -> None:
     """The statements one instance of a parallel region runs (its roles included)."""
-    _hook(lw, "enter_role")
+    lw.target.enter_role(lw)
     lw.enter_region()
     for i, s in enumerate(body):
         lw.next_statement()
         _stmt(lw, s, body, i)
-    if getattr(lw.target, "leave_role", None) is not None:
-        lw.next_statement()
-        lw.target.leave_role(lw)  # still in the region: its registers are live
+    lw.target.leave_role(lw)  # still in the region: its registers are live
     lw.leave_region()
 
 
@@ -348,8 +335,9 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     lb = k.launch_bounds
     threads = _threads(k)
     directives = [("maxntid", (threads, 1, 1))]
-    if lw.target.arch.startswith("sm_9") or (lb and lb[1]):
-        directives.append(("minnctapersm", (lb[1] if lb and lb[1] else 1,)))
+    blocks = lw.target.min_blocks_per_sm(lb)
+    if blocks is not None:
+        directives.append(("minnctapersm", (blocks,)))
     return {
         "threads": threads,
         "smem": (k.smem_total or 0) + SMEM_ALIGN,

@@ -61,7 +61,7 @@ def lower_program_module(module: ir.Module, target, source_name: str) -> str:
                 types |= part["types"]
                 entries += simt._entry_text(part, names)
             else:
-                lw, body = lower_kernel_body(k, type(target)())
+                lw, body = lower_kernel_body(k, target.for_kernel())
                 facts = launch_facts(lw, fn)
                 types |= facts["types"]
                 entries += _mma_entry(lw.k, facts, body, names)

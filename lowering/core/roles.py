@@ -78,9 +78,7 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
         w.call("ptx.fence.proxy_async_shared_cta")
         w.call("ptx.bar.sync", "0")
         return
-    after = getattr(lw.target, "after_roles", None)
-    if after is not None:  # e.g. the roles meet to free what they shared
-        after(lw)
+    lw.target.after_roles(lw)  # e.g. the roles meet to free what they shared
 
 
 def _scalar_let(s) -> bool:
@@ -92,7 +90,7 @@ def _scalar_let(s) -> bool:
 
 def _join(lw: Lowering, s: ir.Parallel) -> str:
     """The label where a region's roles meet (see the module docstring), or a refusal."""
-    if getattr(lw.target, "block", None) or getattr(lw.target, "uses_tmem", False):
+    if not lw.target.roles_may_join(lw):
         # the roles free tensor memory as they end (sm_100a): a loop would find it gone
         raise lw.refuse("a parallel region that joins (code after it, or a loop or branch "
                         "around it) in a kernel with tensor-memory accumulators", s.loc)
@@ -113,8 +111,7 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
     if members != list(range(extent)):
         inside = member_pred(lw, inst, members, extent)
         w.bra(skip, inside, negate=True, uni=threads >= 32)
-    also = getattr(lw.target, "issue_only_also", None)
-    single = threads > 1 and analysis.issue_only(r, also(lw) if also is not None else ())
+    single = threads > 1 and analysis.issue_only(r, lw.target.issue_only_also(lw))
     lw.role = RoleCtx(tuple(members), threads, inst, local, single, exit_label=exit_)
     lw.plain_waits = {}
     lw.smem_dirty = lw.smem_read = False
@@ -129,10 +126,9 @@ def role(lw: Lowering, r: ir.Role, inst: V, local: V, threads: int, extent: int,
         w.bra(exit_, rest)
     region(body)
     w.put_label(exit_)
-    ends = getattr(lw.target, "role_exit", None)
     if join is not None:
         w.bra(join)
-    elif ends is None or not ends(lw):
+    elif not lw.target.role_exit(lw):
         w.call("ptx.ret")
     w.put_label(skip)
     lw.role = None

@@ -22,7 +22,7 @@ becomes one PTX module with an entry per kernel (`KERNELS`).
 """
 from __future__ import annotations
 
-from choreo_py import ir, targets
+from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 
 from . import control, dma, grid_sync, params, thread_frags, warp_mma
@@ -85,7 +85,7 @@ def lower_thread_kernel(k: ir.Kernel, target, source_name: str) -> dict:
     local_base = ((k.smem_total or 0) + 15) // 16 * 16
     lw.places = Places(lw, local_base, lw.threads)
     smem = local_base + lw.places.local_bytes * lw.threads
-    limit = targets.get(target.arch).smem_limit
+    limit = target.record.smem_limit
     if smem > limit:
         raise lw.refuse(f"{smem} bytes of shared and per-thread memory (the limit is {limit})",
                         k.loc)

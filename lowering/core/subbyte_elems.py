@@ -14,7 +14,6 @@ low bits: choreo_py/ir/subbyte.py).
 """
 from __future__ import annotations
 
-from choreo_py import targets
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.ir import subbyte
 
@@ -29,7 +28,7 @@ ELEMS = {**{t: ("u8", r) for t, r in INT_REGS.items()}, **{t: ("u8", "f32") for 
 
 def check_cvt(lw, dtype: str, loc) -> None:
     """Refuses an fp6/fp4 conversion on a target without the hardware's."""
-    if dtype in _CVT and not targets.get(lw.target.arch).fp6_fp4_cvt:
+    if dtype in _CVT and not lw.target.record.fp6_fp4_cvt:
         raise ChoreoError(f"converting {dtype} to or from f32 needs the fp6/fp4 conversions "
                           f"of sm_100a (cvt ... .{_CVT[dtype][0]}); {lw.target.arch} has none "
                           f"(a copy of {dtype} data needs no conversion)", loc)

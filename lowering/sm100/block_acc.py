@@ -29,7 +29,6 @@ roles read it after an event. What that takes here:
 from __future__ import annotations
 
 from choreo_py import ir
-from choreo_py.diagnostics import ChoreoError
 
 from ..core.context import Lowering
 from ..core.memory import addr as _addr
@@ -110,7 +109,7 @@ REPARTITIONED_PIECE = 16
 
 
 class BlockAccHooks:
-    """The Sm100Target hooks (lowering/core/target.py) block accumulators need; `self.block`
+    """The Sm100Target hooks (lowering/core/target_base.py) block accumulators need; `self.block`
     names them (none: every hook leaves the kernel as it was)."""
 
     block: frozenset = frozenset()
@@ -184,8 +183,8 @@ class BlockAccHooks:
         """A `frag ... : block` is the block's MMA operand (its tensor-memory columns);
         another per-thread fragment shared by the roles has nowhere to live."""
         if frag.layout != "operand":
-            raise _refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
-                          "operand", loc)
+            raise self.refuse(f"the ': block' fragment '{frag.name}' that is not an MMA's A "
+                              "operand", loc)
 
     def issue_only_also(self, lw: Lowering) -> tuple:
         """Statements an issue-only role may hold here: MMAs into block accumulators, and a
@@ -204,20 +203,16 @@ class BlockAccHooks:
         """A role using the block's accumulator `name`: the issue-only one issues its MMAs;
         the others are warpgroups (a warp reaches a quarter of tensor memory's lanes)."""
         if lw.role.single_thread and not self.in_mma_role(lw):
-            raise _refuse(f"the block's accumulator '{name}' in an issue-only role that does "
-                          "not issue its MMAs", loc)
+            raise self.refuse(f"the block's accumulator '{name}' in an issue-only role that does "
+                              "not issue its MMAs", loc)
         if not lw.role.single_thread and lw.role.threads != 128:
-            raise _refuse(f"the block's accumulator '{name}' outside a warpgroup "
-                          "(parallel ... : group-4) role", loc)
+            raise self.refuse(f"the block's accumulator '{name}' outside a warpgroup "
+                              "(parallel ... : group-4) role", loc)
 
 
 def repartitioned(k: ir.Kernel) -> bool:
     """Whether a role of the kernel lowers its register budget (setmaxnreg.dec)."""
     return any(isinstance(s, ir.SetMaxRegs) and not s.increase for s in ir.walk(k.body))
-
-
-def _refuse(what: str, loc) -> ChoreoError:
-    return ChoreoError(f"{what} is not lowered for sm_100a yet", loc)
 
 
 def join(t, lw: Lowering) -> None:

@@ -5,8 +5,8 @@ without a GPU. Section numbers are those of the PTX ISA 9.1 ("Tensorcore
 5th Generation Family Instructions", 9.7.16):
 
     9.7.16.1.1   Tensor Memory addressing      -> tmem_addr / tmem_lane / tmem_col
-    9.7.16.1.2   Tensor Memory allocation      -> alloc_columns (passes/tmem_plan.py)
-    9.7.16.2.1   Matrix shape (Table 39)       -> check_mma_shape (passes/tmem_plan.py)
+    9.7.16.1.2   Tensor Memory allocation      -> alloc_columns (choreo_py/ir/tmem_rules.py)
+    9.7.16.2.1   Matrix shape (Table 39)       -> check_mma_shape (choreo_py/ir/tmem_rules.py)
     9.7.16.3.x   LBO / SBO and canonical layouts -> kmajor_sw128, mnmajor_sw128
     9.7.16.4.1   Shared memory descriptor (Table 40) -> smem_desc
     9.7.16.4.2   Instruction descriptor (Table 42)   -> instr_desc_f16
@@ -21,8 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 # the TMEM plan (an IR pass) decides with these; the lowering checks its shapes with them too
-from choreo_py import targets
-from choreo_py.passes.tmem_plan import ALLOC_UNIT, alloc_columns, check_mma_shape  # noqa: F401
+from choreo_py.ir.tmem_rules import ALLOC_UNIT, alloc_columns, check_mma_shape  # noqa: F401
 
 # ---------------------------------------------------------------- instruction descriptor
 # Table 42, column `.kind::f16` (bits not listed stay 0):
@@ -267,9 +266,10 @@ class ThreadFragment:
     ncols: int        # consecutive columns, one 32-bit register each
 
 
-def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
+def thread_fragment(m: int, n: int, warp: int, lane: int, *, acc_rows: dict) -> ThreadFragment:
     """Which part of an [m, n] TMEM accumulator thread `lane` of warp `warp` (% 4) gets from
-    the loads `ld_base_addr` describes.
+    the loads `ld_base_addr` describes; `acc_rows` is the target record's split of a row
+    among its owners (targets.Target.acc_rows).
 
     M = 128, `.32x32b.x{n}`: thread t holds row 32w + t, all n columns (a whole row).
     M = 64, `.16x32bx2.x{n/2}` with immHalfSplitoff = n/2: threads 0-15 hold rows
@@ -277,7 +277,7 @@ def thread_fragment(m: int, n: int, warp: int, lane: int) -> ThreadFragment:
     A row is split over the pair (t, t ^ 16): one `shfl.bfly 16` completes a row reduction.
     """
     w = warp % 4
-    split = targets.get("sm_100a").acc_rows.get(m)  # the owners of a row, their columns
+    split = acc_rows.get(m)  # the owners of a row, their columns
     if split is None:
         raise ValueError(f"M must be 64 or 128, got {m}")
     row = 32 * w + lane if m == 128 else 16 * w + lane % 16

@@ -1,11 +1,11 @@
 """sm_100a (Blackwell) backend: the lowering core with the tcgen05 target (target.py).
 
-`lower_module(module, source_name)` returns the pyptx module text of the
-file's kernel, as the sm_90a backend does.
+`Sm100Lowering` is the folder's `TARGET` (lowering/sm100/__init__.py): the
+core lowers a file with it as it does with sm_90a's.
 
-The core lowers one statement at a time and calls the MmaTarget for
-accumulator work. The tcgen05 target also uses the core's optional hooks
-(`TargetHooks` in core/target.py):
+The core lowers one statement at a time and calls the target for
+accumulator work. The tcgen05 target also uses the core's hooks around
+statements, roles and events (`Target` in core/target_base.py):
 
 - the statement being lowered (`Sm100Target.stmt`): whether an access loads
   from tensor memory and whether an update stores back depend on where the
@@ -30,8 +30,6 @@ from __future__ import annotations
 from choreo_py import ir
 
 from ..core.context import Lowering
-from ..core.program import lower_module as _lower_module
-from ..core.program import lower_program_module
 from .lower_flow import writes
 from .lower_mma import commit_trigger
 from .lower_store import mma_store
@@ -39,7 +37,6 @@ from .lower_wait import wait as issuer_wait
 from . import block_acc
 from .target import Sm100Target
 
-ARCH = "sm_100a"
 _CONTROL = (ir.For, ir.While, ir.If)
 
 
@@ -50,8 +47,8 @@ class Sm100Lowering(Sm100Target):
     handlers = {ir.MmaStore: lambda lw, s, last: mma_store(lw, s),
                 ir.Wait: lambda lw, s, last: issuer_wait(lw.target, lw, s)}
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, record) -> None:
+        super().__init__(record)
         self._outer: list = []
 
     def declare_sparse_meta(self, lw: Lowering, frag: ir.Frag, loc) -> str:
@@ -138,12 +135,3 @@ class Sm100Lowering(Sm100Target):
                 raise lw.refuse(f"the MMA operand '{name}' written by a role that does not "
                                 "issue its MMAs (its tensor-memory columns are stored by the "
                                 "issuing role)", s.loc)
-
-
-def lower_module(module: ir.Module, source_name: str) -> str:
-    return _lower_module(module, Sm100Lowering(), source_name)
-
-
-def lower_program(module: ir.Module, source_name: str) -> str:
-    """Every kernel as an entry of `KERNELS` (a host program's module: core/program.py)."""
-    return lower_program_module(module, Sm100Lowering(), source_name)

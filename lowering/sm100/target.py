@@ -1,10 +1,10 @@
-"""Blackwell's MMA unit for the lowering core: tcgen05 (see core/target.py).
+"""Blackwell's MMA unit for the lowering core: tcgen05 (see core/target_base.py).
 
 Accumulators live in tensor memory (TMEM), at the regions of the kernel's
 `tmem` map (the IR pass choreo_py/passes/tmem_plan.py decides them; this
-backend only reads them): the seed's two 64-row consumers share S's columns
-at lane offsets 0 and 16 (S 0-127, O 128-255 / 256-383, P 384-447 / 448-511;
-512 allocated).
+backend only reads them, and refuses IR that lacks them): the seed's two
+64-row consumers share S's columns at lane offsets 0 and 16 (S 0-127, O
+128-255 / 256-383, P 384-447 / 448-511; 512 allocated).
 
 - Register copies. A warpgroup reads an [M, N] tile with one `tcgen05.ld`
   per warp: M = 64 (layout F) `.16x32bx2` with the second half-warp N/2
@@ -35,20 +35,19 @@ from typing import Optional
 
 from choreo_py import ir, targets
 from choreo_py.ir.verify_tmem import check_tmem_map
-from choreo_py.diagnostics import ChoreoError
-from choreo_py.passes import mma_barriers, tmem_plan
+from choreo_py.diagnostics import ChoreoError, InternalError
+from choreo_py.ir.tmem_rules import describe
 
 from ..core.context import Lowering
 from ..core.memory import SMEM_ALIGN
 from ..core.memory import addr as _addr
-from ..core.target import AccLayout
+from ..core.target_base import AccLayout, Target
 from ..core.writer import V
 from . import block_acc
 from . import descriptors as d
 from .lower_flow import Flow, analyse, writes
 from .lower_mma import issue as issue_mma
 
-SMEM_LIMIT = targets.get("sm_100a").smem_limit  # dynamic shared memory per block
 LANE16 = 16 << 16        # TMEM address step of 16 lanes
 
 
@@ -72,11 +71,11 @@ class _Sync:
         self.waited = set()
 
 
-class Sm100Target(block_acc.BlockAccHooks):
-    arch, minmax3 = "sm_100a", True  # (min/max.f32 take three inputs here: core/fragments.tree)
+class Sm100Target(block_acc.BlockAccHooks, Target):
     f16_accumulators = True  # f32 cells rounded after each MMA (lower_mma._round_f16)
 
-    def __init__(self) -> None:
+    def __init__(self, record: targets.Target) -> None:
+        super().__init__(record)
         self.plan: Optional[ir.TmemMap] = None  # the kernel's map (pass tmem-plan)
         self.flow: Optional[Flow] = None
         self.role: Optional[ir.Role] = None
@@ -96,13 +95,18 @@ class Sm100Target(block_acc.BlockAccHooks):
     def uses_tmem(self) -> bool:
         return bool(self.plan and self.plan.regions)
 
+    def roles_may_join(self, lw: Lowering) -> bool:
+        """Not with tensor memory: the roles free it as they end (a loop would find it gone)."""
+        return not (self.block or self.uses_tmem)
+
     # ------------------------------------------------------------ kernel setup
     def prepare(self, k: ir.Kernel) -> ir.Kernel:
-        """Reads the IR's facts: the TMEM map (choreo_py/passes/tmem_plan), the MMA futures'
-        mbarriers and the TMEM address slot (choreo_py/passes/mma_barriers)."""
-        target = targets.get(self.arch)
-        if k.tmem is None:  # IR that did not go through the pass pipeline
-            tmem_plan.run(k, target)
+        """Reads the IR's facts: the TMEM map (pass tmem-plan; none: no MMA needs tensor
+        memory), the MMA futures' mbarriers and the TMEM address slot (pass mma-barriers)."""
+        target = self.record
+        if k.tmem is None and any(isinstance(s, ir.Mma) for s in ir.walk(k.body)):
+            raise InternalError(f"kernel {k.name} has MMAs but no tensor-memory map (the IR "
+                                "did not go through the pass tmem-plan)")
         self.plan = k.tmem
         if self.plan is not None and self.plan.refused:
             raise ChoreoError(self.plan.refused, self.plan.loc)
@@ -116,11 +120,12 @@ class Sm100Target(block_acc.BlockAccHooks):
             name, why = next(iter(self.plan.staged.items()))
             raise ChoreoError(f"the MMA operand '{name}' cannot be read from tensor memory "
                               f"({why}); staging it through shared memory is not lowered for "
-                              f"sm_100a yet", _frag_loc(k, name))
-        self.role = _mma_role(k)
+                              f"{self.arch} yet", _frag_loc(k, name))
+        self.role = _mma_role(k, self.refuse)
         self._fragment_shape(k)
-        if k.tmem_slot is None:  # IR that did not go through the pass pipeline
-            mma_barriers.run(k, target)
+        if k.tmem_slot is None:
+            raise InternalError(f"kernel {k.name} has a tensor-memory map but no TMEM address "
+                                "slot (the IR did not go through the pass mma-barriers)")
         for s in ir.walk(self.role.body):
             if isinstance(s, ir.Mma):
                 fut = s.completion[len("mma."):] if s.completion else s.future
@@ -128,10 +133,10 @@ class Sm100Target(block_acc.BlockAccHooks):
                 if s.completion:  # (none: only `trigger ... after` commits it: mma_barriers)
                     self.futures.setdefault(fut, k.event(s.completion))
         self.slot = k.tmem_slot
-        total = k.smem_total
-        if total + SMEM_ALIGN > SMEM_LIMIT:
+        total, limit = k.smem_total, self.record.smem_limit
+        if total + SMEM_ALIGN > limit:
             raise ChoreoError(f"the block needs {total + SMEM_ALIGN} bytes of shared memory "
-                              f"with its MMA barriers, more than the {SMEM_LIMIT} sm_100a "
+                              f"with its MMA barriers, more than the {limit} {self.arch} "
                               "allows", k.loc)
         return k
 
@@ -142,7 +147,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         rows = {k.frag(r.frag).shape[0] for r in self.plan.regions}
         if len(rows) > 1:
             raise ChoreoError(f"MMA tiles of {sorted(rows)} rows in one role are not lowered "
-                              "for sm_100a yet", self.role.loc)
+                              f"for {self.arch} yet", self.role.loc)
         self.m, = rows
         widths = {}
         for s in ir.walk(self.role.body):
@@ -152,7 +157,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         if len(widths) > 1:
             raise ChoreoError("applies that use the column index over tiles of different widths "
                               f"({', '.join(map(str, sorted(widths)))}) in one role are not "
-                              "lowered for sm_100a yet", list(widths.values())[1].loc)
+                              f"lowered for {self.arch} yet", list(widths.values())[1].loc)
         self.n = next(iter(widths), k.frag(self.plan.regions[0].frag).shape[1])
 
     def start(self, lw: Lowering) -> None:
@@ -198,6 +203,7 @@ class Sm100Target(block_acc.BlockAccHooks):
     def leave_role(self, lw: Lowering) -> None:
         """Role exit: wait for every instance's TMEM work, then the allocating warp frees
         (with block accumulators, at the kernel's join instead: block_acc.py)."""
+        lw.next_statement()  # the region's last statement (core/target_base.py)
         if not self.in_mma_role(lw) or self.block:
             return
         w = lw.w
@@ -232,13 +238,13 @@ class Sm100Target(block_acc.BlockAccHooks):
     # ------------------------------------------------------------ layout
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
-        split = targets.get(self.arch).acc_rows.get(m)
+        split = self.record.acc_rows.get(m)
         if split is not None:  # .16x32bx2 split N/2 (M = 64), .32x32b (M = 128); one row
             return AccLayout(rows=m, cols=n, row_off=(0,) * (n // split.owners),  # a thread
                              col_off=split.columns(n, 0), row_lanes=split.lanes,
                              col_base_max=split.col_base(n, split.owners - 1))
-        raise _refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 rows)",
-                      loc)
+        raise self.refuse(f"a fragment of {m} rows per warpgroup (tcgen05 tiles are 64 or 128 "
+                          "rows)", loc)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
         if self.block and lw.role is not None and not self.in_mma_role(lw):
@@ -273,7 +279,7 @@ class Sm100Target(block_acc.BlockAccHooks):
         def make() -> V:
             w = lw.w
             cb = w.reg("s32", f"col_base{n}" if n != self.n else "col_base")
-            split = targets.get(self.arch).row_split(64)  # owner 1: the lanes of bit 16
+            split = self.record.row_split(64)  # owner 1: the lanes of bit 16
             lane = split.lanes[0]
             w.op("and.b32", cb, lw.role.local_tid, lane)
             half = split.col_base(n, 1)
@@ -291,9 +297,10 @@ class Sm100Target(block_acc.BlockAccHooks):
         if name in self.block and lw.role is not None:
             return self.check_block_role(lw, loc, name)  # block_acc.BlockAccHooks
         if not self.in_mma_role(lw):
-            raise _refuse("MMA fragments outside the role that issues the MMAs", loc)
+            raise self.refuse("MMA fragments outside the role that issues the MMAs", loc)
         if lw.role.threads != 128 or lw.role.single_thread:
-            raise _refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role", loc)
+            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role",
+                              loc)
 
     # ------------------------------------------------------------ fragments
     def declare_acc(self, lw: Lowering, frag: ir.Frag) -> str:
@@ -317,8 +324,8 @@ class Sm100Target(block_acc.BlockAccHooks):
     def fill(self, lw: Lowering, frag: ir.Frag, value: V) -> None:
         if frag.name in self.block and not (self.in_mma_role(lw) and frag.name in self.flow.flagged):
             if lw.role is not None:
-                raise _refuse(f"filling the block's accumulator '{frag.name}' inside a role",
-                              self.stmt.loc if self.stmt is not None else frag.loc)
+                raise self.refuse(f"filling the block's accumulator '{frag.name}' inside a role",
+                                  self.stmt.loc if self.stmt is not None else frag.loc)
             block_acc.fill(self, lw, frag, value)
             return
         if frag.name in self.flow.flagged:
@@ -454,7 +461,7 @@ class Sm100Target(block_acc.BlockAccHooks):
             want = [base + i * col for i in range(len(rs))]
         if want != offsets:
             raise ChoreoError(f"the TMEM regions of '{name}' are not evenly spaced per role "
-                              "instance; this is not lowered for sm_100a yet", self.role.loc)
+                              f"instance; this is not lowered for {self.arch} yet", self.role.loc)
         return lane, col, base
 
     def warp_addr(self, lw: Lowering, name: str) -> V:
@@ -531,22 +538,22 @@ class Sm100Target(block_acc.BlockAccHooks):
 
 # ---------------------------------------------------------------- helpers
 
-def _mma_role(k: ir.Kernel) -> ir.Role:
+def _mma_role(k: ir.Kernel, refuse) -> ir.Role:
     for s in ir.walk(k.body):
         if isinstance(s, ir.Role) and any(isinstance(t, ir.Mma) for t in ir.walk(s.body)):
             return s
         if isinstance(s, ir.Parallel) and not any(isinstance(t, ir.Role) for t in s.body) \
                 and any(isinstance(t, ir.Mma) for t in ir.walk(s.body)):
-            raise _refuse("MMAs in a parallel region without inthreads roles", s.loc)
+            raise refuse("MMAs in a parallel region without inthreads roles", s.loc)
     mma = next(s for s in ir.walk(k.body) if isinstance(s, ir.Mma))
-    raise _refuse("an MMA outside a parallel region's role", mma.loc)
+    raise refuse("an MMA outside a parallel region's role", mma.loc)
 
 
 def _plan_comment(k: ir.Kernel, plan: ir.TmemMap, role: ir.Role) -> str:
     """The map as the module's comment at the allocation."""
     lines = [f"tmem plan for {k.name}: role ({role.name}) x {len(role.members)}, "
              f"{plan.used} columns used, tcgen05.alloc {plan.alloc}"]
-    lines += ["  " + tmem_plan.describe(r, k.frag(r.frag)) for r in plan.regions]
+    lines += ["  " + describe(r, k.frag(r.frag)) for r in plan.regions]
     return "\n".join(lines)
 
 
@@ -577,12 +584,6 @@ def _pieces(n: int, limit: int = 64) -> list[int]:
     return out
 
 
-def _mov(lw: Lowering, v: V, hint: str) -> V:
-    r = lw.w.reg("s32", hint)
-    lw.w.op("mov.s32", r, v)
-    return r
-
-
 def _ident(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
 
@@ -596,5 +597,3 @@ def _role_barrier(lw: Lowering) -> None:
     else:
         lw.w.call("ptx.bar.sync", str(role_barrier(lw)), str(role.threads * len(role.members)))
 
-
-_refuse = block_acc._refuse  # the backend's one wording for what it does not lower

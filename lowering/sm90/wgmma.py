@@ -1,4 +1,4 @@
-"""Hopper's MMA unit for the lowering core: wgmma (see core/target.py).
+"""Hopper's MMA unit for the lowering core: wgmma (see core/target_base.py).
 
 - Accumulators live in registers: m64nNk16 with f32 accumulation gives
   each of a warpgroup's 128 threads N/2 registers; register k of thread
@@ -24,7 +24,7 @@ from ..core.f16_values import round_f16
 from ..core.fragments import k_steps, mma_accumulator
 from ..core.descriptors import desc_add, tile_descriptor
 from ..core.context import Lowering
-from ..core.target import AccLayout
+from ..core.target_base import AccLayout, Target
 from ..core.writer import V
 from . import sparse
 
@@ -32,9 +32,6 @@ _SWIZZLE_MODE = {128: 1, 64: 2, 32: 3}
 _KINDS = {"bf16": "bf16", "f16": "f16", "f8_e4m3": "e4m3", "f8_e5m2": "e5m2"}
 #: input kind -> K of one wgmma (32 bytes of each row: k16 for 16-bit inputs, k32 for fp8)
 _K_STEP = {"bf16": 16, "f16": 16, "e4m3": 32, "e5m2": 32}
-
-
-_QUAD = targets.get("sm_90a").row_split(64)  # wgmma's: lanes (1, 2), runs of 2 columns
 
 
 def _quad_layout(split: targets.RowSplit, n: int) -> AccLayout:
@@ -50,31 +47,37 @@ def _quad_layout(split: targets.RowSplit, n: int) -> AccLayout:
         row_lanes=split.lanes, col_base_max=split.col_base(n, split.owners - 1))
 
 
-class Sm90Target:
-    arch = "sm_90a"
+class Sm90Target(Target):
     #: `mma.fill.f16` accumulators: f32 registers rounded to f16 after every synchronous
     #: MMA into them (wgmma's own f16 accumulation would round inside a K loop where the
     #: interpreter rounds once per statement)
     f16_accumulators = True
 
+    def min_blocks_per_sm(self, launch_bounds) -> int:
+        """Always declared, 1 without launch_bounds, as the hand-written wgmma kernels the
+        code was shaped after do (bench/reference/handwritten_sm90_*.py): ptxas then sizes
+        the entry registers for one block per SM, which their roles' setmaxnreg repartition."""
+        lb = launch_bounds
+        return lb[1] if lb and len(lb) > 1 and lb[1] else 1
+
     # ------------------------------------------------------------ layout
     def check_block_frag(self, frag: ir.Frag, loc) -> None:
-        raise _refuse(f"the ': block' fragment '{frag.name}' (one tile the block's roles "
-                      "share; wgmma reads a register A operand from the warpgroup that issues "
-                      "it)", loc)
+        raise self.refuse(f"the ': block' fragment '{frag.name}' (one tile the block's roles "
+                          "share; wgmma reads a register A operand from the warpgroup that issues "
+                          "it)", loc)
 
     def acc_layout(self, frag: ir.Frag, loc) -> AccLayout:
         m, n = frag.shape
         if frag.block:  # sm_100a keeps it in tensor memory; wgmma has only registers
-            raise _refuse("a ': block' accumulator (one tile the block's roles share; wgmma "
-                          "accumulates in the registers of the warpgroup that issues it)", loc)
+            raise self.refuse("a ': block' accumulator (one tile the block's roles share; wgmma "
+                              "accumulates in the registers of the warpgroup that issues it)", loc)
         if m != 64:
-            raise _refuse(f"an accumulator of {m} rows per warpgroup (wgmma tiles are 64 rows)",
-                          loc)
+            raise self.refuse(f"an accumulator of {m} rows per warpgroup (wgmma tiles are 64 rows)",
+                              loc)
         if n % 8 or not 8 <= n <= 256:
-            raise _refuse(f"an accumulator of {n} columns (wgmma takes 8..256, multiples of 8)",
-                          loc)
-        return _quad_layout(targets.get(self.arch).row_split(m), n)
+            raise self.refuse(f"an accumulator of {n} columns (wgmma takes 8..256, multiples of 8)",
+                              loc)
+        return _quad_layout(self.record.row_split(m), n)
 
     def thread_bases(self, lw: Lowering) -> tuple[V, V]:
         def row_base() -> V:
@@ -90,7 +93,7 @@ class Sm90Target:
         def col_base() -> V:  # the quad's thread t (lane % 4) starts at the split's run t
             cb = lw.w.reg("s32", "col_base")
             lw.w.op("and.b32", cb, lw.role.local_tid, 3)
-            lw.w.op("shl.b32", cb, cb, _QUAD.run.bit_length() - 1)
+            lw.w.op("shl.b32", cb, cb, self.record.row_split(64).run.bit_length() - 1)
             return cb
         self._check_warpgroup(lw, None)
         return lw.once(("row_base",), row_base), lw.once(("col_base",), col_base)
@@ -103,12 +106,6 @@ class Sm90Target:
         arr = lw.frags[frag.name].array
         for k in range(self.acc_layout(frag, frag.loc).regs):
             lw.w.op("mov.f32", V(f"{arr}[{k}]", "f32"), value)
-
-    def access(self, lw: Lowering, frag: ir.Frag) -> None:
-        pass  # registers already
-
-    def update(self, lw: Lowering, frag: ir.Frag) -> None:
-        pass
 
     def wait(self, lw: Lowering, groups_after: int) -> None:
         lw.w.call("ptx.wgmma.wait_group", str(groups_after))
@@ -241,7 +238,8 @@ class Sm90Target:
 
     def _check_warpgroup(self, lw: Lowering, loc) -> None:
         if lw.role is None or lw.role.threads != 128:
-            raise _refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role", loc)
+            raise self.refuse("MMA fragments outside a warpgroup (parallel ... : group-4) role",
+                              loc)
 
 
 def _shape(v: ir.View) -> tuple:
@@ -253,7 +251,3 @@ def _kmajor_step(lay, col0: int, kk: int, ks: int = 16) -> int:
         return (c // lay.stripe_cols) * lay.stripe_bytes + (c % lay.stripe_cols) * lay.esize
     return at(col0 + ks * kk) - at(col0)
 
-
-def _refuse(what: str, loc):
-    from choreo_py.diagnostics import ChoreoError
-    return ChoreoError(f"{what} is not lowered for sm_90a yet", loc)
