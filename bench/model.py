@@ -4,7 +4,8 @@ and the role pipeline's critical path. bench/MODEL.md explains it with its table
     python3 bench/model.py                       # first check against bench/RESULTS.md
     python3 bench/model.py --calibrate M.json    # fit on a bench/model_measure.py run
     python3 bench/model.py --blackwell [--params P.json]   # sm_100a predictions, B200
-    python3 bench/model.py --table --params bench/model_params.json   # issue 13's table
+    python3 bench/model.py --table               # issue 26: flash-attn-4 as the yardstick, from SASS
+    python3 bench/model.py --ptx-table --params bench/model_params.json   # issue 13's PTX table
 
 Long because: the machines, workloads, schedules, the fit and the report tables that
 read them are one command line's; the PTX census, the role pipeline and the design
@@ -599,8 +600,11 @@ def main() -> int:
     ap.add_argument("--save-params", help="write the fitted parameters here")
     ap.add_argument("--blackwell", action="store_true", help="print the sm_100a predictions")
     ap.add_argument("--table", action="store_true",
-                    help="issue 13's table: design / compiled Blackwell example / compiled seed "
-                         "on a B200, per-step bounds and the role graphs (markdown)")
+                    help="flash-attn-4 against its published B200 figures, then the four "
+                         "kernels side by side as ranges, from the SASS of cubins built here "
+                         "(bench/model_fa4.py, bench/MODEL.md section 9)")
+    ap.add_argument("--ptx-table", action="store_true",
+                    help="issue 13's table from the PTX census (bench/MODEL.md section 8)")
     ap.add_argument("--kernel", metavar="FILE.co",
                     help="predict this kernel (with --target, --machine, --shape, --schedule)")
     ap.add_argument("--target", default="sm_100a")
@@ -615,6 +619,11 @@ def main() -> int:
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
     if args.table:
+        import model_fa4
+
+        print(model_fa4.report())
+        return 0
+    if args.ptx_table:
         print(table_report(p, args.params))
         return 0
     if args.kernel:
