@@ -173,6 +173,8 @@ def loops(ins: list, labels: dict) -> list:
         t = _TARGET.search(i.args)
         if not t or t.group(1) not in labels or labels[t.group(1)] > i.addr:
             continue
+        if labels[t.group(1)] == i.addr:
+            continue  # BRA to itself: the trap ptxas puts after the last EXIT
         if _retry_return(ins, k) or _outline_return(ins, k, labels, index):
             continue
         start = labels[t.group(1)]

@@ -1,0 +1,130 @@
+"""The SASS census of bench/model_sass.py: loops, roles and counts from nvdisasm output.
+
+A tiny hand-written PTX kernel with known per-trip counts goes through ptxas and nvdisasm
+(skipped when either is missing); synthetic SASS text pins the loop finder's rules; the
+flash-attn-4 row needs flash-attn-4 installed and ../shared (skipped, with the reason,
+otherwise).
+"""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+import model_sass as S  # noqa: E402
+
+# One loop trip: three dependent FMAs, two ex2 (.ftz: one MUFU.EX2 each), one shared
+# store, one bar.sync; the counter's add/setp/bra around them.
+TINY_PTX = """
+.version 8.7
+.target sm_100a
+.address_size 64
+.visible .entry tiny(.param .u64 p, .param .u32 n)
+{
+  .reg .f32 %f<4>;
+  .reg .b32 %r<4>;
+  .reg .pred %q;
+  .reg .b64 %rd<3>;
+  .shared .align 4 .b32 buf[32];
+  ld.param.u64 %rd1, [p];
+  ld.param.u32 %r1, [n];
+  cvta.to.global.u64 %rd2, %rd1;
+  ld.global.f32 %f1, [%rd2];
+  mov.u32 %r2, 0;
+  mov.u32 %r3, buf;
+LOOP:
+  .pragma "nounroll";
+  fma.rn.f32 %f1, %f1, %f1, 0f3F800000;
+  fma.rn.f32 %f1, %f1, %f1, 0f3F000000;
+  fma.rn.f32 %f1, %f1, %f1, 0f3E800000;
+  ex2.approx.ftz.f32 %f2, %f1;
+  ex2.approx.ftz.f32 %f1, %f2;
+  st.shared.f32 [%r3], %f1;
+  bar.sync 0;
+  add.u32 %r2, %r2, 1;
+  setp.lt.u32 %q, %r2, %r1;
+  @%q bra LOOP;
+  st.global.f32 [%rd2], %f1;
+  ret;
+}
+"""
+
+
+def _tools():
+    if shutil.which("ptxas") is None or S.nvdisasm_path() is None:
+        pytest.skip("ptxas or nvdisasm missing (pip install nvidia-cuda-nvdisasm)")
+
+
+def test_tiny_kernel_counts(tmp_path):
+    _tools()
+    src, cubin = tmp_path / "tiny.ptx", tmp_path / "tiny.cubin"
+    src.write_text(TINY_PTX)
+    subprocess.run(["ptxas", "-arch=sm_100a", str(src), "-o", str(cubin)], check=True)
+    ins, labels = S.main_function(S.parse(S.disassemble(str(cubin))))
+    work = [lp for lp in S.loops(ins, labels) if not lp.spin]
+    assert len(work) == 1
+    m = S.mix(work[0].body)
+    assert (m.fp32, m.fp32_paired, m.ex2, m.smem, m.mma) == (3, 0, 2, 1, 0)
+    assert sum(1 for i in work[0].body if i.op.startswith("BAR.SYNC")) == 1
+    assert work[0].role == "softmax"  # exponentials and no MMA
+
+
+SYNTHETIC = """
+.text.k:
+        /*0000*/                   MOV R2, 0x0 ;
+.L_x_1:
+        /*0010*/                   FFMA2 R4, R4.F32x2.HI_LO, R6.F32x2.HI_LO, R8.F32x2.HI_LO ;
+        /*0020*/                   MUFU.EX2 R5, R4 ;
+        /*0030*/                   LDTM.x32 R8, tmem[UR4] ;
+        /*0040*/              @!P0 BRA `(.L_x_9) ;
+.L_x_2:
+        /*0050*/                   STTM.16dp256bit.x2 tmem[UR5], R8 ;
+.L_x_3:
+        /*0060*/               @P2 ELECT P3, URZ, PT ;
+        /*0070*/                   UTCHMMA tmem[UR8], gdesc[UR6], tmem[UR25], tmem[UR10], idesc[UR11], !UPT ;
+        /*0080*/               @P2 BRA.U.ANY `(.L_x_3) ;
+        /*0090*/               @P1 BRA `(.L_x_1) ;
+        /*00a0*/                   EXIT ;
+.L_x_9:
+        /*00b0*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR4+0x10], R3 ;
+        /*00c0*/              @!P0 BRA `(.L_x_9) ;
+        /*00d0*/                   BRA `(.L_x_2) ;
+"""
+
+
+def test_loop_finder_rules():
+    """One real loop (0x10-0x90); the wait's retry after EXIT spins on itself and its
+    branch back behind the wait closes no loop; the ELECT loop is not a loop."""
+    ins, labels = S.main_function(S.parse(SYNTHETIC))
+    found = S.loops(ins, labels)
+    assert [(lp.start, lp.end, lp.spin) for lp in found] == [(0x10, 0x90, False), (0xb0, 0xc0, True)]
+    m = S.mix(found[0].body)
+    assert (m.fp32, m.fp32_paired, m.ex2, m.ldtm, m.sttm, m.mma) == (1, 1, 1, 1, 1, 1)
+    assert m.tmem_words == 32 + 16 * 256 * 2 // 1024
+    assert m.mma_a_smem == 0  # A in tensor memory
+    assert found[0].role == "consumer"  # MMAs and exponentials in one loop (Hopper-like)
+
+
+def test_fa4_step_loops():
+    """flash-attn-4's 1-CTA causal kernel (sm_100a) as the census reads it: 32 UTCHMMA a
+    K/V step (2 stages x QK and PV, K = 16 each), a softmax loop with MUFU.EX2 for most
+    of a row's 128 exponentials and f32x2 arithmetic, a correction loop moving both
+    stages' O rows (2 x 128 words, read and written)."""
+    import model_fa4 as F
+
+    if not F.have_fa4():
+        pytest.skip("flash-attn-4 not installed (pip install flash-attn-4==4.0.0b36 "
+                    "\"nvidia-cutlass-dsl[cu13]==4.8.1\" einops)")
+    if F.shared_dir() is None:
+        pytest.skip("../shared/tools/fa4_ptx.py not found")
+    _tools()
+    census = S.step_loops(F.fa4_cubin("sm_100a", True))
+    assert set(census) == {"mma", "load", "softmax", "correction"}
+    assert census["mma"][1].mma == 32 and census["mma"][1].mma_a_smem == 16
+    soft = census["softmax"][1]
+    assert 64 <= soft.ex2 < 128 and soft.fp32_paired > 0 and soft.cvt == 64
+    assert census["correction"][1].tmem_words == 512
