@@ -401,16 +401,22 @@ def side_by_side(with_fa4: bool = True) -> str:
     return "\n".join(lines)
 
 
+def _listed(with_fa4: bool) -> list:
+    """The kernels the census and bound tables list: the non-causal four, flash-attn-4's
+    causal (1-CTA) kernel and the causal example, flash-attn-4's sm90 kernel."""
+    extra = [k for k in kernels(True, with_fa4) if k.name in ("fa4", "example")]
+    return kernels(False, with_fa4) + extra + ([fa4_hopper(False)] if with_fa4 else [])
+
+
 def census_table(with_fa4: bool = True) -> str:
     """Per kernel and role: the SASS step loop's counts per K/V step, and the bounds."""
     lines = ["| kernel | role (warps a sub-partition) | SASS loop | per K/V step a warp: instr, FP32 (x2), MUFU.EX2, LDTM/STTM words, UTCHMMA/HGMMA |",
              "|---|---|---|---|"]
-    ks = kernels(False, with_fa4) + ([fa4_hopper(False)] if with_fa4 else [])
-    for k in ks:
+    for k in _listed(with_fa4):
         census = model_sass.step_loops(k.cubin)
         for role, (m, per, warps) in sorted(_per_step(k, census).items()):
             lp = census[role][0]
-            lines.append(f"| {k.label}, {k.chip.name} | {role} ({warps or 1}) | {lp.start:#x}-{lp.end:#x}, "
+            lines.append(f"| {k.label}, {k.chip.name}{', causal' if k.causal else ''} | {role} ({warps or 1}) | {lp.start:#x}-{lp.end:#x}, "
                          f"{1 / per:.2g} step(s) a trip | {m.instr * per:.0f}, {m.fp32 * per:.0f} "
                          f"({m.fp32_paired * per:.0f}), {m.ex2 * per:.0f}, {m.tmem_words * per:.0f}, "
                          f"{m.mma * per:.0f} |")
@@ -421,11 +427,10 @@ def bounds_table(with_fa4: bool = True) -> str:
     """The per-step bounds (clocks per K/V step on one SM) at the best and worst ends."""
     pipes = ["tensor", "smem", "issue", "mufu", "fma", "tmem"]
     lines = ["| kernel | end | " + " | ".join(pipes) + " |", "|---" * (len(pipes) + 2) + "|"]
-    ks = kernels(False, with_fa4) + ([fa4_hopper(False)] if with_fa4 else [])
-    for k in ks:
+    for k in _listed(with_fa4):
         for name, r in zip(("best", "worst"), ends(k.chip)):
             bd = step_bounds(k, r)
-            lines.append(f"| {k.label}, {k.chip.name} | {name} | "
+            lines.append(f"| {k.label}, {k.chip.name}{', causal' if k.causal else ''} | {name} | "
                          + " | ".join(f"{bd[p]:.0f}" for p in pipes) + " |")
     return "\n".join(lines)
 

@@ -246,15 +246,18 @@ def _role(body: list) -> str:
     return "other"
 
 
-def tmem_words(i: Ins) -> int:
-    """32-bit words one thread moves with an LDTM/STTM: .32dp32bit.xN moves N, .16dp32bit
-    N/2 ... (the shape's datapath rows x bits over the warp's 32 threads)."""
-    m = re.search(r"\.(\d+)dp(\d+)bit(?:\.x(\d+))?", i.op)
-    if m:
-        dp, bits, rep = int(m.group(1)), int(m.group(2)), int(m.group(3) or 1)
-        return dp * bits * rep // (32 * 32)
-    m = re.search(r"\.x(\d+)", i.op)  # LDTM.x32: the 32x32b shape, N words a thread
-    return int(m.group(1)) if m else 1
+def tmem_words(i: Ins) -> float:
+    """32-bit words one thread moves with an LDTM/STTM, on average over the warp: a
+    .DDdpBBbit shape moves DD lanes x BB bits per repetition over the warp's 32 threads
+    (16x256b: 4 words, 32x32b: 1); .xN repeats it. The PTX 16x32bx2 shape becomes two
+    SASS instructions (.16dp32bit_t0_t15 and _t16_t31), each for half the threads: 1/2
+    a repetition each, on average."""
+    m = re.search(r"\.(\d+)dp(\d+)bit", i.op)
+    rep = re.search(r"\.x(\d+)", i.op)
+    n = int(rep.group(1)) if rep else 1
+    if not m:
+        return n  # LDTM.xN: the 32x32b shape
+    return int(m.group(1)) * int(m.group(2)) / (32 * 32) * n
 
 
 @dataclass(frozen=True)
@@ -271,7 +274,7 @@ class Mix:
     tma_load: int
     ldtm: int
     sttm: int
-    tmem_words: int    # 32-bit words a thread moves to or from tensor memory
+    tmem_words: float  # 32-bit words a thread moves to or from tensor memory
     smem: int
     barrier: int
     mma_a_smem: int = 0  # MMAs whose A operand is a shared-memory descriptor (not TMEM/registers)

@@ -109,6 +109,13 @@ def test_loop_finder_rules():
     assert found[0].role == "consumer"  # MMAs and exponentials in one loop (Hopper-like)
 
 
+def test_tmem_words_per_shape():
+    """Words a thread moves, per the PTX ISA's shapes: 32x32b.x32 -> 32, 16x256b.x2 -> 8,
+    16x128b.x4 -> 8; 16x32bx2.x64 (64 registers a thread) is two SASS halves, 32 each."""
+    ops = ["LDTM.x32", "STTM.16dp256bit.x2", "LDTM.16dp128bit.x4", "LDTM.16dp32bit_t0_t15.x64"]
+    assert [S.tmem_words(S.Ins(0, "", op, "")) for op in ops] == [32, 8, 8, 32]
+
+
 def test_fa4_step_loops():
     """flash-attn-4's 1-CTA causal kernel (sm_100a) as the census reads it: 32 UTCHMMA a
     K/V step (2 stages x QK and PV, K = 16 each), a softmax loop with MUFU.EX2 for most
