@@ -303,12 +303,17 @@ def makespan(order: list, blocks: int, step: float, fixed: float, static: bool) 
     return max(heap)
 
 
+# An item's pipeline fill and drain: its first QK and softmax run before any PV can, its
+# last PV and epilogue after the last QK; one step's period in all (both ends).
+FILL_STEPS = 1.0
+
+
 def tflops(k: Kernel, b: int, h: int, s: int, r: Rates) -> tuple:
     """(TFLOP/s, the binding pipe) at one end of the rates."""
     bounds = step_bounds(k, r)
     bind = max(bounds, key=bounds.get)
     order, blocks = items(k, b, h, s)
-    fixed = r.latency_us * r.clock_mhz
+    fixed = r.latency_us * r.clock_mhz + FILL_STEPS * bounds[bind]
     clocks = makespan(order, blocks, bounds[bind], fixed, k.schedule in ("stride", "snake"))
     secs = clocks / (r.clock_mhz * 1e6) + r.latency_us * 1e-6
     flops = 4.0 * b * h * s * s * 128 / (2 if k.causal else 1)
