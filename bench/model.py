@@ -85,8 +85,10 @@ class Machine:
 # (700 W) at 1395-1455 MHz on long attention runs (bench/RESULTS.md): calibration
 # always uses the clock measured during the timing.
 H200 = Machine("H200", 132, 1830.0, 4096, 4800.0, False)
-# B200 (HGX B200): 148 SMs; 2.25 PFLOP/s dense BF16 (NVIDIA's HGX B200 figure, 18 PFLOPS
-# sparse per 8 GPUs); HBM3e 8 TB/s per GPU. Per SM per clock Blackwell's tensor core is
+# B200 (HGX B200, 1000 W): 148 SMs; 2.25 PFLOP/s dense BF16 (4.5 with 2:4 sparsity; per 8
+# GPUs 18 dense, 36 sparse). TF32 is a different figure (1.1 PFLOP/s dense, 2.2 sparse per
+# GPU; 18 PFLOPS sparse per 8 GPUs) and is not used here (bench/MODEL.md section 2 cites
+# both); HBM3e 8 TB/s per GPU. Per SM per clock Blackwell's tensor core is
 # twice Hopper's (8192); 2.25e15 / (148 * 8192) = 1856 MHz is the clock the figure implies.
 # MUFU 16 / clock / SM and shared memory 128 B / clock / SM as on Hopper (CUDA C++
 # Programming Guide, throughput table, compute capability 9.0 and 10.0).
