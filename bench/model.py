@@ -621,9 +621,16 @@ def main() -> int:
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
     if args.table:
+        import subprocess
+
         import model_fa4
 
-        print(model_fa4.report())
+        try:
+            print(model_fa4.report())
+        except (OSError, subprocess.CalledProcessError) as err:
+            detail = getattr(err, "stderr", "") or ""
+            print(f"model.py: error: {err}{': ' + detail.strip() if detail else ''}", file=sys.stderr)
+            return 2
         return 0
     if args.ptx_table:
         print(table_report(p, args.params))
