@@ -349,6 +349,15 @@ def main(argv=None) -> int:
     ap.add_argument("cubin")
     ap.add_argument("--loops", action="store_true", help="every loop, not only the step loops")
     a = ap.parse_args(argv)
+    try:
+        return _print(a)
+    except (OSError, subprocess.CalledProcessError) as err:
+        detail = (getattr(err, "stderr", "") or "").strip()
+        print(f"model_sass.py: error: {err}{': ' + detail if detail else ''}", file=sys.stderr)
+        return 2
+
+
+def _print(a) -> int:
     if a.loops:
         ins, labels = main_function(parse(disassemble(a.cubin)))
         for lp in loops(ins, labels):
