@@ -135,3 +135,46 @@ def test_fa4_step_loops():
     soft = census["softmax"][1]
     assert 64 <= soft.ex2 < 128 and soft.fp32_paired > 0 and soft.cvt == 64
     assert census["correction"][1].tmem_words == 512
+
+
+def _mix(**kw):
+    base = dict(instr=0, fp32=0, fp32_paired=0, ex2=0, mufu_other=0, fmnmx=0, cvt=0, mma=0,
+                tma_load=0, ldtm=0, sttm=0, tmem_words=0, smem=0, barrier=0, mma_a_smem=0)
+    base.update(kw)
+    return S.Mix(**base)
+
+
+def test_step_bounds_by_hand(monkeypatch):
+    """A 1-CTA block-accumulator kernel's step from a census given by hand, at the best
+    end (FFMA2 one clock, issue 1 a clock, no rescale, 1024 B/clock of tensor memory)."""
+    import model_fa4 as F
+
+    census = {"mma": (None, _mix(instr=200, mma=32, mma_a_smem=16)),
+              "load": (None, _mix(instr=50, tma_load=4)),
+              "softmax": (None, _mix(instr=500, fp32=200, fp32_paired=200, ex2=100, cvt=64,
+                                     tmem_words=192)),
+              "correction": (None, _mix(instr=185, fp32=128, fp32_paired=128, ldtm=16, sttm=16,
+                                        tmem_words=512))}
+    monkeypatch.setattr(F.model_sass, "step_loops", lambda cubin: census)
+    k = F.Kernel("k", "k", F.B200, False, 256, 128, 128, False, False, "stride", "unused")
+    best, _ = F.ends(F.B200)
+    got = F.step_bounds(k, best)
+    # tensor: 32 MMAs x 2*128*128*16 / 8192; smem: (16 A + 32 B) x 4 KB + 64 KB of TMA over
+    # 128 B; issue: 2 softmax warps x 500 + the correction's skip path (185 - 128 - 32) +
+    # the MMA warp (200, the load warp on another sub-partition); MUFU: 2 x 100 x 8;
+    # FMA: 2 x 200 pairs x 1 clock; TMEM: 2 x 192 words x 4 B x 128 threads / 1024.
+    assert got == {"tensor": 2048.0, "smem": 2048.0, "issue": 1225.0, "mufu": 1600.0,
+                   "fma": 400.0, "tmem": 192.0}
+
+
+def test_items_of_the_schedules():
+    """Items per head: the 1-CTA causal kernel's 256-row blocks take 2, 4, 6, 8 steps at
+    S=1024, longest first; the 2-CTA kernel's 512-row pairs take all 8, over 74 pairs."""
+    import model_fa4 as F
+
+    causal = F.Kernel("k", "k", F.B200, True, 256, 128, 128, False, False, "lpt", "unused")
+    pair = F.Kernel("k", "k", F.B200, False, 256, 128, 128, False, True, "lpt", "unused")
+    assert F.items(causal, 1, 2, 1024) == ([8, 8, 6, 6, 4, 4, 2, 2], 148)
+    assert F.items(pair, 1, 1, 1024) == ([8, 8], 74)
+    assert F.makespan([8, 6, 4, 2], 2, 1.0, 0.0, static=True) == 12.0   # 8+4, 6+2
+    assert F.makespan([8, 6, 4, 2], 2, 1.0, 0.0, static=False) == 10.0  # 8+2, 6+4
