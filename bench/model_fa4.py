@@ -173,7 +173,10 @@ def design_cubin() -> str:
 def fa4_cubin(arch: str, causal: bool) -> str:
     """flash-attn-4's forward cubin for B=2 H=16 S=8192 D=128 (its loops do not depend on
     the shape), compiled by ../shared/tools/fa4_ptx.py without a GPU."""
-    out = os.path.join(cache_dir(), f"fa4.{arch}.{'causal' if causal else 'noncausal'}")
+    from importlib.metadata import version
+
+    tag = f"{version('flash-attn-4')}-{version('nvidia-cutlass-dsl')}"
+    out = os.path.join(cache_dir(), f"fa4.{tag}.{arch}.{'causal' if causal else 'noncausal'}")
     found = glob.glob(os.path.join(out, "*.cubin"))
     if found:
         return found[0]
