@@ -256,18 +256,25 @@ def step_bounds(k: Kernel, r: Rates) -> dict:
         fp += f * warps * per * fma * (m.fp32 - m.fp32_paired + m.fp32_paired * r.pair_cost)
         tmem += f * warps * per * m.tmem_words * 4 * 32 * c.subpartitions
     issue += sum(singles) if r.split_single else max(singles, default=0.0)
-    mma_role = steps.get("mma") or steps.get("consumer")
+    tensor, smem = _mma_bounds(k, steps.get("mma") or steps.get("consumer"))
+    return {"tensor": tensor / r.tensor_eff, "smem": smem, "issue": issue / r.issue_rate,
+            "mufu": mufu, "fma": fp, "tmem": tmem / r.tmem_bytes}
+
+
+def _mma_bounds(k: Kernel, mma_role: tuple) -> tuple:
+    """(tensor clocks at full efficiency, shared-memory clocks) of one step on one SM: the
+    MMAs at the tensor rate (M = 128 rows a SM, N = 128, K = 16 an instruction); the A
+    operands they read from shared memory, their B operands (halved over a 2-CTA pair,
+    each SM holding half of B) and the step's K and V tiles the TMA writes (halved too)."""
     m, per, warps = mma_role
+    c = k.chip
     n_mma = m.mma * per * max(warps, 1)
     rate = c.tensor_flops * (0.5 if k.half_rate else 1.0)
-    tensor = n_mma * 2 * k.m_instr * 128 * 16 / rate / r.tensor_eff
     split = 2 if k.cta_pair else 1
     a_bytes = m.mma_a_smem * per * max(warps, 1) * k.m_instr * 16 * 2
     b_bytes = n_mma * 128 * 16 * 2 / split
-    tma = 2 * 128 * 128 * 2 / split  # a K and a V tile of 128 x 128 bf16 a step
-    return {"tensor": tensor, "smem": (a_bytes + b_bytes + tma) / c.smem_bytes,
-            "issue": issue / r.issue_rate, "mufu": mufu, "fma": fp,
-            "tmem": tmem / r.tmem_bytes}
+    tma = 2 * 128 * 128 * 2 / split
+    return n_mma * 2 * k.m_instr * 128 * 16 / rate, (a_bytes + b_bytes + tma) / c.smem_bytes
 
 
 # ------------------------------------------------------------------ the schedule
@@ -284,11 +291,11 @@ def items(k: Kernel, b: int, h: int, s: int) -> tuple:
         order = sorted(per_head * (b * h), reverse=True)  # longest first over all heads
     else:
         order = [st for _ in range(b * h) for st in per_head]  # m-block fastest, as issued
-    if k.schedule == "snake":
+    if k.schedule == "snake":  # odd rounds reversed: block w takes the round's blocks-1-w
         snaked = []
         for r0 in range(0, len(order), blocks):
             chunk = order[r0:r0 + blocks]
-            snaked += chunk[::-1] if r0 // blocks % 2 else chunk
+            snaked += (chunk + [None] * (blocks - len(chunk)))[::-1] if r0 // blocks % 2 else chunk
         order = snaked
     return order, blocks
 
@@ -299,7 +306,8 @@ def makespan(order: list, blocks: int, step: float, fixed: float, static: bool) 
     if static:
         load = [0.0] * blocks
         for i, st in enumerate(order):
-            load[i % blocks] += st * step + fixed
+            if st is not None:  # None: a snake round's empty slot
+                load[i % blocks] += st * step + fixed
         return max(load)
     heap = [0.0] * blocks
     for st in order:
