@@ -4,7 +4,8 @@ and the role pipeline's critical path. bench/MODEL.md explains it with its table
     python3 bench/model.py                       # first check against bench/RESULTS.md
     python3 bench/model.py --calibrate M.json    # fit on a bench/model_measure.py run
     python3 bench/model.py --blackwell [--params P.json]   # sm_100a predictions, B200
-    python3 bench/model.py --table --params bench/model_params.json   # issue 13's table
+    python3 bench/model.py --table               # issue 26: flash-attn-4 as the yardstick, from SASS
+    python3 bench/model.py --ptx-table --params bench/model_params.json   # issue 13's PTX table
 
 Long because: the machines, workloads, schedules, the fit and the report tables that
 read them are one command line's; the PTX census, the role pipeline and the design
@@ -84,8 +85,10 @@ class Machine:
 # (700 W) at 1395-1455 MHz on long attention runs (bench/RESULTS.md): calibration
 # always uses the clock measured during the timing.
 H200 = Machine("H200", 132, 1830.0, 4096, 4800.0, False)
-# B200 (HGX B200): 148 SMs; 2.25 PFLOP/s dense BF16 (NVIDIA's HGX B200 figure, 18 PFLOPS
-# sparse per 8 GPUs); HBM3e 8 TB/s per GPU. Per SM per clock Blackwell's tensor core is
+# B200 (HGX B200, 1000 W): 148 SMs; 2.25 PFLOP/s dense BF16 (4.5 with 2:4 sparsity; per 8
+# GPUs 18 dense, 36 sparse). TF32 is a different figure (1.1 PFLOP/s dense, 2.2 sparse per
+# GPU; 18 PFLOPS sparse per 8 GPUs) and is not used here (bench/MODEL.md section 2 cites
+# both); HBM3e 8 TB/s per GPU. Per SM per clock Blackwell's tensor core is
 # twice Hopper's (8192); 2.25e15 / (148 * 8192) = 1856 MHz is the clock the figure implies.
 # MUFU 16 / clock / SM and shared memory 128 B / clock / SM as on Hopper (CUDA C++
 # Programming Guide, throughput table, compute capability 9.0 and 10.0).
@@ -599,8 +602,11 @@ def main() -> int:
     ap.add_argument("--save-params", help="write the fitted parameters here")
     ap.add_argument("--blackwell", action="store_true", help="print the sm_100a predictions")
     ap.add_argument("--table", action="store_true",
-                    help="issue 13's table: design / compiled Blackwell example / compiled seed "
-                         "on a B200, per-step bounds and the role graphs (markdown)")
+                    help="flash-attn-4 against its published B200 figures, then the four "
+                         "kernels side by side as ranges, from the SASS of cubins built here "
+                         "(bench/model_fa4.py, bench/MODEL.md section 9)")
+    ap.add_argument("--ptx-table", action="store_true",
+                    help="issue 13's table from the PTX census (bench/MODEL.md section 8)")
     ap.add_argument("--kernel", metavar="FILE.co",
                     help="predict this kernel (with --target, --machine, --shape, --schedule)")
     ap.add_argument("--target", default="sm_100a")
@@ -615,6 +621,18 @@ def main() -> int:
     args = ap.parse_args()
     p = Params(**json.load(open(args.params))) if args.params else Params()
     if args.table:
+        import subprocess
+
+        import model_fa4
+
+        try:
+            print(model_fa4.report())
+        except (OSError, subprocess.CalledProcessError) as err:
+            detail = getattr(err, "stderr", "") or ""
+            print(f"model.py: error: {err}{': ' + detail.strip() if detail else ''}", file=sys.stderr)
+            return 2
+        return 0
+    if args.ptx_table:
         print(table_report(p, args.params))
         return 0
     if args.kernel:
