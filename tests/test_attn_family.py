@@ -218,6 +218,17 @@ def test_forms_that_do_not_fit_are_refused_with_a_location(target, defines, mess
     assert message in err and "Traceback" not in err
 
 
+def test_the_bench_rows_compile():
+    """bench/attention.py --rows family runs these forms on the H200: each compiles."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from attention_family import ROWS
+
+    for defines in {tuple(sorted(r.defines.items())) for r in ROWS}:
+        assert "cp.async.bulk.tensor" in compile_file(PATH, "ptx", "sm_90a", defines=dict(defines))
+
+
 # ------------------------------------------------------------------ on the GPU
 GPU_SHAPES = {  # larger shapes: several KV tiles a query tile, ring slots reused
     "gqa": dict(sq=1000, skv=1000, h=8, hkv=2, b=2),
