@@ -229,6 +229,53 @@ def test_the_bench_rows_compile():
         assert "cp.async.bulk.tensor" in compile_file(PATH, "ptx", "sm_90a", defines=dict(defines))
 
 
+# ------------------------------------------------------------------ the Blackwell form
+# examples/flash_atten_blackwell.co -D FAMILY=1: GQA and bottom-right causal in FA4's
+# schedule, -D LSE=1 its LSE (head dim 128; NUM_SMS small: a block runs several items).
+BLACKWELL = str(ROOT / "examples" / "flash_atten_blackwell.co")
+
+
+def _blackwell(c: Case, sms: int = 2) -> dict:
+    return {"FAMILY": "1", "NUM_SMS": str(sms), **({"CAUSAL": "1"} if c.causal else {}),
+            **({"LSE": "1"} if c.lse else {})}
+
+
+def test_blackwell_family_in_the_interpreter():
+    c = Case(130, 200, h=4, hkv=2, d=128)
+    args, ref_o, ref_l = inputs(c)
+    choreo_py.interpret(BLACKWELL, args, defines=_blackwell(c), target="sm_100a")
+    check(c, args, ref_o, ref_l)
+
+
+@pytest.mark.emu
+def test_blackwell_family_in_the_strict_emulator():
+    """Bottom-right causal MQA, Q_SEQ = 150 (an item's second tile partial; its LSE rows
+    of 600 B are stored by the threads, not the TMA), KV_SEQ = 330."""
+    from choreo_py.emu import EmuStats
+    from choreo_py.emu.api import run_spec
+    from choreo_py.emu.launch import from_co
+
+    c = Case(150, 330, h=2, hkv=1, d=128, causal=True)
+    args, ref_o, ref_l = inputs(c)
+    stats = EmuStats()
+    run_spec(from_co(BLACKWELL, "sm_100a", defines=_blackwell(c)), args, schedule="random",
+             seed=3, strict=True, stats=stats)
+    check(c, args, ref_o, ref_l)
+    assert stats.notes == []
+
+
+def test_blackwell_family_assembles():
+    c = Case(128, 128, d=128, causal=True)
+    assemble(compile_file(BLACKWELL, "ptx", "sm_100a", defines=_blackwell(c, 148)), "sm_100a")
+
+
+def test_blackwell_bottom_right_needs_a_key_for_every_row():
+    c = Case(200, 100, d=128, causal=True, lse=False)
+    args, _, _ = inputs(c)
+    with pytest.raises(Exception, match="Q_SEQ <= KV_SEQ"):
+        choreo_py.interpret(BLACKWELL, args, defines=_blackwell(c), target="sm_100a")
+
+
 # ------------------------------------------------------------------ on the GPU
 GPU_SHAPES = {  # larger shapes: several KV tiles a query tile, ring slots reused
     "gqa": dict(sq=1000, skv=1000, h=8, hkv=2, b=2),
