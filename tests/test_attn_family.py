@@ -230,19 +230,41 @@ def test_the_bench_rows_compile():
 
 
 # ------------------------------------------------------------------ the Blackwell form
-# examples/flash_atten_blackwell.co -D FAMILY=1: GQA and bottom-right causal in FA4's
-# schedule, -D LSE=1 its LSE (head dim 128; NUM_SMS small: a block runs several items).
+# examples/flash_atten_blackwell.co -D FAMILY=1: GQA, bottom-right causal, windows and
+# softcap in FA4's schedule, -D LSE=1 its LSE (head dim 128; NUM_SMS small: a block runs
+# several items, two query tiles each).
 BLACKWELL = str(ROOT / "examples" / "flash_atten_blackwell.co")
 
 
 def _blackwell(c: Case, sms: int = 2) -> dict:
-    return {"FAMILY": "1", "NUM_SMS": str(sms), **({"CAUSAL": "1"} if c.causal else {}),
-            **({"LSE": "1"} if c.lse else {})}
+    d = {k: v for k, v in c.defines.items() if k not in ("DIM", "DIM_V")}
+    return {"FAMILY": "1", "NUM_SMS": str(sms), **d}
 
 
-def test_blackwell_family_in_the_interpreter():
-    c = Case(130, 200, h=4, hkv=2, d=128)
+BLACKWELL_CASES = {
+    "gqa": Case(130, 200, h=4, hkv=2, d=128),
+    "window_both": Case(200, 330, h=2, hkv=1, d=128, window=(40, 20)),
+    "causal_window_softcap": Case(200, 330, h=2, hkv=1, d=128, causal=True, window=(30, -1),
+                                  softcap=5.0),
+    "window_skips": Case(150, 700, h=2, hkv=1, d=128, window=(100, 10)),
+}
+
+
+@pytest.mark.parametrize("name", list(BLACKWELL_CASES))
+def test_blackwell_family_in_the_interpreter(name):
+    c = BLACKWELL_CASES[name]
     args, ref_o, ref_l = inputs(c)
+    choreo_py.interpret(BLACKWELL, args, defines=_blackwell(c), target="sm_100a")
+    check(c, args, ref_o, ref_l)
+
+
+def test_blackwell_window_skips_tiles():
+    """Window (100, 10), one item (Q_SEQ = 150), KV_SEQ = 700: the rows see keys 450..699,
+    KV tiles 3 to 5; V and K rows 0..383 are NaN, so a tile of them read would reach O."""
+    c = BLACKWELL_CASES["window_skips"]
+    args, ref_o, ref_l = inputs(c)
+    args["K"][:, :384] = float("nan")
+    args["V"][:, :384] = float("nan")
     choreo_py.interpret(BLACKWELL, args, defines=_blackwell(c), target="sm_100a")
     check(c, args, ref_o, ref_l)
 
@@ -265,14 +287,14 @@ def test_blackwell_family_in_the_strict_emulator():
 
 
 def test_blackwell_family_assembles():
-    c = Case(128, 128, d=128, causal=True)
+    c = Case(128, 128, d=128, causal=True, window=(512, -1), softcap=30.0)
     assemble(compile_file(BLACKWELL, "ptx", "sm_100a", defines=_blackwell(c, 148)), "sm_100a")
 
 
 def test_blackwell_bottom_right_needs_a_key_for_every_row():
     c = Case(200, 100, d=128, causal=True, lse=False)
     args, _, _ = inputs(c)
-    with pytest.raises(Exception, match="Q_SEQ <= KV_SEQ"):
+    with pytest.raises(Exception, match="needs Q_SEQ <= KV_SEQ"):
         choreo_py.interpret(BLACKWELL, args, defines=_blackwell(c), target="sm_100a")
 
 
