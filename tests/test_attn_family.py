@@ -1,5 +1,5 @@
 """examples/flash_atten_family.co, the attention family (GQA / MQA, bottom-right causal,
-sliding windows, softcap, LSE, head dims 64 / 128 / 192-128 / 256), against the torch
+sliding windows, softcap, LSE, head dims 64 / 96 / 128 / 192-128 / 256), against the torch
 reference of tests/attn_family_ref.py.
 
 Each case runs in the interpreter at small shapes with partial tiles (the sm_90a owner
@@ -73,6 +73,7 @@ CASES = {
     "causal_window_softcap": Case(150, 190, causal=True, window=(30, -1), softcap=5.0),
     "softcap": Case(130, 170, h=2, hkv=2, softcap=2.0),
     "d256_causal": Case(130, 200, d=256, causal=True),
+    "d96_gqa_causal": Case(150, 190, h=4, hkv=2, d=96, causal=True),   # 64-byte swizzle
     "d192_128_window": Case(130, 200, d=192, dv=128, window=(50, -1)),
 }
 
@@ -163,7 +164,8 @@ def test_kv_heads_must_divide_heads():
 
 # ------------------------------------------------------------------ the strict emulator
 EMU_CASES = [("sm_90a", "mqa_causal_q_lt_kv"), ("sm_90a", "causal_window_softcap"),
-             ("sm_90a", "d256_causal"), ("sm_100a", "gqa"), ("sm_100a", "window_both")]
+             ("sm_90a", "d256_causal"), ("sm_90a", "d96_gqa_causal"), ("sm_100a", "gqa"),
+             ("sm_100a", "window_both")]
 
 
 @pytest.mark.emu
@@ -188,10 +190,11 @@ FORMS = {
     "d64_all": {"DIM": "64", "CAUSAL": "1", "WINDOW_LEFT": "100", "SOFTCAP": "30.0f",
                 "LSE": "1"},
     "d128_window": {"DIM": "128", "WINDOW_LEFT": "512", "WINDOW_RIGHT": "0", "LSE": "1"},
+    "d96": {"DIM": "96", "CAUSAL": "1", "LSE": "1"},
     "d192_128": {"DIM": "192", "DIM_V": "128", "CAUSAL": "1"},
     "d256_causal_lse": {"DIM": "256", "CAUSAL": "1", "LSE": "1"},
 }
-SM100_FORMS = ["d64_all", "d192_128"]  # DIM 256 needs more tensor memory than sm_100a has
+SM100_FORMS = ["d64_all", "d96", "d192_128"]  # DIM 256 needs more tensor memory than sm_100a has
 
 
 @pytest.mark.parametrize("name", list(FORMS))
@@ -206,8 +209,8 @@ def test_sm100a_assembles(name):
 
 
 @pytest.mark.parametrize("target,defines,message", [
-    ("sm_90a", ["-D", "DIM=96"], "rows of 192 B in a 128 B swizzle"),
     ("sm_100a", ["-D", "DIM=256"], "tensor memory over-subscribed"),
+    ("sm_90a", ["-D", "DIM=256", "-D", "BLOCK_N=128"], "shared memory"),
 ])
 def test_forms_that_do_not_fit_are_refused_with_a_location(target, defines, message,
                                                             tmp_path, capsys):
@@ -312,6 +315,7 @@ GPU_SHAPES = {  # larger shapes: several KV tiles a query tile, ring slots reuse
     "softcap": dict(sq=640, skv=900),
     "d256_causal": dict(sq=700, skv=900),
     "d192_128_window": dict(sq=700, skv=900),
+    "d96_gqa_causal": dict(sq=700, skv=900, h=8, hkv=2),
 }
 
 
