@@ -19,6 +19,10 @@ at block level, the one thread of an issue-only role):
          written by `st.global` (a TMA store's clipping); the threads meet after it
          (the tile may be written again).
 
+A box may be a run of one row into or out of a shared vector (`shared f32[128] v`: an
+attention row's log-sum-exp, examples/flash_atten_family.co, whose rows of Q_SEQ floats
+need not be 16-byte multiples).
+
 Which tensors: those whose row strides are known here and not 16-byte multiples
 (static shapes, functions built for a call's shapes), and those the build names
 (`cooperative(names)`, a compile option the launchers set when a call's strides
@@ -121,7 +125,7 @@ def load(lw, s: ir.TmaLoad, mbar, pred) -> None:
     w.comment("the copy -> visible to the async proxy, then complete its bytes")
     w.call("ptx.fence.proxy_async_shared_cta")
     _meet(lw)
-    rows, cols = _tile_shape(s.src)
+    rows, cols = _tile_shape(s.dst)
     nbytes = rows * cols * lay.esize
     w.op("mbarrier.complete_tx.shared::cta.b64", addr(*mbar), V.imm(nbytes, "u32"), pred=pred)
 
