@@ -4,8 +4,11 @@ reference of tests/attn_family_ref.py.
 
 Each case runs in the interpreter at small shapes with partial tiles (the sm_90a owner
 model, four threads a row); a few run in the strict PTX emulator on sm_90a and sm_100a;
-every form is assembled by ptxas for sm_90a (and sm_100a where it lowers); the GPU tests
-(marked gpu) run every case on the device at larger shapes.
+every tile shape is assembled by ptxas for sm_90a (and sm_100a where it lowers); the GPU
+tests (marked gpu) run every case on the device at larger shapes. The same defines in
+FA4's Blackwell schedule (examples/flash_atten_blackwell.co -D FAMILY=1) run in the
+interpreter and the strict emulator for sm_100a. Tiles outside a window are shown unread
+by poisoning K and V there with NaN.
 """
 from __future__ import annotations
 
