@@ -2,6 +2,7 @@
 (cuDNN and flash backends) vs the reference Choreo compiler's build, in one run.
 
     python3 bench/attention.py [--ref .ref/croq_fa] [--out bench/RESULTS.md]
+    python3 bench/attention.py --rows family [--fa4]   # bench/attention_family.py's rows
 
 Shapes (bf16, D=128, BSHD): the causal seed (examples/flash_atten_causal.co) and
 the persistent causal example (examples/flash_atten_persistent.co) at B=2 H=16
@@ -516,13 +517,17 @@ def write_results(path: str, rows: list, env: dict, command: str) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--ref", default=os.path.join(ROOT, ".ref", "croq_fa"))
-    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "RESULTS.md"))
+    ap.add_argument("--out", default=None, help="default bench/RESULTS.md "
+                    "(bench/RESULTS_family.md with --rows family)")
     ap.add_argument("--hand", action="store_true", help="also time bench/reference/handwritten_sm90_fa")
     ap.add_argument("--fa4", action="store_true",
                     help="also time FlashAttention-4's forward (flash_attn.cute: ../shared/tools/"
                          "fa4_wheels.sh brings it to the H200) as a peer named flash-attn-4")
-    ap.add_argument("--rows", default="default", choices=("default", "peer"),
-                    help="peer: the nine rows of the FA4 comparison (issue 25)")
+    ap.add_argument("--rows", default="default", choices=("default", "peer", "family"),
+                    help="peer: the nine rows of the FA4 comparison (issue 25); family: "
+                         "examples/flash_atten_family.co's rows (bench/attention_family.py: "
+                         "GQA, bottom-right causal, a window, head dims 64 and 256), written "
+                         "to bench/RESULTS_family.md unless --out names a file")
     ap.add_argument("--no-persistent", action="store_true",
                     help="leave out examples/flash_atten_persistent.co")
     ap.add_argument("--variants", default="",
@@ -543,6 +548,15 @@ def main() -> None:
     PERSISTENT = not args.no_persistent
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
     NC_VARIANTS_RUN[:] = [v for v in args.nc_variants.split(",") if v]
+    command = "python3 bench/attention.py " + " ".join(sys.argv[1:])
+    if args.rows == "family":
+        import attention_family
+
+        warm_up()
+        attention_family.run(args.out or os.path.join(ROOT, "bench", "RESULTS_family.md"),
+                             FA4, args.only, command)
+        return
+    args.out = args.out or os.path.join(ROOT, "bench", "RESULTS.md")
     import torch
 
     build = libbuild = None
@@ -573,7 +587,7 @@ def main() -> None:
     refs = reference(args.ref, None, refs) if os.path.isdir(args.ref) else {}
     for r in rows:
         r["ref"] = refs.get(r["label"])
-    write_results(args.out, rows, env, "python3 bench/attention.py " + " ".join(sys.argv[1:]))
+    write_results(args.out, rows, env, command)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 # (bench/attention.py); logs under $OUT.
 #   carry: .whl (pyptx, lark: /work/shared/tools/gpu_wheels.sh) and .ref (the reference build)
 #   usage: STEPS=tests,sanitize,ncu,bench VARIANTS=unpaired,tile-major [ONLY='S=8192 causal'] bash bench/h200_run.sh
+#   STEPS=family [FA4=1]: the attention family's GPU tests and bench rows (--rows family)
 set -u
 STEPS=${STEPS:-tests,sanitize,bench}
 VARIANTS=${VARIANTS:-}
@@ -47,5 +48,12 @@ if [[ $STEPS == *bench* ]]; then
   [[ $rc_p -eq 0 ]] || extra=(--no-persistent)
   timeout -s KILL 420 python3 bench/attention.py --out "$OUT/RESULTS.md" "${extra[@]}" \
     2>&1 | tee "$OUT/bench.log" | grep -v "^\[ref\] \[" | tail -n 75
+fi
+if [[ $STEPS == *family* ]]; then
+  timeout -s KILL 240 python3 -m pytest -q -p no:cacheprovider tests/test_attn_family.py -m gpu \
+    2>&1 | tail -n 30 | tee "$OUT/gpu_tests_family.log"
+  timeout -s KILL 400 python3 bench/attention.py --rows family --out "$OUT/RESULTS_family.md" \
+    ${FA4:+--fa4} 2>&1 | tee "$OUT/bench_family.log" | tail -n 40
+  echo "[time] family $(( $(date +%s) - t0 )) s"
 fi
 echo "[time] total $(( $(date +%s) - t0 )) s"

@@ -19,6 +19,10 @@ at block level, the one thread of an issue-only role):
          written by `st.global` (a TMA store's clipping); the threads meet after it
          (the tile may be written again).
 
+A box may be a run of one row into or out of a shared vector (`shared f32[128] v`: an
+attention row's log-sum-exp, examples/flash_atten_family.co, whose rows of Q_SEQ floats
+need not be 16-byte multiples).
+
 Which tensors: those whose row strides are known here and not 16-byte multiples
 (static shapes, functions built for a call's shapes), and those the build names
 (`cooperative(names)`, a compile option the launchers set when a call's strides
@@ -108,7 +112,7 @@ def load(lw, s: ir.TmaLoad, mbar, pred) -> None:
     from .memory import addr
 
     mem = lw.memory
-    lay, base, off, _ = mem.view_origin(s.dst, s.loc)
+    lay, base, off, _ = mem.view_origin(s.dst, s.loc, vector=True)
     if (s.swizzle or None) != lay.swizzle:
         from choreo_py.diagnostics import ChoreoError
         raise ChoreoError(f"tma.load with swizzle {s.swizzle} into '{lay.name}', whose "
@@ -121,14 +125,14 @@ def load(lw, s: ir.TmaLoad, mbar, pred) -> None:
     w.comment("the copy -> visible to the async proxy, then complete its bytes")
     w.call("ptx.fence.proxy_async_shared_cta")
     _meet(lw)
-    rows, cols = (e.value for e in s.dst.shape)
+    rows, cols = _tile_shape(s.dst)
     nbytes = rows * cols * lay.esize
     w.op("mbarrier.complete_tx.shared::cta.b64", addr(*mbar), V.imm(nbytes, "u32"), pred=pred)
 
 
 def store(lw, s: ir.TmaStore, last: bool) -> None:
     mem = lw.memory
-    lay, base, off, _ = mem.view_origin(s.src, s.loc)
+    lay, base, off, _ = mem.view_origin(s.src, s.loc, vector=True)
     mem.box(s, s.dst, s.src, lay)
     w = lw.w
     if lw.role is None:  # (roles.tma_store has the instance's threads meet, before and after)
@@ -197,7 +201,9 @@ def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool
 
 
 def _tile_shape(glob: ir.View) -> tuple[int, int]:
-    return tuple(e.value for e in glob.shape)
+    """(rows, columns) of the box; a run of one row (a vector's copy) is one row."""
+    shape = tuple(e.value for e in glob.shape)
+    return (1, shape[0]) if len(shape) == 1 else shape
 
 
 def _element(lw, glob, lay, base, off, i, access, loc, to_shared) -> None:
@@ -271,7 +277,8 @@ def _global_address(lw, glob: ir.View, r: V, c: V, loc) -> tuple[V, V]:
         coord = w.reg("u32", "cg")
         w.op("mov.u32", coord, x.value(o, "co"))
         if d in kept:
-            w.op("add.u32", coord, coord, r if d == kept[0] else c)
+            # (a run of one row, a vector's copy, has only columns)
+            w.op("add.u32", coord, coord, r if d == kept[0] and len(kept) > 1 else c)
         ext = x.value(n, "cext")
         ok = w.reg("pred", "cok")
         w.op("setp.lt.u32", ok, coord, ext)  # (a negative coordinate is a large one)
