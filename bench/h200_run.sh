@@ -50,7 +50,7 @@ if [[ $STEPS == *bench* ]]; then
     2>&1 | tee "$OUT/bench.log" | grep -v "^\[ref\] \[" | tail -n 75
 fi
 if [[ $STEPS == *family* ]]; then
-  timeout -s KILL 240 python3 -m pytest -q -p no:cacheprovider tests/test_attn_family.py -m gpu \
+  timeout -s KILL 240 python3 -m pytest -o addopts=-q -p no:cacheprovider tests/test_attn_family.py -m gpu \
     2>&1 | tail -n 30 | tee "$OUT/gpu_tests_family.log"
   timeout -s KILL 400 python3 bench/attention.py --rows family --out "$OUT/RESULTS_family.md" \
     ${FA4:+--fa4} 2>&1 | tee "$OUT/bench_family.log" | tail -n 40
