@@ -20,7 +20,7 @@ import re
 from dataclasses import fields
 from typing import Optional
 
-from . import ast
+from . import ast, builtins
 from .astbuild_exprs import is_builtin_function
 from .literals import out_of_range
 from choreo_py.diagnostics import ChoreoError, Diagnostic
@@ -374,8 +374,10 @@ class FunctionChecker:
         name = call.func
         if is_builtin_function(name) or scope.is_intrinsic(name):
             return
-        self.error(f"'{name}' is neither a builtin function nor a declared intrinsic "
-                   f"(device functions are called with 'call {name}(...)')", call.loc)
+        hint = builtins.spelling_hint(name) or \
+            f" (device functions are called with 'call {name}(...)')"
+        self.error(f"'{name}' is neither a builtin function nor a declared intrinsic{hint}",
+                   call.loc)
 
     def _removed_stage(self, node: ast.Binary) -> None:
         """`stage<N>(x)` parses as `stage < N > (x)`; it is removed syntax."""
