@@ -134,8 +134,9 @@ def test_asm_without_its_semicolon_is_refused_by_name(capsys, tmp_path, target, 
     path = CO / name
     rc, err, _ = _compile(capsys, path, target, tmp_path)
     assert rc == 1
-    _located(err, path, line, col, "the __asm__ template is not PTX: 'nop' is not a PTX "
-                                   "instruction (in 'nop')")
+    _located(err, path, line, col, "the __asm__ template is not PTX statements (each PTX "
+                                   "instruction ends with ';'): 'nop' is not a PTX instruction "
+                                   "(in 'nop')")
 
 
 def test_asm_with_its_semicolon_is_pasted(capsys, tmp_path):

@@ -56,7 +56,8 @@ def test_text_that_is_not_ptx_is_refused_at_the_statement(tmp_path, capsys, temp
     path = _write(tmp_path, template)
     assert cli.main([argv[0], str(path), *argv[1:]]) == 1
     err = capsys.readouterr().err
-    head = f"asm.co:6:7: error: the __asm__ template is not PTX: {REFUSED[template]}"
+    head = (f"asm.co:6:7: error: the __asm__ template is not PTX statements (each PTX "
+            f"instruction ends with ';'): {REFUSED[template]}")
     assert head in err, err
     assert "__asm__(" in err and "      ^" in err and "ptxas" not in err and "Traceback" not in err
     assert err.count("error:") == 1, err

@@ -10,7 +10,9 @@ from ..ir import ptx_words
 def ptx_statements(ck, s: A.AsmStmt) -> None:
     why = ptx_words.problem(s.template)
     if why is not None:
-        ck.error(f"the __asm__ template is not PTX: {why}", s.loc)
+        # the words of the backend's own refusal (lowering/core/asm.py), the reason after them
+        ck.error(f"the __asm__ template is not PTX statements (each PTX instruction ends "
+                 f"with ';'): {why}", s.loc)
 
 
 RULES = {A.AsmStmt: [ptx_statements]}

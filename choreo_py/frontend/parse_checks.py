@@ -374,10 +374,12 @@ class FunctionChecker:
         name = call.func
         if is_builtin_function(name) or scope.is_intrinsic(name):
             return
-        hint = builtins.spelling_hint(name) or \
-            f" (device functions are called with 'call {name}(...)')"
-        self.error(f"'{name}' is neither a builtin function nor a declared intrinsic{hint}",
-                   call.loc)
+        hint = builtins.spelling_hint(name)
+        if hint:  # a C spelling of a builtin (`__powf(x, y)`): as its one-argument form
+            self.error(f"'{name}' is not declared{hint}", call.loc)
+            return
+        self.error(f"'{name}' is neither a builtin function nor a declared intrinsic "
+                   f"(device functions are called with 'call {name}(...)')", call.loc)
 
     def _removed_stage(self, node: ast.Binary) -> None:
         """`stage<N>(x)` parses as `stage < N > (x)`; it is removed syntax."""
