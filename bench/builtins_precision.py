@@ -168,7 +168,8 @@ def measure_one(m: builtins.MathBuiltin, side: str, n: int = N) -> dict:
         except ChoreoError as e:
             return {"refused": str(e).splitlines()[0]}
     out = errors(got, want)
-    out["specials"] = specials_agree(got_s[:len(SPECIALS)], exact(m.ir, [special[0][:len(SPECIALS)]] * len(args)))
+    at = [special[0][:len(SPECIALS)]] * len(args)
+    out["specials"] = specials_agree(got_s[:len(SPECIALS)], exact(m.ir, at))
     return out
 
 

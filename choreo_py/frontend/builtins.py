@@ -30,8 +30,9 @@ class MathBuiltin:
         return f"{self.name}({', '.join(self.params)})"
 
 
-#: The reference's math builtins (its scanner's keywords and its numerics page), in its order.
-MATH: tuple[MathBuiltin, ...] = tuple(MathBuiltin(n, ir, tuple(p.split()), what) for n, ir, p, what in (
+#: The reference's math builtins (its scanner's keywords), grouped as its numerics page.
+MATH: tuple[MathBuiltin, ...] = tuple(MathBuiltin(n, ir, tuple(p.split()), what)
+                                      for n, ir, p, what in (
     ("__exp", "exp", "x", "e^x"),
     ("__exp2f", "exp2", "x", "2^x"),
     ("__expm1", "expm1", "x", "e^x - 1"),

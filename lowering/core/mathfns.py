@@ -14,8 +14,8 @@ tolerance of programs that compare with the C library):
 - log1p: 2 * atanh(x / (2 + x)) as a series for |x| < 0.5, else log(1 + x).
 - atan: |x| > 1 folds to pi/2 - atan(1/|x|), then |x| > tan(pi/12) to
   pi/6 + atan((sqrt3*x - 1) / (sqrt3 + x)), then the series to x^11;
-  atan2 fixes the quadrant of atan(y / x) (two infinities: that of +-1, +-1); asin and acos are atan2 of
-  x and sqrt((1 - x)(1 + x)).
+  atan2 fixes the quadrant of atan(y / x) (two infinities: that of +-1, +-1);
+  asin and acos are atan2 of x and sqrt((1 - x)(1 + x)).
 - pow: 2^(y * log2|x|); a negative base gives a result only for an
   integral exponent (signed by its parity), else NaN, as in C; y = 0 gives 1.
 - fma: `fma.rn.f32`; frcp_rn: `rcp.rn.f32`.
