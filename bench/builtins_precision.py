@@ -36,6 +36,7 @@ from choreo_py.frontend import builtins  # noqa: E402
 from choreo_py.ir import math_defs  # noqa: E402
 
 DATA = os.path.join(ROOT, "bench", "data", "builtins_precision.json")
+GPU_DATA = os.path.join(ROOT, "bench", "data", "builtins_precision_gpu.json")
 PAGE = os.path.join(ROOT, "docs", "reference", "builtins.md")
 TARGETS = ("sm_90a", "sm_100a")
 N = 1024        # sample points per builtin (4 blocks of 256 threads)
@@ -140,6 +141,10 @@ def specials_agree(got: np.ndarray, want: np.ndarray) -> list[str]:
 def _run(path: str, fn_args: list[torch.Tensor], side: str):
     import choreo_py
 
+    if side == "gpu":  # the GPU present, with the target it is
+        out = choreo_py.load(path).k(*[a.cuda() for a in fn_args])
+        torch.cuda.synchronize()
+        return out.cpu().numpy()
     if side == "interp":
         lib = choreo_py.interpret(path, target="sm_90a")
     else:
@@ -173,14 +178,21 @@ def measure_one(m: builtins.MathBuiltin, side: str, n: int = N) -> dict:
     return out
 
 
-def measure(names=None, n: int = N) -> dict:
+def measure(names=None, n: int = N, sides=("interp", *TARGETS)) -> dict:
     res = {}
     for m in builtins.MATH:
         if names and m.name not in names:
             continue
-        res[m.name] = {side: measure_one(m, side, n) for side in ("interp", *TARGETS)}
+        res[m.name] = {side: measure_one(m, side, n) for side in sides}
         print(m.name, json.dumps(res[m.name]), file=sys.stderr)
     return {"points": n, "domains": {m.name: DOMAINS[m.ir] for m in builtins.MATH}, "results": res}
+
+
+def measure_gpu() -> dict:
+    """The same sample on the GPU present (its hardware's approximate instructions)."""
+    data = measure(sides=("gpu",))
+    data["device"] = torch.cuda.get_device_name()
+    return data
 
 
 def _fmt_ulp(r: dict) -> str:
@@ -198,7 +210,17 @@ def _domain(d) -> str:
     return " × ".join(f"[{lo:g}, {hi:g}]" for lo, hi in d)
 
 
-def markdown(data: dict) -> str:
+def stored() -> tuple[dict, dict | None]:
+    """The emulator's and interpreter's measurements, and the GPU's where it was measured."""
+    with open(DATA) as f:
+        data = json.load(f)
+    if not os.path.exists(GPU_DATA):
+        return data, None
+    with open(GPU_DATA) as f:
+        return data, json.load(f)
+
+
+def markdown(data: dict, gpu: dict | None = None) -> str:
     """docs/reference/builtins.md from the table and the measurements."""
     lines = [
         "# Math builtins",
@@ -227,23 +249,34 @@ def markdown(data: dict) -> str:
         "once, which torch computes in `f32`.",
         "Each builtin also gets zeros, infinities, NaN and halves right (the same kind of",
         "result as float64), unless a note says otherwise.",
-        "",
-        "| builtin | computes | domain | interpreter | sm_90a | sm_100a | sm_100a relative | "
-        "sm_100a absolute |",
-        "|---|---|---|---|---|---|---|---|",
     ]
+    if gpu is not None:
+        lines += [
+            "",
+            f"The last columns are the sm_90a PTX on a GPU ({gpu['device']}), the same sample:",
+            "the hardware's approximate instructions inside.",
+        ]
+    head = ["builtin", "computes", "domain", "interpreter", "sm_90a", "sm_100a",
+            "sm_100a relative", "sm_100a absolute"]
+    if gpu is not None:
+        head += ["GPU", "GPU relative"]
+    lines += ["", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     notes = []
     for m in builtins.MATH:
-        r = data["results"][m.name]
-        dom = _domain(data["domains"][m.name])
-        lines.append(f"| `{m.signature()}` | {m.what} | {dom} | {_fmt_ulp(r['interp'])} | "
-                     f"{_fmt_ulp(r['sm_90a'])} | {_fmt_ulp(r['sm_100a'])} | "
-                     f"{_fmt(r['sm_100a'], 'rel')} | {_fmt(r['sm_100a'], 'abs')} |")
-        for side in ("interp", *TARGETS):
-            if r[side].get("refused"):
-                notes.append(f"- `{m.name}`, {side}: {r[side]['refused']}")
-            for s in r[side].get("specials", []):
-                notes.append(f"- `{m.name}`, {side}, special argument {s}")
+        r = dict(data["results"][m.name])
+        if gpu is not None:
+            r["gpu"] = gpu["results"][m.name]["gpu"]
+        row = [f"`{m.signature()}`", m.what, _domain(data["domains"][m.name]),
+               _fmt_ulp(r["interp"]), _fmt_ulp(r["sm_90a"]), _fmt_ulp(r["sm_100a"]),
+               _fmt(r["sm_100a"], "rel"), _fmt(r["sm_100a"], "abs")]
+        if gpu is not None:
+            row += [_fmt_ulp(r["gpu"]), _fmt(r["gpu"], "rel")]
+        lines.append("| " + " | ".join(row) + " |")
+        for side, got in r.items():
+            if got.get("refused"):
+                notes.append(f"- `{m.name}`, {side}: {got['refused']}")
+            for sp in got.get("specials", []):
+                notes.append(f"- `{m.name}`, {side}, special argument {sp}")
     lines += ["", "Spellings that are not the language's, and the builtin `check` suggests:", ""]
     lines.append(", ".join(f"`{c}` → `{b}`" for c, b in sorted(builtins.C_SPELLINGS.items())))
     if notes:
@@ -254,6 +287,7 @@ def markdown(data: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--measure", action="store_true", help=f"measure, write {DATA}")
+    ap.add_argument("--gpu", action="store_true", help=f"measure on the GPU, write {GPU_DATA}")
     ap.add_argument("--markdown", action="store_true", help="print the reference page")
     ap.add_argument("--write", action="store_true", help=f"with --markdown: write {PAGE}")
     ap.add_argument("names", nargs="*", help="only these builtins (with --measure: printed)")
@@ -266,9 +300,12 @@ def main(argv=None) -> int:
             with open(DATA, "w") as f:
                 json.dump(data, f, indent=1, sort_keys=True)
                 f.write("\n")
+    if a.gpu:
+        with open(GPU_DATA, "w") as f:
+            json.dump(measure_gpu(), f, indent=1, sort_keys=True)
+            f.write("\n")
     if a.markdown:
-        with open(DATA) as f:
-            text = markdown(json.load(f))
+        text = markdown(*stored())
         if a.write:
             with open(PAGE, "w") as f:
                 f.write(text)
