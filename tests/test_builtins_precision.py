@@ -181,3 +181,54 @@ def test_an_f64_argument_is_refused_at_its_location(tmp_path, capsys, target):
     err = capsys.readouterr().err
     assert f"d.co:5:7: error: a scalar of type f64 is not lowered for {target} yet" in err, err
     assert "^" in err and "Traceback" not in err
+
+
+SWEEP = """\
+__co__ {t} [64] k({t} [64] a) {{
+  {t} [64] o;
+  parallel p by 1 : block
+    parallel q by 64 : thread {{
+      x = a.at(q);
+      o.at(q) = {calls};
+    }}
+  return o;
+}}
+"""
+
+
+@pytest.mark.parametrize("dtype", ["f16", "bf16", "f32", "s32", "u32", "s64"])
+def test_every_builtin_of_every_argument_type_compiles_or_is_refused_where_it_is(tmp_path,
+                                                                                 dtype):
+    """What `check` accepts the backends lower (ptxas assembles it) or refuse at the
+    statement: `__fabs` of a u32 was `abs.u32`, which ptxas rejects (PTX's abs is for
+    signed types); the interpreter keeps the value, as the lowering now does."""
+    from choreo_py.diagnostics import ChoreoError
+    from choreo_py.driver import compile_file
+    from choreo_py.runtime.build import find_ptxas, ptxas
+
+    calls = " + ".join(f"{m.name}({', '.join(['x'] * len(m.params))})" for m in builtins.MATH)
+    path = tmp_path / "k.co"
+    path.write_text(SWEEP.format(t=dtype, calls=calls))
+    assert cli.main(["check", str(path)]) == 0
+    for target in bp.TARGETS:
+        try:
+            ptx = compile_file(str(path), "ptx", target)
+        except ChoreoError as e:
+            assert e.render().startswith(f"{path}:5:7: error: "), e.render()
+            continue
+        if find_ptxas() is not None:
+            ptxas(ptx, target)
+
+
+@pytest.mark.emu
+@pytest.mark.parametrize("target", bp.TARGETS)
+def test_fabs_of_an_unsigned_value_is_the_value(tmp_path, target):
+    """The lowering moved it (PTX has no abs.u32); the interpreter took a block's threads'
+    integers through f32 (|4294967295u| was 0, |16777217| 16777216)."""
+    path = tmp_path / "u.co"
+    path.write_text(SWEEP.format(t="u32", calls="__fabs(x)"))
+    a = torch.tensor([0, 1, 7, 2 ** 31, 2 ** 32 - 1, 16777217] * 10 + [3] * 4, dtype=torch.int64)
+    # a u32 tensor is torch.uint32 to the emulator, int64 to the interpreter
+    emulated = choreo_py.emulate_program(str(path), target=target).k(a.to(torch.uint32))
+    assert torch.equal(emulated.to(torch.int64), a)
+    assert torch.equal(choreo_py.interpret(str(path), target=target).k(a), a)

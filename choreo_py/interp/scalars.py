@@ -276,10 +276,12 @@ def call(fn: str, args: list, dtype: str, loc=None):
         if isinstance(x, torch.Tensor):
             return round_to(_torch_defined(fn, x), dtype)
         return round_to(math_defs.FUNCTIONS[fn](float(x)), dtype)
+    if fn == "abs" and not ir.is_float(dtype):  # in integers: |4294967295u| is itself
+        if isinstance(x, torch.Tensor):
+            return round_to(torch.abs(x.to(torch.int64)), dtype)
+        return wrap_int(abs(int(x)), dtype)
     if isinstance(x, torch.Tensor):
         return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)
-    if fn == "abs" and not ir.is_float(dtype):
-        return wrap_int(abs(int(x)), dtype)
     return round_to(_PY_MATH[fn](float(x)), dtype)
 
 

@@ -464,6 +464,8 @@ class ExprLowering:
         out = self.out(dst, t, hint)
         if e.fn in ("min", "max"):
             self.w.op(f"{e.fn}.{t}", out, *args)
+        elif e.fn == "abs" and t.startswith("u"):  # PTX's abs is for signed types only
+            self.w.op(f"mov.{t}", out, args[0])
         elif e.fn == "abs" and t != "f32":
             self.w.op(f"abs.{t}", out, args[0])
         elif e.fn in ("exp", "log") and t == "f32":
