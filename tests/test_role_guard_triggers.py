@@ -57,8 +57,8 @@ __co__ void r(int n) {{
   parallel p by 1 : block {{
     shared event e[2];
     parallel g by 2 : group-4, t by 128 : thread {{
-      inthreads.async (g == 0) {{ foreach {{i}} in [4] {{ wait e.at(i); }} }}
-      inthreads.async (g == 1 && t < n) {{
+      mutable int lim = n;
+      inthreads.async (g == 1 && t < lim) {{
 {body}
       }}
     }}
@@ -75,6 +75,9 @@ __co__ void r(int n) {{
      "a 'foreach' with a 'break' and a trigger, an operation of the whole role"),
     ("        int j = t * 2;\n        trigger e.at(0);\n        int m = j + 1;", 9, 13,
      "a trigger between the definition of 'j' and a use of it, an operation of the whole "
+     "role"),
+    ("        foreach {i} in [4] { lim = lim - 1; trigger e.at(i); }", 6, 7,
+     "a trigger, the guard reading 'lim', which the body assigns, an operation of the whole "
      "role"),
 ])
 def test_what_stays_refused(tmp_path, body, line, col, message) -> None:

@@ -173,7 +173,8 @@ class GuardedBody:
     current one early). A `foreach` holding a trigger runs in every member for that
     reason, its other statements guarded. What every member runs must be the same in
     every member, so it may not read a name the guarded statements define or assign; a
-    name one guarded run defines is read in that run only. A wait or trigger elsewhere
+    name one guarded run defines is read in that run only, and the guard, evaluated before
+    each run, reads no name the body assigns. A wait or trigger elsewhere
     (under an `if`, a `while`, in a loop with a `break`) or another operation of the
     whole role stays refused by name."""
 
@@ -224,6 +225,10 @@ class GuardedBody:
 
     def _check_names(self) -> None:
         written = set().union(*[_writes(r) for r in self.runs])
+        changed = sorted(ir.sym_names(self.guard) & written)
+        if changed:  # evaluated before each guarded run, it must have one value
+            self._refuse(self.s, f"a trigger, the guard reading '{changed[0]}', which the "
+                                 f"body assigns")
         for x in self.free:
             hit = sorted(_reads([x]) & written)
             if hit:
