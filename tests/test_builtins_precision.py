@@ -232,3 +232,17 @@ def test_fabs_of_an_unsigned_value_is_the_value(tmp_path, target):
     emulated = choreo_py.emulate_program(str(path), target=target).k(a.to(torch.uint32))
     assert torch.equal(emulated.to(torch.int64), a)
     assert torch.equal(choreo_py.interpret(str(path), target=target).k(a), a)
+
+
+def test_the_page_takes_the_gpu_columns_from_a_gpu_measurement():
+    """`--gpu` writes the same record for the side "gpu"; the page adds two columns from
+    it (fed here the emulator's sm_90a figures under that name, to read the layout)."""
+    data = _stored()
+    gpu = {"device": "a GPU", "points": data["points"], "domains": data["domains"],
+           "results": {k: {"gpu": v["sm_90a"]} for k, v in data["results"].items()}}
+    page = bp.markdown(data, gpu)
+    rows = [line for line in page.splitlines() if line.startswith("| `__")]
+    assert len(rows) == len(builtins.MATH) and all(r.count("|") == 11 for r in rows)
+    assert "| GPU | GPU relative |" in page and "on a GPU (a GPU)" in page
+    assert rows[0].endswith(f"| {bp._fmt_ulp(data['results']['__exp']['sm_90a'])} | "
+                            f"{bp._fmt(data['results']['__exp']['sm_90a'], 'rel')} |")
