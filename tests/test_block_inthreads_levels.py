@@ -103,8 +103,9 @@ def test_assembles(target, path) -> None:
      "a nested group level that is not one dimension of at most 4 groups"),
     ("    shared event e;\n    parallel g by 2 : group-4, t by 128 : thread {\n"
      "      inthreads.async (g == 0 && t < n) { wait e; }\n"
-     "      inthreads.async (g == 1 && t < n) { trigger e; }\n    }\n",
-     "an 'inthreads' condition on run-time values around a trigger"),
+     "      inthreads.async (g == 1 && t < n) { if (t > 3) { trigger e; } }\n    }\n",
+     "an 'inthreads' condition on run-time values around a trigger under an 'if' or a "
+     "'while', an operation of the whole role"),
 ])
 def test_forms_left_refused(tmp_path, body, message) -> None:
     path = tmp_path / "r.co"

@@ -154,12 +154,13 @@ def test_skipped_declaration_is_not_called_immutable(tmp_path, capsys) -> None:
     is noted the same way, not reported as an assignment of an immutable variable."""
     from choreo_py import cli
 
-    p = tmp_path / "ceil.co"
-    p.write_text((CO / "fabs_mutable.co").read_text().replace("__fabs(", "__ceil("))
+    p = tmp_path / "foreign.co"
+    p.write_text((CO / "fabs_mutable.co").read_text().replace("__fabs(", '__to<"float">('))
     assert cli.main(["check", str(p)]) == 0
     assert cli.main(["compile", str(p), "--target", "sm_90a", "--emit", "ptx", "-o", str(tmp_path / "x")]) == 1
     err = capsys.readouterr().err
-    assert "the builtin '__ceil' in an expression is not supported" in err and "not mutable" not in err
+    assert 'a conversion to the foreign type "float" is not supported' in err, err
+    assert "not mutable" not in err
 
 
 def test_constants_fold_as_their_types_hold_them() -> None:

@@ -129,12 +129,14 @@ def test_a_float_parallel_bound_is_located(capsys, tmp_path):
 @pytest.mark.parametrize("name, line, col", [("asm_plain.co", 3, 5), ("asm_thread.co", 4, 7)])
 def test_asm_without_its_semicolon_is_refused_by_name(capsys, tmp_path, target, name, line,
                                                       col):
-    """pyptx cannot parse `nop` without ';' (an AttributeError on its RawLine)."""
+    """pyptx cannot parse `nop` without ';' (an AttributeError on its RawLine); nor is
+    `nop` a PTX instruction, which the rule checks say first."""
     path = CO / name
     rc, err, _ = _compile(capsys, path, target, tmp_path)
     assert rc == 1
-    _located(err, path, line, col, "the __asm__ template is not PTX statements "
-                                   "(each PTX instruction ends with ';'): 'nop'")
+    _located(err, path, line, col, "the __asm__ template is not PTX statements (each PTX "
+                                   "instruction ends with ';'): 'nop' is not a PTX instruction "
+                                   "(in 'nop')")
 
 
 def test_asm_with_its_semicolon_is_pasted(capsys, tmp_path):

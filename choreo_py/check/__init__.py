@@ -23,6 +23,7 @@ into one dispatch table.
     structure               parallel levels, barriers, atomics, attributes
     block_accumulators      `mma.fill ... : block`: one role issues the MMAs into the tile
     fills                   `mma.fill` only of an accumulator, not of an MMA's operand
+    inline_asm              an `__asm__` template is PTX statements
     names                   no declaration named by a reserved word; one function per
                             name and parameter types
     lowerable               `check --lowerable`: what would not compile for a target
@@ -32,11 +33,11 @@ from __future__ import annotations
 from ..frontend import ast as A
 from ..diagnostics import ChoreoError, Diagnostic, warn
 from . import context, dma, futures, initialisers, iteration, mutability, params, structure
-from . import block_accumulators, fills, names, views
+from . import block_accumulators, fills, inline_asm, names, views
 from .walker import Checker
 
 FAMILIES = (mutability, initialisers, context, iteration, views, dma, futures, params,
-            structure, block_accumulators, fills)
+            structure, block_accumulators, fills, inline_asm)
 
 
 def _merge(attr: str) -> dict:

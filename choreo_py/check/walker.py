@@ -177,7 +177,8 @@ class Checker:
             d = self.errors[i]
             name = d.message.split("'")[1]
             if name not in self.declared:
-                hint = did_you_mean(name, self.declared | builtins.FUNCTIONS.keys())
+                hint = builtins.spelling_hint(name) or \
+                    did_you_mean(name, self.declared | builtins.FUNCTIONS.keys())
                 self.errors[i] = Diagnostic(d.severity, f"'{name}' is not declared{hint}", d.loc)
 
     def _param(self, p: A.Param) -> None:

@@ -20,7 +20,7 @@ import re
 from dataclasses import fields
 from typing import Optional
 
-from . import ast
+from . import ast, builtins
 from .astbuild_exprs import is_builtin_function
 from .literals import out_of_range
 from choreo_py.diagnostics import ChoreoError, Diagnostic
@@ -373,6 +373,10 @@ class FunctionChecker:
     def _call(self, call: ast.CallExpr, scope: _Scope) -> None:
         name = call.func
         if is_builtin_function(name) or scope.is_intrinsic(name):
+            return
+        hint = builtins.spelling_hint(name)
+        if hint:  # a C spelling of a builtin (`__powf(x, y)`): as its one-argument form
+            self.error(f"'{name}' is not declared{hint}", call.loc)
             return
         self.error(f"'{name}' is neither a builtin function nor a declared intrinsic "
                    f"(device functions are called with 'call {name}(...)')", call.loc)

@@ -18,7 +18,7 @@ import struct
 
 import torch
 
-from ..ir import c_scalars, subbyte
+from ..ir import c_scalars, math_defs, subbyte
 from .. import ir
 from .errors import InterpError
 from ..construct_names import describe
@@ -238,6 +238,25 @@ def _torch_math(fn: str, args: list):
                            "atan2": "atan2"}.get(fn, fn))(*xs)
 
 
+def _torch_defined(fn: str, x: torch.Tensor) -> torch.Tensor:
+    """math_defs' functions over a tensor, in float64 (its definitions, element by element)."""
+    x = x.to(torch.float64)
+    if fn == "round":
+        t = torch.trunc(x)
+        t = torch.where((x - t).abs() >= 0.5, t + torch.sign(x), t)
+        return torch.where(torch.isfinite(x), torch.copysign(t, x), x)
+    if fn == "sign":
+        return (x > 0).double() - (x < 0).double()
+    if fn == "isfinite":
+        return torch.isfinite(x).double()
+    if fn == "softplus":
+        return torch.where(torch.isnan(x), x, x.clamp(min=0) + torch.log1p(torch.exp(-x.abs())))
+    if fn == "gelu":
+        u = math_defs.GELU_K1 * (x + math_defs.GELU_K0 * x * x * x)
+        return torch.where(x == -math.inf, -0.0, x / (1 + torch.exp(-2 * u)))
+    return {"ceil": torch.ceil, "floor": torch.floor, "sigmoid": torch.sigmoid}[fn](x)
+
+
 def call(fn: str, args: list, dtype: str, loc=None):
     if fn == "cdiv":
         a, b = int(args[0]), int(args[1])
@@ -253,10 +272,16 @@ def call(fn: str, args: list, dtype: str, loc=None):
             return round_to(_torch_math(fn, args), dtype)
         return round_to(_c_math(fn, *[float(a) for a in args]), dtype)
     x = args[0]
+    if fn in math_defs.FUNCTIONS:
+        if isinstance(x, torch.Tensor):
+            return round_to(_torch_defined(fn, x), dtype)
+        return round_to(math_defs.FUNCTIONS[fn](float(x)), dtype)
+    if fn == "abs" and not ir.is_float(dtype):  # in integers: |4294967295u| is itself
+        if isinstance(x, torch.Tensor):
+            return round_to(torch.abs(x.to(torch.int64)), dtype)
+        return wrap_int(abs(int(x)), dtype)
     if isinstance(x, torch.Tensor):
         return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)
-    if fn == "abs" and not ir.is_float(dtype):
-        return wrap_int(abs(int(x)), dtype)
     return round_to(_PY_MATH[fn](float(x)), dtype)
 
 

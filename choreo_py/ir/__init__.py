@@ -107,6 +107,8 @@ BUILTINS = {
     "sqrt": 1, "rsqrt": 1, "abs": 1, "to": 1,
     "sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
     "sinh": 1, "cosh": 1, "tanh": 1, "expm1": 1, "log1p": 1, "pow": 2, "fma": 3, "rcp": 1,
+    "ceil": 1, "floor": 1, "round": 1, "sign": 1, "isfinite": 1,
+    "gelu": 1, "sigmoid": 1, "softplus": 1,
 }
 
 

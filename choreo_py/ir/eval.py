@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import operator
 
-from . import c_scalars
+from . import c_scalars, math_defs
 from choreo_py import ir
 from choreo_py.construct_names import describe
 
@@ -101,6 +101,8 @@ def _call(fn: str, args: list, dtype: str):
                     "fma": lambda a, b, c: a * b + c}[fn](*[float(a) for a in args])
         except (ValueError, OverflowError, ZeroDivisionError) as e:
             raise EvalError(f"{fn}: {e}") from None
+    if fn in math_defs.FUNCTIONS:
+        return math_defs.FUNCTIONS[fn](float(args[0]))
     one = {"exp2": lambda x: 2.0 ** x, "exp": math.exp, "log2": math.log2, "log": math.log,
            "sqrt": math.sqrt, "rsqrt": lambda x: 1 / math.sqrt(x), "abs": abs,
            "sin": math.sin, "cos": math.cos, "tan": math.tan, "asin": math.asin,

@@ -9,10 +9,10 @@ instance per thread), a condition may also read values known only at run time:
 `inthreads.async (g == 0 && t < limit)`. Its conjuncts that depend on the instance
 alone choose the role's members, as any role's condition does; the others guard the
 body inside the role (`if (t < limit)`), so that exactly the threads the whole condition
-selects run it. That is only the same program where no statement of the body is an
-operation of the whole role (a copy one thread issues for all, an MMA, a trigger whose
-arrivals the event counts per member, a meeting of the role's threads), so a body
-holding one stays refused by name.
+selects run it. A plain `trigger` of the body, whose arrivals the event counts per
+member, runs in every member (`GuardedBody` says why that is the same program); a body
+holding another operation of the whole role (a copy one thread issues for all, an MMA, a
+meeting of the role's threads) stays refused by name.
 
 Inside a role of single threads, `inthreads (t == 32) { ... }` (not '.async': only the
 outermost may be) is a role of fewer members nested in it, whose threads run the body
@@ -29,6 +29,7 @@ and the backends see an ordinary role of one instance. Any other use of such a f
 """
 from __future__ import annotations
 
+from dataclasses import fields, is_dataclass
 from typing import Optional
 
 from ..frontend import ast as A
@@ -41,7 +42,8 @@ from .exprs import err
 from .values import Unsupported
 
 #: What a guarded role body may hold: statements each thread runs on its own.
-PER_THREAD = (ir.Let, ir.Assign, ir.If, ir.For, ir.While, ir.Break, ir.Wait)
+PER_THREAD = (ir.Let, ir.Var, ir.ViewDef, ir.Assign, ir.If, ir.For, ir.While, ir.Break,
+              ir.Wait)
 
 
 class RoleFormBuilder:
@@ -82,11 +84,12 @@ class RoleFormBuilder:
         return _conjunction(static) or B.const(True), _conjunction(dynamic)
 
     def guarded_body(self, guard: ir.Expr, body: list[ir.Stmt], s: A.InThreads):
+        """The body under the guard; one holding a trigger with the guard pushed down to
+        its per-thread statements (GuardedBody)."""
+        if _holds_trigger(body):
+            return GuardedBody(guard, s).block(body)
         for x in ir.walk(body):
-            items = getattr(x, "items", ())
-            if not isinstance(x, PER_THREAD) or any(isinstance(i, ir.FutureRef) for i in items):
-                raise Unsupported(f"an 'inthreads' condition on run-time values around "
-                                  f"{describe(x)}, an operation of the whole role", x.loc or s.loc)
+            _per_thread(x, s)
         return [ir.If(guard, body, loc=s.loc)]
 
 
@@ -155,6 +158,140 @@ class RoleFormBuilder:
 
         block(body)
         _other_uses(body, futures, inside)
+
+
+class GuardedBody:
+    """A role body holding a `trigger`, under a run-time guard: its per-thread statements
+    run in the threads the guard selects (`if guard { ... }`); its triggers and waits, at
+    its top level or in a `foreach` there, run in every member of the role.
+
+    The event counts one arrival per member of the role (passes/event_arrivals.py), so a
+    member the guard leaves out, which has nothing to publish, still arrives: it runs the
+    body's waits and triggers in their order, and arrives on each generation once it has
+    waited for what the body waits for before it, as the members the guard selects do
+    (were it to arrive at once, its arrivals for later generations would complete the
+    current one early). A `foreach` holding a trigger runs in every member for that
+    reason, its other statements guarded. What every member runs must be the same in
+    every member, so it may not read a name the guarded statements define or assign; a
+    name one guarded run defines is read in that run only, and the guard, evaluated before
+    each run, reads no name the body assigns. A wait or trigger elsewhere
+    (under an `if`, a `while`, in a loop with a `break`) or another operation of the
+    whole role stays refused by name."""
+
+    def __init__(self, guard: ir.Expr, s: A.InThreads) -> None:
+        self.guard, self.s = guard, s
+        self.runs: list[list[ir.Stmt]] = []
+        self.free: list[ir.Stmt] = []   # statements every member runs (triggers, loop heads)
+
+    def block(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        out = self._push(body)
+        self._check_names()
+        return out
+
+    def _push(self, body: list[ir.Stmt]) -> list[ir.Stmt]:
+        out: list[ir.Stmt] = []
+        run: list[ir.Stmt] = []
+
+        def flush() -> None:
+            if run:
+                self.runs.append(list(run))
+                out.append(ir.If(self.guard, list(run), loc=self.s.loc))
+                run.clear()
+
+        for x in body:
+            if isinstance(x, ir.Trigger) and not x.after or isinstance(x, ir.Wait) and \
+                    not any(isinstance(i, ir.FutureRef) for i in x.items):
+                flush()
+                self.free.append(x)
+                out.append(x)
+            elif isinstance(x, ir.For) and _holds_trigger(x.body):
+                if any(isinstance(y, ir.Break) for y in ir.walk(x.body)):
+                    self._refuse(x, "a 'foreach' with a 'break' and a trigger")
+                flush()
+                self.free.append(ir.For(x.var, x.start, x.stop, [], x.step, loc=x.loc))
+                out.append(ir.For(x.var, x.start, x.stop, self._push(x.body), x.step, loc=x.loc))
+            else:
+                for y in ir.walk([x]):
+                    if isinstance(y, (ir.Wait, ir.Trigger)):
+                        self._refuse(y, f"{describe(y)} under an 'if' or a 'while'")
+                    _per_thread(y, self.s)
+                run.append(x)
+        flush()
+        return out
+
+    def _refuse(self, x: ir.Stmt, what: str):
+        raise Unsupported(f"an 'inthreads' condition on run-time values around {what}, an "
+                          f"operation of the whole role", x.loc or self.s.loc)
+
+    def _check_names(self) -> None:
+        written = set().union(*[_writes(r) for r in self.runs])
+        changed = sorted(ir.sym_names(self.guard) & written)
+        if changed:  # evaluated before each guarded run, it must have one value
+            self._refuse(self.s, f"a trigger, the guard reading '{changed[0]}', which the "
+                                 f"body assigns")
+        for x in self.free:
+            hit = sorted(_reads([x]) & written)
+            if hit:
+                self._refuse(x, f"{describe(x)} that reads '{hit[0]}' (which only the "
+                                f"threads the guard selects compute)")
+        for i, r in enumerate(self.runs):
+            defined = _defines(r)
+            for j, other in enumerate(self.runs):
+                hit = sorted(_reads(other) & defined) if i != j else []
+                if hit:
+                    self._refuse(other[0], f"a trigger between the definition of '{hit[0]}' "
+                                           f"and a use of it")
+
+
+def _per_thread(x: ir.Stmt, s: A.InThreads) -> None:
+    items = getattr(x, "items", ())
+    if not isinstance(x, PER_THREAD) or any(isinstance(i, ir.FutureRef) for i in items):
+        raise Unsupported(f"an 'inthreads' condition on run-time values around "
+                          f"{describe(x)}, an operation of the whole role", x.loc or s.loc)
+
+
+def _holds_trigger(body: list[ir.Stmt]) -> bool:
+    return any(isinstance(x, ir.Trigger) for x in ir.walk(body))
+
+
+def _defines(stmts: list[ir.Stmt]) -> set[str]:
+    """The names `stmts` declare (lets, mutables, views, loop variables)."""
+    out = set()
+    for x in ir.walk(stmts):
+        if isinstance(x, (ir.Let, ir.Var, ir.ViewDef)):
+            out.add(x.name)
+        elif isinstance(x, ir.For):
+            out.add(x.var)
+    return out
+
+
+def _writes(stmts: list[ir.Stmt]) -> set[str]:
+    return _defines(stmts) | {x.name for x in ir.walk(stmts) if isinstance(x, ir.Assign)}
+
+
+def _reads(stmts: list[ir.Stmt]) -> set[str]:
+    """Every scalar name the statements read (their expressions, event indices and
+    orders, assigned names included: an assignment of a mutable uses it)."""
+    out: set[str] = set()
+
+    def value(v) -> None:
+        if isinstance(v, ir.Expr):
+            out.update(ir.sym_names(v))
+        elif isinstance(v, (list, tuple)):
+            for y in v:
+                value(y)
+        elif is_dataclass(v) and not isinstance(v, ir.Stmt):
+            for f in fields(v):
+                value(getattr(v, f.name))
+
+    for x in ir.walk(stmts):
+        if isinstance(x, ir.Assign):
+            out.add(x.name)
+        for f in fields(x):
+            v = getattr(x, f.name)
+            if not (isinstance(v, list) and v and isinstance(v[0], ir.Stmt)):
+                value(v)
+    return out
 
 
 def _elected_run(stmts: list[ir.Stmt], i: int, elected: set[int], futures: set[str]) -> int:

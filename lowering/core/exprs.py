@@ -37,7 +37,8 @@ _INT_OPS = {"+": "add.{t}", "-": "sub.{t}", "*": "mul.lo.{t}", "/": "div.{t}", "
             "<<": "shl.b{n}", ">>": "shr.{t}", "&": "and.b{n}", "|": "or.b{n}", "^": "xor.b{n}"}
 _F32_OPS = {"+": "add.f32", "-": "sub.f32", "*": "mul.f32", "/": "div.full.f32"}
 _F32_CALLS = {"exp2": "ex2.approx.ftz.f32", "log2": "lg2.approx.ftz.f32",
-              "sqrt": "sqrt.rn.f32", "rsqrt": "rsqrt.approx.ftz.f32", "abs": "abs.f32"}
+              "sqrt": "sqrt.rn.f32", "rsqrt": "rsqrt.approx.ftz.f32", "abs": "abs.f32",
+              "ceil": "cvt.rpi.f32.f32", "floor": "cvt.rmi.f32.f32"}
 LOG2E = 1.4426950408889634
 LN2 = 0.6931471805599453
 
@@ -463,6 +464,8 @@ class ExprLowering:
         out = self.out(dst, t, hint)
         if e.fn in ("min", "max"):
             self.w.op(f"{e.fn}.{t}", out, *args)
+        elif e.fn == "abs" and t.startswith("u"):  # PTX's abs is for signed types only
+            self.w.op(f"mov.{t}", out, args[0])
         elif e.fn == "abs" and t != "f32":
             self.w.op(f"abs.{t}", out, args[0])
         elif e.fn in ("exp", "log") and t == "f32":

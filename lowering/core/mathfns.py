@@ -10,15 +10,27 @@ tolerance of programs that compare with the C library):
   constant) before `sin.approx` / `cos.approx`; tan = sin / cos.
 - expm1: Taylor series to x^7 for |x| < 0.5 (no cancellation near 0), else
   exp(x) - 1; sinh likewise (series to x^9, else (e - 1/e) / 2); cosh =
-  (e + 1/e) / 2; tanh = e / (e + 2) with e = expm1(2x), 2x clamped to +-40.
+  (e + 1/e) / 2; tanh = e / (e + 2) with e = expm1(2x), 2x clamped to +-40 (NaN kept).
 - log1p: 2 * atanh(x / (2 + x)) as a series for |x| < 0.5, else log(1 + x).
 - atan: |x| > 1 folds to pi/2 - atan(1/|x|), then |x| > tan(pi/12) to
   pi/6 + atan((sqrt3*x - 1) / (sqrt3 + x)), then the series to x^11;
-  atan2 fixes the quadrant of atan(y / x); asin and acos are atan2 of
-  x and sqrt((1 - x)(1 + x)).
+  atan2 fixes the quadrant of atan(y / x) (two infinities: that of +-1, +-1);
+  asin and acos are atan2 of x and sqrt((1 - x)(1 + x)).
 - pow: 2^(y * log2|x|); a negative base gives a result only for an
   integral exponent (signed by its parity), else NaN, as in C; y = 0 gives 1.
 - fma: `fma.rn.f32`; frcp_rn: `rcp.rn.f32`.
+- ceil, floor: `cvt.rpi` / `cvt.rmi` (exact); round (half away from zero, C's, which
+  `cvt.rni`'s half-to-even is not): the truncation, moved one away from zero when the
+  exact remainder is at least a half.
+- sign: -1, 0 or 1 by two comparisons (NaN: 0); isfinite: |x| < inf (NaN: 0).
+- sigmoid: 1 / (1 + e^-x); softplus: max(x, 0) + log1p(e^-|x|) (no overflow, no
+  cancellation); gelu, tanh form: 0.5 (1 + tanh u) = 1 / (1 + e^-2u), so
+  gelu = x / (1 + e^-2u) with u = sqrt(2/pi) (x + 0.044715 x^3), which keeps the
+  relative precision of the negative tail that 1 + tanh u loses to cancellation
+  (x below -20, where the value is -0, is taken as -20).
+
+The meanings are choreo_py/ir/math_defs.py's; bench/builtins_precision.py measures each
+sequence in the emulator against them in float64.
 """
 from __future__ import annotations
 
@@ -31,10 +43,13 @@ TWO_PI_HI = 6.28125  # exact in f32 (few mantissa bits), so k * TWO_PI_HI is exa
 TWO_PI_LO = 2 * math.pi - 6.28125
 SQRT3 = math.sqrt(3.0)
 TAN_PI_12 = 2 - SQRT3
+GELU_K0 = 0.044715
+GELU_K1 = math.sqrt(2.0 / math.pi)
 
 FUNCS = {"sin": 1, "cos": 1, "tan": 1, "asin": 1, "acos": 1, "atan": 1, "atan2": 2,
          "sinh": 1, "cosh": 1, "tanh": 1, "expm1": 1, "log1p": 1, "pow": 2, "fma": 3,
-         "rcp": 1}
+         "rcp": 1, "round": 1, "sign": 1, "isfinite": 1, "sigmoid": 1, "softplus": 1,
+         "gelu": 1}
 
 
 class _Seq:
@@ -124,7 +139,7 @@ def _cosh(s, x):
 
 def _tanh(s, x):
     two = s.op("mul.f32", x, s.c(2.0))
-    two = s.op("min.f32", s.op("max.f32", two, s.c(-40.0)), s.c(40.0))
+    two = s.op("min.NaN.f32", s.op("max.NaN.f32", two, s.c(-40.0)), s.c(40.0))  # NaN stays
     e = _expm1(s, two)
     return s.op("div.rn.f32", e, s.op("add.f32", e, s.c(2.0)))
 
@@ -155,6 +170,12 @@ def _atan(s, x):
 
 
 def _atan2(s, y, x):
+    # both infinite: the quadrant's diagonal (y / x would be NaN), as atan2(+-1, +-1)
+    both_inf = s.w.reg("pred", "mp")
+    s.w.op("setp.eq.f32", both_inf, s.op("abs.f32", y), s.c(math.inf))
+    s.w.op("setp.eq.and.f32", both_inf, s.op("abs.f32", x), s.c(math.inf), both_inf)
+    y = s.sel(s.op("copysign.f32", y, s.c(1.0)), y, both_inf)
+    x = s.sel(s.op("copysign.f32", x, s.c(1.0)), x, both_inf)
     r = _atan(s, s.op("div.rn.f32", y, x))
     turn = s.sel(s.c(math.pi), s.c(-math.pi), s.pred("ge", y, s.c(0.0)))
     r = s.sel(s.op("add.f32", r, turn), r, s.pred("lt", x, s.c(0.0)))
@@ -190,10 +211,47 @@ def _pow(s, x, y):
     return s.sel(s.c(1.0), r, s.pred("eq", y, s.c(0.0)))
 
 
+def _round(s, x):
+    t = s.op("cvt.rzi.f32.f32", x)
+    half_or_more = s.pred("ge", s.op("abs.f32", s.op("sub.f32", x, t)), s.c(0.5))
+    away = s.op("add.f32", t, s.op("copysign.f32", x, s.c(1.0)))
+    return s.sel(away, t, half_or_more)
+
+
+def _sign(s, x):
+    r = s.sel(s.c(1.0), s.c(0.0), s.pred("gt", x, s.c(0.0)))
+    return s.sel(s.c(-1.0), r, s.pred("lt", x, s.c(0.0)))
+
+
+def _isfinite(s, x):
+    return s.sel(s.c(1.0), s.c(0.0), s.pred("lt", s.op("abs.f32", x), s.c(math.inf)))
+
+
+def _sigmoid(s, x):
+    e = s.exp(s.op("neg.f32", x))
+    return s.op("rcp.rn.f32", s.op("add.f32", e, s.c(1.0)))
+
+
+def _softplus(s, x):
+    e = s.exp(s.op("neg.f32", s.op("abs.f32", x)))
+    return s.op("add.f32", s.op("max.f32", x, s.c(0.0)), _log1p(s, e))
+
+
+def _gelu(s, x):
+    # below -20 the value is -0 in f32 (e^-2u overflows; -inf / inf would be NaN)
+    x = s.sel(x, s.c(-20.0), s.pred("gtu", x, s.c(-20.0)))
+    x2 = s.op("mul.f32", x, x)
+    u = s.op("mul.f32", x, s.op("fma.rn.f32", x2, s.c(GELU_K1 * GELU_K0), s.c(GELU_K1)))
+    e = s.exp(s.op("mul.f32", u, s.c(-2.0)))
+    return s.op("div.rn.f32", x, s.op("add.f32", e, s.c(1.0)))
+
+
 _BODIES = {
     "sin": _sin, "cos": _cos, "tan": _tan, "asin": _asin, "acos": _acos, "atan": _atan,
     "atan2": _atan2, "sinh": _sinh, "cosh": _cosh, "tanh": _tanh, "expm1": _expm1,
     "log1p": _log1p, "pow": _pow,
     "fma": lambda s, a, b, c: s.op("fma.rn.f32", a, b, c),
     "rcp": lambda s, x: s.op("rcp.rn.f32", x),
+    "round": _round, "sign": _sign, "isfinite": _isfinite, "sigmoid": _sigmoid,
+    "softplus": _softplus, "gelu": _gelu,
 }
