@@ -15,6 +15,9 @@ python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upg
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 [[ -d .shared ]] && export CHOREO_SHARED=$PWD/.shared
 python3 -m pip install -q --no-deps --no-build-isolation -e . >/dev/null 2>&1 || echo "[warn] editable install failed"
+# $PWD on PYTHONPATH shadows the editable install's package-dir mapping of lowering/ and
+# grammar/ (choreo_py.lowering, choreo_py.grammar): link them in where it does
+python3 -c "import choreo_py.lowering" 2>/dev/null || { ln -sfn ../lowering choreo_py/lowering; ln -sfn ../grammar choreo_py/grammar; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,temperature.gpu --format=csv | tee "$OUT/gpu.txt"
 python3 -c "import torch, choreo_py; print(torch.__version__, torch.cuda.get_device_name(), choreo_py.__file__)"

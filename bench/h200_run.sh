@@ -11,6 +11,9 @@ VARIANTS=${VARIANTS:-}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
   --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
+# lowering/ and grammar/ are choreo_py.lowering and choreo_py.grammar by pyproject's
+# package-dir: with no install here, link them into the package
+python3 -c "import choreo_py.lowering" 2>/dev/null || { ln -sfn ../lowering choreo_py/lowering; ln -sfn ../grammar choreo_py/grammar; }
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,power.draw,power.limit,temperature.gpu \
   --format=csv | tee "$OUT/gpu.txt"
