@@ -1,6 +1,6 @@
 """choreo-py: a compiler for Choreo tile kernels."""
 
-__version__ = "0.1.0"
+from .version import __version__  # noqa: E402
 
 from .diagnostics import ChoreoError  # noqa: E402 - errors in a program, located (file, line, col)
 from . import limits  # noqa: E402

@@ -9,7 +9,8 @@ Layers, lowest first; a module may import its own layer and those below:
 
     base      source, diagnostics, targets,           facts every stage reads; the words
               construct_names, progress, pygments_lexer for constructs, progress, highlighting,
-              limits                                  the bounds of a program's structure
+              limits, version                         the bounds of a program's structure,
+                                                      the package version
     ir        ir/ (the nodes, build, printer, parse,   the contract between stages
               verify, eval, c_scalars)
     frontend  frontend/, grammar/                      .co text -> AST
@@ -44,7 +45,7 @@ MAX_LINES = 600
 
 #: the modules at the top of choreo_py/, by layer; every other module is in a folder
 TOP_LEVEL = {"base": ("source", "diagnostics", "targets", "construct_names", "progress",
-                      "pygments_lexer", "limits"),
+                      "pygments_lexer", "limits", "version"),
              "driver": ("driver",),
              "command": ("cli", "compile_command", "tune_command", "__init__", "__main__")}
 #: folders of choreo_py (and the installed grammar/, lowering/), by layer

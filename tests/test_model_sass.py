@@ -6,12 +6,13 @@ flash-attn-4 row needs flash-attn-4 installed and ../shared (skipped, with the r
 otherwise).
 """
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from choreo_py.runtime.build import find_ptxas
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
@@ -55,7 +56,8 @@ LOOP:
 
 
 def _tools():
-    if shutil.which("ptxas") is None or S.nvdisasm_path() is None:
+    ptxas = find_ptxas()
+    if ptxas is None or S.nvdisasm_path() is None:
         pytest.skip("ptxas or nvdisasm missing (pip install nvidia-cuda-nvdisasm)")
 
 
@@ -63,7 +65,7 @@ def test_tiny_kernel_counts(tmp_path):
     _tools()
     src, cubin = tmp_path / "tiny.ptx", tmp_path / "tiny.cubin"
     src.write_text(TINY_PTX)
-    subprocess.run(["ptxas", "-arch=sm_100a", str(src), "-o", str(cubin)], check=True)
+    subprocess.run([ptxas, "-arch=sm_100a", str(src), "-o", str(cubin)], check=True)
     ins, labels = S.main_function(S.parse(S.disassemble(str(cubin))))
     work = [lp for lp in S.loops(ins, labels) if not lp.spin]
     assert len(work) == 1

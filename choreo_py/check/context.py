@@ -13,6 +13,7 @@ when it is declared to.
 from __future__ import annotations
 
 from ..frontend import ast as A
+from ..frontend.ast import declared_result
 from . import types as Ty
 
 
@@ -45,21 +46,6 @@ def call(ck, c: A.Call) -> None:
         if t.kind in (Ty.FUTURE, Ty.EVENT, Ty.STRING, Ty.MDSPAN, Ty.ITUPLE):
             ck.error(f"argument {i} of 'call {c.func}' is {Ty.describe(t.kind)}, which can not be "
                      "passed to a device function", a.loc)
-
-
-def declared_result(fn: A.FunctionDef):
-    """The return type a function promises a value of, as written ('int', 'f16 [1, 2]'),
-    or None: `void`, and `auto`, which takes what the function returns (or nothing)."""
-    rt = fn.return_type
-    if isinstance(rt, A.TypeRef):
-        return None if rt.name in ("void", "auto") else rt.spelling
-    if isinstance(rt, A.MdSpanType):
-        if not rt.dims:
-            return f"{rt.elem.spelling} mdspan<{rt.rank}>"
-        dims = [getattr(d, "text", None) or getattr(d, "id", None) or getattr(d, "kind", "…")
-                for d in rt.dims]
-        return f"{rt.elem.spelling} [{', '.join(str(d) for d in dims)}]"
-    return None
 
 
 def function_returns(ck, fn: A.FunctionDef) -> None:

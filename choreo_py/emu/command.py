@@ -122,13 +122,13 @@ def _inputs(module, fn, dims: dict, seed: int) -> dict:
 def _emulated_call(args, fn, dims: dict, defines, inputs: dict):
     """(the emulated call's result, its arguments, stats): the function called through
     emulate_program on the GPU's dtypes (the interpreter widens unsigned types)."""
-    import choreo_py
+    from choreo_py.emu.program import emulate_program
     from choreo_py.runtime.host_program import torch_dtypes
 
     exact = torch_dtypes()
     mine = {p.name: inputs[p.name].to(exact[p.dtype]) for p in fn.params}
     stats = EmuStats()
-    lib = choreo_py.emulate_program(args.file, target=args.target, schedule=args.schedule,
+    lib = _deep(emulate_program)(args.file, target=args.target, schedule=args.schedule,
                                     seed=args.seed, strict=not args.relaxed,
                                     include_dirs=args.include, defines=defines,
                                     step_limit=args.step_limit, stats=stats)
@@ -181,9 +181,9 @@ def _host_program(args, fn, dims: dict, defines, writes: set, inputs: dict) -> i
 def _against_interpreter(args, fn, dims, defines, compared, got, theirs, result) -> int:
     """Compares the emulated call's outputs with the interpreter's call on the same inputs
     (`result`: the name under which the function's result is compared, if it has one)."""
-    import choreo_py
+    from choreo_py.interp.api import interpret
 
-    ref = choreo_py.interpret(args.file, function=fn.name, target=args.target,
+    ref = _deep(interpret)(args.file, function=fn.name, target=args.target,
                               include_dirs=args.include, defines=defines)(**theirs, **dims)
     want = {**theirs, **({result: ref} if result else {})}
     failed = 0
@@ -313,3 +313,14 @@ def _raw(args) -> int:
     print(f"check {ref['expr']}: {ref['output']} max abs error {cmp.max_abs:.3e}, relative error "
           f"{cmp.rel:.3e} (tolerance {args.rtol:g}): {verdict}")
     return EXIT_OK if cmp.ok(args.rtol) else EXIT_PROGRAM
+
+
+def _deep(fn):
+    """`fn` run with the stages' recursion (choreo_py/limits.py), as the package's own
+    `choreo_py.interpret` / `emulate_program` run it."""
+    from choreo_py import limits
+
+    def call(*args, **kwargs):
+        with limits.deep_recursion():
+            return fn(*args, **kwargs)
+    return call

@@ -697,3 +697,20 @@ def walk(node: Node) -> Iterator[Node]:
         current = stack.pop()
         yield current
         stack.extend(reversed(list(child_nodes(current))))
+
+
+# --------------------------------------------------------------- signatures
+
+def declared_result(fn: FunctionDef):
+    """The return type a function promises a value of, as written ('int', 'f16 [1, 2]'),
+    or None: `void`, and `auto`, which takes what the function returns (or nothing)."""
+    rt = fn.return_type
+    if isinstance(rt, TypeRef):
+        return None if rt.name in ("void", "auto") else rt.spelling
+    if isinstance(rt, MdSpanType):
+        if not rt.dims:
+            return f"{rt.elem.spelling} mdspan<{rt.rank}>"
+        dims = [getattr(d, "text", None) or getattr(d, "id", None) or getattr(d, "kind", "…")
+                for d in rt.dims]
+        return f"{rt.elem.spelling} [{', '.join(str(d) for d in dims)}]"
+    return None

@@ -58,9 +58,11 @@ _LARK: Optional[Lark] = None
 def _grammar_path() -> Path:
     if GRAMMAR_PATH.exists():
         return GRAMMAR_PATH
-    # installed layout: the grammar folder is the package choreo_py.grammar
-    from choreo_py import grammar  # type: ignore[attr-defined]
-    return Path(grammar.__file__).resolve().parent / "choreo.lark"
+    # installed layout: the grammar folder is the package choreo_py.grammar, read as the
+    # package's data (the file, not a module of the compiler)
+    from importlib import resources
+
+    return Path(str(resources.files("choreo_py.grammar").joinpath("choreo.lark")))
 
 
 # ------------------------------------------------------------ the contextual lexer

@@ -75,9 +75,7 @@ def compiler_version() -> str:
 
 
 def _source_roots() -> list[Path]:
-    import choreo_py
-
-    pkg = Path(choreo_py.__file__).resolve().parent
+    pkg = Path(__file__).resolve().parents[1]   # choreo_py/
     backends = pkg / "lowering"
     if not backends.is_dir():  # an editable checkout: the backends live in lowering/
         backends = pkg.parent / "lowering"
@@ -111,7 +109,7 @@ def _fingerprint() -> str:
 def _compiler_version() -> str:
     from importlib import metadata
 
-    import choreo_py
+    from choreo_py.version import __version__
 
     h = hashlib.sha256()
     for root in _source_roots():
@@ -122,7 +120,7 @@ def _compiler_version() -> str:
         pyptx = metadata.version("pyptx")
     except metadata.PackageNotFoundError:
         pyptx = "?"
-    return f"{choreo_py.__version__}+{h.hexdigest()[:16]} pyptx {pyptx} ptxas {_ptxas_version()}"
+    return f"{__version__}+{h.hexdigest()[:16]} pyptx {pyptx} ptxas {_ptxas_version()}"
 
 
 def _ptxas_version() -> str:

@@ -107,9 +107,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def _missing_return(self) -> str | None:
         """The declared return type of a function that returns nothing (a warning of
         check/context.py): its call gives a value that refuses every use."""
-        from ..check.context import declared_result
-
-        return declared_result(self.func) if self.result is None else None
+        return A.declared_result(self.func) if self.result is None else None
 
     def assert_stmt(self, c: A.CallExpr) -> None:
         """`assert(cond, "message")`: decided here when constant; on the function's sizes,

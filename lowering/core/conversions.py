@@ -10,15 +10,15 @@ does.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 from choreo_py import ir
 from choreo_py.ir import subbyte as _subbyte
 
 from .writer import V
 
-if TYPE_CHECKING:
-    from .exprs import ExprLowering
+# `ExprLowering` (exprs.py, which calls these) is named in annotations only, as text: an
+# import, even one for type checkers, would make the two modules a circle.
 
 
 def _bits(t: str) -> int:

@@ -29,15 +29,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Callable, Mapping, Optional
+from typing import Callable, Mapping, Optional
 
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError, InternalError
 
 from .writer import V
 
-if TYPE_CHECKING:
-    from .context import Lowering
+# `Lowering` (context.py, which holds a Target) is named in annotations only, as text: an
+# import, even one for type checkers, would make the two modules a circle.
 
 
 @dataclass(frozen=True)
