@@ -116,6 +116,28 @@ _BITOPS = {
 }
 
 
+def compared_type(e: ir.Bin) -> str | None:
+    """The integer type the two sides of a comparison meet in (C's usual conversions, as
+    the lowering compares: ir/c_scalars.promote), or None where no integer conversion
+    applies (a float or a condition on either side)."""
+    t = c_scalars.promote(getattr(e.lhs, "dtype", "s32"), getattr(e.rhs, "dtype", "s32"),
+                          isinstance(e.lhs, ir.Const), isinstance(e.rhs, ir.Const))
+    return t if c_scalars.INT_BITS.get(t, 64) < 64 else None
+
+
+def as_compared(v, t: str | None):
+    """`v` converted to the compared type `t`: -1 against an unsigned int is 4294967295."""
+    if t is None or isinstance(v, (bool, float)):
+        return v
+    if isinstance(v, int):
+        return c_scalars.wrap(v, t)
+    if isinstance(v, torch.Tensor) and not v.dtype.is_floating_point and v.dtype != torch.bool:
+        bits = c_scalars.INT_BITS[t]
+        w = v.to(torch.int64) & ((1 << bits) - 1)
+        return w - ((w >> (bits - 1)) << bits) if t[0] == "s" else w
+    return v
+
+
 def binary(op: str, a, b, dtype: str, loc=None):
     if op in _CMP:
         return _CMP[op](a, b)
@@ -319,7 +341,11 @@ class Evaluator:
             with self._reads_under(taken):
                 b = self(e.rhs, env, loc)
             return binary(e.op, a, b, e.dtype, loc)
-        return binary(e.op, self(e.lhs, env, loc), self(e.rhs, env, loc), e.dtype, loc)
+        a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
+        if e.op in _CMP:
+            t = compared_type(e)
+            a, b = as_compared(a, t), as_compared(b, t)
+        return binary(e.op, a, b, e.dtype, loc)
 
     def _select(self, e: ir.Select, env: dict, loc):
         c = self(e.cond, env, loc)

@@ -100,6 +100,11 @@ def binop(op: str, a: ir.Expr, b: ir.Expr, dtype: str | None = None) -> ir.Expr:
     if x is not None and y is not None and not (op in ("/", "%") and y == 0):
         if op in ("<<", ">>") and not 0 <= y < 64:
             return ir.Bin(op, a, b, dtype)
+        if op in COMPARISONS and op not in ("&&", "||"):
+            # two constants meet in C's common type of their own types: -1 <= 4000000000u
+            # is false (-1 is 4294967295 there), as the GPU and the interpreter compare
+            t = c_scalars.promote(a.dtype, b.dtype)
+            x, y = c_scalars.wrap(x, t), c_scalars.wrap(y, t)
         v = c_scalars.int_binary(op, x, y, dtype)  # what the GPU computes, wrap-around included
         return ir.Const(v, "bool") if isinstance(v, bool) else ir.Const(v, dtype)
     # Identities that never change a value: x+0, x-0, x*1, x/1, 0+x, 1*x, 0*x (ints).

@@ -72,7 +72,13 @@ def _bin(e: ir.Bin, env: dict):
         return bool(evaluate(e.lhs, env)) and bool(evaluate(e.rhs, env))
     if e.op == "||":
         return bool(evaluate(e.lhs, env)) or bool(evaluate(e.rhs, env))
-    return wrap(_arith(e.op, evaluate(e.lhs, env), evaluate(e.rhs, env), e.dtype), e.dtype)
+    a, b = evaluate(e.lhs, env), evaluate(e.rhs, env)
+    if e.op in ("==", "!=", "<", "<=", ">", ">=") and isinstance(a, int) and isinstance(b, int):
+        # the common type of the two sides (C; the interpreter and the lowering compare so)
+        t = c_scalars.promote(e.lhs.dtype, e.rhs.dtype, isinstance(e.lhs, ir.Const),
+                              isinstance(e.rhs, ir.Const))
+        a, b = wrap(a, t), wrap(b, t)
+    return wrap(_arith(e.op, a, b, e.dtype), e.dtype)
 
 
 def _un(e: ir.Un, env: dict):

@@ -331,7 +331,7 @@ class ExprLowering:
                 return self.value(ir.Const(r, "bool" if isinstance(r, bool) else e.dtype),
                                   hint, dst)
         if e.op in _CMP:
-            return self.compare(e.op, e.lhs, a, b, hint, dst)
+            return self.compare(e.op, e.lhs, e.rhs, a, b, hint, dst)
         t = reg_type(e.dtype, self.lw, self.loc)
         if e.op in ("&&", "||"):
             out = self.out(dst, "pred", hint)
@@ -383,11 +383,16 @@ class ExprLowering:
         pattern = _INT_OPS.get(e.op)
         return pattern.format(t=t, n=n) if pattern else None
 
-    def compare(self, op: str, lhs: ir.Expr, a: V, b: V, hint: str, dst: Optional[V]) -> V:
-        # The operands' IR type, not a register's: a parallel index is an s32 held in the
+    def compare(self, op: str, lhs: ir.Expr, rhs: ir.Expr, a: V, b: V, hint: str,
+                dst: Optional[V]) -> V:
+        # The operands' IR types, not the registers': a parallel index is an s32 held in the
         # u32 register of %tid/%ctaid, and `t > x` of a negative s32 x compares signed
-        # (setp.gt.u32 made every negative x greater than t).
-        t = REG_TYPES.get(lhs.dtype) or getattr(self.lw, "widened_types", {}).get(lhs.dtype) \
+        # (setp.gt.u32 made every negative x greater than t). Both sides' types meet by C's
+        # rules, as the interpreter's (ir/c_scalars.promote): `3 <= (c ? 4000000000u : 0u)`
+        # compares unsigned, where the left operand's type alone compared signed.
+        ct = c_scalars.promote(lhs.dtype, rhs.dtype, isinstance(lhs, ir.Const),
+                               isinstance(rhs, ir.Const))
+        t = REG_TYPES.get(ct) or getattr(self.lw, "widened_types", {}).get(ct) \
             or common_type(a, b)
         if t == "pred":
             raise self.lw.refuse("comparing conditions", self.loc)
