@@ -24,13 +24,14 @@ parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
 from __future__ import annotations
 
+import math
 from contextlib import contextmanager
 from dataclasses import fields
 
 import torch
 
 from .. import ir
-from . import atomics
+from . import atomics, scalars
 from .errors import InterpError
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
@@ -55,6 +56,29 @@ def eligible(body: list[ir.Stmt], top: bool = True, private=frozenset()) -> bool
         if not all(eligible(b, False) for b in ir.child_blocks(s)):
             return False
     return True
+
+
+#: What a guarded body may hold (see `mode`): plain code and block barriers at any depth.
+_GUARDED = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
+            ir.SetMaxRegs, ir.SyncShared)
+
+
+#: Whether guarded bodies run as lanes (False: as threads, as they did before; for
+#: measuring the difference, bench/interp.py --threads, and for comparing the two).
+GUARDED_LANES = True
+
+
+def mode(body: list[ir.Stmt], private=frozenset()) -> str | None:
+    """How a parallel body runs: "lanes" (eligible: every instance at once), "guarded"
+    (every instance at once, falling back to one thread per instance on any fault, see
+    `LaneRun.attempt`), or None (one thread per instance)."""
+    if eligible(body, private=private):
+        return "lanes"
+    if _touches(body, private) if private else False:
+        return None
+    if GUARDED_LANES and all(isinstance(s, _GUARDED) for s in ir.walk(body)):
+        return "guarded"
+    return None
 
 
 def _touches(body: list[ir.Stmt], names) -> bool:
@@ -98,10 +122,101 @@ class _LaneEval(Evaluator):
         return super().__call__(e, env, loc)
 
 
+#: What torch raises for an operation that has no lane form (the threads' scalars do).
+_NO_LANE_FORM = (TypeError, ValueError, RuntimeError)
+
+
+class _Diverged(Exception):
+    """A guarded run reached a block barrier with only some of its lanes: on the GPU (and
+    for the threads) those wait for the others, which never come; the threads report it."""
+
+
+_EXACT_SCALAR_MATH = ("exp", "exp2", "log", "log2") + scalars._C_MATH
+
+
+class _ExactEval(_LaneEval):
+    """The lane evaluator of a guarded run: lane by lane the same bits as the scalar code
+    that the threads run (what the body gave before it ran as lanes): integer results
+    wrap to their type at every operation, and math functions are computed in double
+    (as Python's math does) and rounded once, the transcendental ones by Python's math
+    itself, lane by lane."""
+
+    def __call__(self, e, env, loc=None):
+        t = type(e)
+        if t is ir.Call and e.fn in _VECTOR_CALLS:
+            args = [self(a, env, loc) for a in e.args]
+            if any(isinstance(a, torch.Tensor) for a in args):
+                return _VECTOR_CALLS[e.fn](self, args, e.dtype, loc)
+            return scalars.call(e.fn, args, e.dtype, loc)
+        r = super().__call__(e, env, loc)
+        if isinstance(r, torch.Tensor) and (t is ir.Bin or t is ir.Un) \
+                and e.dtype in _WRAPPED and not r.dtype == torch.bool:
+            return round_to(r, e.dtype)
+        return r
+
+    def minmax(self, fn: str, args, dtype: str, loc):
+        """Python's max(a, b) / min(a, b) (a unless b is larger / smaller), a NaN losing:
+        torch's fmax/fmin may pick the other zero of two."""
+        like = next(x for x in args if isinstance(x, torch.Tensor))
+        a, b = (torch.as_tensor(x, dtype=like.dtype) for x in args)
+        pick = b > a if fn == "max" else b < a
+        r = torch.where(pick, b, a)
+        if r.is_floating_point():
+            r = torch.where(torch.isnan(b), a, r)
+            r = torch.where(torch.isnan(a), b, r)
+        return r
+
+    def per_lane(self, fn: str, args, dtype: str, loc):
+        n = self.hooks.n
+        cols = [a.expand(n).tolist() if isinstance(a, torch.Tensor) else [a] * n
+                for a in args]
+        vals = [scalars.call(fn, list(xs), dtype, loc) for xs in zip(*cols)]
+        return torch.tensor(vals, dtype=_lane_dtype(dtype))
+
+    def cdiv(self, args, dtype, loc):
+        a, b = (torch.as_tensor(x, dtype=torch.int64) for x in args)
+        if bool(self.hooks.active_any(b == 0)):
+            raise InterpError("cdiv by zero", loc)
+        b = torch.where(b == 0, torch.ones_like(b), b)
+        up = torch.div(a + b - 1, b, rounding_mode="trunc")
+        return round_to(torch.where(a >= 0, up, torch.div(a, b, rounding_mode="trunc")), dtype)
+
+
+def _sqrt64(x):
+    return torch.sqrt(torch.as_tensor(x).to(torch.float64))
+
+
+def _rsqrt64(x):
+    """1 / sqrt(x) in double, as the scalar rule: +inf at either zero."""
+    x = torch.as_tensor(x).to(torch.float64)
+    return torch.where(x == 0, torch.full_like(x, math.inf), 1 / torch.sqrt(x))
+
+
+def _abs(x, dtype: str):
+    x = torch.as_tensor(x)
+    return torch.abs(x.to(torch.float64) if ir.is_float(dtype) else x)
+
+
+#: Calls a guarded run computes for all lanes at once, bit for bit as the scalar rule.
+_VECTOR_CALLS = {
+    "sqrt": lambda ev, a, dt, loc: round_to(_sqrt64(a[0]), dt),
+    "rsqrt": lambda ev, a, dt, loc: round_to(_rsqrt64(a[0]), dt),
+    "abs": lambda ev, a, dt, loc: round_to(_abs(a[0], dt), dt),
+    "cdiv": lambda ev, a, dt, loc: ev.cdiv(a, dt, loc),
+    "min": lambda ev, a, dt, loc: ev.minmax("min", a, dt, loc),
+    "max": lambda ev, a, dt, loc: ev.minmax("max", a, dt, loc),
+    **{fn: (lambda f: lambda ev, a, dt, loc: ev.per_lane(f, a, dt, loc))(fn)
+       for fn in _EXACT_SCALAR_MATH},
+}
+#: Integer types whose every operation wraps (the scalar rule, c_scalars.int_binary).
+_WRAPPED = frozenset(t for t in scalars.TORCH_DTYPES if t != "bool" and not ir.is_float(t)
+                     and t not in subbyte.TYPES)
+
+
 class LaneRun:
     """One execution of an eligible `parallel` body for all its instances."""
 
-    def __init__(self, block, s: ir.Parallel, th) -> None:
+    def __init__(self, block, s: ir.Parallel, th, guarded: bool = False) -> None:
         self.block, self.mem, self.sched = block, block.mem, block.sched
         self.s, self.th = s, th
         self.n = s.extent
@@ -110,18 +225,35 @@ class LaneRun:
         self.types = dict(th.types)
         self.mask: torch.Tensor | None = None
         self.count = self.n  # active lanes
-        self.ev = _LaneEval(self)
+        self.guarded = guarded
+        self.journal: list | None = [] if guarded else None  # (tensor, index, old values)
+        self.ev = (_ExactEval if guarded else _LaneEval)(self)
         self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
         self.what = f"per-thread code of parallel {s.var}"
         self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
         self.yield_loc = None
 
     # ---------------------------------------------------------------- driver
+    def attempt(self):
+        """A guarded run: its result, or None (and nothing it did is left) when it faulted
+        or diverged at a barrier. The threads then run the body instead and give the
+        report they always gave: these bodies ran as threads before they ran as lanes."""
+        saved = self.sched.steps, self.th.loc, dict(self.mem.history)
+        try:
+            return self.run()
+        except (InterpError, _Diverged, *_NO_LANE_FORM):
+            for t, index, old in reversed(self.journal):
+                t[index] = old
+            self.sched.steps, self.th.loc = saved[:2]
+            self.mem.history.clear()
+            self.mem.history.update(saved[2])
+            return None
+
     def run(self) -> tuple[int, object]:
         """Runs the body; returns how many instances yielded and where the first did."""
         self.exec(self.s.body)
         # Against other agents the region acts as its parent thread: reads, then writes.
-        boxes = self.accesses.settle()
+        boxes = self.accesses.boxes_touched()
         for write in (False, True):
             for (base, slot, w), (lo, hi, loc) in boxes.items():
                 if w == write:
@@ -164,6 +296,8 @@ class LaneRun:
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
+                if self.guarded and self.count != self.n:  # some lanes only: see _Diverged
+                    raise _Diverged
                 self.accesses.settle()
             elif t is ir.Yield:
                 self.s_yield(loc)
@@ -199,6 +333,8 @@ class LaneRun:
         c = torch.as_tensor(cond, dtype=torch.bool).expand(self.n)
         self.mask = c if self.mask is None else self.mask & c
         self.count = int(self.mask.sum())
+        if self.guarded and self.count == self.n:
+            self.mask = None
         try:
             yield
         finally:
@@ -208,6 +344,8 @@ class LaneRun:
         saved = self.mask, self.count
         self.mask = mask if self.gone is None else mask & ~self.gone
         self.count = int(self.mask.sum())
+        if self.guarded and self.count == self.n:  # every lane: no mask to apply
+            self.mask = None
         try:
             if self.count:
                 fn()
@@ -389,25 +527,42 @@ class LaneRun:
         for d, (s, n, k) in enumerate(zip(box.starts, box.sizes, box.keep)):
             if k:
                 i = next(it)
-                checks.append(((i < 0) | (i >= n), i, f"outside extent {n} of dimension {d} "
-                               f"of a view of '{box.base}'"))
+                checks.append((i, n, d, True))
                 s = s + i
             pos.append(s)
-            checks.append(((s < 0) | (s >= shape[d]), s,
-                           f"outside '{box.base}' {list(shape)} (dimension {d})"))
-        bad = False
-        for c, _, _ in checks:
-            bad = bad | c
-        if self.active_any(bad):  # one test on the way; the message names the first failure
-            c, v, what = next(x for x in checks if self.active_any(x[0]))
-            if isinstance(v, torch.Tensor):
-                v = int(v.expand(self.n)[self.first_lane(c)])
-            raise InterpError(f"index {v} {what} in {self._names(c)}", loc)
+            if not (k and isinstance(box.starts[d], int) and 0 <= box.starts[d]
+                    and box.starts[d] + n <= shape[d]):  # else implied by the view's check
+                checks.append((s, shape[d], d, False))
+        if any(self._outside(v, n) for v, n, _, _ in checks):
+            self._bounds_fault(box, shape, checks, loc)
         if box.slot is not None:
             pos.insert(0, box.slot)
         if self.mask is not None:  # inactive lanes may hold any index: make it a valid one
             pos = [torch.where(self.mask, p, 0) if isinstance(p, torch.Tensor) else p for p in pos]
         return pos
+
+    def _outside(self, v, n: int) -> bool:
+        """Whether an active lane's index `v` is outside [0, n): one reduction over the
+        lanes (its lowest and highest index), not a test per lane."""
+        if not isinstance(v, torch.Tensor):
+            return self.count > 0 and not 0 <= v < n
+        if self.mask is not None:
+            v = v.expand(self.n)[self.mask]
+        if v.numel() == 0:
+            return False
+        lo, hi = torch.aminmax(v)
+        return int(lo) < 0 or int(hi) >= n
+
+    def _bounds_fault(self, box, shape, checks, loc):
+        """Names the first failing check and the first lane that fails it."""
+        for v, n, d, in_view in checks:
+            c = (v < 0) | (v >= n)
+            if self.active_any(c):
+                what = (f"outside extent {n} of dimension {d} of a view of '{box.base}'"
+                        if in_view else f"outside '{box.base}' {list(shape)} (dimension {d})")
+                if isinstance(v, torch.Tensor):
+                    v = int(v.expand(self.n)[self.first_lane(c)])
+                raise InterpError(f"index {v} {what} in {self._names(c)}", loc)
 
     def read(self, box: "_LaneBox", idx, loc, at=None):
         """`at`: where a fault of the index is reported (the read itself; default `loc`)."""
@@ -433,14 +588,22 @@ class LaneRun:
         if code_type is not None:
             value = subbyte.encode(torch.as_tensor(value), code_type)
         if not any(isinstance(p, torch.Tensor) for p in pos) and not isinstance(value, torch.Tensor):
+            self._keep(t, tuple(pos))
             t[tuple(pos)] = value
             return
         if self.mask is None:
+            self._keep(t, tuple(pos))
             t[tuple(pos)] = torch.as_tensor(value).to(t.dtype)
             return
         lanes = torch.nonzero(self.mask).flatten()
-        full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
-        t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+        full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
+        self._keep(t, full)
+        t[full] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+
+    def _keep(self, t: torch.Tensor, index: tuple) -> None:
+        """A guarded run notes what a store overwrites, to put it back (`attempt`)."""
+        if self.journal is not None:
+            self.journal.append((t, index, t[index].clone()))
 
     def atomic(self, s: ir.BufStore, box: "_LaneBox", idx, value, cmp, loc) -> None:
         """Every active lane updates its element; lanes updating the same element all
@@ -451,6 +614,7 @@ class LaneRun:
         t = self.mem.tensors[box.base]
         lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
         full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
+        self._keep(t, full)
         vals = torch.as_tensor(value).expand(self.n)[lanes]
         dtype = s.value.dtype
         if s.atomic == "add" and dtype not in ("u32", "u64") and s.result is None:
