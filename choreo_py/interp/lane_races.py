@@ -133,17 +133,18 @@ class LaneAccesses:
         self.epoch: dict = {}  # the bases touched since the last settle, in that order
 
     def record(self, base: str, full, lanes, write: bool, loc) -> None:
-        """`full`: per dimension of the base tensor (slot first), the active lanes' indices."""
+        """`full`: per dimension of the base tensor (slot first), the active lanes' indices
+        (numpy arrays or ints); `lanes`: those lanes (a numpy int32 array)."""
         tr = self.tracks.get(base)
         if tr is None:
             t = self.tensors[base]
             tr = self.tracks[base] = (_Dense if t.numel() <= DENSE_LIMIT else _Sparse)(t.shape)
         self.first.setdefault((base, write), loc)
         self.epoch.setdefault(base)
-        lanes32 = lanes.numpy().astype(np.int32)
+        lanes32 = lanes
         flat = 0
         for p, n in zip(full, tr.shape):
-            flat = flat * n + (p.numpy() if isinstance(p, torch.Tensor) else p)
+            flat = flat * n + p
         if np.ndim(flat) == 0:  # the same element for every lane
             flat = np.full(lanes32.shape, flat, dtype=np.int64)
         lid = self.loc_ids.get(id(loc))

@@ -19,6 +19,15 @@ accesses count as its parent thread's, which the instances are ordered
 exactly like: after what the parent did before the region, before what it
 does after.
 
+A body whose `sync.shared` / `sync.barrier : block` sits inside a loop or a
+conditional (tree reductions, LayerNorm; `mode` says "guarded") ran as one
+thread per instance before it ran as lanes, and keeps what it gave then:
+its lanes compute the threads' scalar bits (`_ExactEval`), a barrier must be
+reached by every lane (a lane-dependent branch that all lanes take is fine),
+and on any fault, at such a barrier, or at an operation without a lane form,
+the run puts back every element it stored (`LaneRun.attempt`) and the threads
+run the body, giving their report of the race, the deadlock or the bound.
+
 Bodies with anything else (waits, triggers, copies, MMAs, roles, nested
 parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
@@ -28,6 +37,7 @@ import math
 from contextlib import contextmanager
 from dataclasses import fields
 
+import numpy as np
 import torch
 
 from .. import ir
@@ -72,6 +82,19 @@ def mode(body: list[ir.Stmt], private=frozenset()) -> str | None:
     """How a parallel body runs: "lanes" (eligible: every instance at once), "guarded"
     (every instance at once, falling back to one thread per instance on any fault, see
     `LaneRun.attempt`), or None (one thread per instance)."""
+    key = (id(body), private, GUARDED_LANES)
+    hit = _MODES.get(key)
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    _MODES[key] = body, _mode(body, private)
+    return _MODES[key][1]
+
+
+#: mode's answers: (id(body), private, GUARDED_LANES) -> (body, mode); each block asks
+_MODES: dict = {}
+
+
+def _mode(body, private) -> str | None:
     if eligible(body, private=private):
         return "lanes"
     if _touches(body, private) if private else False:
@@ -213,6 +236,33 @@ _WRAPPED = frozenset(t for t in scalars.TORCH_DTYPES if t != "bool" and not ir.i
                      and t not in subbyte.TYPES)
 
 
+def _bound_names(s: ir.Parallel) -> frozenset:
+    """The names a parallel's body binds (its variable among them): all else it reads is
+    fixed for the run."""
+    names = {s.var}
+    for x in ir.walk(s.body):
+        for attr in ("name", "var"):
+            v = getattr(x, attr, None)
+            if isinstance(v, str) and isinstance(x, (ir.Let, ir.Var, ir.Assign, ir.For,
+                                                     ir.ViewDef)):
+                names.add(v)
+    return frozenset(names)
+
+
+def _fixed(view: ir.View, bound: frozenset) -> bool:
+    """Whether a view resolves to the same box all through a run: its base and the names
+    its offsets, extents and slot read are none the body binds, and it reads no memory."""
+    if view.base in bound:
+        return False
+    exprs = list(view.offsets) + list(view.extents) + ([view.slot] if view.slot else [])
+    for e in exprs:
+        for x in ir.expr_walk(e):
+            if isinstance(x, (ir.BufElem, ir.Elem)) or (isinstance(x, ir.Sym)
+                                                        and x.name in bound):
+                return False
+    return True
+
+
 class LaneRun:
     """One execution of an eligible `parallel` body for all its instances."""
 
@@ -221,6 +271,9 @@ class LaneRun:
         self.s, self.th = s, th
         self.n = s.extent
         self.lanes = torch.arange(self.n)
+        self.lanes_np = np.arange(self.n, dtype=np.int32)  # for the race records
+        self.bound = _bound_names(s)
+        self.views: dict = {}  # id(View) -> its box, for views nothing in the body changes
         self.env = dict(th.env, **{s.var: self.lanes})
         self.types = dict(th.types)
         self.mask: torch.Tensor | None = None
@@ -393,10 +446,10 @@ class LaneRun:
         if not isinstance(c, torch.Tensor):
             self.exec(s.then if c else s.orelse)
             return
-        base = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        base = self.mask
         self._masked(c, lambda: self.exec(s.then))
         if s.orelse:
-            self._masked(base & ~c, lambda: self.exec(s.orelse))
+            self._masked(~c if base is None else base & ~c, lambda: self.exec(s.orelse))
 
     def s_for(self, s, loc) -> None:
         i, stop, step = (self.ev(e, self.env, loc) for e in (s.start, s.stop, s.step))
@@ -463,7 +516,16 @@ class LaneRun:
         return int(v)
 
     def resolve(self, view: ir.View, loc):
-        """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors."""
+        """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors.
+        A view that nothing in the body changes (`_fixed`) is resolved once per run."""
+        box = self.views.get(id(view))
+        if box is None:
+            box = self._resolve(view, loc)
+            if self.count and _fixed(view, self.bound):
+                self.views[id(view)] = box
+        return box
+
+    def _resolve(self, view: ir.View, loc):
         offs = [self._int(e, loc) for e in view.offsets]
         sizes = []
         for e in view.extents:
@@ -639,11 +701,13 @@ class LaneRun:
         if self.count == 0:
             return
         if self.mask is None:
-            lanes = self.lanes
-            full = [p.expand(self.n) if isinstance(p, torch.Tensor) else p for p in pos]
+            lanes = self.lanes_np
+            full = [p.expand(self.n).numpy() if isinstance(p, torch.Tensor) else p for p in pos]
         else:
-            lanes = torch.nonzero(self.mask).flatten()
-            full = [p[lanes] if isinstance(p, torch.Tensor) and p.dim() else p for p in pos]
+            on = self.mask.numpy()
+            lanes = self.lanes_np[on]
+            full = [(p.numpy()[on] if p.dim() else int(p)) if isinstance(p, torch.Tensor)
+                    else p for p in pos]
         self.accesses.record(box.base, full, lanes, write, loc)
 
 
