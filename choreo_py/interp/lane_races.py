@@ -52,6 +52,18 @@ class _Dense:
         self.seen = ([], [])
 
 
+class _Unstored:
+    """A base the region never stores to: its reads cannot race with each other, only
+    their extent is kept (for `boxes_touched`)."""
+
+    def __init__(self, shape) -> None:
+        self.shape = tuple(shape)
+        self.seen: tuple[list, list] = ([], [])
+
+    def reset(self) -> None:
+        self.seen = ([], [])
+
+
 class _Sparse:
     def __init__(self, shape) -> None:
         self.shape = tuple(shape)
@@ -121,8 +133,10 @@ class _Sparse:
 class LaneAccesses:
     """The element accesses of one lane region (see the module docstring)."""
 
-    def __init__(self, var: str, tensors: dict, counts: dict) -> None:
+    def __init__(self, var: str, tensors: dict, counts: dict, stored=None) -> None:
+        """`stored`: the bases the region may store to (None: any)."""
         self.var, self.tensors, self.counts = var, tensors, counts
+        self.stored = stored
         self.tracks: dict = {}
         self.locs: list = []
         self.loc_ids: dict = {}
@@ -138,7 +152,9 @@ class LaneAccesses:
         tr = self.tracks.get(base)
         if tr is None:
             t = self.tensors[base]
-            tr = self.tracks[base] = (_Dense if t.numel() <= DENSE_LIMIT else _Sparse)(t.shape)
+            kind = (_Unstored if self.stored is not None and base not in self.stored else
+                    _Dense if t.numel() <= DENSE_LIMIT else _Sparse)
+            tr = self.tracks[base] = kind(t.shape)
         self.first.setdefault((base, write), loc)
         self.epoch.setdefault(base)
         lanes32 = lanes
@@ -156,6 +172,10 @@ class LaneAccesses:
                    write, lid)
             return
         tr.seen[write].append(flat)
+        if type(tr) is _Unstored:
+            if write:  # lanes._stored_bases missed a store: its races would go unseen
+                raise RuntimeError(f"a store to '{base}', which the region was not to store to")
+            return
         if write:
             self._dense_write(base, tr, flat, lanes32, lid, loc)
         else:

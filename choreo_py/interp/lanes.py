@@ -249,6 +249,24 @@ def _bound_names(s: ir.Parallel) -> frozenset:
     return frozenset(names)
 
 
+def _stored_bases(s: ir.Parallel, env: dict) -> frozenset:
+    """The bases (tensor and buffer names) a parallel's body may store to, through the
+    views it names (`ViewDef`s, inside it or before it): no lane races on the others."""
+    defs: dict[str, list] = {}
+    for x in ir.walk(s.body):
+        if isinstance(x, ir.ViewDef):
+            defs.setdefault(x.name, []).append(x.view.base)
+
+    def bases(name: str, seen: frozenset) -> set:
+        if name in defs and name not in seen:
+            return set().union(*(bases(b, seen | {name}) for b in defs[name]))
+        v = env.get(name)
+        return {v.base} if isinstance(v, (Box, _LaneBox)) else {name}
+
+    return frozenset().union(*(bases(x.view.base, frozenset()) for x in ir.walk(s.body)
+                               if isinstance(x, ir.BufStore)))
+
+
 def _fixed(view: ir.View, bound: frozenset) -> bool:
     """Whether a view resolves to the same box all through a run: its base and the names
     its offsets, extents and slot read are none the body binds, and it reads no memory."""
@@ -281,7 +299,8 @@ class LaneRun:
         self.guarded = guarded
         self.journal: list | None = [] if guarded else None  # (tensor, index, old values)
         self.ev = (_ExactEval if guarded else _LaneEval)(self)
-        self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
+        self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts,
+                                     _stored_bases(s, self.env))
         self.what = f"per-thread code of parallel {s.var}"
         self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
         self.yield_loc = None
@@ -396,7 +415,7 @@ class LaneRun:
     def _masked(self, mask, fn) -> None:
         saved = self.mask, self.count
         self.mask = mask if self.gone is None else mask & ~self.gone
-        self.count = int(self.mask.sum())
+        self.count = int(self.mask.numpy().sum())
         if self.guarded and self.count == self.n:  # every lane: no mask to apply
             self.mask = None
         try:
@@ -590,7 +609,7 @@ class LaneRun:
             if k:
                 i = next(it)
                 checks.append((i, n, d, True))
-                s = s + i
+                s = i if type(s) is int and s == 0 else s + i  # (a torch op saved)
             pos.append(s)
             if not (k and isinstance(box.starts[d], int) and 0 <= box.starts[d]
                     and box.starts[d] + n <= shape[d]):  # else implied by the view's check
