@@ -194,8 +194,23 @@ def test_an_index_out_of_bounds_is_the_threads_report_and_their_stores(tmp_path,
     _same(fast, slow)
 
 
-def test_the_modes_of_bodies():
-    """Barriers only at the top level: plain lanes; inside loops: guarded."""
+ATOMIC_IN_LOOP = """
+__co__ void atom(global f32[N] X, global f32[N] Y) {
+  parallel {b} by [1] : block {
+    parallel t by 64 : thread {
+      foreach {k} in [2] {
+        __atomic_add(Y.at(0), X.at(t));
+        sync.barrier : block;
+      }
+    }
+  }
+}
+"""
+
+
+def test_the_modes_of_bodies(tmp_path):
+    """Barriers only at the top level: plain lanes; inside loops: guarded; with atomics,
+    whose order the threads and the lanes take differently: threads."""
     from choreo_py.interp import api
     from choreo_py import ir
 
@@ -207,3 +222,6 @@ def test_the_modes_of_bodies():
     assert body_modes(CO / "tree_reduce_rows.co") == ["guarded"]
     assert body_modes(CO / "layernorm_block_rows.co") == ["guarded"]
     assert body_modes(CO / "block_inthreads.co") == ["lanes"]
+    path = tmp_path / "atom.co"
+    path.write_text(ATOMIC_IN_LOOP)
+    assert body_modes(path) == [None]

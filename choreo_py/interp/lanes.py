@@ -20,7 +20,8 @@ exactly like: after what the parent did before the region, before what it
 does after.
 
 A body whose `sync.shared` / `sync.barrier : block` sits inside a loop or a
-conditional (tree reductions, LayerNorm; `mode` says "guarded") ran as one
+conditional (tree reductions, LayerNorm; `mode` says "guarded"; plain code
+and barriers only: no atomics, `sync.warp` or `yield`) ran as one
 thread per instance before it ran as lanes, and keeps what it gave then:
 its lanes compute the threads' scalar bits (`_ExactEval`), a barrier must be
 reached by every lane (a lane-dependent branch that all lanes take is fine),
@@ -97,10 +98,11 @@ _MODES: dict = {}
 def _mode(body, private) -> str | None:
     if eligible(body, private=private):
         return "lanes"
-    if _touches(body, private) if private else False:
+    if private and _touches(body, private):
         return None
-    if GUARDED_LANES and all(isinstance(s, _GUARDED) for s in ir.walk(body)):
-        return "guarded"
+    if GUARDED_LANES and all(isinstance(s, _GUARDED) and not getattr(s, "atomic", None)
+                             for s in ir.walk(body)):
+        return "guarded"  # (atomics: the threads' order of them is not the lanes')
     return None
 
 
