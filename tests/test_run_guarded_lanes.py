@@ -225,3 +225,33 @@ def test_the_modes_of_bodies(tmp_path):
     path = tmp_path / "atom.co"
     path.write_text(ATOMIC_IN_LOOP)
     assert body_modes(path) == [None]
+
+
+CONVERT = """
+__co__ void conv(global f32[N] X, global s32[N] Y) {
+  parallel {b} by [1] : block {
+    shared f32[64] s;
+    parallel t by 64 : thread {
+      foreach {k} in [2] {
+        s.at(t) = X.at(t) * 1000.0f / X.at(63 - t);
+        sync.barrier : block;
+        Y.at(t) = __to<s32>(s.at(t)) + (t << (k * 30));
+        sync.barrier : block;
+      }
+    }
+  }
+}
+"""
+
+
+@pytest.mark.parametrize("start", [0.0, 1.0])
+def test_conversions_and_shifts_are_the_threads(tmp_path, monkeypatch, start):
+    """From 0 on, X[63 - t] is 0 for t = 63: an infinity that no s32 holds, which the
+    threads refuse; from 1 on, s32 wrap of the shifts, the same bits."""
+    path = tmp_path / "convert.co"
+    path.write_text(CONVERT)
+    x = torch.arange(start, start + 64.0)
+    make = lambda: dict(X=x.clone(), Y=torch.zeros(64, dtype=torch.int32))  # noqa: E731
+    fast, slow = _both(monkeypatch, _outcome(path, make))
+    _same(fast, slow)
+    assert ("error" in fast) == (start == 0.0)

@@ -168,6 +168,8 @@ class _ExactEval(_LaneEval):
 
     def __call__(self, e, env, loc=None):
         t = type(e)
+        if t is ir.Bin and e.op in ("<<", ">>"):
+            return self.shift(e, env, loc)
         if t is ir.Call and e.fn in _VECTOR_CALLS:
             args = [self(a, env, loc) for a in e.args]
             if any(isinstance(a, torch.Tensor) for a in args):
@@ -178,6 +180,22 @@ class _ExactEval(_LaneEval):
                 and e.dtype in _WRAPPED and not r.dtype == torch.bool:
             return round_to(r, e.dtype)
         return r
+
+    def shift(self, e, env, loc):
+        """A shift by a lane-dependent amount: one the scalar rule refuses (negative) or
+        that int64 lanes cannot hold (64 or more) is left to the threads."""
+        a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
+        if isinstance(b, torch.Tensor) and self.hooks.active_any((b < 0) | (b >= 64)):
+            raise InterpError(f"shift by {e.op} outside 0..63 in a lane", loc)
+        if isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and not 0 <= b < 64:
+            raise InterpError(f"shift by {b}", loc)
+        r = binary(e.op, a, b, e.dtype, loc)
+        return round_to(r, e.dtype) if isinstance(r, torch.Tensor) and e.dtype in _WRAPPED \
+            else r
+
+    def convert(self, args, dtype: str, loc):
+        _convertible(self.hooks, args[0], dtype, loc)
+        return round_to(args[0], dtype)
 
     def minmax(self, fn: str, args, dtype: str, loc):
         """Python's max(a, b) / min(a, b) (a unless b is larger / smaller), a NaN losing:
@@ -207,6 +225,16 @@ class _ExactEval(_LaneEval):
         return round_to(torch.where(a >= 0, up, torch.div(a, b, rounding_mode="trunc")), dtype)
 
 
+def _convertible(run, v, dtype: str, loc) -> None:
+    """Raises, as the scalar rule (c_scalars.to_int) does, where an active lane holds a
+    float that has no integer of `dtype`: NaN, an infinity (and, for int64 lanes, a
+    magnitude of 2^63 or more, which the scalar rule would still wrap)."""
+    if dtype in _WRAPPED and isinstance(v, torch.Tensor) and v.is_floating_point():
+        bad = ~torch.isfinite(v) | (v.abs() >= 2.0 ** 63)
+        if run.active_any(bad):
+            raise InterpError(f"conversion of a float no {dtype} holds, in a lane", loc)
+
+
 def _sqrt64(x):
     return torch.sqrt(torch.as_tensor(x).to(torch.float64))
 
@@ -228,6 +256,7 @@ _VECTOR_CALLS = {
     "rsqrt": lambda ev, a, dt, loc: round_to(_rsqrt64(a[0]), dt),
     "abs": lambda ev, a, dt, loc: round_to(_abs(a[0], dt), dt),
     "cdiv": lambda ev, a, dt, loc: ev.cdiv(a, dt, loc),
+    "to": lambda ev, a, dt, loc: ev.convert(a, dt, loc),
     "min": lambda ev, a, dt, loc: ev.minmax("min", a, dt, loc),
     "max": lambda ev, a, dt, loc: ev.minmax("max", a, dt, loc),
     **{fn: (lambda f: lambda ev, a, dt, loc: ev.per_lane(f, a, dt, loc))(fn)
@@ -350,7 +379,7 @@ class LaneRun:
                 self.env[s.name] = self.ev(s.value, self.env, loc)
             elif t is ir.Var:
                 self.types[s.name] = s.dtype
-                self.env[s.name] = round_to(self.ev(s.init, self.env, loc), s.dtype)
+                self.env[s.name] = self._round(self.ev(s.init, self.env, loc), s.dtype, loc)
             elif t is ir.Assign:
                 self.assign(s, loc)
             elif t is ir.If:
@@ -455,12 +484,19 @@ class LaneRun:
         if s.name not in self.env:
             raise InterpError(f"assignment to '{s.name}', which has no value here", loc)
         dtype = self.types.get(s.name, s.value.dtype)
-        v = round_to(self.ev(s.value, self.env, loc), dtype)
+        v = self._round(self.ev(s.value, self.env, loc), dtype, loc)
         if self.mask is not None:
             lt = _lane_dtype(dtype)
             v = torch.where(self.mask, torch.as_tensor(v, dtype=lt),
                             torch.as_tensor(self.env[s.name], dtype=lt))
         self.env[s.name] = v
+
+    def _round(self, v, dtype: str, loc):
+        """`round_to`; in a guarded run a float the threads could not convert to an
+        integer type (NaN, infinite, 2^63 or more) is a fault, as it is for them."""
+        if self.guarded:
+            _convertible(self, v, dtype, loc)
+        return round_to(v, dtype)
 
     def s_if(self, s, loc) -> None:
         c = self._cond(s.cond, loc)
