@@ -23,7 +23,7 @@ A body whose `sync.shared` / `sync.barrier : block` sits inside a loop or a
 conditional (tree reductions, LayerNorm; `mode` says "guarded"; plain code
 and barriers only: no atomics, `sync.warp` or `yield`) ran as one
 thread per instance before it ran as lanes, and keeps what it gave then:
-its lanes compute the threads' scalar bits (`_ExactEval`), a barrier must be
+its lanes compute the threads' scalar bits (`ExactEval`), a barrier must be
 reached by every lane (a lane-dependent branch that all lanes take is fine),
 and on any fault, at such a barrier, or at an operation without a lane form,
 the run puts back every element it stored (`LaneRun.attempt`) and the threads
@@ -34,7 +34,6 @@ parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
 from __future__ import annotations
 
-import math
 from contextlib import contextmanager
 from dataclasses import fields
 
@@ -42,11 +41,13 @@ import numpy as np
 import torch
 
 from .. import ir
-from . import atomics, scalars
+from . import atomics
 from .errors import InterpError
+from .lane_eval import ExactEval, LaneEval, convertible, lane_dtype
+from .lane_facts import bound_names, fixed_view, stored_bases
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
-from .scalars import Evaluator, binary, round_to
+from .scalars import round_to
 from ..ir import subbyte
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
@@ -121,32 +122,6 @@ def _touches(body: list[ir.Stmt], names) -> bool:
     return False
 
 
-def _lane_dtype(dtype: str) -> torch.dtype:
-    if dtype == "bool":
-        return torch.bool
-    if dtype == "f64":
-        return torch.float64
-    return torch.float32 if ir.is_float(dtype) else torch.int64
-
-
-class _LaneEval(Evaluator):
-    """The scalar evaluator, with integer division guarded lane by lane."""
-
-    def __call__(self, e, env, loc=None):
-        if type(e) is ir.Bin and e.op in ("/", "%") and not ir.is_float(e.dtype):
-            a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
-            if isinstance(b, torch.Tensor):
-                zero = b == 0
-                if bool(self.hooks.active_any(zero)):
-                    raise InterpError("integer division by zero in instance "
-                                      f"{self.hooks.lane_names(zero)}", loc)
-                b = torch.where(zero, torch.ones_like(b), b)
-            elif isinstance(a, torch.Tensor) and b == 0:
-                raise InterpError("integer division by zero", loc)
-            return binary(e.op, a, b, e.dtype, loc)
-        return super().__call__(e, env, loc)
-
-
 #: What torch raises for an operation that has no lane form (the threads' scalars do).
 _NO_LANE_FORM = (TypeError, ValueError, RuntimeError)
 
@@ -154,162 +129,6 @@ _NO_LANE_FORM = (TypeError, ValueError, RuntimeError)
 class _Diverged(Exception):
     """A guarded run reached a block barrier with only some of its lanes: on the GPU (and
     for the threads) those wait for the others, which never come; the threads report it."""
-
-
-_EXACT_SCALAR_MATH = ("exp", "exp2", "log", "log2") + scalars._C_MATH
-
-
-class _ExactEval(_LaneEval):
-    """The lane evaluator of a guarded run: lane by lane the same bits as the scalar code
-    that the threads run (what the body gave before it ran as lanes): integer results
-    wrap to their type at every operation, and math functions are computed in double
-    (as Python's math does) and rounded once, the transcendental ones by Python's math
-    itself, lane by lane."""
-
-    def __call__(self, e, env, loc=None):
-        t = type(e)
-        if t is ir.Bin and e.op in ("<<", ">>"):
-            return self.shift(e, env, loc)
-        if t is ir.Call and e.fn in _VECTOR_CALLS:
-            args = [self(a, env, loc) for a in e.args]
-            if any(isinstance(a, torch.Tensor) for a in args):
-                return _VECTOR_CALLS[e.fn](self, args, e.dtype, loc)
-            return scalars.call(e.fn, args, e.dtype, loc)
-        r = super().__call__(e, env, loc)
-        if isinstance(r, torch.Tensor) and (t is ir.Bin or t is ir.Un) \
-                and e.dtype in _WRAPPED and not r.dtype == torch.bool:
-            return round_to(r, e.dtype)
-        return r
-
-    def shift(self, e, env, loc):
-        """A shift by a lane-dependent amount: one the scalar rule refuses (negative) or
-        that int64 lanes cannot hold (64 or more) is left to the threads."""
-        a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
-        if isinstance(b, torch.Tensor) and self.hooks.active_any((b < 0) | (b >= 64)):
-            raise InterpError(f"shift by {e.op} outside 0..63 in a lane", loc)
-        if isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and not 0 <= b < 64:
-            raise InterpError(f"shift by {b}", loc)
-        r = binary(e.op, a, b, e.dtype, loc)
-        return round_to(r, e.dtype) if isinstance(r, torch.Tensor) and e.dtype in _WRAPPED \
-            else r
-
-    def convert(self, args, dtype: str, loc):
-        _convertible(self.hooks, args[0], dtype, loc)
-        return round_to(args[0], dtype)
-
-    def minmax(self, fn: str, args, dtype: str, loc):
-        """Python's max(a, b) / min(a, b) (a unless b is larger / smaller), a NaN losing:
-        torch's fmax/fmin may pick the other zero of two."""
-        like = next(x for x in args if isinstance(x, torch.Tensor))
-        a, b = (torch.as_tensor(x, dtype=like.dtype) for x in args)
-        pick = b > a if fn == "max" else b < a
-        r = torch.where(pick, b, a)
-        if r.is_floating_point():
-            r = torch.where(torch.isnan(b), a, r)
-            r = torch.where(torch.isnan(a), b, r)
-        return r
-
-    def per_lane(self, fn: str, args, dtype: str, loc):
-        n = self.hooks.n
-        cols = [a.expand(n).tolist() if isinstance(a, torch.Tensor) else [a] * n
-                for a in args]
-        vals = [scalars.call(fn, list(xs), dtype, loc) for xs in zip(*cols)]
-        return torch.tensor(vals, dtype=_lane_dtype(dtype))
-
-    def cdiv(self, args, dtype, loc):
-        a, b = (torch.as_tensor(x, dtype=torch.int64) for x in args)
-        if bool(self.hooks.active_any(b == 0)):
-            raise InterpError("cdiv by zero", loc)
-        b = torch.where(b == 0, torch.ones_like(b), b)
-        up = torch.div(a + b - 1, b, rounding_mode="trunc")
-        return round_to(torch.where(a >= 0, up, torch.div(a, b, rounding_mode="trunc")), dtype)
-
-
-def _convertible(run, v, dtype: str, loc) -> None:
-    """Raises, as the scalar rule (c_scalars.to_int) does, where an active lane holds a
-    float that has no integer of `dtype`: NaN, an infinity (and, for int64 lanes, a
-    magnitude of 2^63 or more, which the scalar rule would still wrap)."""
-    if dtype in _WRAPPED and isinstance(v, torch.Tensor) and v.is_floating_point():
-        bad = ~torch.isfinite(v) | (v.abs() >= 2.0 ** 63)
-        if run.active_any(bad):
-            raise InterpError(f"conversion of a float no {dtype} holds, in a lane", loc)
-
-
-def _sqrt64(x):
-    return torch.sqrt(torch.as_tensor(x).to(torch.float64))
-
-
-def _rsqrt64(x):
-    """1 / sqrt(x) in double, as the scalar rule: +inf at either zero."""
-    x = torch.as_tensor(x).to(torch.float64)
-    return torch.where(x == 0, torch.full_like(x, math.inf), 1 / torch.sqrt(x))
-
-
-def _abs(x, dtype: str):
-    x = torch.as_tensor(x)
-    return torch.abs(x.to(torch.float64) if ir.is_float(dtype) else x)
-
-
-#: Calls a guarded run computes for all lanes at once, bit for bit as the scalar rule.
-_VECTOR_CALLS = {
-    "sqrt": lambda ev, a, dt, loc: round_to(_sqrt64(a[0]), dt),
-    "rsqrt": lambda ev, a, dt, loc: round_to(_rsqrt64(a[0]), dt),
-    "abs": lambda ev, a, dt, loc: round_to(_abs(a[0], dt), dt),
-    "cdiv": lambda ev, a, dt, loc: ev.cdiv(a, dt, loc),
-    "to": lambda ev, a, dt, loc: ev.convert(a, dt, loc),
-    "min": lambda ev, a, dt, loc: ev.minmax("min", a, dt, loc),
-    "max": lambda ev, a, dt, loc: ev.minmax("max", a, dt, loc),
-    **{fn: (lambda f: lambda ev, a, dt, loc: ev.per_lane(f, a, dt, loc))(fn)
-       for fn in _EXACT_SCALAR_MATH},
-}
-#: Integer types whose every operation wraps (the scalar rule, c_scalars.int_binary).
-_WRAPPED = frozenset(t for t in scalars.TORCH_DTYPES if t != "bool" and not ir.is_float(t)
-                     and t not in subbyte.TYPES)
-
-
-def _bound_names(s: ir.Parallel) -> frozenset:
-    """The names a parallel's body binds (its variable among them): all else it reads is
-    fixed for the run."""
-    names = {s.var}
-    for x in ir.walk(s.body):
-        for attr in ("name", "var"):
-            v = getattr(x, attr, None)
-            if isinstance(v, str) and isinstance(x, (ir.Let, ir.Var, ir.Assign, ir.For,
-                                                     ir.ViewDef)):
-                names.add(v)
-    return frozenset(names)
-
-
-def _stored_bases(s: ir.Parallel, env: dict) -> frozenset:
-    """The bases (tensor and buffer names) a parallel's body may store to, through the
-    views it names (`ViewDef`s, inside it or before it): no lane races on the others."""
-    defs: dict[str, list] = {}
-    for x in ir.walk(s.body):
-        if isinstance(x, ir.ViewDef):
-            defs.setdefault(x.name, []).append(x.view.base)
-
-    def bases(name: str, seen: frozenset) -> set:
-        if name in defs and name not in seen:
-            return set().union(*(bases(b, seen | {name}) for b in defs[name]))
-        v = env.get(name)
-        return {v.base} if isinstance(v, (Box, _LaneBox)) else {name}
-
-    return frozenset().union(*(bases(x.view.base, frozenset()) for x in ir.walk(s.body)
-                               if isinstance(x, ir.BufStore)))
-
-
-def _fixed(view: ir.View, bound: frozenset) -> bool:
-    """Whether a view resolves to the same box all through a run: its base and the names
-    its offsets, extents and slot read are none the body binds, and it reads no memory."""
-    if view.base in bound:
-        return False
-    exprs = list(view.offsets) + list(view.extents) + ([view.slot] if view.slot else [])
-    for e in exprs:
-        for x in ir.expr_walk(e):
-            if isinstance(x, (ir.BufElem, ir.Elem)) or (isinstance(x, ir.Sym)
-                                                        and x.name in bound):
-                return False
-    return True
 
 
 class LaneRun:
@@ -321,7 +140,7 @@ class LaneRun:
         self.n = s.extent
         self.lanes = torch.arange(self.n)
         self.lanes_np = np.arange(self.n, dtype=np.int32)  # for the race records
-        self.bound = _bound_names(s)
+        self.bound = bound_names(s)
         self.views: dict = {}  # id(View) -> its box, for views nothing in the body changes
         self.env = dict(th.env, **{s.var: self.lanes})
         self.types = dict(th.types)
@@ -329,9 +148,9 @@ class LaneRun:
         self.count = self.n  # active lanes
         self.guarded = guarded
         self.journal: list | None = [] if guarded else None  # (tensor, index, old values)
-        self.ev = (_ExactEval if guarded else _LaneEval)(self)
+        self.ev = (ExactEval if guarded else LaneEval)(self)
         self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts,
-                                     _stored_bases(s, self.env))
+                                     stored_bases(s, self.env))
         self.what = f"per-thread code of parallel {s.var}"
         self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
         self.yield_loc = None
@@ -486,7 +305,7 @@ class LaneRun:
         dtype = self.types.get(s.name, s.value.dtype)
         v = self._round(self.ev(s.value, self.env, loc), dtype, loc)
         if self.mask is not None:
-            lt = _lane_dtype(dtype)
+            lt = lane_dtype(dtype)
             v = torch.where(self.mask, torch.as_tensor(v, dtype=lt),
                             torch.as_tensor(self.env[s.name], dtype=lt))
         self.env[s.name] = v
@@ -495,7 +314,7 @@ class LaneRun:
         """`round_to`; in a guarded run a float the threads could not convert to an
         integer type (NaN, infinite, 2^63 or more) is a fault, as it is for them."""
         if self.guarded:
-            _convertible(self, v, dtype, loc)
+            convertible(self, v, dtype, loc)
         return round_to(v, dtype)
 
     def s_if(self, s, loc) -> None:
@@ -574,11 +393,11 @@ class LaneRun:
 
     def resolve(self, view: ir.View, loc):
         """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors.
-        A view that nothing in the body changes (`_fixed`) is resolved once per run."""
+        A view that nothing in the body changes (`fixed_view`) is resolved once per run."""
         box = self.views.get(id(view))
         if box is None:
             box = self._resolve(view, loc)
-            if self.count and _fixed(view, self.bound):
+            if self.count and fixed_view(view, self.bound):
                 self.views[id(view)] = box
         return box
 
@@ -747,7 +566,7 @@ class LaneRun:
             t[at] = atomics.combine(s.atomic, t[at].item(), vals[k].item(),
                                     None if cmps is None else cmps[k].item(), dtype)
         if s.result is not None:  # each active lane's old value, the others keep theirs
-            lt = _lane_dtype(dtype)
+            lt = lane_dtype(dtype)
             got = torch.as_tensor(self.env[s.result], dtype=lt).expand(self.n).clone()
             got[lanes] = torch.tensor(olds, dtype=lt)
             self.env[s.result] = got
