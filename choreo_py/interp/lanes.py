@@ -75,8 +75,9 @@ _GUARDED = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.
             ir.SetMaxRegs, ir.SyncShared)
 
 
-#: Whether guarded bodies run as lanes (False: as threads, as they did before; for
-#: measuring the difference, bench/interp.py --threads, and for comparing the two).
+#: Whether guarded bodies run as lanes (False: as threads, as they did before: for
+#: bench/interp.py, which times both, and tests/test_run_guarded_lanes.py, which
+#: compares them).
 GUARDED_LANES = True
 
 
