@@ -212,9 +212,10 @@ def test_races_between_threads_on_large_bases(monkeypatch, defines, expected):
 
 @pytest.mark.parametrize("schedule", ["round_robin", "random"])
 def test_threads_overwriting_a_buffer_others_still_read_race(schedule):
-    """A barrier inside a loop makes the body one thread per instance (not lanes); its
-    element accesses are checked by happens-before: red[0] read by every thread, then
-    red[t] overwritten with no barrier between (a write-after-read across threads)."""
+    """A barrier inside a loop makes the body guarded lanes, which fall back to one thread
+    per instance at the race; the threads' element accesses are checked by
+    happens-before: red[0] read by every thread, then red[t] overwritten with no barrier
+    between (a write-after-read across threads)."""
     x = torch.randn(2, 200).bfloat16()
     args = dict(X=x, GAMMA=torch.ones(200).bfloat16(), BETA=torch.zeros(200).bfloat16(),
                 Y=torch.zeros(2, 200).bfloat16())

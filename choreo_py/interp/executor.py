@@ -82,7 +82,7 @@ class BlockRun(FragmentStatements):
         self.collective: dict = {}  # leader_only copies: the first instance's boxes
         self.apply_cache: dict = {}
         self.shared = SharedFrags()  # fragments of the block, seen by its roles
-        self.lane_bodies: dict[int, bool] = {}  # id(Parallel) -> runs as lanes (lanes.py)
+        self.lane_bodies: dict[int, str | None] = {}  # id(Parallel) -> lanes.mode of its body
         self.partial_yield = None  # where some (not all) instances of a region yielded
         self.grid, self.grid_generation = None, 0  # a cooperative launch's barrier (grid.py)
         self.env_threads: dict = {}  # id(thread's env) -> thread (element race checks)
@@ -207,10 +207,16 @@ class BlockRun(FragmentStatements):
             raise InterpError("the interpreter cannot run a parallel region after a yield "
                               f"that only some instances took (at {self.partial_yield})", s.loc)
         if id(s) not in self.lane_bodies:
-            self.lane_bodies[id(s)] = lanes.eligible(s.body, private=self.mem.private)
-        if self.lane_bodies[id(s)]:  # plain per-thread code: every instance at once
+            self.lane_bodies[id(s)] = lanes.mode(s.body, private=self.mem.private)
+        how = self.lane_bodies[id(s)]
+        if how == "lanes":  # plain per-thread code: every instance at once
             self._yields(*lanes.LaneRun(self, s, th).run(), s.extent)
             return
+        if how == "guarded":  # the same with barriers in loops; threads if it faults
+            done = lanes.LaneRun(self, s, th, guarded=True).attempt()
+            if done is not None:
+                self._yields(*done, s.extent)
+                return
         kids = []
         for p in range(s.extent):
             c = Thread(f"{s.var}={p}", th, dict(th.env, **{s.var: p}), dict(th.types))

@@ -12,12 +12,13 @@ recorded per base (tensor or buffer):
   checked when the region ends or reaches a `sync.shared`, and compacted
   (one record per element, lane and kind) when it grows long.
 
-Either way the report names both statements. `settle()` also returns the
+Either way the report names both statements. `boxes_touched()` returns the
 bounding box of what the region read and wrote per base, which the caller
 checks against the other agents (asynchronous copies, other roles).
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from .errors import RaceError
@@ -27,19 +28,40 @@ COMPACT_AT = 1 << 22
 
 
 class _Dense:
+    """Per element: the lane that wrote it, the lane that read it (-2: several), and where;
+    numpy arrays (a few microseconds an operation, where torch's small ones take tens).
+    Kept across `sync.shared`s: only the elements accessed since are reset."""
+
     def __init__(self, shape) -> None:
         n = 1
         for d in shape:
             n *= d
         self.shape = tuple(shape)
-        self.writer = torch.full((n,), -1, dtype=torch.int32)
-        self.reader = torch.full((n,), -1, dtype=torch.int32)  # -2: several lanes
-        self.wloc = torch.zeros(n, dtype=torch.int32)
-        self.rloc = torch.zeros(n, dtype=torch.int32)
+        self.writer = np.full(n, -1, dtype=np.int32)
+        self.reader = np.full(n, -1, dtype=np.int32)
+        self.wloc = np.zeros(n, dtype=np.int32)
+        self.rloc = np.zeros(n, dtype=np.int32)
+        self.seen: tuple[list, list] = ([], [])  # flat indices read, written since the reset
 
-    def touched(self):
-        """(flat indices read, flat indices written)."""
-        return torch.nonzero(self.reader != -1).flatten(), torch.nonzero(self.writer >= 0).flatten()
+    def reset(self) -> None:
+        reads, writes = self.seen
+        for flat in reads:
+            self.reader[flat] = -1
+        for flat in writes:
+            self.writer[flat] = -1
+        self.seen = ([], [])
+
+
+class _Unstored:
+    """A base the region never stores to: its reads cannot race with each other, only
+    their extent is kept (for `boxes_touched`)."""
+
+    def __init__(self, shape) -> None:
+        self.shape = tuple(shape)
+        self.seen: tuple[list, list] = ([], [])
+
+    def reset(self) -> None:
+        self.seen = ([], [])
 
 
 class _Sparse:
@@ -111,33 +133,50 @@ class _Sparse:
 class LaneAccesses:
     """The element accesses of one lane region (see the module docstring)."""
 
-    def __init__(self, var: str, tensors: dict, counts: dict) -> None:
+    def __init__(self, var: str, tensors: dict, counts: dict, stored=None) -> None:
+        """`stored`: the bases the region may store to (None: any)."""
         self.var, self.tensors, self.counts = var, tensors, counts
+        self.stored = stored
         self.tracks: dict = {}
         self.locs: list = []
         self.loc_ids: dict = {}
         self.first: dict = {}  # (base, write) -> the first such access's location
         self.boxes: dict = {}  # (base, slot, write) -> [lo, hi, loc]
+        self.deferred: dict = {}  # (base, write) -> (shape, flat index arrays) to fold
+        self.deferred_size = 0
+        self.epoch: dict = {}  # the bases touched since the last settle, in that order
 
     def record(self, base: str, full, lanes, write: bool, loc) -> None:
-        """`full`: per dimension of the base tensor (slot first), the active lanes' indices."""
+        """`full`: per dimension of the base tensor (slot first), the active lanes' indices
+        (numpy arrays or ints); `lanes`: those lanes (a numpy int32 array)."""
         tr = self.tracks.get(base)
         if tr is None:
             t = self.tensors[base]
-            tr = self.tracks[base] = (_Dense if t.numel() <= DENSE_LIMIT else _Sparse)(t.shape)
+            kind = (_Unstored if self.stored is not None and base not in self.stored else
+                    _Dense if t.numel() <= DENSE_LIMIT else _Sparse)
+            tr = self.tracks[base] = kind(t.shape)
         self.first.setdefault((base, write), loc)
+        self.epoch.setdefault(base)
+        lanes32 = lanes
         flat = 0
         for p, n in zip(full, tr.shape):
             flat = flat * n + p
-        flat = torch.as_tensor(flat).expand(lanes.shape)
+        if np.ndim(flat) == 0:  # the same element for every lane
+            flat = np.full(lanes32.shape, flat, dtype=np.int64)
         lid = self.loc_ids.get(id(loc))
         if lid is None:
             lid = self.loc_ids[id(loc)] = len(self.locs)
             self.locs.append(loc)
-        lanes32 = lanes.to(torch.int32)
         if isinstance(tr, _Sparse):
-            tr.add(flat, lanes32, write, lid)
-        elif write:
+            tr.add(torch.from_numpy(np.array(flat, dtype=np.int64)), torch.from_numpy(lanes32.copy()),
+                   write, lid)
+            return
+        tr.seen[write].append(flat)
+        if type(tr) is _Unstored:
+            if write:  # lanes._stored_bases missed a store: its races would go unseen
+                raise RuntimeError(f"a store to '{base}', which the region was not to store to")
+            return
+        if write:
             self._dense_write(base, tr, flat, lanes32, lid, loc)
         else:
             self._dense_read(base, tr, flat, lanes32, lid, loc)
@@ -148,12 +187,13 @@ class LaneAccesses:
         dup = tr.writer[flat] != lanes  # another lane of this statement won the store
         bad_w = dup | ((w_old >= 0) & (w_old != lanes))
         bad_r = (r == -2) | ((r >= 0) & (r != lanes))
-        if bool((bad_w | bad_r).any()):
-            k = int(torch.nonzero(bad_w | bad_r)[0])
+        bad = bad_w | bad_r
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
             f, lane = int(flat[k]), int(lanes[k])
-            if bool(dup[k]):
+            if dup[k]:
                 self._race(base, tr.shape, f, lane, int(tr.writer[f]), True, True, loc, loc, True)
-            if bool(bad_w[k]):
+            if bad_w[k]:
                 self._race(base, tr.shape, f, lane, int(w_old[k]), True, True, loc,
                            self.locs[int(tr.wloc[f])])
             self._race(base, tr.shape, f, lane, int(r[k]), True, False, loc,
@@ -163,22 +203,24 @@ class LaneAccesses:
     def _dense_read(self, base, tr: _Dense, flat, lanes, lid, loc) -> None:
         w = tr.writer[flat]
         bad = (w >= 0) & (w != lanes)
-        if bool(bad.any()):
-            k = int(torch.nonzero(bad)[0])
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
             f = int(flat[k])
             self._race(base, tr.shape, f, int(lanes[k]), int(w[k]), False, True, loc,
                        self.locs[int(tr.wloc[f])])
         r_old = tr.reader[flat]
         tr.reader[flat] = lanes
         several = (tr.reader[flat] != lanes) | (r_old == -2) | ((r_old >= 0) & (r_old != lanes))
-        if bool(several.any()):
+        if several.any():
             tr.reader[flat[several]] = -2
         tr.rloc[flat] = lid
 
-    def settle(self) -> dict:
-        """Checks the deferred records, folds every base into the bounding boxes, and
-        starts afresh (a `sync.shared` orders everything before it); returns the boxes."""
-        for base, tr in self.tracks.items():
+    def settle(self) -> None:
+        """Checks the deferred records and starts afresh (a `sync.shared` orders everything
+        before it). What was touched is kept for `boxes_touched`: its box's place in their order
+        is fixed here, its extent computed there (once, not at every barrier)."""
+        for base in self.epoch:  # in the order this epoch first touched them
+            tr = self.tracks[base]
             if isinstance(tr, _Sparse):
                 hit = tr.conflict()
                 if hit is not None:
@@ -187,24 +229,54 @@ class LaneAccesses:
                     self._race(base, tr.shape, f, int(ln[j]), int(ln[i]), bool(w[j]), bool(w[i]),
                                self.locs[int(d[j])], self.locs[int(d[i])])
                 f, _, w, _ = tr.arrays()
-                reads, writes = f[~w], f[w]
+                seen = ([f[~w].numpy()], [f[w].numpy()])
+                del self.tracks[base]
             else:
-                reads, writes = tr.touched()
-            for write, flat in ((False, reads), (True, writes)):
-                if flat.numel():
-                    self._fold(base, tr.shape, flat, write)
-        self.tracks.clear()
+                seen = tr.seen
+                tr.reset()
+            for write, flats in ((False, seen[0]), (True, seen[1])):
+                flats = [f for f in flats if f.size]
+                if flats:
+                    self._defer(base, tr.shape, flats, write)
+        self.epoch.clear()
+        if self.deferred_size >= COMPACT_AT:
+            self._fold_deferred()
+
+    def _defer(self, base, shape, flats: list, write: bool) -> None:
+        if self.counts[base] is None:
+            slots = [None]
+        else:  # the slots touched, in the order the boxes of this settle took them
+            inner = 1
+            for n in shape[1:]:
+                inner *= n
+            slots = [int(k) for k in np.unique(np.concatenate(flats) // inner)]
+        for slot in slots:
+            self.boxes.setdefault((base, slot, write), None)
+        self.deferred.setdefault((base, write), (shape, []))[1].extend(flats)
+        self.deferred_size += sum(f.size for f in flats)
+
+    def _fold_deferred(self) -> None:
+        for (base, write), (shape, flats) in self.deferred.items():
+            self._fold(base, shape, np.concatenate(flats), write)
+        self.deferred.clear()
+        self.deferred_size = 0
+
+    def boxes_touched(self) -> dict:
+        """After the last statement: (base, slot, write) -> [lo, hi, loc], the bounding
+        box of what the region read and wrote of each base, in the order first touched."""
+        self.settle()
+        self._fold_deferred()
         return self.boxes
 
     def _fold(self, base, shape, flat, write: bool) -> None:
-        idx = torch.stack(torch.unravel_index(flat, shape), dim=1)
+        idx = np.stack(np.unravel_index(flat, shape), axis=1)
         if self.counts[base] is None:
             groups = [(None, idx)]
         else:
-            groups = [(int(k), idx[idx[:, 0] == k][:, 1:]) for k in torch.unique(idx[:, 0])]
+            groups = [(int(k), idx[idx[:, 0] == k][:, 1:]) for k in np.unique(idx[:, 0])]
         loc = self.first[(base, write)]
         for slot, rows in groups:
-            lo, hi = rows.min(0).values.tolist(), (rows.max(0).values + 1).tolist()
+            lo, hi = rows.min(0).tolist(), (rows.max(0) + 1).tolist()
             rec = self.boxes.get((base, slot, write))
             if rec is None:
                 self.boxes[(base, slot, write)] = [lo, hi, loc]
@@ -214,7 +286,7 @@ class LaneAccesses:
 
     def _race(self, base, shape, flat: int, lane: int, other: int, write: bool,
               other_write: bool, loc, other_loc, same: bool = False) -> None:
-        idx = [int(i) for i in torch.unravel_index(torch.tensor(flat), shape)]
+        idx = [int(i) for i in np.unravel_index(flat, shape)]
         name = base
         if self.counts[base] is not None:
             name, idx = f"{base}[{idx[0]}]", idx[1:]

@@ -19,6 +19,16 @@ accesses count as its parent thread's, which the instances are ordered
 exactly like: after what the parent did before the region, before what it
 does after.
 
+A body whose `sync.shared` / `sync.barrier : block` sits inside a loop or a
+conditional (tree reductions, LayerNorm; `mode` says "guarded"; plain code
+and barriers only: no atomics, `sync.warp` or `yield`) ran as one
+thread per instance before it ran as lanes, and keeps what it gave then:
+its lanes compute the threads' scalar bits (`ExactEval`), a barrier must be
+reached by every lane (a lane-dependent branch that all lanes take is fine),
+and on any fault, at such a barrier, or at an operation without a lane form,
+the run puts back every element it stored (`LaneRun.attempt`) and the threads
+run the body, giving their report of the race, the deadlock or the bound.
+
 Bodies with anything else (waits, triggers, copies, MMAs, roles, nested
 parallels, `break`/`continue`) run as one cooperative thread per instance.
 """
@@ -27,14 +37,17 @@ from __future__ import annotations
 from contextlib import contextmanager
 from dataclasses import fields
 
+import numpy as np
 import torch
 
 from .. import ir
 from . import atomics
 from .errors import InterpError
+from .lane_eval import ExactEval, LaneEval, convertible, lane_dtype
+from .lane_facts import bound_names, fixed_view, stored_bases
 from .lane_races import LaneAccesses
 from .memory import Box, _compose
-from .scalars import Evaluator, binary, round_to
+from .scalars import round_to
 from ..ir import subbyte
 
 _PLAIN = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
@@ -57,6 +70,44 @@ def eligible(body: list[ir.Stmt], top: bool = True, private=frozenset()) -> bool
     return True
 
 
+#: What a guarded body may hold (see `mode`): plain code and block barriers at any depth.
+_GUARDED = (ir.Let, ir.Var, ir.Assign, ir.If, ir.For, ir.While, ir.BufStore, ir.ViewDef,
+            ir.SetMaxRegs, ir.SyncShared)
+
+
+#: Whether guarded bodies run as lanes (False: as threads, as they did before: for
+#: bench/interp.py, which times both, and tests/test_run_guarded_lanes.py, which
+#: compares them).
+GUARDED_LANES = True
+
+
+def mode(body: list[ir.Stmt], private=frozenset()) -> str | None:
+    """How a parallel body runs: "lanes" (eligible: every instance at once), "guarded"
+    (every instance at once, falling back to one thread per instance on any fault, see
+    `LaneRun.attempt`), or None (one thread per instance)."""
+    key = (id(body), private, GUARDED_LANES)
+    hit = _MODES.get(key)
+    if hit is not None and hit[0] is body:
+        return hit[1]
+    _MODES[key] = body, _mode(body, private)
+    return _MODES[key][1]
+
+
+#: mode's answers: (id(body), private, GUARDED_LANES) -> (body, mode); each block asks
+_MODES: dict = {}
+
+
+def _mode(body, private) -> str | None:
+    if eligible(body, private=private):
+        return "lanes"
+    if private and _touches(body, private):
+        return None
+    if GUARDED_LANES and all(isinstance(s, _GUARDED) and not getattr(s, "atomic", None)
+                             for s in ir.walk(body)):
+        return "guarded"  # (atomics: the threads' order of them is not the lanes')
+    return None
+
+
 def _touches(body: list[ir.Stmt], names) -> bool:
     """Whether a statement of `body` reads or writes a view of one of `names`."""
     for s in ir.walk(body):
@@ -72,56 +123,60 @@ def _touches(body: list[ir.Stmt], names) -> bool:
     return False
 
 
-def _lane_dtype(dtype: str) -> torch.dtype:
-    if dtype == "bool":
-        return torch.bool
-    if dtype == "f64":
-        return torch.float64
-    return torch.float32 if ir.is_float(dtype) else torch.int64
+#: What torch raises for an operation that has no lane form (the threads' scalars do).
+_NO_LANE_FORM = (TypeError, ValueError, RuntimeError)
 
 
-class _LaneEval(Evaluator):
-    """The scalar evaluator, with integer division guarded lane by lane."""
-
-    def __call__(self, e, env, loc=None):
-        if type(e) is ir.Bin and e.op in ("/", "%") and not ir.is_float(e.dtype):
-            a, b = self(e.lhs, env, loc), self(e.rhs, env, loc)
-            if isinstance(b, torch.Tensor):
-                zero = b == 0
-                if bool(self.hooks.active_any(zero)):
-                    raise InterpError("integer division by zero in instance "
-                                      f"{self.hooks.lane_names(zero)}", loc)
-                b = torch.where(zero, torch.ones_like(b), b)
-            elif isinstance(a, torch.Tensor) and b == 0:
-                raise InterpError("integer division by zero", loc)
-            return binary(e.op, a, b, e.dtype, loc)
-        return super().__call__(e, env, loc)
+class _Diverged(Exception):
+    """A guarded run reached a block barrier with only some of its lanes: on the GPU (and
+    for the threads) those wait for the others, which never come; the threads report it."""
 
 
 class LaneRun:
     """One execution of an eligible `parallel` body for all its instances."""
 
-    def __init__(self, block, s: ir.Parallel, th) -> None:
+    def __init__(self, block, s: ir.Parallel, th, guarded: bool = False) -> None:
         self.block, self.mem, self.sched = block, block.mem, block.sched
         self.s, self.th = s, th
         self.n = s.extent
         self.lanes = torch.arange(self.n)
+        self.lanes_np = np.arange(self.n, dtype=np.int32)  # for the race records
+        self.bound = bound_names(s)
+        self.views: dict = {}  # id(View) -> its box, for views nothing in the body changes
         self.env = dict(th.env, **{s.var: self.lanes})
         self.types = dict(th.types)
         self.mask: torch.Tensor | None = None
         self.count = self.n  # active lanes
-        self.ev = _LaneEval(self)
-        self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts)
+        self.guarded = guarded
+        self.journal: list | None = [] if guarded else None  # (tensor, index, old values)
+        self.ev = (ExactEval if guarded else LaneEval)(self)
+        self.accesses = LaneAccesses(s.var, block.mem.tensors, block.mem.counts,
+                                     stored_bases(s, self.env))
         self.what = f"per-thread code of parallel {s.var}"
         self.gone: torch.Tensor | None = None  # the lanes that yielded (left the kernel)
         self.yield_loc = None
 
     # ---------------------------------------------------------------- driver
+    def attempt(self):
+        """A guarded run: its result, or None (and nothing it did is left) when it faulted
+        or diverged at a barrier. The threads then run the body instead and give the
+        report they always gave: these bodies ran as threads before they ran as lanes."""
+        saved = self.sched.steps, self.th.loc, dict(self.mem.history)
+        try:
+            return self.run()
+        except (InterpError, _Diverged, *_NO_LANE_FORM):
+            for t, index, old in reversed(self.journal):
+                t[index] = old
+            self.sched.steps, self.th.loc = saved[:2]
+            self.mem.history.clear()
+            self.mem.history.update(saved[2])
+            return None
+
     def run(self) -> tuple[int, object]:
         """Runs the body; returns how many instances yielded and where the first did."""
         self.exec(self.s.body)
         # Against other agents the region acts as its parent thread: reads, then writes.
-        boxes = self.accesses.settle()
+        boxes = self.accesses.boxes_touched()
         for write in (False, True):
             for (base, slot, w), (lo, hi, loc) in boxes.items():
                 if w == write:
@@ -144,7 +199,7 @@ class LaneRun:
                 self.env[s.name] = self.ev(s.value, self.env, loc)
             elif t is ir.Var:
                 self.types[s.name] = s.dtype
-                self.env[s.name] = round_to(self.ev(s.init, self.env, loc), s.dtype)
+                self.env[s.name] = self._round(self.ev(s.init, self.env, loc), s.dtype, loc)
             elif t is ir.Assign:
                 self.assign(s, loc)
             elif t is ir.If:
@@ -164,6 +219,8 @@ class LaneRun:
             elif t is ir.ViewDef:
                 self.env[s.name] = self.resolve(s.view, loc)
             elif t is ir.SyncShared:  # every lane is here: earlier accesses are ordered
+                if self.guarded and self.count != self.n:  # some lanes only: see _Diverged
+                    raise _Diverged
                 self.accesses.settle()
             elif t is ir.Yield:
                 self.s_yield(loc)
@@ -199,6 +256,8 @@ class LaneRun:
         c = torch.as_tensor(cond, dtype=torch.bool).expand(self.n)
         self.mask = c if self.mask is None else self.mask & c
         self.count = int(self.mask.sum())
+        if self.guarded and self.count == self.n:
+            self.mask = None
         try:
             yield
         finally:
@@ -207,7 +266,9 @@ class LaneRun:
     def _masked(self, mask, fn) -> None:
         saved = self.mask, self.count
         self.mask = mask if self.gone is None else mask & ~self.gone
-        self.count = int(self.mask.sum())
+        self.count = int(self.mask.numpy().sum())
+        if self.guarded and self.count == self.n:  # every lane: no mask to apply
+            self.mask = None
         try:
             if self.count:
                 fn()
@@ -243,22 +304,29 @@ class LaneRun:
         if s.name not in self.env:
             raise InterpError(f"assignment to '{s.name}', which has no value here", loc)
         dtype = self.types.get(s.name, s.value.dtype)
-        v = round_to(self.ev(s.value, self.env, loc), dtype)
+        v = self._round(self.ev(s.value, self.env, loc), dtype, loc)
         if self.mask is not None:
-            lt = _lane_dtype(dtype)
+            lt = lane_dtype(dtype)
             v = torch.where(self.mask, torch.as_tensor(v, dtype=lt),
                             torch.as_tensor(self.env[s.name], dtype=lt))
         self.env[s.name] = v
+
+    def _round(self, v, dtype: str, loc):
+        """`round_to`; in a guarded run a float the threads could not convert to an
+        integer type (NaN, infinite, 2^63 or more) is a fault, as it is for them."""
+        if self.guarded:
+            convertible(self, v, dtype, loc)
+        return round_to(v, dtype)
 
     def s_if(self, s, loc) -> None:
         c = self._cond(s.cond, loc)
         if not isinstance(c, torch.Tensor):
             self.exec(s.then if c else s.orelse)
             return
-        base = self.mask if self.mask is not None else torch.ones(self.n, dtype=torch.bool)
+        base = self.mask
         self._masked(c, lambda: self.exec(s.then))
         if s.orelse:
-            self._masked(base & ~c, lambda: self.exec(s.orelse))
+            self._masked(~c if base is None else base & ~c, lambda: self.exec(s.orelse))
 
     def s_for(self, s, loc) -> None:
         i, stop, step = (self.ev(e, self.env, loc) for e in (s.start, s.stop, s.step))
@@ -325,7 +393,16 @@ class LaneRun:
         return int(v)
 
     def resolve(self, view: ir.View, loc):
-        """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors."""
+        """A view as (base, slot, starts, sizes, keep); starts and slot may be lane tensors.
+        A view that nothing in the body changes (`fixed_view`) is resolved once per run."""
+        box = self.views.get(id(view))
+        if box is None:
+            box = self._resolve(view, loc)
+            if self.count and fixed_view(view, self.bound):
+                self.views[id(view)] = box
+        return box
+
+    def _resolve(self, view: ir.View, loc):
         offs = [self._int(e, loc) for e in view.offsets]
         sizes = []
         for e in view.extents:
@@ -389,25 +466,42 @@ class LaneRun:
         for d, (s, n, k) in enumerate(zip(box.starts, box.sizes, box.keep)):
             if k:
                 i = next(it)
-                checks.append(((i < 0) | (i >= n), i, f"outside extent {n} of dimension {d} "
-                               f"of a view of '{box.base}'"))
-                s = s + i
+                checks.append((i, n, d, True))
+                s = i if type(s) is int and s == 0 else s + i  # (a torch op saved)
             pos.append(s)
-            checks.append(((s < 0) | (s >= shape[d]), s,
-                           f"outside '{box.base}' {list(shape)} (dimension {d})"))
-        bad = False
-        for c, _, _ in checks:
-            bad = bad | c
-        if self.active_any(bad):  # one test on the way; the message names the first failure
-            c, v, what = next(x for x in checks if self.active_any(x[0]))
-            if isinstance(v, torch.Tensor):
-                v = int(v.expand(self.n)[self.first_lane(c)])
-            raise InterpError(f"index {v} {what} in {self._names(c)}", loc)
+            if not (k and isinstance(box.starts[d], int) and 0 <= box.starts[d]
+                    and box.starts[d] + n <= shape[d]):  # else implied by the view's check
+                checks.append((s, shape[d], d, False))
+        if any(self._outside(v, n) for v, n, _, _ in checks):
+            self._bounds_fault(box, shape, checks, loc)
         if box.slot is not None:
             pos.insert(0, box.slot)
         if self.mask is not None:  # inactive lanes may hold any index: make it a valid one
             pos = [torch.where(self.mask, p, 0) if isinstance(p, torch.Tensor) else p for p in pos]
         return pos
+
+    def _outside(self, v, n: int) -> bool:
+        """Whether an active lane's index `v` is outside [0, n): one reduction over the
+        lanes (its lowest and highest index), not a test per lane."""
+        if not isinstance(v, torch.Tensor):
+            return self.count > 0 and not 0 <= v < n
+        if self.mask is not None:
+            v = v.expand(self.n)[self.mask]
+        if v.numel() == 0:
+            return False
+        lo, hi = torch.aminmax(v)
+        return int(lo) < 0 or int(hi) >= n
+
+    def _bounds_fault(self, box, shape, checks, loc):
+        """Names the first failing check and the first lane that fails it."""
+        for v, n, d, in_view in checks:
+            c = (v < 0) | (v >= n)
+            if self.active_any(c):
+                what = (f"outside extent {n} of dimension {d} of a view of '{box.base}'"
+                        if in_view else f"outside '{box.base}' {list(shape)} (dimension {d})")
+                if isinstance(v, torch.Tensor):
+                    v = int(v.expand(self.n)[self.first_lane(c)])
+                raise InterpError(f"index {v} {what} in {self._names(c)}", loc)
 
     def read(self, box: "_LaneBox", idx, loc, at=None):
         """`at`: where a fault of the index is reported (the read itself; default `loc`)."""
@@ -433,14 +527,22 @@ class LaneRun:
         if code_type is not None:
             value = subbyte.encode(torch.as_tensor(value), code_type)
         if not any(isinstance(p, torch.Tensor) for p in pos) and not isinstance(value, torch.Tensor):
+            self._keep(t, tuple(pos))
             t[tuple(pos)] = value
             return
         if self.mask is None:
+            self._keep(t, tuple(pos))
             t[tuple(pos)] = torch.as_tensor(value).to(t.dtype)
             return
         lanes = torch.nonzero(self.mask).flatten()
-        full = [torch.as_tensor(p).expand(self.n)[lanes] for p in pos]
-        t[tuple(full)] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+        full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
+        self._keep(t, full)
+        t[full] = torch.as_tensor(value).expand(self.n)[lanes].to(t.dtype)
+
+    def _keep(self, t: torch.Tensor, index: tuple) -> None:
+        """A guarded run notes what a store overwrites, to put it back (`attempt`)."""
+        if self.journal is not None:
+            self.journal.append((t, index, t[index].clone()))
 
     def atomic(self, s: ir.BufStore, box: "_LaneBox", idx, value, cmp, loc) -> None:
         """Every active lane updates its element; lanes updating the same element all
@@ -451,6 +553,7 @@ class LaneRun:
         t = self.mem.tensors[box.base]
         lanes = self.lanes if self.mask is None else torch.nonzero(self.mask).flatten()
         full = tuple(torch.as_tensor(p).expand(self.n)[lanes] for p in pos)
+        self._keep(t, full)
         vals = torch.as_tensor(value).expand(self.n)[lanes]
         dtype = s.value.dtype
         if s.atomic == "add" and dtype not in ("u32", "u64") and s.result is None:
@@ -464,7 +567,7 @@ class LaneRun:
             t[at] = atomics.combine(s.atomic, t[at].item(), vals[k].item(),
                                     None if cmps is None else cmps[k].item(), dtype)
         if s.result is not None:  # each active lane's old value, the others keep theirs
-            lt = _lane_dtype(dtype)
+            lt = lane_dtype(dtype)
             got = torch.as_tensor(self.env[s.result], dtype=lt).expand(self.n).clone()
             got[lanes] = torch.tensor(olds, dtype=lt)
             self.env[s.result] = got
@@ -475,11 +578,13 @@ class LaneRun:
         if self.count == 0:
             return
         if self.mask is None:
-            lanes = self.lanes
-            full = [p.expand(self.n) if isinstance(p, torch.Tensor) else p for p in pos]
+            lanes = self.lanes_np
+            full = [p.expand(self.n).numpy() if isinstance(p, torch.Tensor) else p for p in pos]
         else:
-            lanes = torch.nonzero(self.mask).flatten()
-            full = [p[lanes] if isinstance(p, torch.Tensor) and p.dim() else p for p in pos]
+            on = self.mask.numpy()
+            lanes = self.lanes_np[on]
+            full = [(p.numpy()[on] if p.dim() else int(p)) if isinstance(p, torch.Tensor)
+                    else p for p in pos]
         self.accesses.record(box.base, full, lanes, write, loc)
 
 
