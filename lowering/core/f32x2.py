@@ -166,23 +166,31 @@ def _selected(recs: list) -> set:
     return out
 
 
+#: what the second round pairs: the fmas of scalar registers (a polynomial exp2's Horner
+#: steps with the other polynomial's). Its add.rm and subs paired too made ptxas spill in
+#: flash_atten_blackwell.co's softmax (24 to 48 bytes, whichever of them; measured with
+#: ptxas 13.0), so they stay scalar.
+SCALAR_ROUND = ("fma",)
+
+
 def pair(recs: list) -> list:
     """The records in their new order, a pair as one Inst (`pair`: its two halves).
     First the pairs of array elements (k, k + 1: an apply's neighbouring elements), then
-    the rest (scalar registers, as two polynomials' steps), which may move whole pairs
-    of the first round up with their cones."""
+    the fmas of scalar registers (SCALAR_ROUND), which may move whole pairs of the first
+    round up with their cones."""
     selected = _selected(recs)
-    return _pairs(_pairs(recs, selected, 1), selected, 0)
+    return _pairs(_pairs(recs, selected, 1, _PAIRABLE), selected, 0, SCALAR_ROUND)
 
 
-def _pairs(recs: list, selected: set, least: int) -> list:
-    """One round: each pairable record, in order, takes the nearest later partner whose
-    registers pair with at least `least` array element pairs (_aligned)."""
+def _pairs(recs: list, selected: set, least: int, ops) -> list:
+    """One round: each pairable record of `ops`, in order, takes the nearest later partner
+    whose registers pair with at least `least` array element pairs (_aligned)."""
     out, taken = [], set()
     for i, r in enumerate(recs):
         if i in taken:
             continue
-        if r.text is None and pairable(r) and not r.defs & selected:
+        if r.text is None and pairable(r) and r.opcode.split(".")[0] in ops and \
+                not r.defs & selected:
             sig = _signature(r)
             for j in range(i + 1, min(len(recs), i + WINDOW)):
                 if j in taken or recs[j].text is not None:

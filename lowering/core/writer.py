@@ -128,7 +128,7 @@ class Writer:
     def line(self, text: str) -> None:
         if self._recs is not None and self._target is None:
             if text.startswith("#"):  # a comment keeps its place among the instructions
-                self._recs.append(f32x2.Inst(text=text))
+                self._recs.append(f32x2.Inst(text=INDENT + text))
                 return
             if " = reg." not in text:  # (a declaration goes ahead: it precedes any use)
                 self._flush_pairs()
@@ -139,6 +139,9 @@ class Writer:
             self.line("# " + part)
 
     def blank(self) -> None:
+        if self._recs is not None and self._target is None:
+            self._recs.append(f32x2.Inst(text=""))
+            return
         out = self._out()
         if out and out[-1] != "":
             out.append("")
@@ -312,7 +315,9 @@ class Writer:
         if r.pair is not None:
             return self._emit_pair(*r.pair)
         if r.text is not None:
-            self._out().append(INDENT + r.text)
+            out = self._out()
+            if r.text or (out and out[-1] != ""):
+                out.append(r.text)
             return
         self._forget(r.defs if r.pure else f32x2.mentioned(r))
         self._op_line(r.opcode, r.operands, r.pred, r.negate, r.at)
