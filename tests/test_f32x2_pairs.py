@@ -116,3 +116,25 @@ def test_the_attention_softmax_pairs_its_fmas_and_polynomials():
         assert "add.f32x2" not in role and "add.f32 %red" in role
     corr = roles[4]
     assert not PAIR.search(corr) and re.search(r"mul\.f32 %\w+, %o0_0, %sc0_at", corr)
+
+
+@pytest.mark.emu
+@pytest.mark.slow
+def test_the_attention_kernel_paired_and_scalar_give_the_same_o(tmp_path, monkeypatch):
+    """flash_atten_blackwell.co (one block, Q = 200, KV = 330: a partial last tile, so the
+    mask runs; keys past the first tile 4 x larger, so rows rescale): the paired build's O
+    is the scalar build's, bit for bit, in the strict emulator."""
+    from test_flash_atten_blackwell import _inputs
+    src = ATTENTION.read_text().replace("#define NUM_SMS 148\n", "#define NUM_SMS 1\n")
+    path = tmp_path / "fa_1.co"
+    path.write_text(src)
+    outs = []
+    for f32x2 in (True, False):
+        monkeypatch.setitem(targets.TARGETS, "sm_100a",
+                            dataclasses.replace(targets.TARGETS["sm_100a"], f32x2=f32x2))
+        assert bool(PAIR.search(_ptx(path))) == f32x2
+        q, k, v, o = _inputs(200, 330, 1, grow=4)
+        assert emulate_strict(path, dict(Q=q, K=k, V=v, O=o), "random") == []
+        outs.append(o)
+    assert outs[1].float().abs().max() > 0
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
