@@ -9,16 +9,22 @@ count. ptxas pairs none of the scalar forms itself.
 
 An apply's code is elementwise and unrolled: the same instructions, element after
 element. While the Writer records a region (`Writer.pairing`), its instructions are
-kept as `Inst` records; `pair` walks them in order and gives each pairable instruction
+kept as `Inst` records; `pair` walks them in order and gives a pairable instruction
 the nearest later one with the same opcode and the same immediates at the same places
-(so element k's `s * c + t` meets element k+1's, a polynomial's step meets the other
-polynomial's), when that one can be moved up: it and the instructions it depends on
-among those in between (its cone) are plain register arithmetic that no instruction
-left in between reads or writes over. The pair is then `mov.b64 {x, y}` packs of its
-sources (a pair of immediates is one 64-bit immediate), the `.f32x2` form and one
-`mov.b64` that unpacks the two results into the original registers: every later reader
-is unchanged. Anything the pass cannot see through (memory, tensor memory, a branch, a
-string operand) is a wall nothing moves across.
+whose registers pair in place (_aligned: element 2m of a register array with element
+2m + 1, a shared register with itself), when that one can be moved up: it and the
+instructions it depends on among those in between (its cone) are plain register
+arithmetic that no instruction left in between reads or writes over. A first round
+pairs neighbouring elements (element k's `s * c + t` with element k + 1's); a second
+the fmas of scalar registers (a polynomial's Horner step with the other polynomial's;
+SCALAR_ROUND). The pair is then `mov.b64 {x, y}` packs of its sources (a pair of
+immediates is one 64-bit immediate: .f32x2 takes no immediate), the `.f32x2` form and
+one `mov.b64` that unpacks the two results into the original registers, so every later
+reader is unchanged (a later pair of the same two registers reads the result as it is).
+Anything the pass cannot see through (memory, tensor memory, a branch, a string
+operand) is a wall nothing moves across. Left scalar, by measurement (docs/
+blackwell-notes.md, section 9): a reduction tree's nodes (Writer.solo) and a multiply
+whose result a select reads (_selected).
 """
 from __future__ import annotations
 
@@ -35,7 +41,7 @@ _MODS = {"rn", "rz", "rm", "rp", "ftz"}
 #: register arithmetic: operand 0 is written, the others are read, nothing else is touched
 _PURE = {"add", "sub", "mul", "fma", "mad", "ex2", "cvt", "max", "min", "selp", "mov", "neg",
          "abs", "shl", "shr", "and", "or", "xor", "not", "rcp", "sqrt", "rsqrt", "lg2", "div",
-         "copysign", "setp", "tanh", "sin", "cos", "testp", "set", "cvt", "lop3"}
+         "copysign", "setp", "tanh", "sin", "cos", "testp", "set", "lop3"}
 
 
 @dataclass
@@ -87,6 +93,8 @@ def record(opcode: str, operands: tuple, pred, negate: bool, at, solo: bool = Fa
 
 
 def pairable(ins: Inst) -> bool:
+    """An unguarded f32 add/sub/mul/fma of registers and immediates (rounding and .ftz
+    modifiers only: .f32x2 has no .sat)."""
     parts = ins.opcode.split(".")
     if not ins.pure or ins.solo or ins.pred is not None or parts[0] not in _PAIRABLE or \
             parts[-1] != "f32":
