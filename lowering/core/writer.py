@@ -13,6 +13,9 @@ Code is kept flat (labels and predicated branches, never `ptx.if_` blocks,
 whose nesting pyptx 0.1.1 mispairs). Chunks make hoisting possible: a mark
 is an empty chunk at the current position that later lines can be written
 into (loop-invariant values placed before the loop that needs them).
+Inside `pairing` (an apply, on a target with .f32x2 forms) instructions are held and
+written when the block ends, or at the next line that is not an instruction or a
+declaration, in the order f32x2.pair gives them.
 """
 from __future__ import annotations
 
