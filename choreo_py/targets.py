@@ -56,6 +56,9 @@ class Target:
     # min/max.f32 of three inputs (sm_100a and later): a reduction tree of max or min
     # combines three values at a node (lowering/core/fragments.tree).
     minmax3: bool = False
+    # add/sub/mul/fma on packed float32 pairs (.f32x2; PTX 8.6, sm_100a): the independent
+    # float32 arithmetic of an apply is issued two elements at a time (lowering/core/f32x2.py).
+    f32x2: bool = False
 
     def row_split(self, rows: int) -> "RowSplit":
         """The split of a `rows`-row accumulator's rows; a fragment of another row count
@@ -123,7 +126,7 @@ TARGETS: dict[str, Target] = {
         name="sm_100a", backend="sm100", ptxas_arch="sm_100a", capability=(10, 0),
         smem_limit=_SMEM_227K, tmem_columns=512, tmem_lanes=128,
         acc_rows={64: RowSplit(lanes=(16,)), 128: WHOLE_ROW},
-        mma_barriers=True, fp6_fp4_cvt=True, minmax3=True,
+        mma_barriers=True, fp6_fp4_cvt=True, minmax3=True, f32x2=True,
         refuses={**_COMMON_REFUSALS,
                  "MmaLoad": "mma.load (a register A operand; tcgen05 takes A from shared "
                             "memory, so pass the shared tile to the MMA)"}),

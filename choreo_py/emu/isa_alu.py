@@ -3,11 +3,10 @@
 Each form is decoded once into a closure over the register numbers and
 pre-built constant lanes; executing it is a handful of numpy operations on
 32-lane arrays. Rounding: numpy's float32 arithmetic is IEEE round-to-
-nearest-even, which is what .rn (and the default) asks for. fma.rn is
-computed in float64 and rounded once to float32 (the product of two
-float32 is exact in float64; the sum can round twice, which changes the
-last bit in rare ties); the directed roundings .rz/.rm/.rp of f32 add, sub,
-mul and fma are exact (rounding.py). The approximate forms (.approx: ex2, rcp,
+nearest-even, which is what .rn (and the default) asks for. fma.rn and the
+directed roundings .rz/.rm/.rp of f32 add, sub, mul and fma are exact
+(rounding.py). `.ftz` flushes subnormal inputs and results to zero of the
+same sign (PTX ISA: "subnormal inputs and results are flushed"). The approximate forms (.approx: ex2, rcp,
 rsqrt, sqrt, lg2, sin, cos, tanh) are not correctly rounded on the hardware
 (the PTX ISA gives each a bound on its error, not its value), so the emulator
 does not compute them correctly rounded either: `approximate` returns one of
@@ -66,7 +65,7 @@ def _rem_int(a, b):
 
 def _fma(a, b, c):
     if a.dtype == np.float32:
-        return (a.astype(np.float64) * b + c.astype(np.float64)).astype(np.float32)
+        return fma_f32(a, b, c, "rn")
     return a * b + c
 
 
@@ -112,7 +111,8 @@ def _binary_fn(name: str, inst, t: str):
 
 def _sat_ftz(inst, fn):
     post = []
-    if "ftz" in inst.parts:
+    ftz = "ftz" in inst.parts
+    if ftz:
         post.append(_ftz)
     if "sat" in inst.parts:
         post.append(lambda x: np.clip(x, 0, 1))
@@ -120,7 +120,7 @@ def _sat_ftz(inst, fn):
         return fn
 
     def wrapped(*a):
-        r = fn(*a)
+        r = fn(*(_ftz(x) for x in a)) if ftz else fn(*a)
         for p in post:
             r = p(r)
         return r

@@ -1,12 +1,16 @@
-"""The packed float32 pair forms of sm_100: add / sub / mul / fma / min / max `.f32x2`.
+"""The packed float32 pair forms of sm_100: add / sub / mul / fma `.f32x2`.
 
 Operands are .b64 registers holding two float32 values, element 0 in bits
 0-31 and element 1 in bits 32-63 (PTX ISA, "fma": fA[0] = a[0:31], fA[1] =
 a[32:63]); each element is computed as the scalar f32 form with the same
-modifiers would compute it (rounding.py for .rn/.rz/.rm/.rp, .ftz flushing
-subnormal inputs and results, .sat clamping to [0, 1], NaN to 0). `mov.b64 %rd, {%f0,
-%f1}` (isa_alu) packs element 0 low, so the pairs the design kernel builds
-for its polynomial exp2 come apart the way they went in.
+modifiers computes it, by the same functions (rounding.py for .rn/.rz/.rm/.rp,
+fma.rn correctly rounded; .ftz flushing subnormal inputs and results to zero
+of their sign), so a pair gives bit for bit its two scalar forms. As ptxas
+(13.0) does, the forms the ISA lacks are refused: min/max.f32x2, .sat, and an
+fma without its rounding modifier (`fma.rnd{.ftz}.f32x2`; add, sub and mul take
+.rnd optionally). `mov.b64 %rd, {%f0, %f1}` (isa_alu) packs element 0 low, so
+the pairs the lowering builds (lowering/core/f32x2.py) come apart the way they
+went in.
 """
 from __future__ import annotations
 
@@ -18,7 +22,7 @@ from .operands import operand_reader, writer
 from .rounding import add_f32, fma_f32, mode_of, mul_f32
 
 _F32_TINY = np.float32(1.1754944e-38)
-_KNOWN = {"rn", "rz", "rm", "rp", "ftz", "sat", "f32x2"}
+_MODS = {"rn", "rz", "rm", "rp", "ftz", "f32x2"}
 
 
 def _flush(x: np.ndarray) -> np.ndarray:
@@ -26,28 +30,27 @@ def _flush(x: np.ndarray) -> np.ndarray:
 
 
 def _op(name: str, mode: str):
+    """The element function: the scalar decoder's (isa_alu: a + b, a - b, a * b at .rn;
+    rounding.py otherwise)."""
     if name == "add":
-        return lambda a, b: add_f32(a, b, mode)
+        return (lambda a, b: a + b) if mode == "rn" else (lambda a, b: add_f32(a, b, mode))
     if name == "sub":
-        return lambda a, b: add_f32(a, -b, mode)
+        return (lambda a, b: a - b) if mode == "rn" else (lambda a, b: add_f32(a, -b, mode))
     if name == "mul":
-        return lambda a, b: mul_f32(a, b, mode)
-    if name == "fma":
-        return lambda a, b, c: fma_f32(a, b, c, mode)
-    if name in ("min", "max") and mode == "rn":
-        return np.fmin if name == "min" else np.fmax
-    raise Unsupported(f"'{name}.f32x2' with rounding .{mode}")
+        return (lambda a, b: a * b) if mode == "rn" else (lambda a, b: mul_f32(a, b, mode))
+    return lambda a, b, c: fma_f32(a, b, c, mode)
 
 
 def decode_f32x2(inst, m):
     name = inst.parts[0]
-    extra = [p for p in inst.parts[1:] if p not in _KNOWN]
+    extra = [p for p in inst.parts[1:] if p not in _MODS]
     nsrc = 3 if name == "fma" else 2
-    if extra or name not in ("add", "sub", "mul", "fma", "min", "max") or \
-            len(inst.operands) != nsrc + 1:
-        raise Unsupported(f"'{inst.opcode}'")
+    rounded = any(p in ("rn", "rz", "rm", "rp") for p in inst.parts)
+    if extra or name not in ("add", "sub", "mul", "fma") or (name == "fma" and not rounded) \
+            or len(inst.operands) != nsrc + 1:
+        raise Unsupported(f"'{inst.opcode}' (not a form of the PTX ISA)")
     fn = _op(name, mode_of(inst.parts))
-    ftz, sat = "ftz" in inst.parts, "sat" in inst.parts
+    ftz = "ftz" in inst.parts
     srcs = [operand_reader(op, "b64", m) for op in inst.operands[1:]]
     wr = writer(inst.operands[0], "b64", m)
 
@@ -58,7 +61,5 @@ def decode_f32x2(inst, m):
         r = fn(*vals).astype(np.float32)
         if ftz:
             r = _flush(r)
-        if sat:
-            r = np.where(np.isnan(r), np.float32(0), np.clip(r, np.float32(0), np.float32(1)))
         wr(w, r.view(np.uint64).reshape(LANES))
     return ex

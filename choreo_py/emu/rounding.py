@@ -4,9 +4,10 @@ numpy rounds float32 arithmetic to nearest even only. A float32 add, sub,
 mul or fma is computed here as an exact value hi + lo in float64 (a product
 of two float32 is exact in float64; TwoSum gives the exact rounding error of
 the sum), rounded to nearest float32, then stepped one ulp when the
-direction asks for it. `.rn` keeps the result numpy gives (for fma: the
-float64 sum rounded to float32, which can round twice in rare ties, as
-docs/emulator.md says). A leaf module: isa_alu and isa_f32x2 use it.
+direction asks for it. `.rn` keeps the result numpy gives; an fma's exact
+sum is first rounded to float64 to odd (an inexact float64 keeps its last bit
+set), which makes the one rounding to float32 after it the correct one (53
+bits >= 24 + 2: no double rounding). A leaf module: isa_alu and isa_f32x2 use it.
 """
 from __future__ import annotations
 
@@ -63,5 +64,14 @@ def mul_f32(a: np.ndarray, b: np.ndarray, mode: str) -> np.ndarray:
 def fma_f32(a: np.ndarray, b: np.ndarray, c: np.ndarray, mode: str) -> np.ndarray:
     p = a.astype(np.float64) * b  # exact
     if mode == "rn":
-        return (p + c.astype(np.float64)).astype(np.float32)
+        return _to_odd(*two_sum(p, c.astype(np.float64))).astype(np.float32)
     return round_f32(*two_sum(p, c.astype(np.float64)), mode)
+
+
+def _to_odd(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
+    """hi + lo (TwoSum's pair) rounded to float64 to odd: hi when exact, else the float64
+    next to hi toward lo when hi's last bit is 0 (the exact value lies between the two)."""
+    with np.errstate(invalid="ignore"):
+        even = (hi.view(np.uint64) & np.uint64(1)) == 0
+        step = np.isfinite(lo) & (lo != 0) & even
+    return np.where(step, np.nextafter(hi, np.where(lo > 0, np.inf, -np.inf)), hi)

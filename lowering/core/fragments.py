@@ -128,6 +128,11 @@ def tree(lw: Lowering, op: str, vals: list[V], dst: V) -> None:
     """dst = op(vals...) as a balanced tree (short dependency chains); a target whose
     min/max take three inputs (`minmax3`: sm_100a) combines three at a node."""
     arity = 3 if op in ("max", "min") and lw.target.record.minmax3 else 2
+    with lw.w.solo():  # (f32x2.py: its nodes read registers no pair wrote)
+        _tree(lw, op, vals, dst, arity)
+
+
+def _tree(lw: Lowering, op: str, vals: list[V], dst: V, arity: int) -> None:
     while len(vals) > 1:
         nxt = []
         full = len(vals) // arity * arity
@@ -486,6 +491,13 @@ _AFFINE_CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "
 
 
 def apply(lw: Lowering, a: ir.Apply) -> None:
+    """An apply's code; on a target with f32x2 forms its independent f32 arithmetic is
+    paired (f32x2.py: each element is rounded as alone, so the results are the same)."""
+    with lw.w.pairing(lw.target.record.f32x2):
+        _apply(lw, a)
+
+
+def _apply(lw: Lowering, a: ir.Apply) -> None:
     dom = info(lw, a.domain, a.loc)
     if len(a.indices) != len(dom.frag.shape):
         raise lw.refuse(f"apply over '{a.domain}' with {len(a.indices)} indices", a.loc)

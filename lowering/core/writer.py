@@ -13,6 +13,9 @@ Code is kept flat (labels and predicated branches, never `ptx.if_` blocks,
 whose nesting pyptx 0.1.1 mispairs). Chunks make hoisting possible: a mark
 is an empty chunk at the current position that later lines can be written
 into (loop-invariant values placed before the loop that needs them).
+Inside `pairing` (an apply, on a target with .f32x2 forms) instructions are held and
+written when the block ends, or at the next line that is not an instruction or a
+declaration, in the order f32x2.pair gives them.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from typing import Optional, Union
 
 from choreo_py.source import SOURCES, Loc
 
-from . import names
+from . import f32x2, names
 
 INDENT = "    "
 
@@ -117,12 +120,21 @@ class Writer:
         self.widest: tuple[int, str, Optional[Loc]] = (0, "", None)
         self._last_src: Optional[tuple[str, int]] = None
         self.types_used: set[str] = set()
+        self._recs: Optional[list] = None  # instructions held for pairing (f32x2.py)
+        self._packs: dict = {}  # (x, y) -> the .b64 register that holds them, while valid
+        self._solo = 0  # > 0: the instructions written now are never paired
 
     # ------------------------------------------------------------ text
     def _out(self) -> list[str]:
         return self._target if self._target is not None else self._chunks[-1]
 
     def line(self, text: str) -> None:
+        if self._recs is not None and self._target is None:
+            if text.startswith("#"):  # a comment keeps its place among the instructions
+                self._recs.append(f32x2.Inst(text=INDENT + text))
+                return
+            if " = reg." not in text:  # (a declaration goes ahead: it precedes any use)
+                self._flush_pairs()
         self._out().append(INDENT + text)
 
     def comment(self, text: str) -> None:
@@ -130,6 +142,9 @@ class Writer:
             self.line("# " + part)
 
     def blank(self) -> None:
+        if self._recs is not None and self._target is None:
+            self._recs.append(f32x2.Inst(text=""))
+            return
         out = self._out()
         if out and out[-1] != "":
             out.append("")
@@ -155,6 +170,7 @@ class Writer:
         """An insertion point here; the lines after it go to a new chunk."""
         if self._target is not None:
             return Mark(self._target)  # nested: insert at the redirect target
+        self._flush_pairs()
         m = Mark([])
         self._chunks.append(m.chunk)
         self._chunks.append([])
@@ -236,11 +252,18 @@ class Writer:
         """`ptx.inst.<opcode>(operands)`; opcode is dotted PTX (`add.s32`, `shfl.sync.bfly.b32`).
         `at`: the source of an element access, as a comment `# at file.co:LINE:COL` (the
         emulator reports a fault of the access there; the PTX is the same without it)."""
-        path = ".".join(_py_attr(part) for part in opcode.split("."))
-        args = [_arg(o) for o in operands]
         regs = sum(self._registers(o) for o in operands)
         if regs > self.widest[0]:
             self.widest = (regs, opcode, self._loc)
+        if self._recs is not None and self._target is None:
+            self._recs.append(f32x2.record(opcode, operands, pred, negate, at, self._solo > 0))
+            return
+        self._op_line(opcode, operands, pred, negate, at)
+
+    def _op_line(self, opcode: str, operands, pred: Optional[V], negate: bool,
+                 at: Optional[Loc]) -> None:
+        path = ".".join(_py_attr(part) for part in opcode.split("."))
+        args = [_arg(o) for o in operands]
         if pred is not None:
             args.append(f"pred={'~' if negate else ''}{pred.text}")
         where = f"  # at {os.path.basename(at.file)}:{at.line}:{at.col}" if at is not None else ""
@@ -254,6 +277,80 @@ class Writer:
             return sum(self._registers(x) for x in o)
         m = _LIST_OF.fullmatch(str(o))
         return self._arrays.get(m.group(1), 0) if m else 0
+
+    # ------------------------------------------------------------ f32x2 pairs
+    @contextmanager
+    def pairing(self, on: bool):
+        """Holds the instructions written in the block and pairs their independent f32
+        add/sub/mul/fma into .f32x2 forms (f32x2.py) when `on` (a target that has them);
+        a nested block joins the open one."""
+        if not on or self._recs is not None:
+            yield
+            return
+        self._recs = []
+        self._packs = {}
+        try:
+            yield
+        finally:
+            self._flush_pairs()
+            self._recs = None
+
+    @contextmanager
+    def solo(self):
+        """The instructions written in the block stay scalar (they still move, as the
+        cone of a pair that needs them)."""
+        self._solo += 1
+        try:
+            yield
+        finally:
+            self._solo -= 1
+
+    def _flush_pairs(self) -> None:
+        recs, self._recs = self._recs, None
+        if recs:
+            for r in f32x2.pair(recs):
+                self._emit_held(r)
+        self._packs = {}
+        if recs is not None:
+            self._recs = []
+
+    def _emit_held(self, r) -> None:
+        if r.pair is not None:
+            return self._emit_pair(*r.pair)
+        if r.text is not None:
+            out = self._out()
+            if r.text or (out and out[-1] != ""):
+                out.append(r.text)
+            return
+        self._forget(r.defs if r.pure else f32x2.mentioned(r))
+        self._op_line(r.opcode, r.operands, r.pred, r.negate, r.at)
+
+    def _emit_pair(self, a: "f32x2.Inst", b: "f32x2.Inst") -> None:
+        """a and b as one .f32x2 instruction: packed sources, the pair, the results
+        unpacked into a's and b's registers."""
+        srcs = [self._pack(x, y) for x, y in zip(a.operands[1:], b.operands[1:])]
+        d = self.reg("b64", "x2")
+        self._op_line(a.opcode[: -len("f32")] + "f32x2", (d, *srcs), None, False, a.at)
+        self._forget(a.defs | b.defs)
+        self._op_line("mov.b64", ([a.operands[0], b.operands[0]], d), None, False, None)
+        self._packs[(a.operands[0].text, b.operands[0].text)] = d  # a later pair reads d
+
+    def _pack(self, x: V, y: V) -> V:
+        key = (x.text, y.text)
+        if key not in self._packs:
+            r = self.reg("b64", "x2in")
+            src = f32x2.imm64(x, y) if x.is_const else [x, y]
+            self._op_line("mov.b64", (r, src), None, False, None)
+            self._packs[key] = r
+        return self._packs[key]
+
+    def _forget(self, names_written) -> None:
+        """Drops the packs of registers just written (or, for an instruction the pairing
+        cannot read, of every name it spells)."""
+        stale = [k for k in self._packs
+                 if any(t in names_written or t.split("[")[0] in names_written for t in k)]
+        for k in stale:
+            del self._packs[k]
 
     def call(self, fn: str, *args: str) -> None:
         """A typed pyptx call (`ptx.mbarrier.wait`, `ptx.bra`, ...), arguments already spelled."""
