@@ -2,11 +2,15 @@
 gradients of torch's SDPA in float32 on the CPU, and the forward's LSE (natural log)."""
 from __future__ import annotations
 
+import pathlib
+
 import torch
 
 import choreo_py
 
-BWD = "examples/flash_atten_bwd.co"
+EXAMPLES = pathlib.Path(__file__).resolve().parent.parent / "examples"
+BWD = str(EXAMPLES / "flash_atten_bwd.co")
+FWD = str(EXAMPLES / "flash_atten_bwd_fwd.co")
 
 
 def bwd_inputs(b, s, h, d, seed=0):
