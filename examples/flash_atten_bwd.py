@@ -54,7 +54,9 @@ class FlashAttnFunction(torch.autograd.Function):
         b, s, h, d = q.shape
         fwd, _ = programs(bool(causal), d, q.device.type, target)
         o = torch.empty_like(q)
-        lse = torch.empty(b, h, s, dtype=torch.float32, device=q.device)
+        # Rows padded to whole 64-row tiles: the forward TMA-stores them, which needs
+        # a row stride of a multiple of 16 bytes (the backward reads the first S).
+        lse = torch.empty(b, h, -(-s // 64) * 64, dtype=torch.float32, device=q.device)
         fwd.fa_fwd_lse(q, k, v, o, lse)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.config = (bool(causal), d, q.device.type, target)
@@ -65,7 +67,8 @@ class FlashAttnFunction(torch.autograd.Function):
         q, k, v, o, lse = ctx.saved_tensors
         _, bwd = programs(*ctx.config)
         do = grad.to(torch.bfloat16).contiguous()
-        dlt = torch.empty_like(lse)
+        dlt = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32,
+                          device=q.device)
         dq, dk, dv = (torch.empty_like(q) for _ in range(3))
         bwd.fa_bwd_pre(o, do, dlt)
         bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
