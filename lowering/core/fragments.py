@@ -35,6 +35,7 @@ from .apply_lets import ApplyLets
 from .context import Lowering, children
 from .f16_values import half_bits, round_f16, round_to_dtype
 from .exprs import ExprLowering
+from .apply_atomics import ApplyAtomics
 from .row_buffers import RowBuffers
 from .target_base import AccLayout
 from .writer import V
@@ -173,7 +174,7 @@ def all_reduce(lw: Lowering, s: ir.AllReduce) -> None:
 
 # ---------------------------------------------------------------- apply
 
-class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
+class ApplyLowering(ApplyLets, RowBuffers, ApplyAtomics, ExprLowering):
     """Expressions of one apply, for one register k at a time."""
 
     def __init__(self, lw: Lowering, a: ir.Apply, dom: FragInfo) -> None:
@@ -384,31 +385,6 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
                 self.let(s, ks, cond)
             else:
                 raise self.lw.refuse(f"{describe(s)} inside apply", getattr(s, "loc", self.loc))
-
-    def atomic_add(self, s: ir.BufStore, cond: Optional[dict], ks: list) -> None:
-        """`__atomic_add(T.at(...), v)` on a global f32 tensor in an apply over a 2-D
-        fragment: per element one `red.global.add.f32` at its address, predicated by the
-        conditions around it (FA3's dQ accumulated by many blocks)."""
-        from . import global_reads
-        from .threads import Places
-
-        lw = self.lw
-        root = lw.k.root(s.view.base)
-        p = lw.k.param(root)
-        if self.dom.kind == "row" or p is None or p.dtype != "f32":
-            raise lw.refuse(f"'__atomic_add' inside apply other than on a global f32 tensor "
-                            f"in an apply over a 2-D fragment", s.loc)
-        places = Places.of_mma_kernel(lw)
-        places.pointers.setdefault(root, global_reads.pointer(lw, root))
-        for k in ks:
-            self.k = k
-            v = self.value(s.value, "v") if cond is None else \
-                self.guarded(s.value, cond[k], hint="v")
-            if v.is_const:
-                v = self.w.reg("f32", "c", init=V.imm(v.const, "f32"))
-            _, addr = places.address(s.view, s.index, s.loc, expr=self)
-            self.w.op("red.global.add.f32", f"ptx.addr({addr.text})", v,
-                      pred=None if cond is None else cond[k], at=s.loc)
 
     def branch(self, s: ir.If, outer: Optional[dict], ks: list) -> None:
         written = {t.frag for t in ir.walk(s.then + s.orelse) if isinstance(t, ir.ElemStore)}
