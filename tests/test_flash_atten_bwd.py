@@ -99,7 +99,8 @@ def test_emulated_ptx(target):
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-@pytest.mark.parametrize("path,dim", [(BWD, 64), (BWD, 128), (FWD, 64), (FWD, 128)])
+@pytest.mark.parametrize("path,dim", [pytest.param(p, d, id=f"{n}-d{d}") for n, p in
+                                      (("bwd", BWD), ("fwd", FWD)) for d in (64, 128)])
 @pytest.mark.parametrize("causal", [0, 1])
 def test_ptxas_assembles(target, path, dim, causal):
     """Every kernel of both programs assembles; the backward's without spills."""
