@@ -62,3 +62,28 @@ def test_findings_parse_ptxas_reports():
     found = build.ptxas_findings(report)
     assert found == ["(C7515) wgmma serialized due to ...",
                      "240 bytes spill stores, 0 bytes spill loads"]
+
+
+def test_findings_name_their_entry():
+    """Each entry's findings carry its name, so a file of several kernels reports a spill
+    at the kernel that spilled, not at the first one."""
+    report = ("ptxas info    : 0 bytes gmem\n"
+              "ptxas info    : Compiling entry function 'k_one' for 'sm_90a'\n"
+              "    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads\n"
+              "ptxas info    : Compiling entry function 'k_two' for 'sm_90a'\n"
+              "    16 bytes stack frame, 16 bytes spill stores, 8 bytes spill loads\n")
+    assert build.findings_by_entry(report) == [
+        ("k_two", "16 bytes spill stores, 8 bytes spill loads")]
+
+
+@needs_ptxas
+def test_a_spill_is_located_at_its_kernel(capsys, tmp_path):
+    """flash_atten_bwd.co's dK/dV kernel (its second) spills with the D=64 register split at
+    D=128; the warning is at its own `parallel`, not at the file's first kernel."""
+    src = EX / "flash_atten_bwd.co"
+    rc = cli.main(["compile", str(src), "--target", "sm_90a", "--emit", "cubin",
+                   "-o", str(tmp_path / "k.cubin"), "-DDIM=128", "-DKN=64", "-DPRODUCER_REGS=40", "-DCONSUMER_REGS=232"])
+    err = capsys.readouterr().err
+    line = next(n for n, t in enumerate(src.read_text().splitlines(), 1)
+                if "by [cdiv(S, KN), H, B] : block" in t)
+    assert rc == 0 and f"flash_atten_bwd.co:{line}:3: warning: ptxas:" in err, err

@@ -202,6 +202,9 @@ class ApplyRun:
                 self.env[s.name] = self.value(s.value, mask, s.loc)
             elif isinstance(s, ir.BufStore) and not s.atomic and self.buffers is not None:
                 self.buf_store(s, mask)
+            elif isinstance(s, ir.BufStore) and s.atomic == "add" and self.mode == "full" \
+                    and self.buffers is not None:
+                self.atomic_add(s, mask)
             else:
                 raise InterpError(f"{describe(s)} is not allowed inside apply", s.loc)
 
@@ -265,6 +268,20 @@ class ApplyRun:
         mem.write(box, new, s.loc)
 
     # -- element access: only the executing owner's own elements
+    def atomic_add(self, s: ir.BufStore, mask) -> None:
+        """`__atomic_add(T.at(...), v)` in an apply over a 2-D fragment: each point (each
+        element, held by one thread) adds its value to a global element. Atomics do not
+        race with each other, so the update is not recorded as an access."""
+        mem, _ = self.buffers
+        box = mem.resolve(s.view, self.env, self.ev, s.loc)
+        if mem.storage[box.base] != "global":
+            raise InterpError(f"'__atomic_add' inside apply on '{s.view.base}', which is not "
+                              f"a global tensor", s.loc)
+        shape = torch.Size(self.dom.shape)  # every point, even of indices constant in i or j
+        idx = [torch.as_tensor(self.value(i, mask, s.loc)).expand(shape) for i in s.index]
+        v = torch.as_tensor(self.value(s.value, mask, s.loc), dtype=torch.float32)
+        mem.scatter_add(box, idx, v.expand(shape), s.loc, mask)
+
     def _check_index(self, f: FragState, index, loc) -> None:
         want = self.stmt.indices[: f.rank] if f.rank == 1 else self.stmt.indices
         got = tuple(x.name if isinstance(x, ir.Sym) else None for x in index)

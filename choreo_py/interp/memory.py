@@ -221,6 +221,31 @@ class Memory:
         values as float32 (floating data) or int64. `mask`: the points a condition around
         the read selects (None: all); only those are read (and must be inside the view), the
         others are 0 (the guarded code never touches them)."""
+        pos, on = self._points(box, index, loc, mask)
+        t = self._base(box)
+        if on is None:
+            v = t[tuple(pos)]
+        else:
+            v = torch.zeros(on.shape, dtype=t.dtype)
+            v[on] = t[tuple(p[on] for p in pos)]
+        if box.base in self.codes:
+            return subbyte.decode(v, self.codes[box.base])
+        return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
+
+    def scatter_add(self, box: Box, index: list, values, loc=None, mask=None) -> None:
+        """`__atomic_add` at every point of broadcast index tensors (an `apply` over an
+        accumulator): each selected point's value added to its element in float32, as
+        the GPU's `red.global.add.f32`, repeated positions summed."""
+        pos, on = self._points(box, index, loc, mask)
+        t = self._base(box)
+        v = torch.as_tensor(values, dtype=torch.float32).expand(pos[0].shape)
+        if on is not None:
+            pos, v = [p[on] for p in pos], v[on]
+        t.index_put_(tuple(p.flatten() for p in pos), v.flatten().to(t.dtype), accumulate=True)
+
+    def _points(self, box: Box, index: list, loc, mask):
+        """(positions in the base tensor, the selected points or None) of broadcast index
+        tensors; a selected point outside the view or the tensor is an error."""
         if len(index) != len(box.shape):
             raise InterpError(f"{len(index)} indices for view {box} of rank {len(box.shape)}",
                               loc)
@@ -244,14 +269,7 @@ class Memory:
         for p, d in zip(pos, t.shape):
             if bool(_selected((p < 0) | (p >= d), on).any()):
                 raise InterpError(f"an element of {box} is outside '{box.base}'", loc)
-        if on is None:
-            v = t[tuple(pos)]
-        else:
-            v = torch.zeros(on.shape, dtype=t.dtype)
-            v[on] = t[tuple(p[on] for p in pos)]
-        if box.base in self.codes:
-            return subbyte.decode(v, self.codes[box.base])
-        return v.to(torch.float32) if v.is_floating_point() else v.to(torch.int64)
+        return pos, on
 
     def set_element(self, box: Box, index: tuple[int, ...], value, loc=None) -> None:
         pos = _element_pos(box, index, loc)

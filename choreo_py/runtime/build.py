@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import os
 import re
+from typing import Optional
 import shutil
 import subprocess
 import tempfile
@@ -192,6 +193,18 @@ def _kernel_loc(module: ir.Module):
     return None
 
 
+_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+
+
+def findings_by_entry(report: str) -> list[tuple[Optional[str], str]]:
+    """ptxas_findings of each entry function's part of the report, with the entry's name
+    (None: the lines before the first entry), so that each is reported at its own kernel
+    in a file of several."""
+    parts = _ENTRY.split(report)  # [preamble, name1, part1, name2, part2, ...]
+    named = [(None, parts[0])] + list(zip(parts[1::2], parts[2::2]))
+    return [(name, f) for name, text in named for f in ptxas_findings(text)]
+
+
 class Cubin(bytes):
     """An assembled module, with what `ptxas -v` said of it (`choreo compile` prints its
     resource line)."""
@@ -209,8 +222,9 @@ def cubin(module: ir.Module, ptx: str, target: str) -> Cubin:
     except PtxasRejection as e:
         e.where = loc
         raise
-    for finding in ptxas_findings(report):
-        warn(f"ptxas: {finding}", loc)
+    locs = {k.name: k.loc for fn in module.functions for k in fn.kernels}
+    for entry, finding in findings_by_entry(report):
+        warn(f"ptxas: {finding}", locs.get(entry) or loc)
     out = Cubin(binary)
     out.ptxas_log = report
     return out

@@ -35,6 +35,7 @@ from .apply_lets import ApplyLets
 from .context import Lowering, children
 from .f16_values import half_bits, round_f16, round_to_dtype
 from .exprs import ExprLowering
+from .apply_atomics import ApplyAtomics
 from .row_buffers import RowBuffers
 from .target_base import AccLayout
 from .writer import V
@@ -178,7 +179,7 @@ def all_reduce(lw: Lowering, s: ir.AllReduce) -> None:
 
 # ---------------------------------------------------------------- apply
 
-class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
+class ApplyLowering(ApplyLets, RowBuffers, ApplyAtomics, ExprLowering):
     """Expressions of one apply, for one register k at a time."""
 
     def __init__(self, lw: Lowering, a: ir.Apply, dom: FragInfo) -> None:
@@ -381,6 +382,8 @@ class ApplyLowering(ApplyLets, RowBuffers, ExprLowering):
                 self.store(s, cond, ks)
             elif isinstance(s, ir.BufStore) and not s.atomic:
                 self.row_buffer_store(s, cond, ks)
+            elif isinstance(s, ir.BufStore) and s.atomic == "add":
+                self.atomic_add(s, cond, ks)
             elif isinstance(s, ir.If):
                 self.branch(s, cond, ks)
             elif isinstance(s, ir.Let):
