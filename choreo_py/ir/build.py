@@ -134,3 +134,14 @@ def cdiv(a: ir.Expr, b: ir.Expr) -> ir.Expr:
     if y == 1:
         return a
     return ir.Call("cdiv", (a, b), result_type(a, b))
+
+
+def fold_min_max(fn: str, args) -> ir.Const:
+    """`__min` / `__max` of integer constants, in their common type (C's): `__min(1000u, 3u)`
+    is `3u`, an unsigned 3 (a plain 3 made `3 <= x` of an unsigned x compare signed), and
+    `__min(1000u, -1)` is 1000u (-1 is 4294967295 there)."""
+    # both sides are constants: C's rule by their types alone (the literal-adopts-the-other-
+    # side convention has no side to adopt)
+    dtype = c_scalars.promote(args[0].dtype, args[1].dtype) if len(args) == 2 else args[0].dtype
+    vals = [c_scalars.wrap(as_int(a), dtype) for a in args]
+    return const((min if fn == "min" else max)(vals), dtype)

@@ -12,7 +12,6 @@ from ..frontend import ast as A
 from ..frontend import builtins
 from .. import ir
 from ..ir import build as B
-from ..ir import c_scalars
 from ..diagnostics import ChoreoError, did_you_mean
 from . import arrays
 from .increments import align, increment_in_expr, increments_in, zero_decl
@@ -270,7 +269,7 @@ class ExprBuilder:
         if len(args) == 2:
             args = B.promote(fn, *args)
         if fn in ("min", "max") and all(B.as_int(a) is not None for a in args):
-            return Scalar(_fold_min_max(fn, args))
+            return Scalar(B.fold_min_max(fn, args))
         dtype = B.result_type(*args) if len(args) == 2 else args[0].dtype
         if dtype == "bool":
             dtype = B.INT
@@ -591,13 +590,3 @@ class ExprBuilder:
             raise err(f"this {view.view.rank}-D data takes {view.view.rank} indices, not {len(index)}", n)
         return Scalar(ir.BufElem(view.view, index, view.dtype, loc=n.loc))
 
-
-def _fold_min_max(fn: str, args) -> ir.Const:
-    """`__min` / `__max` of integer constants, in their common type (C's): `__min(1000u, 3u)`
-    is `3u`, an unsigned 3 (a plain 3 made `3 <= x` of an unsigned x compare signed), and
-    `__min(1000u, -1)` is 1000u (-1 is 4294967295 there)."""
-    # both sides are constants: C's rule by their types alone (the literal-adopts-the-other-
-    # side convention has no side to adopt)
-    dtype = c_scalars.promote(args[0].dtype, args[1].dtype) if len(args) == 2 else args[0].dtype
-    vals = [c_scalars.wrap(B.as_int(a), dtype) for a in args]
-    return B.const((min if fn == "min" else max)(vals), dtype)
