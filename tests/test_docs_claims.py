@@ -174,6 +174,9 @@ def test_statements_after_a_parallel_compile_as_parallel_md_says(workdir):
 CONSTANTS = {
     "0.12751743f": (math.log2(math.e) / math.sqrt(128), "log2(e)/√128"),
     "1.44269504f": (math.log2(math.e), "log2(e)"),
+    "0.088388348f": (1 / math.sqrt(128), "1/√128"),
+    "0.08838835f": (1 / math.sqrt(128), "1/√128"),
+    "11.3137085f": (math.sqrt(128), "√128"),
 }
 
 

@@ -24,6 +24,14 @@ def _use_lines() -> list[str]:
     return [ln.split(" #", 1)[0].strip() for ln in block.splitlines() if ln.strip()]
 
 
+def _cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return torch.cuda.is_available()
+
+
 @pytest.mark.parametrize("line", _use_lines())
 def test_use_line_runs(line, tmp_path, monkeypatch):
     shutil.copytree(ROOT / "examples", tmp_path / "examples")
@@ -32,6 +40,8 @@ def test_use_line_runs(line, tmp_path, monkeypatch):
     assert words[0] == "choreo"
     if "cubin" in words and find_ptxas() is None:
         pytest.skip("needs ptxas")
+    if words[1] == "tune" and not _cuda():
+        pytest.skip("`choreo tune` times on a CUDA GPU; none here")
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = cli.main(words[1:])
