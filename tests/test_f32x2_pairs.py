@@ -44,6 +44,13 @@ def _program(tmp_path, body: str) -> Path:
     return out
 
 
+@pytest.fixture(autouse=True)
+def pairs_on(monkeypatch):
+    """The pairing is off by default (f32x2.PAIR: spills elsewhere); these tests check it."""
+    from choreo_py.lowering.core import f32x2
+    monkeypatch.setattr(f32x2, "PAIR", True)
+
+
 @pytest.fixture
 def scalar_sm100(monkeypatch):
     """sm_100a's record without the f32x2 forms: the same lowering, every op scalar."""

@@ -33,6 +33,15 @@ import struct
 from dataclasses import dataclass, field
 from typing import Optional
 
+#: Pair an apply's independent f32 arithmetic into .f32x2 forms on targets that have them
+#: (this module). Off by default: the pairs' 64-bit packs raise register pressure, and ptxas
+#: 13.0 spills with them where it did not without (tests/co/flash_atten_blackwell_commit.co
+#: 24 bytes, the FA4 form of tests/test_row_vote.py 8 bytes), while
+#: examples/flash_atten_blackwell.co's softmax step goes from 1141 to 1042 SASS
+#: instructions with no spill (docs/blackwell-notes.md, section 9). Deciding per kernel
+#: from its register budget is open work; the tests turn it on to check the pairs.
+PAIR = False
+
 #: how far ahead (records) a partner is looked for
 WINDOW = 96
 

@@ -30,6 +30,7 @@ from typing import Optional
 
 from choreo_py import ir
 
+from . import f32x2
 from . import exp2_poly
 from .apply_lets import ApplyLets
 from .context import Lowering, children
@@ -493,10 +494,12 @@ def _same_elem(e: ir.Expr, own: ir.Elem) -> bool:
 _AFFINE_CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "ne"}
 
 
+
+
 def apply(lw: Lowering, a: ir.Apply) -> None:
-    """An apply's code; on a target with f32x2 forms its independent f32 arithmetic is
-    paired (f32x2.py: each element is rounded as alone, so the results are the same)."""
-    with lw.w.pairing(lw.target.record.f32x2):
+    """An apply's code; on a target with f32x2 forms, when f32x2.PAIR, its independent
+    f32 arithmetic is paired (each element is rounded as alone: the same results)."""
+    with lw.w.pairing(f32x2.PAIR and lw.target.record.f32x2):
         _apply(lw, a)
 
 
