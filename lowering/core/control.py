@@ -108,9 +108,14 @@ def if_(lw: Lowering, s: ir.If, body) -> None:
     w = lw.w
     c = expr(lw, s.cond, s.loc, hint="cond")
     if c.is_const:  # a condition fixed at compile time keeps one branch
+        # ... nested as a branch is: a name bound in it is not the region's invariant (a
+        # use of it in a statement inside would be hoisted to the region's mark, before the
+        # binding; bench/difftest.py seed 12447: pyptx's UnboundLocalError)
+        lw.depth += 1
         lw.push()
         body(s.then if c.const else s.orelse)
         lw.pop()
+        lw.depth -= 1
         return
     lw.depth += 1
     other, end = w.label("else"), w.label("endif")
