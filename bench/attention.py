@@ -309,49 +309,41 @@ def fa4_impl(q, k, v, o, causal: bool):
     return lambda: flash_attn_func(q, k, v, causal=causal)
 
 
-def nc_variant_impls(q, k, v, o):
-    """The non-causal example's variants (--nc-variants), each checked against its output."""
+def checked_variants(q, k, v, o, base: str, program: str, names: list, what: str):
+    """`names`, variants of `program` (compiled(program, name)), each run once and checked
+    against `base`'s output on the same tensors before it is timed (a diagnostic variant,
+    DIAGNOSTICS, is timed whatever it computes)."""
     import torch
 
     ref = torch.full_like(o, float("nan"))
-    compiled("flash_atten")(q, k, v, ref)
+    compiled(base)(q, k, v, ref)
     out = []
-    for name in NC_VARIANTS_RUN:
+    for name in names:
         try:
-            f = compiled("flash_atten", name)
+            f = compiled(program, name)
             o.fill_(float("nan"))
             f(q, k, v, o)
             torch.cuda.synchronize()
             diff = float((o.float() - ref.float()).abs().max())
-            log(f"  nc variant {name}: max |out - flash_atten's out| = {diff}")
-            if diff == diff and diff < 1e-2:  # not NaN
-                out.append((f"variant {name}", lambda f=f: f(q, k, v, o)))
-        except Exception as err:  # noqa: BLE001 - report and carry on
-            log(f"  nc variant {name}: ERROR {err!r}"[:300])
-    return out
-
-
-def variant_impls(q, k, v, o):
-    """The persistent example's variants; each is checked against the seed's output first."""
-    import torch
-
-    ref = torch.full_like(o, float("nan"))
-    compiled("flash_atten_causal")(q, k, v, ref)
-    out = []
-    for name in VARIANTS_RUN:
-        try:
-            f = compiled("flash_atten_persistent", name)
-            o.fill_(float("nan"))
-            f(q, k, v, o)
-            torch.cuda.synchronize()
-            diff = float((o.float() - ref.float()).abs().max())
-            log(f"  variant {name}: max |out - seed's out| = {diff}"
+            log(f"  variant {name}: max |out - {what}| = {diff}"
                 + (" (a diagnostic: wrong results by design)" if name in DIAGNOSTICS else ""))
             if name in DIAGNOSTICS or (diff == diff and diff < 1e-2):  # not NaN
                 out.append((f"variant {name}", lambda f=f: f(q, k, v, o)))
         except Exception as err:  # noqa: BLE001 - report and carry on
             log(f"  variant {name}: ERROR {err!r}"[:300])
     return out
+
+
+def nc_variant_impls(q, k, v, o):
+    """The non-causal example's variants (--nc-variants)."""
+    return checked_variants(q, k, v, o, "flash_atten", "flash_atten", NC_VARIANTS_RUN,
+                            "flash_atten's out")
+
+
+def variant_impls(q, k, v, o):
+    """The persistent example's variants, checked against the seed's output."""
+    return checked_variants(q, k, v, o, "flash_atten_causal", "flash_atten_persistent",
+                            VARIANTS_RUN, "seed's out")
 
 
 def time_shape(b: int, h: int, s: int, causal: bool) -> dict:
