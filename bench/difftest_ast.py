@@ -179,6 +179,11 @@ class Bin(E):
         a, b = self.a.eval(env), self.b.eval(env)
         if self.t in INT_TYPES:
             return int_binop(self.op, self.t, a, b)
+        if contractible(self) and any(product(p) and not math.isfinite(float(v))
+                                      for p, v in ((self.a, a), (self.b, b))):
+            # fma(x, y, z) adds z to the unrounded x*y: an overflowing product gives
+            # -inf or a finite sum there where inf - inf = NaN separately (seed 17618)
+            raise UB("an overflowing product that an fma may contract")
         return float_binop(self.op, self.t, a, b)
 
 
@@ -294,6 +299,10 @@ class Call(E):
         if self.fn in ("__max", "__min"):
             if any(math.isnan(f) for f in fs):
                 raise UB("nan in max/min (which nan comes back is unspecified)")
+            if fs[0] == fs[1] == 0.0:  # PTX orders -0.0 below +0.0 (ISA 9.7.3.11-12)
+                signs = [math.copysign(1.0, f) for f in fs]
+                neg = min(signs) < 0 if self.fn == "__min" else max(signs) < 0
+                return fround(-0.0 if neg else 0.0, self.t)
             return fround(max(fs) if self.fn == "__max" else min(fs), self.t)
         f = fs[0]
         try:

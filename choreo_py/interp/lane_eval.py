@@ -87,16 +87,12 @@ class ExactEval(LaneEval):
         return round_to(args[0], dtype)
 
     def minmax(self, fn: str, args, dtype: str, loc):
-        """Python's max(a, b) / min(a, b) (a unless b is larger / smaller), a NaN losing:
-        torch's fmax/fmin may pick the other zero of two."""
+        """PTX's min / max a lane each (scalars.tensor_minmax): a NaN loses, -0.0 < +0.0."""
         like = next(x for x in args if isinstance(x, torch.Tensor))
         a, b = (torch.as_tensor(x, dtype=like.dtype) for x in args)
-        pick = b > a if fn == "max" else b < a
-        r = torch.where(pick, b, a)
-        if r.is_floating_point():
-            r = torch.where(torch.isnan(b), a, r)
-            r = torch.where(torch.isnan(a), b, r)
-        return r
+        if a.is_floating_point():
+            return scalars.tensor_minmax(fn, a, b)
+        return torch.maximum(a, b) if fn == "max" else torch.minimum(a, b)
 
     def per_lane(self, fn: str, args, dtype: str, loc):
         n = self.hooks.n

@@ -183,18 +183,26 @@ def unary(op: str, v, dtype: str):
 
 
 def _fminmax(fn: str, a, b):
+    """PTX's min / max (c_scalars.minmax): a NaN loses, -0.0 < +0.0."""
     if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
         like = a if isinstance(a, torch.Tensor) else b
         a = torch.as_tensor(a, dtype=like.dtype)
         b = torch.as_tensor(b, dtype=like.dtype)
         if like.is_floating_point():
-            return torch.fmax(a, b) if fn == "max" else torch.fmin(a, b)
+            return tensor_minmax(fn, a, b)
         return torch.maximum(a, b) if fn == "max" else torch.minimum(a, b)
-    if isinstance(a, float) and math.isnan(a):
-        return b
-    if isinstance(b, float) and math.isnan(b):
-        return a
-    return max(a, b) if fn == "max" else min(a, b)
+    return c_scalars.minmax(fn, a, b)
+
+
+def tensor_minmax(fn: str, a, b):
+    """Elementwise PTX min / max of float tensors: torch.fmin / fmax keep either zero of a
+    tie, PTX orders -0.0 below +0.0 (ISA 9.7.3.11-12)."""
+    r = torch.fmax(a, b) if fn == "max" else torch.fmin(a, b)
+    tie = (a == 0) & (b == 0)
+    if bool(tie.any()):
+        neg = torch.signbit(a) | torch.signbit(b) if fn == "min" else torch.signbit(a) & torch.signbit(b)
+        r = torch.where(tie, torch.where(neg, -0.0, 0.0).to(r.dtype), r)
+    return r
 
 
 _TORCH_MATH = {"exp2": torch.exp2, "exp": torch.exp, "log2": torch.log2, "log": torch.log,

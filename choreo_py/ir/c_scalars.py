@@ -16,6 +16,9 @@ computes: if they disagreed, a check could pass a kernel that hangs.
   toward zero (C99, PTX div.s32/rem.s32); `cdiv(a, b)` rounds up for
   b > 0 (the tile counts of a grid).
 - Conversions to an integer type truncate toward zero, then wrap (`to_int`).
+- `__min` / `__max` of floats (`minmax`) are PTX's min / max (ISA 9.7.3.11-12,
+  9.7.4.7-8): a NaN loses to a number, and -0.0 < +0.0, so `__min(+0, -0)` is -0 and
+  `__max(-0, +0)` is +0 whichever operand comes first.
 """
 from __future__ import annotations
 
@@ -48,6 +51,19 @@ def promote(ta: str, tb: str, a_literal: bool = False, b_literal: bool = False) 
         if t in (ta, tb):
             return t
     return DEFAULT_INT
+
+
+def minmax(fn: str, a, b):
+    """`__min(a, b)` / `__max(a, b)` of two scalars as PTX computes them (see above)."""
+    if isinstance(a, float) and math.isnan(a):
+        return b
+    if isinstance(b, float) and math.isnan(b):
+        return a
+    if a == b == 0 and (isinstance(a, float) or isinstance(b, float)):
+        neg_a = math.copysign(1.0, a) < 0
+        take_a = neg_a if fn == "min" else not neg_a
+        return a if take_a else b
+    return max(a, b) if fn == "max" else min(a, b)
 
 
 def wrap(v, dtype: str):

@@ -93,7 +93,7 @@ def _call(fn: str, args: list, dtype: str):
             raise EvalError("cdiv by zero")
         return c_scalars.wrap(c_scalars.cdiv(int(a), int(b)), dtype)
     if fn in ("min", "max"):
-        return (min if fn == "min" else max)(args)
+        return c_scalars.minmax(fn, *args) if len(args) == 2 else (min if fn == "min" else max)(args)
     if fn == "to":
         if ir.is_float(dtype):
             return c_scalars.to_float(args[0], dtype)
