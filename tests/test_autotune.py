@@ -109,6 +109,32 @@ def test_the_fastest_is_picked_the_refused_skipped_and_the_call_done(cache):
     assert len(calls) == 5
 
 
+def test_the_near_fastest_are_timed_again_interleaved(cache):
+    """One pass ranks BN=128 first by 2.5%; timed again, BN=64 is the faster: the pick
+    follows the median of the rounds, and the far ones (over FINAL_MARGIN) are not
+    timed again."""
+    calls = []
+    first = {64: 2.05, 128: 2.0, 256: 3.0}
+    later = {64: 1.9, 128: 2.1, 256: 3.0}
+
+    def timer(run, config):
+        bn = int(config["BN"])
+        seen = sum(1 for c in calls if int(c["BN"]) == bn)
+        calls.append(dict(config))
+        return (first if seen == 0 else later)[bn]
+
+    g = choreo_py.load(GEMM, target="sm_90a", autotune={"BN": [64, 128, 256]}, timer=timer,
+                       defines={"STAGES": 2}, key=["M", "N", "K"])
+    g(*gemm_args())
+    rows = {int(r.config["BN"]): r for r in g.report.rows}
+    assert g.report.winner.config == {"BN": 64}
+    rounds = autotune.FINAL_ROUNDS
+    assert rows[64].rounds == rows[128].rounds == rounds + 1 and rows[256].rounds == 1
+    assert rows[64].ms == pytest.approx(1.9) and rows[128].ms == pytest.approx(2.1)
+    assert len(calls) == 3 + 2 * rounds
+    assert f"(median of {rounds + 1} timings)  <- fastest" in g.report.table()
+
+
 def test_a_new_shape_key_tunes_again_an_old_one_does_not(cache):
     calls = []
     g = tuned(calls)
