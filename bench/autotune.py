@@ -8,7 +8,8 @@ After a 1 s matmul warm-up, for each shape (M x N x K of examples/gemm.co, C = A
 
 - the sweep: every configuration of the space loaded on its own, its output compared
   with torch's matmul (relative error at most 1e-2, else it is left out, with the
-  error), then timed (CUDA events: --warmup calls, then the median of --reps);
+  error), then timed (CUDA events: --warmup calls, then the median of --reps, the L2
+  cache flushed before each timed call, as the autotuner's own timer does);
 - the pick, first: `load(..., autotune=space)` called once on the same tensors, with
   empty caches (its own timing: CUDA events, 10 warm-up calls, median of 50), and the
   seconds of that first call (compiling, checking and timing everything; the first
@@ -55,7 +56,7 @@ def inputs(m: int, n: int, k: int, seed: int = 0):
 def median_ms(fn, warmup: int, reps: int) -> float:
     from choreo_py.runtime.autotune import event_times
 
-    return statistics.median(event_times(fn, warmup, reps))
+    return statistics.median(event_times(fn, warmup, reps, flush=True))
 
 
 def sweep(space: dict, tensors, warmup: int, reps: int) -> list[dict]:
@@ -155,7 +156,7 @@ def _text(config: dict) -> str:
 def markdown(results: list[dict], args) -> str:
     """The summary table, then each shape's sweep."""
     out = [f"# Autotune vs sweep: examples/gemm.co on {_gpu(results)}", "",
-           f"warmup {args.warmup}, median of {args.reps} calls; pick vs best re-timed "
+           f"warmup {args.warmup}, median of {args.reps} calls, L2 flushed before each; pick vs best re-timed "
            f"alternately in {args.rounds} rounds", "",
            "| M x N x K | sweep best | ms | TFLOP/s | pick | pick / best | first call s |",
            "|---|---|---|---|---|---|---|"]
