@@ -41,12 +41,13 @@ def paged_attention(q, k_cache, v_cache, block_table, cache_seqlens):
 
 
 def paged_inputs(lens, page: int, h: int, hkv: int, d: int, qlen: int = 1, seed: int = 0,
-                 spare_pages: int = 3, block_n: int = 0, device="cpu"):
+                 spare_pages: int = 3, block_n: int = 0, poison: bool = True, device="cpu"):
     """(Q, K cache, V cache, block table, cache_seqlens) for sequences of `lens` keys, their
     pages scattered through the pool in a random order. What a correct kernel never reads
     is NaN: the spare pages (block-table entries past a sequence's pages point at one),
     K rows past each sequence's length, and V rows past its last key tile of `block_n`
-    (V rows inside it are multiplied by P = 0, so must be finite)."""
+    (V rows inside it are multiplied by P = 0, so must be finite). `poison` False leaves
+    them random (a benchmark's pool: torch's masked SDPA propagates a NaN key)."""
     g = torch.Generator().manual_seed(seed)
     used = [math.ceil(n / page) for n in lens]
     npages = sum(used) + spare_pages
@@ -58,6 +59,8 @@ def paged_inputs(lens, page: int, h: int, hkv: int, d: int, qlen: int = 1, seed:
     for i, (n, u) in enumerate(zip(lens, used)):
         table[i, :u] = perm[at:at + u].int()
         at += u
+        if not poison:
+            continue
         rows = k[table[i, :u].long()].reshape(-1, hkv, d)
         rows[n:] = float("nan")
         k[table[i, :u].long()] = rows.reshape(u, page, hkv, d)
@@ -65,8 +68,9 @@ def paged_inputs(lens, page: int, h: int, hkv: int, d: int, qlen: int = 1, seed:
         rows = v[table[i, :u].long()].reshape(-1, hkv, d)
         rows[tile_end:] = float("nan")
         v[table[i, :u].long()] = rows.reshape(u, page, hkv, d)
-    k[perm[at:].long()] = float("nan")
-    v[perm[at:].long()] = float("nan")
+    if poison:
+        k[perm[at:].long()] = float("nan")
+        v[perm[at:].long()] = float("nan")
     q = torch.randn(len(lens), qlen, h, d, generator=g).bfloat16()
     seqlens = torch.tensor(list(lens), dtype=torch.int32)
     return tuple(t.to(device) for t in (q, k, v, table, seqlens))

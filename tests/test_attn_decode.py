@@ -258,3 +258,46 @@ def test_gpu_matches_torch(name):
     torch.cuda.synchronize()
     ref_o, ref_l = paged_attention(q, k, v, table, seqlens)
     check(out, lse, ref_o, ref_l, lse_tol=1e-3)
+
+
+# ------------------------------------------------------------------ the bench's CPU paths
+def _bench():
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import attention_decode
+
+    return attention_decode
+
+
+def test_the_bench_rows_compile():
+    """bench/attention_decode.py times attention_family.DECODE_ROWS on the H200: each row's
+    program compiles for sm_90a, its TMA loads in it."""
+    bench = _bench()
+    fad = _wrapper()
+    seen = set()
+    for r in bench.DECODE_ROWS:
+        q = torch.empty(r.b, r.qlen, r.h, r.d, device="meta")
+        k = torch.empty(1, r.page, r.hkv, r.d, device="meta")
+        d = tuple(sorted(fad.defines(q, k, False).items()))
+        if d not in seen:
+            seen.add(d)
+            assert "cp.async.bulk.tensor" in compile_file(PATH, "ptx", "sm_90a", defines=dict(d))
+    assert len(bench.lens(bench.DecodeRow("x", 4, 1000, mixed=True))) == 4
+
+
+def test_the_bench_implementations_on_the_cpu(tmp_path):
+    """A small row through the bench's own callables (ours in the interpreter, the torch
+    gather + SDPA) against the reference, and its table written."""
+    bench = _bench()
+    r = bench.DecodeRow("tiny", 2, 100, page=16, h=8, hkv=2, d=64)
+    args = bench.tensors(r, device="cpu")
+    ref_o, _ = paged_attention(*args)
+    for label, fn in bench.ours(r, *args) + bench.torch_gather(r, *args):
+        assert bench.check(ref_o, fn()) < TOL, label
+    out = tmp_path / "decode.md"
+    row = {"choreo-py decode": {"error": 1e-3, "us": 12.5, "graph": 3000.0, "events": 2900.0},
+           "torch (gather + SDPA)": {"failed": "x"}}
+    bench.write(str(out), [(r, row)], "python3 bench/attention_decode.py", "CPU")
+    text = out.read_text()
+    assert "| tiny | 12.5 us, 3000 / 2900 | n/a | failed |" in text
