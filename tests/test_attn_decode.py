@@ -230,6 +230,20 @@ def test_a_ring_past_shared_memory_is_refused_with_a_location(tmp_path, capsys):
     assert "shared memory" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("define,message", [
+    ("QLEN=9", "exceed the 64-row tile"),
+    ("BLOCK_N=48", "BLOCK_N must divide PAGE"),
+    ("DIM=96", "DIM must be 64 or 128"),
+])
+def test_forms_without_a_tile_are_refused_with_a_location(define, message, tmp_path, capsys):
+    rc = cli.main(["compile", PATH, "--target", "sm_90a", "-D", define,
+                   "-o", str(tmp_path / "x")])
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert re.search(r"flash_atten_decode\.co:\d+:1: error: #error", err), err
+    assert message in err and "Traceback" not in err
+
+
 # ------------------------------------------------------------------ on the GPU
 # The bench's shapes: page 64, H = 32, H_KV = 8, D = 128; lengths that end in partial
 # pages; the splits of the wrapper's heuristic, and forced ones.
