@@ -62,16 +62,14 @@ def ours(r: DecodeRow, q, k, v, table, seqlens):
     lib = fad.programs(tuple(sorted(fad.defines(q, k, False).items())), q.device.type,
                        "sm_90a" if q.is_cuda else None)
     splits = fad.num_splits(r.b, r.hkv, table.shape[1] * r.page, r.page)
-    o_part = torch.empty(splits, r.b, r.qlen, r.h, r.d, dtype=torch.float32, device=q.device)
-    l_part = torch.empty(splits, r.b, r.hkv, fad.TILE_ROWS, dtype=torch.float32,
-                         device=q.device)
+    o_part, l_part = fad.partials(splits, r.b, r.qlen, r.h, r.hkv, r.d, q.device)
     out = torch.empty(r.b, r.qlen, r.h, r.d, dtype=torch.bfloat16, device=q.device)
 
     def fn():
         lib.decode_split(q, k, v, table, seqlens, o_part, l_part)
         lib.decode_combine(o_part, l_part, out)
         return out
-    log(f"  choreo-py decode: {splits} split(s)")
+    log(f"  choreo-py decode: {splits} split(s), {o_part.shape[0]} partials")
     return [("choreo-py decode", fn)]
 
 

@@ -22,7 +22,8 @@ import choreo_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PATH = os.path.join(HERE, "flash_atten_decode.co")
-TILE_ROWS = 64  # the split kernel's BLOCK_M: L_part's last dimension
+TILE_ROWS = 64  # the split kernel's BLOCK_M: the LSEs of one partial in L_part
+CONSUMERS = 2   # consumer warpgroups a block, each writing a partial of its own
 H200_SMS = 132
 
 
@@ -41,13 +42,13 @@ def num_splits(batch: int, kv_heads: int, max_keys: int, page: int, sms: int = H
     return max(1, min(sms // (batch * kv_heads), tiles, 128))
 
 
-def defines(q, k_cache, lse: bool) -> dict:
+def defines(q, k_cache, lse: bool, consumers: int = CONSUMERS) -> dict:
     b, qlen, h, d = q.shape
     _, page, hkv, _ = k_cache.shape
     if h % hkv:
         raise ValueError(f"H_KV ({hkv}) must divide H ({h})")
     return {"PAGE": str(page), "GROUP": str(h // hkv), "QLEN": str(qlen), "DIM": str(d),
-            "LSE": str(int(lse))}
+            "LSE": str(int(lse)), "CONSUMERS": str(consumers)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -60,25 +61,34 @@ def programs(items: tuple, device_type: str, target=None):
     return choreo_py.interpret(PATH, defines=d, target=target or "sm_90a")
 
 
+def partials(splits: int, b: int, qlen: int, h: int, hkv: int, d: int, device,
+             consumers: int = CONSUMERS):
+    """(O_part, L_part) for `splits` blocks a (sequence, KV head): a partial per consumer
+    warpgroup of each, L_part holding each partial's 64 tile rows side by side."""
+    parts = splits * consumers
+    f32 = dict(dtype=torch.float32, device=device)
+    return (torch.empty(parts, b, qlen, h, d, **f32),
+            torch.empty(b, hkv, parts * TILE_ROWS, **f32))
+
+
 def decode(q, k_cache, v_cache, block_table, cache_seqlens, *, splits: int = 0,
-           return_lse: bool = False, target=None, sms: int = H200_SMS):
-    """O (and with `return_lse` the rows' log-sum-exp) of one decode step; `splits` 0 picks
-    them by num_splits()."""
-    lib = programs(tuple(sorted(defines(q, k_cache, return_lse).items())), q.device.type,
-                   target)
+           return_lse: bool = False, target=None, sms: int = H200_SMS,
+           consumers: int = CONSUMERS):
+    """O (and with `return_lse` the rows' log-sum-exp) of one decode step; `splits` (blocks
+    a sequence and KV head) 0 picks them by num_splits()."""
+    lib = programs(tuple(sorted(defines(q, k_cache, return_lse, consumers).items())),
+                   q.device.type, target)
     b, qlen, h, d = q.shape
     hkv = k_cache.shape[2]
     if splits < 1:
         splits = num_splits(b, hkv, block_table.shape[1] * k_cache.shape[1], k_cache.shape[1],
                             sms)
-    f32 = dict(dtype=torch.float32, device=q.device)
-    o_part = torch.empty(splits, b, qlen, h, d, **f32)
-    l_part = torch.empty(splits, b, hkv, TILE_ROWS, **f32)
+    o_part, l_part = partials(splits, b, qlen, h, hkv, d, q.device, consumers)
     lib.decode_split(q, k_cache, v_cache, block_table, cache_seqlens, o_part, l_part)
     out = torch.empty(b, qlen, h, d, dtype=torch.bfloat16, device=q.device)
     if not return_lse:
         lib.decode_combine(o_part, l_part, out)
         return out
-    lse = torch.empty(b, h, qlen, **f32)
+    lse = torch.empty(b, h, qlen, dtype=torch.float32, device=q.device)
     lib.decode_combine(o_part, l_part, out, lse)
     return out, lse
