@@ -148,6 +148,35 @@ def test_a_split_without_keys_writes_zero_and_minus_inf():
     assert torch.allclose(o_part[0, 0, 0], v0, atol=1e-6)
 
 
+def test_each_consumer_takes_every_other_tile_of_its_split():
+    """Sequence 2 (300 keys, pages of 64: five tiles) over three splits of two consumers:
+    split s takes tiles 2s and 2s + 1, its first consumer the even one, its second the odd
+    one, so partial p is attention over tile p's keys alone (the last, keys 256..299, over
+    44 keys; partial 5 over none)."""
+    import math
+
+    from attn_decode_ref import gather
+
+    c = CASES["page64_split3"]
+    split, combine, _, _ = c.inputs()
+    _interpret(c, split, combine)
+    group, n = c.h // c.hkv, c.lens[2]
+    keys = gather(split["K"], split["block_table"], 2, n, c.page).float()
+    vals = gather(split["V"], split["block_table"], 2, n, c.page).float()
+    q = split["Q"][2, 0].float()                                   # [H, D]
+    lse = split["L_part"].reshape(len(c.lens), c.hkv, c.parts, ROWS)[2]
+    for p in range(5):
+        k = keys[64 * p:64 * (p + 1)].repeat_interleave(group, 1)  # [keys, H, D]
+        v = vals[64 * p:64 * (p + 1)].repeat_interleave(group, 1)
+        sc = torch.einsum("hd,khd->hk", q, k) / math.sqrt(c.d)
+        ref = torch.einsum("hk,khd->hd", sc.softmax(-1), v)
+        got = split["O_part"][p, 2, 0]
+        assert ((got - ref).norm() / ref.norm()) < TOL, p
+        ref_l = sc.logsumexp(-1).reshape(c.hkv, group)
+        assert (lse[:, p, :group] - ref_l).abs().max() < LSE_TOL, p
+    assert bool((lse[:, 5, :group] == float("-inf")).all())
+
+
 def test_kv_heads_pair_with_their_query_heads():
     """H = 8, H_KV = 2: query heads 0..3 read KV head 0 and 4..7 KV head 1; the same
     inputs with the KV heads swapped differ from the output by O(1)."""
