@@ -109,6 +109,8 @@ CASES = {
     # of the one-key sequence see no key)
     "page16_qlen3": Case(page=16, splits=3, qlen=3),
     "page64_qlen2_group8": Case(page=64, h=16, hkv=2, splits=2, qlen=2),
+    # an empty cache (O = 0, LSE = +inf), one key, a page and two keys
+    "empty_sequence": Case(page=64, splits=2, lens=(0, 1, 66)),
     # one consumer warpgroup a block (a partial a block)
     "page64_one_consumer": Case(page=64, splits=3, consumers=1),
     "page16_qlen2_one_consumer": Case(page=16, splits=2, qlen=2, consumers=1),
@@ -320,7 +322,7 @@ GPU_CASES = {
     "b64_4k": dict(lens=tuple(4096 - 61 * i for i in range(64))),
     "b4_16k_qlen4": dict(lens=(16384, 16000, 300, 5), qlen=4),
     "b8_page16": dict(lens=(4096, 9000, 1, 20000, 777, 16384, 3000, 8192), page=16),
-    "b8_page256": dict(lens=(4096, 9000, 1, 20000, 777, 16384, 3000, 8192), page=256),
+    "b8_page256": dict(lens=(4096, 9000, 0, 20000, 777, 16384, 3000, 8192), page=256),
     "b2_64k_splits7": dict(lens=(65536, 40000), splits=7),
 }
 
