@@ -241,12 +241,15 @@ EMU_CASES = [("sm_90a", Case(page=16, splits=3, lens=(1, 70, 150))),
              ("sm_90a", Case(page=64, splits=2, qlen=2, lens=(1, 70, 150))),
              ("sm_100a", Case(page=64, splits=2, lens=(1, 70, 150))),
              ("sm_100a", Case(page=16, splits=3, qlen=3, lens=(1, 70, 150))),
-             ("sm_90a", Case(page=64, splits=2, consumers=1, lens=(1, 70, 150)))]
+             ("sm_90a", Case(page=64, splits=2, consumers=1, lens=(1, 70, 150))),
+             # the bench's head dim
+             ("sm_90a", Case(page=64, d=128, splits=2, lens=(1, 70, 150))),
+             ("sm_100a", Case(page=64, d=128, splits=2, qlen=2, lens=(1, 70, 150)))]
 
 
 @pytest.mark.emu
 @pytest.mark.parametrize("target,c", EMU_CASES, ids=lambda x: x if isinstance(x, str) else
-                         f"page{x.page}_splits{x.splits}_qlen{x.qlen}_consumers{x.consumers}")
+                         f"d{x.d}_page{x.page}_splits{x.splits}_qlen{x.qlen}_consumers{x.consumers}")
 def test_emulated_ptx_matches_torch(target, c):
     from choreo_py.emu import EmuStats
 
