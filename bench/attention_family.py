@@ -232,3 +232,32 @@ def run(out: str, use_fa4: bool, only: str, command: str) -> None:
         log(f"[family] {r.label}")
         results.append((r, time_row(r, use_fa4)))
     write(out, results, command)
+
+
+# --- decode over a paged KV cache (examples/flash_atten_decode.co; bench/attention_decode.py
+# times these rows: `python3 bench/attention_decode.py [--fa4]`). bf16, H = 32, H_KV = 8,
+# D = 128; `lens` "mixed": batch i holds kv - i * kv // (2 * b) keys (partial last pages).
+@dataclass(frozen=True)
+class DecodeRow:
+    label: str
+    b: int
+    kv: int
+    page: int = 64
+    qlen: int = 1
+    mixed: bool = False
+    h: int = 32
+    hkv: int = 8
+    d: int = 128
+
+
+DECODE_ROWS = [
+    DecodeRow("decode B=1 KV=128k", 1, 131072),
+    DecodeRow("decode B=1 KV=32k", 1, 32768),
+    DecodeRow("decode B=8 KV=32k", 8, 32768),
+    DecodeRow("decode B=16 KV=16k mixed", 16, 16384, mixed=True),
+    DecodeRow("decode B=64 KV=4k", 64, 4096),
+    DecodeRow("decode B=64 KV=8k mixed", 64, 8192, mixed=True),
+    DecodeRow("decode B=32 KV=8k Q=4", 32, 8192, qlen=4),
+    DecodeRow("decode B=8 KV=32k page 16", 8, 32768, page=16),
+    DecodeRow("decode B=8 KV=32k page 256", 8, 32768, page=256),
+]
