@@ -252,8 +252,8 @@ def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
         last = False
     pred = lw.issuer()
     lw.instance_sync_if_dirty()
-    if tma_fallback.applies(lw, s.dst.base):
-        tma_fallback.store(lw, s, last)
+    if s.rows is not None or tma_fallback.applies(lw, s.dst.base):
+        tma_fallback.store(lw, s, last)  # (the TMA can not stop at a run-time row)
     else:
         lw.memory.tma_store(s, pred, last)
     if not last and lw.role is not None and not lw.role.single_thread:
