@@ -196,14 +196,20 @@ def test_sm100a_assembles(name):
 
 
 def test_partial_tiles_are_stored_by_the_threads():
-    """The O and L stores of `.rows<n>` are predicated st.global by the consumer threads
-    (the row count compared per access), not TMA stores; the Q/K/V loads stay TMA loads at
-    the run-time rows cu_seqlens gives."""
+    """The O and L stores of `.rows<n>`: a full tile (n = 128) is the TMA store of the
+    role's first thread; a partial one is predicated st.global by all 256 threads of the
+    two consumer warpgroups (the row count compared per access). The Q/K/V loads stay
+    TMA loads at the run-time rows cu_seqlens gives."""
     ptx = compile_file(PATH, "ptx", "sm_90a", defines=FORMS["d128_causal_lse_seqused"])
-    assert "cp.async.bulk.tensor.3d.global.shared::cta" not in ptx
+    assert len(re.findall(r"setp\.lt\.s32\s+%part_tile\w*, %rows, 128;", ptx)) == 2
+    assert len(re.findall(r"@%part_tile\w* bra\.uni L_rows_threads_\d+;", ptx)) == 2
+    stores = re.findall(r"@%is_role_leader cp\.async\.bulk\.tensor\.(\d)d\.global\.shared::cta"
+                        r"\.bulk_group \[%tmap_(\w)", ptx)
+    assert sorted(stores) == [("2", "L"), ("3", "O"), ("3", "O")]  # O: two 64-column stripes
     assert len(re.findall(r"setp\.lt\.s32\s+%crows\w*, %c[rc]\w*, %rows", ptx)) == 2
     assert re.search(r"@%crows\w* st\.global\.b64", ptx)  # O: 8 bytes an access
     assert re.search(r"@%crows\w* st\.global\.b32", ptx)  # L: one f32 an access
+    assert len(re.findall(r"add\.u32 %ce\w*, %ce\w*, 256;", ptx)) == 2  # both warpgroups
     assert len(re.findall(r"cp\.async\.bulk\.tensor\.3d\.shared::cluster\.global", ptx)) == 6
 
 

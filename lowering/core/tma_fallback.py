@@ -133,7 +133,9 @@ def load(lw, s: ir.TmaLoad, mbar, pred) -> None:
     w.op("mbarrier.complete_tx.shared::cta.b64", addr(*mbar), V.imm(nbytes, "u32"), pred=pred)
 
 
-def store(lw, s: ir.TmaStore, last: bool) -> None:
+def store(lw, s: ir.TmaStore, last: bool, workers=None) -> None:
+    """The threads' store of the box (`workers`: (this thread's first access, the step)
+    where the threads of several instances share it, else the instance's or block's)."""
     mem = lw.memory
     lay, base, off, _ = mem.view_origin(s.src, s.loc, vector=True)
     mem.box(s, s.dst, s.src, lay)
@@ -148,7 +150,7 @@ def store(lw, s: ir.TmaStore, last: bool) -> None:
     else:
         w.comment(f"'{s.dst.base}': rows not 16-byte multiples: the threads store the box "
                   "(tma_fallback.py)")
-    _elements(lw, s.dst, lay, base, off, s.loc, to_shared=False, limit=limit)
+    _elements(lw, s.dst, lay, base, off, s.loc, to_shared=False, limit=limit, workers=workers)
     if s.dst.base in mem.tensors_read():  # a later TMA load of it reads through the async proxy
         w.op("fence.proxy.async.global")
     if lw.role is None and not last:
@@ -183,7 +185,7 @@ def _block_threads(k: ir.Kernel) -> int:
 
 
 def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool,
-              limit: V | None = None) -> None:
+              limit: V | None = None, workers=None) -> None:
     """The loop over the box's elements, `step` apart from this thread's first; with
     `limit` (a store's `.rows<n>`), only those of its first n rows."""
     w = lw.w
@@ -193,7 +195,7 @@ def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool
         width = lay.esize  # (a limit inside an access of several elements would split it)
     per = width // lay.esize  # elements per access
     n = rows * cols // per
-    first, step = _workers(lw)
+    first, step = workers or _workers(lw)
     i = w.reg("u32", "ce")
     w.op("mov.u32", i, first)
     top, end = w.label("coop"), w.label("coop_end")
