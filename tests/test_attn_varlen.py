@@ -65,6 +65,9 @@ CASES = {
     "mqa_d128_nolse": Case((130, 5), (70, 140), h=4, hkv=1, d=128, lse=False),
     "d96_causal_padded": Case((37, 130), (37, 130), d=96, causal=True, pad=21),
     "padded": Case((1, 37, 130), (1, 37, 130), causal=True, pad=30),
+    # five and four KV tiles: the K / V rings of two slots wrap
+    "long_keys": Case((300, 70), (520, 450), h=2, hkv=1),
+    "long_keys_causal": Case((300, 70), (520, 450), h=2, hkv=1, causal=True),
 }
 
 
@@ -156,7 +159,7 @@ def test_kv_heads_must_divide_heads():
 
 # ------------------------------------------------------------------ the strict emulator
 EMU_CASES = [("sm_90a", "gqa_causal"), ("sm_100a", "gqa_causal"), ("sm_90a", "causal_q_ne_k"),
-             ("sm_100a", "padded")]
+             ("sm_100a", "padded"), ("sm_90a", "long_keys_causal"), ("sm_100a", "long_keys")]
 
 
 @pytest.mark.emu
