@@ -177,8 +177,7 @@ def _stmt(lw: Lowering, s: ir.Stmt, stmts: list, i: int) -> int:
                 if group:
                     roles.leader_block(lw, group, lambda u: _one(lw, u, last=False))
                     group = []
-                w = lw.w
-                w.source(t.loc)
+                lw.w.source(t.loc)
                 roles.role_wide_store(lw, t, last=not rest and t is stmts[j - 1])
             else:
                 group.append(t)

@@ -278,8 +278,9 @@ def _store_rows(lw: Lowering, s: ir.TmaStore, pred, last: bool, workers=None) ->
         tma_fallback.store(lw, s, last, workers)
         return
     w = lw.w
-    box = s.dst.shape[0] if len(s.dst.shape) == 1 else [e for e, k in zip(
-        s.dst.extents, s.dst.keep) if k][0]
+    box = next(e for e, k in zip(s.dst.extents, s.dst.keep) if k)  # the rows n counts
+    if not isinstance(box, ir.Const):
+        raise lw.refuse("a copy whose box size is not a compile-time constant", s.loc)
     part = w.reg("pred", "part_tile")
     w.op("setp.lt.s32", part, ExprLowering(lw, s.loc).value(s.rows, "rows"), box.value)
     by_threads, done = w.label("rows_threads"), w.label("rows_done")

@@ -19,6 +19,11 @@ at block level, the one thread of an issue-only role):
          written by `st.global` (a TMA store's clipping); the threads meet after it
          (the tile may be written again).
 
+A store `tma.copy.rows<n>` (ir.TmaStore.rows) writes only the box's first n rows, n known
+at run time: where n is below the box's rows it is stored here too, each access
+predicated on its row (roles._store_rows: the TMA store otherwise), by every thread of
+the role when several warpgroups share it (roles.role_wide_store).
+
 A box may be a run of one row into or out of a shared vector (`shared f32[128] v`: an
 attention row's log-sum-exp, examples/flash_atten_family.co, whose rows of Q_SEQ floats
 need not be 16-byte multiples).
