@@ -110,8 +110,8 @@ def check(c: Case, args, ref_o, ref_l, rows: int) -> None:
             assert gap < LSE_TOL, f"max |LSE - ref| = {gap:.3g}"
 
 
-def interpret(c: Case, args) -> None:
-    fn = choreo_py.interpret(PATH, defines=c.defines, target="sm_90a").flash_atten_varlen
+def interpret(c: Case, args, target="sm_90a") -> None:
+    fn = choreo_py.interpret(PATH, defines=c.defines, target=target).flash_atten_varlen
     fn(*args.values())
 
 
@@ -120,6 +120,15 @@ def test_interpreter_matches_torch(name):
     c = CASES[name]
     args, ref_o, ref_l, rows = inputs(c)
     interpret(c, args)
+    check(c, args, ref_o, ref_l, rows)
+
+
+@pytest.mark.parametrize("name", ["gqa_causal", "seqused_k"])
+def test_interpreter_with_sm100a_owners(name):
+    """The same program with sm_100a's accumulator owners (one or two threads a row)."""
+    c = CASES[name]
+    args, ref_o, ref_l, rows = inputs(c)
+    interpret(c, args, target="sm_100a")
     check(c, args, ref_o, ref_l, rows)
 
 
