@@ -153,8 +153,8 @@ def ours(r: Row, t: dict):
 
 
 def fa4(r: Row, t: dict):
-    """FlashAttention-4's flash_attn_varlen_func, by keyword (its max_seqlen_* where the
-    installed version takes them)."""
+    """FlashAttention-4's flash_attn_varlen_func, by keyword (its max_seqlen_* and
+    return_lse where the installed version takes them)."""
     from flash_attn.cute import flash_attn_varlen_func
 
     kw = {"cu_seqlens_q": t["cu_q"], "cu_seqlens_k": t["cu_k"], "causal": r.causal}
@@ -165,6 +165,8 @@ def fa4(r: Row, t: dict):
         kw["max_seqlen_q"] = max(r.lq)
     if "max_seqlen_k" in params:
         kw["max_seqlen_k"] = max(r.keys)
+    if r.lse and "return_lse" in params:  # (a row with the LSE: FA4 computes it too)
+        kw["return_lse"] = True
 
     def fn():
         got = flash_attn_varlen_func(t["q"], t["k"], t["v"], **kw)
