@@ -3,6 +3,7 @@
 
     python3 bench/attention.py [--ref .ref/croq_fa] [--out bench/RESULTS.md]
     python3 bench/attention.py --rows family [--fa4]   # bench/attention_family.py's rows
+    python3 bench/attention.py --rows varlen [--fa4]   # bench/attention_varlen.py's rows
 
 Shapes (bf16, D=128, BSHD): the causal seed (examples/flash_atten_causal.co) and
 the persistent causal example (examples/flash_atten_persistent.co) at B=2 H=16
@@ -515,11 +516,14 @@ def main() -> None:
     ap.add_argument("--fa4", action="store_true",
                     help="also time FlashAttention-4's forward (flash_attn.cute: ../shared/tools/"
                          "fa4_wheels.sh brings it to the H200) as a peer named flash-attn-4")
-    ap.add_argument("--rows", default="default", choices=("default", "peer", "family"),
+    ap.add_argument("--rows", default="default", choices=("default", "peer", "family", "varlen"),
                     help="peer: the nine rows of the FA4 comparison (issue 25); family: "
                          "examples/flash_atten_family.co's rows (bench/attention_family.py: "
                          "GQA, bottom-right causal, a window, head dims 64 and 256), written "
-                         "to bench/RESULTS_family.md unless --out names a file")
+                         "to bench/RESULTS_family.md unless --out names a file; varlen: "
+                         "examples/flash_atten_varlen.co's rows (bench/attention_varlen.py: "
+                         "packed batches of 1k-8k tokens beside flash-attn-4's varlen and "
+                         "SDPA per sequence), to bench/RESULTS_varlen.md")
     ap.add_argument("--no-persistent", action="store_true",
                     help="leave out examples/flash_atten_persistent.co")
     ap.add_argument("--variants", default="",
@@ -541,6 +545,13 @@ def main() -> None:
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
     NC_VARIANTS_RUN[:] = [v for v in args.nc_variants.split(",") if v]
     command = "python3 bench/attention.py " + " ".join(sys.argv[1:])
+    if args.rows == "varlen":
+        import attention_varlen
+
+        warm_up()
+        attention_varlen.run(args.out or os.path.join(ROOT, "bench", "RESULTS_varlen.md"),
+                             FA4, args.only, command)
+        return
     if args.rows == "family":
         import attention_family
 

@@ -433,6 +433,8 @@ class Checker:
                 self.expr(e)
         for e in s.after:
             self.expr(e)
+        if s.rows is not None:
+            self.expr(s.rows)
         if s.pad is not None:
             for e in s.pad.low + s.pad.high + s.pad.mid + [s.pad.value]:
                 self.expr(e)

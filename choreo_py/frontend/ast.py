@@ -559,6 +559,8 @@ class DmaOp(Stmt):
     promote: Optional[int] = None
     pad: Optional[PadConfig] = None
     transpose: Optional[list[int]] = None
+    #: `tma.copy.rows<n> tile => global`: only the box's first n rows (a run-time count)
+    rows: Optional[Expr] = None
     #: modifiers in the order written, with their locations (for checks)
     modifiers: list["Modifier"] = field(default_factory=list, repr=False)
 

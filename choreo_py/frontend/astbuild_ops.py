@@ -14,7 +14,7 @@ from .astbuild_exprs import TYPE_ALIASES, BuilderBase, nodes
 
 DMA_OPERATIONS = ("copy", "load", "pad", "transp", "any")
 DMA_ATTRIBUTES = ("swiz", "swizzle", "sp", "zfill", "promote", "multicast",
-                  "evict_first", "evict_last")
+                  "evict_first", "evict_last", "rows")
 MMA_LAYOUTS = ("row", "col")
 ELEMENT_TYPES = frozenset("""
     f64 tf32 f32 f16 bf16 f8 f8_e4m3 f8_e5m2 f8_ue4m3 f8_ue8m0 f6_e2m3 f6_e3m2 f4_e2m1
@@ -119,6 +119,11 @@ class OpBuilder(BuilderBase):
         elif name in ("zfill", "multicast"):
             self._no_args(mod)
             setattr(op, name, True)
+        elif name == "rows":  # `.rows<n>`: a store of the box's first n rows
+            if len(mod.args) != 1:
+                self.error("'.rows' expects one count: '.rows<n>'", mod.loc)
+            else:
+                op.rows = mod.args[0]
         elif name == "async":
             self.error(f"'.async' must directly follow the operation: "
                        f"'{op.engine}.{op.operation}.async'", mod.loc)

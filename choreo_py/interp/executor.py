@@ -16,6 +16,7 @@ distinct copies, as the reference compiler does with a named barrier.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import fields
 
 import torch
@@ -443,6 +444,9 @@ class BlockRun(FragmentStatements):
         if src.shape != dst.shape:
             raise InterpError(f"tma.copy of {list(src.shape)} ({src}) into {list(dst.shape)} ({dst})",
                               s.loc)
+        if getattr(s, "rows", None) is not None:  # `.rows<n>`: the box's first n rows
+            n = self.ev.integer(s.rows, th.env, s.loc)
+            src, dst = _first_rows(src, n), _first_rows(dst, n)
         if getattr(s, "future", None):  # asynchronous: done once its future completes
             yield from self._transfer(s, th, src, dst, "tma.copy")
             return
@@ -471,6 +475,8 @@ class BlockRun(FragmentStatements):
                               f"the leader's copy would happen", s.loc)
 
     def _store(self, src: Box, dst: Box, th: Thread, loc) -> None:
+        if 0 in src.shape:  # (`.rows<n>` with n <= 0: nothing is written)
+            return
         self.mem.access(src, False, th, loc, "tma.copy")
         self.mem.access(dst, True, th, loc, "tma.copy")
         self.mem.write(dst, self.mem.read(src, as_float=False), loc)
@@ -540,3 +546,12 @@ PLAIN = {
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
 REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel",
            ir.Asm: "inline asm (PTX: `choreo emulate` and the GPU run it)"}
+
+
+def _first_rows(box: Box, n: int) -> Box:
+    """`box` cut to the first n (clamped to [0, size]) positions of its first kept dimension:
+    the part of a tile a `tma.copy.rows<n>` writes (or reads)."""
+    d = box.keep.index(True)
+    sizes = list(box.sizes)
+    sizes[d] = max(0, min(n, sizes[d]))
+    return dataclasses.replace(box, sizes=tuple(sizes))

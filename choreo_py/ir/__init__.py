@@ -453,6 +453,10 @@ class TmaStore(Stmt):
     loc: Optional[Loc] = None
     leader_only: bool = False  # issued once for the whole role (see RoleSync)
     future: Optional[str] = None
+    # `tma.copy.rows<n>`: only the box's first n rows (of a 1-D box, elements) are
+    # written, n known at run time (<= 0: none). A TMA store writes its whole box, so
+    # the backends store such a box by the threads (lowering/core/tma_fallback.py).
+    rows: Optional[Expr] = None
 
 
 @dataclass

@@ -432,7 +432,11 @@ class _Parser:
         if m is None:
             raise IRParseError(f"not a copy: '{line}'")
         kind, mods = m.group(1), re.findall(r"\.(\w+(?:<[^>]*>)?)", m.group(2))
-        src, dst = self.exprs(m.group(4)).view(), self.exprs(m.group(5)).view()
+        dst_text, rows = m.group(5), None
+        if kind == "tma.store" and dst_text.endswith("]") and " [rows " in dst_text:
+            dst_text, rows_text = dst_text[:-1].rsplit(" [rows ", 1)
+            rows = self.exprs(rows_text).expr()
+        src, dst = self.exprs(m.group(4)).view(), self.exprs(dst_text).view()
         leader = m.group(3) is not None
         swz = next((int(x[7:]) for x in mods if x.startswith("swizzle")), None)
         if kind == "tma.load":
@@ -440,7 +444,7 @@ class _Parser:
                          None)
             return ir.TmaLoad(src, dst, future, evict, swz, leader_only=leader)
         if kind == "tma.store":
-            return ir.TmaStore(src, dst, leader_only=leader, future=future)
+            return ir.TmaStore(src, dst, leader_only=leader, future=future, rows=rows)
         op = ir.DmaCopy(src, dst, future, swz, leader_only=leader)
         for x in mods:
             if x.startswith("transp<"):

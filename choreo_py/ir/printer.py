@@ -184,7 +184,8 @@ class _Printer:
 
     def s_TmaStore(self, s):
         lhs, kind = (f"{s.future} = ", "tma.store.async") if s.future else ("", "tma.store")
-        self.emit(f"{lhs}{kind}{_leader(s)} {view(s.src)} => {view(s.dst)}")
+        rows = f" [rows {expr(s.rows)}]" if s.rows is not None else ""
+        self.emit(f"{lhs}{kind}{_leader(s)} {view(s.src)} => {view(s.dst)}{rows}")
 
     def s_DmaCopy(self, s):
         lhs = f"{s.future} = " if s.future else ""

@@ -261,6 +261,10 @@ class _Verifier:
     def s_TmaStore(self, s):
         self.view(s.src, s.loc, want="shared")
         self.view(s.dst, s.loc, want="global")
+        if s.rows is not None:
+            self.expr(s.rows, s.loc)
+            if s.rows.dtype not in ir.INT_TYPES:
+                self.err(f"the row count of a store is {s.rows.dtype}, not an integer", s.loc)
         self._define_future(s.future, "tma_store", s.loc)
 
     def s_DmaCopy(self, s):

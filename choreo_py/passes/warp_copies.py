@@ -34,7 +34,7 @@ def _rewrite(kernel: ir.Kernel, stmts: list) -> list:
         if isinstance(s, ir.TmaLoad) and s.future is None:
             s = ir.DmaCopy(_cut(kernel, s.src), s.dst, None, None, loc=s.loc,
                            leader_only=s.leader_only)
-        elif isinstance(s, ir.TmaStore) and s.future is None:
+        elif isinstance(s, ir.TmaStore) and s.future is None and s.rows is None:
             s = ir.DmaCopy(s.src, _cut(kernel, s.dst), None, None, loc=s.loc,
                            leader_only=s.leader_only)
         for attr in ("body", "then", "orelse"):

@@ -172,13 +172,17 @@ class OpBuilder(FragOpBuilder):
                                 swizzle, loc=s.loc)
             elif src_store == "shared" and dst_store == "global":
                 op = ir.TmaStore(src.view, dst.view, loc=s.loc,
-                                 future=s.future if s.is_async else None)
+                                 future=s.future if s.is_async else None,
+                                 rows=self._row_count(s))
             else:
                 raise err(f"TMA copies between global and shared memory, not from {src_store} "
                           f"to {dst_store}", s)
         else:
             op = ir.DmaCopy(src.view, dst.view, s.future if s.is_async else None, swizzle, loc=s.loc,
                             transpose=transpose, pad=pad)
+        if s.rows is not None and not isinstance(op, ir.TmaStore):
+            raise err("'.rows<n>' bounds a store into global memory: "
+                      "'tma.copy.rows<n> <shared tile> => <global tile>'", s.rows)
         if rotated:
             op.future = None  # complete before the next statement (sema/rotations.py)
         self._emit_collective(op, s)
@@ -187,6 +191,17 @@ class OpBuilder(FragOpBuilder):
             fut = FutureValue(s.future, kind, dst.view, loc=s.loc, rotated=rotated)
             fut.done = getattr(op, "future", None) is None
             self.bind_future(fut)
+
+    def _row_count(self, s: A.DmaOp):
+        """The integer n of `tma.copy.rows<n>` (a store of the box's first n rows), or None."""
+        if s.rows is None:
+            return None
+        if s.is_async:
+            raise err("'.rows<n>' stores are synchronous: not with '.async'", s.rows)
+        v = self.value(s.rows)
+        if not isinstance(v, Scalar) or v.expr.dtype not in ir.INT_TYPES:
+            raise err("the count of '.rows<n>' must be an integer", s.rows)
+        return v.expr
 
     def _instances(self) -> int:
         """How many thread-group instances execute the current statement."""
@@ -248,8 +263,10 @@ class OpBuilder(FragOpBuilder):
                 value = st.value if not isinstance(st, ir.Var) else st.init
                 if ir.sym_names(value) & varying:
                     varying.add(st.name)
+        rows = getattr(op, "rows", None)
         for v in (op.src, op.dst):
-            for e in (*v.offsets, *v.extents, *((v.slot,) if v.slot is not None else ())):
+            for e in (*v.offsets, *v.extents, *((v.slot,) if v.slot is not None else ()),
+                      *((rows,) if rows is not None else ())):
                 hit = ir.sym_names(e) & varying
                 if hit:
                     return sorted(hit)[0]

@@ -171,7 +171,18 @@ def _stmt(lw: Lowering, s: ir.Stmt, stmts: list, i: int) -> int:
         if lw.role is None:
             raise lw.refuse("a leader-only statement outside a role", s.loc)
         rest = stmts[j:]
-        roles.leader_block(lw, stmts[i:j], lambda t: _one(lw, t, last=not rest))
+        group: list = []
+        for t in stmts[i:j]:  # (a row-bounded store: all the role's threads, roles.py)
+            if roles.role_wide(lw, t):
+                if group:
+                    roles.leader_block(lw, group, lambda u: _one(lw, u, last=False))
+                    group = []
+                lw.w.source(t.loc)
+                roles.role_wide_store(lw, t, last=not rest and t is stmts[j - 1])
+            else:
+                group.append(t)
+        if group:
+            roles.leader_block(lw, group, lambda t: _one(lw, t, last=not rest))
         return j
     _one(lw, s, last=i == len(stmts) - 1)
     return i + 1

@@ -309,7 +309,7 @@ class Memory:
         if self._elems is None:
             self._elems = set()
             for s in ir.walk(self.lw.k.body):
-                for attr in ("value", "cond", "init", "start", "stop", "step"):
+                for attr in ("value", "cond", "init", "start", "stop", "step", "rows"):
                     e = getattr(s, attr, None)
                     if isinstance(e, ir.Expr):
                         self._elems |= _elem_bases(e)

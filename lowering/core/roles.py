@@ -243,6 +243,55 @@ def tma_load(lw: Lowering, s: ir.TmaLoad) -> None:
         lw.memory.tma_load(s, lw.armed[id(group)], pred)
 
 
+def role_wide(lw: Lowering, s: ir.Stmt) -> bool:
+    """Whether the leader-only statement `s` is lowered by all the role's threads instead:
+    a `tma.copy.rows<n>` store (partly the threads' stores) of a role whose instances'
+    threads are consecutive."""
+    role = lw.role
+    if not isinstance(s, ir.TmaStore) or s.rows is None or role is None \
+            or role.single_thread or role.threads == 1:
+        return False
+    return tuple(role.members) == tuple(range(role.members[0],
+                                              role.members[0] + len(role.members)))
+
+
+def role_wide_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
+    """A leader-only `tma.copy.rows<n>` by every thread of the role: the role's first
+    thread issues the TMA store of a whole box, all of them share the stores of a part
+    (a thread's rank in the role, the role's thread count apart). The role's threads met
+    before it and meet after it (sema's RoleSync around a collective copy)."""
+    role, w = lw.role, lw.w
+    rank = w.reg("u32", "role_rank")
+    w.op("sub.u32", rank, lw.tid, role.members[0] * role.threads)
+    if lw.loops:
+        last = False
+    _store_rows(lw, s, lw.role_leader(), last, (rank, role.threads * len(role.members)))
+
+
+def _store_rows(lw: Lowering, s: ir.TmaStore, pred, last: bool, workers=None) -> None:
+    """`tma.copy.rows<n>`: the TMA store where n covers the box (its one thread), else the
+    threads' stores of the first n rows (the TMA can not stop at a run-time row). n is
+    the same for every thread of the role, so all of them take one side."""
+    from .exprs import ExprLowering
+
+    if tma_fallback.applies(lw, s.dst.base):  # (no TMA for this tensor: the threads always)
+        tma_fallback.store(lw, s, last, workers)
+        return
+    w = lw.w
+    box = next(e for e, k in zip(s.dst.extents, s.dst.keep) if k)  # the rows n counts
+    if not isinstance(box, ir.Const):
+        raise lw.refuse("a copy whose box size is not a compile-time constant", s.loc)
+    part = w.reg("pred", "part_tile")
+    w.op("setp.lt.s32", part, ExprLowering(lw, s.loc).value(s.rows, "rows"), box.value)
+    by_threads, done = w.label("rows_threads"), w.label("rows_done")
+    w.bra(by_threads, part, uni=True)
+    lw.memory.tma_store(s, pred, last)
+    w.bra(done, uni=True)
+    w.put_label(by_threads)
+    tma_fallback.store(lw, s, last, workers)
+    w.put_label(done)
+
+
 def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
     if lw.loops:
         # The last statement of a loop body is followed by the next iteration: its threads
@@ -252,7 +301,9 @@ def tma_store(lw: Lowering, s: ir.TmaStore, last: bool) -> None:
         last = False
     pred = lw.issuer()
     lw.instance_sync_if_dirty()
-    if tma_fallback.applies(lw, s.dst.base):
+    if s.rows is not None:
+        _store_rows(lw, s, pred, last)
+    elif tma_fallback.applies(lw, s.dst.base):
         tma_fallback.store(lw, s, last)
     else:
         lw.memory.tma_store(s, pred, last)

@@ -418,6 +418,13 @@ def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
 
 _NAMES = {ir.Launch: "a launch inside a kernel"}
 
+def _tma_store(lw: ThreadLowering, s: ir.TmaStore) -> None:
+    if s.rows is not None:
+        raise lw.refuse("'tma.copy.rows<n>' in a thread kernel (it is lowered in MMA kernels, "
+                        "by their roles' threads)", s.loc)
+    dma.copy(lw, dma.as_copy(s))
+
+
 _HANDLERS = {
     ir.Let: _let,
     ir.Var: _var,
@@ -432,7 +439,7 @@ _HANDLERS = {
     ir.BufStore: _store,
     ir.DmaCopy: lambda lw, s: dma.copy(lw, s),
     ir.TmaLoad: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
-    ir.TmaStore: lambda lw, s: dma.copy(lw, dma.as_copy(s)),
+    ir.TmaStore: lambda lw, s: _tma_store(lw, s),
     ir.Wait: _wait,
     ir.SyncShared: lambda lw, s: barrier(lw),
     # Every lane of the warp (bar.warp.sync also orders their memory accesses).

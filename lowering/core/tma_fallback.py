@@ -19,6 +19,11 @@ at block level, the one thread of an issue-only role):
          written by `st.global` (a TMA store's clipping); the threads meet after it
          (the tile may be written again).
 
+A store `tma.copy.rows<n>` (ir.TmaStore.rows) writes only the box's first n rows, n known
+at run time: where n is below the box's rows it is stored here too, each access
+predicated on its row (roles._store_rows: the TMA store otherwise), by every thread of
+the role when several warpgroups share it (roles.role_wide_store).
+
 A box may be a run of one row into or out of a shared vector (`shared f32[128] v`: an
 attention row's log-sum-exp, examples/flash_atten_family.co, whose rows of Q_SEQ floats
 need not be 16-byte multiples).
@@ -89,14 +94,17 @@ def _named_align(tensor: str):
 
 def _access_bytes(lw, glob: ir.View, cols: int) -> int:
     """Bytes each access moves: the widest power of two (up to 8) dividing every row's
-    byte stride, the tile's row and its first column's byte offset; else one element.
+    byte stride (each a multiple of the innermost's), the tile's row and its first column's
+    byte offset; else one element.
     (The innermost extent of a row-major tensor is its row stride over the element size,
     so an access never straddles the tensor's end.)"""
     p = lw.k.param(glob.base)
     es = ir.dtype_bytes(p.dtype)
     align = _named_align(glob.base)
-    strides = row_strides(p)
-    if None not in strides:
+    # Each outer stride is a multiple of the innermost row's (the last extent's bytes), so
+    # that one known is enough: the outer extents may be symbolic ([TOTAL, H, 128]).
+    strides = [x for x in row_strides(p)[:1] if x is not None]
+    if strides:
         align = math.gcd(16, *strides) if align is None else math.gcd(align, *strides)
     width = min(align or es, 8)
     from .memory import multiple_of
@@ -130,16 +138,24 @@ def load(lw, s: ir.TmaLoad, mbar, pred) -> None:
     w.op("mbarrier.complete_tx.shared::cta.b64", addr(*mbar), V.imm(nbytes, "u32"), pred=pred)
 
 
-def store(lw, s: ir.TmaStore, last: bool) -> None:
+def store(lw, s: ir.TmaStore, last: bool, workers=None) -> None:
+    """The threads' store of the box (`workers`: (this thread's first access, the step)
+    where the threads of several instances share it, else the instance's or block's)."""
     mem = lw.memory
     lay, base, off, _ = mem.view_origin(s.src, s.loc, vector=True)
     mem.box(s, s.dst, s.src, lay)
     w = lw.w
     if lw.role is None:  # (roles.tma_store has the instance's threads meet, before and after)
         w.call("ptx.bar.sync", "0")
-    w.comment(f"'{s.dst.base}': rows not 16-byte multiples: the threads store the box "
-              "(tma_fallback.py)")
-    _elements(lw, s.dst, lay, base, off, s.loc, to_shared=False)
+    limit = None
+    if s.rows is not None:
+        w.comment(f"'{s.dst.base}': the box's first rows only (.rows<n>): the threads store "
+                  "them (tma_fallback.py)")
+        limit = ExprLowering(lw, s.loc).value(s.rows, "rows")
+    else:
+        w.comment(f"'{s.dst.base}': rows not 16-byte multiples: the threads store the box "
+                  "(tma_fallback.py)")
+    _elements(lw, s.dst, lay, base, off, s.loc, to_shared=False, limit=limit, workers=workers)
     if s.dst.base in mem.tensors_read():  # a later TMA load of it reads through the async proxy
         w.op("fence.proxy.async.global")
     if lw.role is None and not last:
@@ -173,14 +189,18 @@ def _block_threads(k: ir.Kernel) -> int:
     return max((p.extent * (p.threads or 1) for p in par), default=1)
 
 
-def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool) -> None:
-    """The loop over the box's elements, `step` apart from this thread's first."""
+def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool,
+              limit: V | None = None, workers=None) -> None:
+    """The loop over the box's elements, `step` apart from this thread's first; with
+    `limit` (a store's `.rows<n>`), only those of its first n rows."""
     w = lw.w
     rows, cols = _tile_shape(glob)
     width = _access_bytes(lw, glob, cols)
+    if limit is not None and len(glob.shape) == 1:
+        width = lay.esize  # (a limit inside an access of several elements would split it)
     per = width // lay.esize  # elements per access
     n = rows * cols // per
-    first, step = _workers(lw)
+    first, step = workers or _workers(lw)
     i = w.reg("u32", "ce")
     w.op("mov.u32", i, first)
     top, end = w.label("coop"), w.label("coop_end")
@@ -192,7 +212,7 @@ def _elements(lw, glob: ir.View, lay, base: V, off: int, loc, *, to_shared: bool
         w.call("ptx.pragma", '"nounroll"')
     lw.push()
     with lw.skippable():
-        _element(lw, glob, lay, base, off, i, (cols, per, width), loc, to_shared)
+        _element(lw, glob, lay, base, off, i, (cols, per, width), loc, to_shared, limit)
     lw.pop()
     w.op("add.u32", i, i, step)
     w.op("setp.lt.u32", more, i, n)
@@ -206,8 +226,10 @@ def _tile_shape(glob: ir.View) -> tuple[int, int]:
     return (1, shape[0]) if len(shape) == 1 else shape
 
 
-def _element(lw, glob, lay, base, off, i, access, loc, to_shared) -> None:
-    """Access `i`: `per` elements (`width` bytes) of a row from column (i % (cols/per)) * per."""
+def _element(lw, glob, lay, base, off, i, access, loc, to_shared, limit=None) -> None:
+    """Access `i`: `per` elements (`width` bytes) of a row from column (i % (cols/per)) * per;
+    a store under `limit` writes it only in the box's first `limit` rows (of a run of one
+    row, its first `limit` elements: such a run moves one element an access)."""
     w = lw.w
     cols, per, width = access
     r, c = w.reg("u32", "cr"), w.reg("u32", "cc")
@@ -222,6 +244,8 @@ def _element(lw, glob, lay, base, off, i, access, loc, to_shared) -> None:
         w.op("mul.lo.u32", c, c, per)
     sh = _shared_address(lw, lay, base, off, r, c)
     inside, gaddr = _global_address(lw, glob, r, c, loc)
+    if limit is not None:
+        inside = _below(lw, inside, c if len(glob.shape) == 1 else r, limit)
     bits = width * 8
     ty = f"b{bits}" if bits > 8 else "b16"  # (a byte moves in a 16-bit register)
     mem = f"b{bits}" if bits > 8 else "u8"
@@ -233,6 +257,15 @@ def _element(lw, glob, lay, base, off, i, access, loc, to_shared) -> None:
     else:
         w.op(f"ld.shared.{mem}", v, f"ptx.addr({sh.text})")
         w.op(f"st.global.{mem}", f"ptx.addr({gaddr.text})", v, pred=inside)
+
+
+def _below(lw, inside: V, pos: V, limit: V) -> V:
+    """`inside` and pos < limit (signed: a limit <= 0 keeps nothing)."""
+    w = lw.w
+    ok = w.reg("pred", "crows")
+    w.op("setp.lt.s32", ok, pos, limit)
+    w.op("and.pred", ok, ok, inside)
+    return ok
 
 
 def _shared_address(lw, lay, base: V, off: int, r: V, c: V) -> V:
