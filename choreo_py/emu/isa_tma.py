@@ -41,6 +41,14 @@ def _check_tmap(w, tmap, coords, inst) -> None:
     if len(coords) != len(tmap.dims):
         raise w.machine.misuse(f"{len(coords)} coordinates for the {len(tmap.dims)}-d tensor map "
                                f"{tmap.name}", inst)
+    if (coords[0] * tmap.esize) % 16:
+        # PTX ISA 5.5.3.1 (tiled mode, bounding box): "the address of the bounding box must
+        # be aligned to 16 bytes"; the strides are 16-byte multiples (the driver checks), so
+        # the innermost coordinate decides. The H200 stops such a store with an illegal
+        # instruction (the varlen example's LSE store at a sequence's first row, 1078)
+        raise w.machine.misuse(f"tensor map {tmap.name}: the box starts at innermost "
+                               f"coordinate {coords[0]}, {coords[0] * tmap.esize} bytes into "
+                               f"its row, not a multiple of 16 (PTX ISA 5.5.3.1)", inst)
     if tmap.swizzle and tmap.box[0] * tmap.esize > tmap.swizzle:
         raise w.machine.misuse(f"tensor map {tmap.name}: inner box of {tmap.box[0] * tmap.esize} "
                                f"bytes exceeds the {tmap.swizzle}B swizzle span", inst)

@@ -37,10 +37,17 @@ from choreo_py.diagnostics import ChoreoError
 
 from .context import Lowering
 from .exprs import ExprLowering
+from . import tma_align
 from .writer import V
 
 #: (the 1-byte types move as bytes: fp8 and the sub-byte types, one code per byte)
 _TMA_DTYPES = ("bf16", "f16", "f32", "u8", "s8", "s32", "u32", "f8_e4m3", "f8_e5m2") + subbyte.TYPES
+
+
+#: tma_align.check could not prove the box's start 16-byte aligned (PTX ISA 5.5.3.1)
+_UNPROVEN = ("a TMA {what} of '{name}' at an innermost coordinate not known to be a multiple "
+             "of 16 bytes (the PTX ISA asks the box's address to be 16-byte aligned; a "
+             "multiple of a constant of the right size proves it)")
 
 
 @dataclass
@@ -258,6 +265,8 @@ class Memory:
                               f"layout has swizzle {lay.swizzle}", s.loc)
         p = lw.k.param(s.src.base)
         box, stripes = self.box(s, s.src, s.dst, lay)
+        if not tma_align.check(lw, s.src.offsets[-1], ir.dtype_bytes(p.dtype), s.loc):
+            raise lw.refuse(_UNPROVEN.format(what="load", name=p.name), s.loc)
         tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
         policy = self.policy(s.evict, s.loc)
         rank = len(box)
@@ -272,11 +281,17 @@ class Memory:
                 ops.append(policy)
             lw.w.op(opcode, *ops, pred=pred)
 
-    def tma_store(self, s: ir.TmaStore, pred: Optional[V], last: bool) -> None:
+    def tma_store(self, s: ir.TmaStore, pred: Optional[V], last: bool,
+                  aligned_at_run_time: bool = False) -> None:
+        """(`aligned_at_run_time`: the caller branches to the threads' stores where the
+        box's innermost coordinate is off the 16-byte grid: roles._store_rows.)"""
         lw = self.lw
         lay, src, off, _ = self.view_origin(s.src, s.loc, vector=True)
         p = lw.k.param(s.dst.base)
         box, stripes = self.box(s, s.dst, s.src, lay)
+        if not tma_align.check(lw, s.dst.offsets[-1], ir.dtype_bytes(p.dtype), s.loc) \
+                and not aligned_at_run_time:
+            raise lw.refuse(_UNPROVEN.format(what="store", name=p.name), s.loc)
         tmap = self.tensor_map(p.name, p.dtype, box, lay.swizzle or 0, s.loc)
         rank = len(box)
         for st in range(stripes):

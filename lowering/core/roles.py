@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from choreo_py import ir
 
-from . import analysis, events, tma_fallback
+from . import analysis, events, tma_align, tma_fallback
 from .context import Lowering, RoleCtx
 from .exprs import ExprLowering
 from .writer import V
@@ -283,9 +283,17 @@ def _store_rows(lw: Lowering, s: ir.TmaStore, pred, last: bool, workers=None) ->
         raise lw.refuse("a copy whose box size is not a compile-time constant", s.loc)
     part = w.reg("pred", "part_tile")
     w.op("setp.lt.s32", part, ExprLowering(lw, s.loc).value(s.rows, "rows"), box.value)
+    esize = ir.dtype_bytes(lw.k.param(s.dst.base).dtype)
+    aligned = tma_align.check(lw, s.dst.offsets[-1], esize, s.loc)
+    if not aligned:  # a box off the 16-byte grid (PTX ISA 5.5.3.1): the threads store it
+        inner = ExprLowering(lw, s.loc).value(s.dst.offsets[-1], "coord")
+        low, off = w.reg("u32", "coord_low"), w.reg("pred", "off_grid")
+        w.op("and.b32", low, inner, 16 // esize - 1)
+        w.op("setp.ne.u32", off, low, 0)
+        w.op("or.pred", part, part, off)
     by_threads, done = w.label("rows_threads"), w.label("rows_done")
     w.bra(by_threads, part, uni=True)
-    lw.memory.tma_store(s, pred, last)
+    lw.memory.tma_store(s, pred, last, aligned_at_run_time=not aligned)
     w.bra(done, uni=True)
     w.put_label(by_threads)
     tma_fallback.store(lw, s, last, workers)
