@@ -6,7 +6,6 @@
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 from typing import Optional
@@ -56,8 +55,12 @@ def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=())
     at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""
     from choreo_py.lowering.core import program, tma_fallback
 
-    with tma_fallback.cooperative(cooperative):
-        return program.lower_module(module, lowering(target), os.path.basename(source_path))
+    from . import pairing
+
+    def lower() -> str:
+        with tma_fallback.cooperative(cooperative):
+            return program.lower_module(module, lowering(target), os.path.basename(source_path))
+    return pairing.lower(module, target, lower)
 
 
 def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
@@ -65,9 +68,13 @@ def program_text(module: ir.Module, source_path: str, target: str, cooperative=(
     holds one MMA kernel (lowering/core/program.py); `cooperative` as for pyptx_text."""
     from choreo_py.lowering.core import program, tma_fallback
 
-    with tma_fallback.cooperative(cooperative):
-        return program.lower_program_module(module, lowering(target),
-                                            os.path.basename(source_path))
+    from . import pairing
+
+    def lower() -> str:
+        with tma_fallback.cooperative(cooperative):
+            return program.lower_program_module(module, lowering(target),
+                                                os.path.basename(source_path))
+    return pairing.lower(module, target, lower)
 
 
 @dataclass
@@ -83,7 +90,7 @@ class Loaded:
             raise AttributeError(name) from None
 
     def ptx(self) -> str:
-        return self.namespace["KERNEL"].ptx()
+        return _noted(self.namespace, self.namespace["KERNEL"].ptx())
 
 
 def run_module(text: str, filename: str = "<choreo pyptx>") -> Loaded:
@@ -112,7 +119,13 @@ class LaunchModule(Loaded):
     def ptx(self) -> str:
         if self._whole is None:
             self._whole = run_module(self._text, self._filename)
-        return self._whole.namespace["KERNEL"].ptx()
+        return _noted(self.namespace, self._whole.namespace["KERNEL"].ptx())
+
+
+def _noted(ns: dict, ptx: str) -> str:
+    """The PTX with the module's .f32x2 verdicts (`F32X2`: runtime/pairing.py) as comments."""
+    from .pairing import ptx_note
+    return ptx_note(ptx, ns.get("F32X2", ()))
 
 
 _KERNEL_NAME = re.compile(r"^(\w+)\.__name__ = ENTRY$", re.M)
@@ -137,8 +150,25 @@ def find_ptxas() -> str | None:
     return None
 
 
+#: (PTX without its `// f32x2:` notes, arch) -> (cubin, ptxas -v report), the last few:
+#: the pairing probe's assembly serves `--emit cubin` and the launch of the same PTX
+_ASSEMBLED: dict = {}
+_NOTES = re.compile(r"^// f32x2: [^\n]*\n", re.M)
+
+
 def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
-    """Assembles PTX; returns (cubin, ptxas messages)."""
+    """Assembles PTX (always with -v; the messages are returned when `verbose`); returns
+    (cubin, ptxas messages). The same PTX is assembled once per process."""
+    key = (_NOTES.sub("", ptx), arch)
+    if key not in _ASSEMBLED:
+        if len(_ASSEMBLED) >= 8:
+            _ASSEMBLED.pop(next(iter(_ASSEMBLED)))
+        _ASSEMBLED[key] = _assemble(ptx, arch)
+    binary, report = _ASSEMBLED[key]
+    return binary, (report if verbose else "")
+
+
+def _assemble(ptx: str, arch: str) -> tuple[bytes, str]:
     exe = find_ptxas()
     if exe is None:
         raise ChoreoError("--emit cubin needs ptxas (CUDA toolkit) on PATH")
@@ -147,7 +177,7 @@ def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(ptx)
         cmd = [exe, f"-arch={targets.get(arch).ptxas_arch if arch in targets.TARGETS else arch}",
-               src, "-o", out] + (["-v"] if verbose else [])
+               src, "-o", out, "-v"]
         res = subprocess.run(cmd, capture_output=True, text=True)
         report = (res.stderr + res.stdout).replace(src, "kernel.ptx")
         if res.returncode != 0:
@@ -230,9 +260,31 @@ def cubin(module: ir.Module, ptx: str, target: str) -> Cubin:
     return out
 
 
-@functools.lru_cache(maxsize=32)
+#: module text -> its PTX, the last few (a text traced once: the pairing probe's too)
+_TRACED: dict = {}
+
+
+def remember_ptx(text: str, ptx: str) -> None:
+    if len(_TRACED) >= 32:
+        _TRACED.pop(next(iter(_TRACED)))
+    _TRACED[text] = ptx
+
+
+def ptx_of(text: str) -> str:
+    """The PTX of a module text (traced once per process)."""
+    if text not in _TRACED:
+        remember_ptx(text, run_module(text).ptx())
+    return _TRACED[text]
+
+
 def _ptx_of(text: str) -> str:
-    return run_module(text).ptx()
+    return ptx_of(text)
+
+
+def entry_reports(report: str) -> dict:
+    """entry -> its part of a ptxas -v report."""
+    parts = _ENTRY.split(report)
+    return dict(zip(parts[1::2], parts[2::2]))
 
 
 def emit(module: ir.Module, source_path: str, emit: str, target: str):

@@ -1,0 +1,138 @@
+"""Per kernel, whether the .f32x2 pairs of its applies are kept (lowering/core/f32x2.py,
+PAIR = PROBE): the paired build is assembled by ptxas -v, and a kernel whose entry made
+pairs and spilled is lowered again with scalar arithmetic.
+
+Why ptxas decides, not an estimate: the pairs do not lengthen live ranges (with no
+register cap ptxas gives the FA4 form of tests/test_row_vote.py 143 registers paired
+against 153 scalar), yet at a kernel's cap ptxas 13.0 may spill a paired build that it
+assembles without spills one step lower (tests/co/flash_atten_blackwell_commit.co: 24
+bytes at its 168 registers, none at 160), and two kernels of the same shape and budget
+part ways (examples/flash_atten_blackwell_persistent.co keeps its pairs with no spill):
+no count the lowering can make tells them apart. A kernel that made no pair costs no
+probe; without ptxas a paired kernel is lowered scalar (nothing can show that its pairs
+assemble without spills).
+
+The verdict is part of the output: the module's `F32X2` (kernel, verdict) pairs and, in
+the PTX, a `// f32x2: ...` line per kernel after the header. It is deterministic for a
+given ptxas, whose version the verdict names. The probe's PTX and cubin are kept for
+the rest of the process (build.ptx_of, build.ptxas), so `--emit ptx` traces once and
+`--emit cubin` or a launch assembles once.
+"""
+from __future__ import annotations
+
+import functools
+import re
+import subprocess
+from typing import Callable
+
+from choreo_py import ir, targets
+
+_ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.?entry\s+(\w+)\s*\(", re.M)
+_PAIRED = re.compile(r"\.f32x2\s")
+_SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+_NOTE = re.compile(r"^F32X2 = (.*)$", re.M)
+
+
+def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
+    """`lower_text()` (the module's pyptx text), its kernels paired where the probe keeps
+    the pairs; the verdicts recorded in it."""
+    from choreo_py.lowering.core import f32x2
+    if f32x2.PAIR != f32x2.PROBE or not targets.get(target).f32x2:
+        return lower_text()
+    text = lower_text()
+    if "f32x2(" not in text:
+        return text
+    from . import build
+    ptx = build.ptx_of(text)
+    paired = paired_entries(ptx)
+    names = {_entry(k.name): k.name for f in module.functions for k in f.kernels}
+    spills = _probe(ptx, target)
+    verdicts, scalar = {}, set()
+    for entry in sorted(paired):
+        name = names.get(entry, entry)
+        verdict, keep = _verdict(paired[entry], spills, entry)
+        verdicts[name] = verdict
+        if not keep:
+            scalar.add(name)
+    if scalar:
+        with f32x2.scalar_kernels(scalar):
+            text = lower_text()
+        ptx = build.ptx_of(text)
+    noted = with_note(text, verdicts)
+    build.remember_ptx(noted, ptx_note(ptx, verdicts))
+    return noted
+
+
+def _entry(kernel: str) -> str:
+    from choreo_py.lowering.core.writer import ptx_entry_name
+    return ptx_entry_name(kernel)
+
+
+def paired_entries(ptx: str) -> dict:
+    """entry -> how many .f32x2 instructions its PTX has (entries with none left out)."""
+    marks = list(_ENTRY.finditer(ptx))
+    out = {}
+    for m, nxt in zip(marks, marks[1:] + [None]):
+        n = len(_PAIRED.findall(ptx, m.end(), nxt.start() if nxt else len(ptx)))
+        if n:
+            out[m.group(1)] = n
+    return out
+
+
+def _probe(ptx: str, target: str):
+    """entry -> (spill store bytes, spill load bytes) by ptxas -v, or None: no ptxas."""
+    from . import build
+    if build.find_ptxas() is None:
+        return None
+    _, report = build.ptxas(ptx, target, verbose=True)
+    parts = build.entry_reports(report)
+    return {e: tuple(int(x) for x in m.groups()) for e, t in parts.items()
+            if (m := _SPILL.search(t))}
+
+
+def _verdict(count: int, spills, entry: str) -> tuple[str, bool]:
+    """(the verdict's words, whether the pairs stay) for an entry that made `count`."""
+    if spills is None:
+        return f"scalar: {count} .f32x2 pairs not probed (no ptxas)", False
+    stores, loads = spills.get(entry, (0, 0))
+    probe = f"ptxas {ptxas_version()} -v"
+    if stores or loads:
+        return (f"scalar: paired ({count} .f32x2), {probe} reported {stores} bytes spill "
+                f"stores, {loads} bytes spill loads"), False
+    return f"paired: {count} .f32x2, no spill under {probe}", True
+
+
+@functools.lru_cache(maxsize=1)
+def ptxas_version() -> str:
+    """The release of the ptxas the probe ran (`13.0.88`), from `ptxas --version`."""
+    from . import build
+    res = subprocess.run([build.find_ptxas(), "--version"], capture_output=True, text=True)
+    m = re.search(r"V(\d+\.\d+\.\d+)", res.stdout)
+    return m.group(1) if m else "?"
+
+
+def with_note(text: str, verdicts: dict) -> str:
+    """The module text with `F32X2 = ((kernel, verdict), ...)` after its ARCH line."""
+    line = f"F32X2 = {tuple(sorted(verdicts.items()))!r}"
+    head = "# the .f32x2 pairs per kernel (lowering/core/f32x2.py, choreo_py/runtime/pairing.py)"
+    at = text.index("\nARCH = ")
+    end = text.index("\n", at + 1)
+    return text[:end + 1] + head + "\n" + line + text[end:]
+
+
+def ptx_note(ptx: str, verdicts) -> str:
+    """The PTX with a `// f32x2: kernel: verdict` line per kernel after `.address_size`."""
+    if not verdicts:
+        return ptx
+    items = verdicts.items() if isinstance(verdicts, dict) else verdicts
+    lines = "".join(f"// f32x2: {k}: {v}\n" for k, v in sorted(items))
+    m = re.search(r"^\.address_size[^\n]*\n", ptx, re.M)
+    at = m.end() if m else 0
+    return ptx[:at] + lines + ptx[at:]
+
+
+def note_of(text: str):
+    """The (kernel, verdict) pairs a module text records (() if none)."""
+    import ast
+    m = _NOTE.search(text)
+    return ast.literal_eval(m.group(1)) if m else ()

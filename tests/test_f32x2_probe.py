@@ -1,0 +1,109 @@
+"""Per kernel, whether the .f32x2 pairs stay (choreo_py/runtime/pairing.py): ptxas -v on
+the paired build decides, the verdict is written into the module (`F32X2`) and the PTX
+(`// f32x2: ...`), and a kernel whose paired build spills is lowered scalar."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from choreo_py.driver import compile_file
+from choreo_py.runtime import build, pairing
+
+from block_helpers import assert_no_spills
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "flash_atten_blackwell.co"
+COMMIT = ROOT / "tests" / "co" / "flash_atten_blackwell_commit.co"
+ROW_VECTOR = ROOT / "tests" / "co" / "gemm_row_vector.co"
+BLOCKSCALE = ROOT / "tests" / "co" / "gemm_blockscale.co"
+PAIRS = re.compile(r"^\s*(add|sub|mul|fma)[.a-z]*\.f32x2 ", re.M)
+needs_ptxas = pytest.mark.skipif(build.find_ptxas() is None, reason="ptxas not on PATH")
+
+
+@pytest.fixture(autouse=True)
+def fresh(monkeypatch):
+    """Each test probes anew: nothing traced or assembled by another test is reused."""
+    monkeypatch.setattr(build, "_TRACED", {})
+    monkeypatch.setattr(build, "_ASSEMBLED", {})
+
+
+def _notes(ptx: str) -> list:
+    return re.findall(r"^// f32x2: (\w+): (.*)$", ptx, re.M)
+
+
+@needs_ptxas
+def test_the_example_keeps_its_pairs_and_says_so():
+    ptx = compile_file(str(EXAMPLE), emit="ptx", target="sm_100a")
+    [(kernel, verdict)] = _notes(ptx)
+    n = len(PAIRS.findall(ptx))
+    assert kernel == "flash_atten_blackwell" and n > 100
+    assert re.fullmatch(rf"paired: {n} \.f32x2, no spill under ptxas \d+\.\d+\.\d+ -v", verdict)
+    assert_no_spills(ptx)
+
+
+@needs_ptxas
+def test_a_kernel_whose_pairs_spill_is_lowered_scalar():
+    """flash_atten_blackwell_commit.co: ptxas spills its paired build at its 168
+    registers; the output is the scalar build, which does not spill, and says why."""
+    ptx = compile_file(str(COMMIT), emit="ptx", target="sm_100a")
+    [(kernel, verdict)] = _notes(ptx)
+    assert re.fullmatch(r"scalar: paired \(\d+ \.f32x2\), ptxas \S+ -v reported [1-9]\d* bytes "
+                        r"spill stores, \d+ bytes spill loads", verdict)
+    assert not PAIRS.search(ptx)
+    assert_no_spills(ptx)
+
+
+@needs_ptxas
+def test_the_module_text_records_the_verdict():
+    text = compile_file(str(EXAMPLE), emit="pyptx", target="sm_100a")
+    [(kernel, verdict)] = pairing.note_of(text)
+    assert kernel == "flash_atten_blackwell" and verdict.startswith("paired: ")
+    assert "f32x2(" in text
+
+
+def test_without_ptxas_a_kernel_is_not_paired(monkeypatch):
+    """Nothing can show that its pairs assemble without spills: scalar, and recorded."""
+    monkeypatch.setattr(build, "find_ptxas", lambda: None)
+    text = compile_file(str(ROW_VECTOR), emit="pyptx", target="sm_100a")
+    assert pairing.note_of(text) == (
+        ("gemm_row_vector", "scalar: 32 .f32x2 pairs not probed (no ptxas)"),)
+    assert "f32x2(" not in text
+
+
+def test_a_kernel_without_pairs_is_not_probed(monkeypatch):
+    def refuse(*a, **k):
+        raise AssertionError("probed")
+    monkeypatch.setattr(build, "ptxas", refuse)
+    text = compile_file(str(ROOT / "examples" / "gemm.co"), emit="pyptx", target="sm_100a")
+    assert "F32X2" not in text
+
+
+def test_each_kernel_of_a_file_is_decided_alone(monkeypatch):
+    """gemm_blockscale.co's three kernels all pair; a spill reported for one of them
+    leaves the other two paired (the probe's report stands in for ptxas here)."""
+    monkeypatch.setattr(pairing, "_probe", lambda ptx, target: {"scale_each": (8, 8)})
+    monkeypatch.setattr(pairing, "ptxas_version", lambda: "X")
+    ptx = compile_file(str(BLOCKSCALE), emit="ptx", target="sm_100a")
+    verdicts = dict(_notes(ptx))
+    assert sorted(verdicts) == ["scale_after", "scale_each", "scale_rows_t"]
+    assert verdicts["scale_each"].startswith("scalar: paired (32 .f32x2)")
+    assert verdicts["scale_after"] == verdicts["scale_rows_t"] == \
+        "paired: 32 .f32x2, no spill under ptxas X -v"
+    paired = pairing.paired_entries(ptx)
+    assert sorted(paired) == ["scale_after", "scale_rows_t"]
+
+
+def test_the_verdict_is_deterministic(monkeypatch):
+    monkeypatch.setattr(build, "find_ptxas", lambda: None)
+    first = compile_file(str(BLOCKSCALE), emit="pyptx", target="sm_100a")
+    monkeypatch.setattr(build, "_TRACED", {})
+    assert compile_file(str(BLOCKSCALE), emit="pyptx", target="sm_100a") == first
+
+
+def test_sm90a_is_never_probed(monkeypatch):
+    """sm_90a has no .f32x2 forms: its text is what it was, no verdict, no probe."""
+    monkeypatch.setattr(build, "find_ptxas", lambda: None)
+    text = compile_file(str(ROOT / "examples" / "flash_atten.co"), emit="pyptx", target="sm_90a")
+    assert "F32X2" not in text and "f32x2(" not in text
