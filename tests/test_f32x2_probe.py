@@ -23,10 +23,11 @@ needs_ptxas = pytest.mark.skipif(build.find_ptxas() is None, reason="ptxas not o
 
 
 @pytest.fixture(autouse=True)
-def fresh(monkeypatch):
-    """Each test probes anew: nothing traced or assembled by another test is reused."""
+def fresh(monkeypatch, tmp_path):
+    """Each test probes anew: nothing traced, assembled or cached by another is reused."""
     monkeypatch.setattr(build, "_TRACED", {})
     monkeypatch.setattr(build, "_ASSEMBLED", {})
+    monkeypatch.setenv("CHOREO_PY_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def _notes(ptx: str) -> list:
@@ -53,6 +54,21 @@ def test_a_kernel_whose_pairs_spill_is_lowered_scalar():
                         r"spill stores, \d+ bytes spill loads", verdict)
     assert not PAIRS.search(ptx)
     assert_no_spills(ptx)
+
+
+@needs_ptxas
+def test_a_second_compile_reads_the_probe_from_the_cache(monkeypatch):
+    """The probe's report is cached on disk under the PTX's hash: compiled again in a
+    fresh process (nothing in memory), the kernel runs no ptxas and gets the same text."""
+    runs = []
+    real = build._assemble
+    monkeypatch.setattr(build, "_assemble", lambda ptx, arch: runs.append(1) or real(ptx, arch))
+    first = compile_file(str(COMMIT), emit="pyptx", target="sm_100a")
+    assert len(runs) == 1
+    monkeypatch.setattr(build, "_TRACED", {})
+    monkeypatch.setattr(build, "_ASSEMBLED", {})
+    assert compile_file(str(COMMIT), emit="pyptx", target="sm_100a") == first
+    assert len(runs) == 1
 
 
 @needs_ptxas

@@ -16,11 +16,16 @@ The verdict is part of the output: the module's `F32X2` (kernel, verdict) pairs 
 the PTX, a `// f32x2: ...` line per kernel after the header. It is deterministic for a
 given ptxas, whose version the verdict names. The probe's PTX and cubin are kept for
 the rest of the process (build.ptx_of, build.ptxas), so `--emit ptx` traces once and
-`--emit cubin` or a launch assembles once.
+`--emit cubin` or a launch assembles once; the probe's spill counts are kept in the
+on-disk cache (runtime/cache.py, CHOREO_PY_NO_CACHE=1 turns it off), so a second compile
+of the same kernel runs no ptxas for it.
 """
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import os
 import re
 import subprocess
 from typing import Callable
@@ -80,14 +85,47 @@ def paired_entries(ptx: str) -> dict:
 
 
 def _probe(ptx: str, target: str):
-    """entry -> (spill store bytes, spill load bytes) by ptxas -v, or None: no ptxas."""
+    """entry -> (spill store bytes, spill load bytes) by ptxas -v, or None: no ptxas.
+    Kept in the on-disk cache (runtime/cache.py) under a hash of the PTX, the target and
+    ptxas's version: the same PTX gets the same report, without running ptxas again."""
     from . import build
     if build.find_ptxas() is None:
         return None
+    where = _cached(ptx, target)
+    if where is not None and where.is_file():
+        try:
+            return {e: tuple(v) for e, v in json.loads(where.read_text("utf-8")).items()}
+        except (OSError, ValueError):
+            pass
     _, report = build.ptxas(ptx, target, verbose=True)
     parts = build.entry_reports(report)
-    return {e: tuple(int(x) for x in m.groups()) for e, t in parts.items()
-            if (m := _SPILL.search(t))}
+    spills = {e: tuple(int(x) for x in m.groups()) for e, t in parts.items()
+              if (m := _SPILL.search(t))}
+    if where is not None:
+        _write(where, json.dumps(spills, sort_keys=True))
+    return spills
+
+
+def _cached(ptx: str, target: str):
+    """The cache file of a probe's report (None: caching is off)."""
+    from .cache import cache_dir
+    root = cache_dir()
+    if root is None:
+        return None
+    blob = json.dumps({"format": "f32x2 probe 1", "target": target,
+                       "ptxas": ptxas_version(), "ptx": ptx}, sort_keys=True)
+    return root / "f32x2-probe" / (hashlib.sha256(blob.encode()).hexdigest() + ".json")
+
+
+def _write(path, text: str) -> None:
+    """Best effort, written whole (a temporary name, renamed): a reader sees all or none."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
 
 
 def _verdict(count: int, spills, entry: str) -> tuple[str, bool]:
