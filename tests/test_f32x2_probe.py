@@ -19,6 +19,7 @@ COMMIT = ROOT / "tests" / "co" / "flash_atten_blackwell_commit.co"
 ROW_VECTOR = ROOT / "tests" / "co" / "gemm_row_vector.co"
 BLOCKSCALE = ROOT / "tests" / "co" / "gemm_blockscale.co"
 PAIRS = re.compile(r"^\s*(add|sub|mul|fma)[.a-z]*\.f32x2 ", re.M)
+MAXNREG = re.compile(r"^\.maxnreg (\d+)$", re.M)
 needs_ptxas = pytest.mark.skipif(build.find_ptxas() is None, reason="ptxas not on PATH")
 
 
@@ -45,30 +46,63 @@ def test_the_example_keeps_its_pairs_and_says_so():
 
 
 @needs_ptxas
-def test_a_kernel_whose_pairs_spill_is_lowered_scalar():
+def test_a_kernel_whose_pairs_spill_at_its_cap_is_paired_under_a_lower_one():
     """flash_atten_blackwell_commit.co: ptxas spills its paired build at its 168
-    registers; the output is the scalar build, which does not spill, and says why."""
+    registers (384 threads) and not with the cap 8 lower: the output is that build,
+    with `.maxnreg 160`, which assembles without spills, and the note says why."""
     ptx = compile_file(str(COMMIT), emit="ptx", target="sm_100a")
     [(kernel, verdict)] = _notes(ptx)
-    assert re.fullmatch(r"scalar: paired \(\d+ \.f32x2\), ptxas \S+ -v reported [1-9]\d* bytes "
-                        r"spill stores, \d+ bytes spill loads", verdict)
-    assert not PAIRS.search(ptx)
+    n = len(PAIRS.findall(ptx))
+    assert n > 100 and MAXNREG.findall(ptx) == ["160"]
+    assert re.fullmatch(rf"paired under \.maxnreg 160: {n} \.f32x2; at the kernel's cap ptxas "
+                        r"\S+ -v reported [1-9]\d* bytes spill stores, \d+ bytes spill loads, "
+                        r"at 160 none", verdict)
     assert_no_spills(ptx)
+
+
+def _fake_ptxas(monkeypatch, spills):
+    """The probe's report as `spills(entry, its PTX)` says, for every paired entry."""
+    def probe(ptx, target):
+        return {e: spills(e, pairing.entry_text(ptx, e)) for e in pairing.paired_entries(ptx)}
+    monkeypatch.setattr(pairing, "_probe", probe)
+    monkeypatch.setattr(pairing, "ptxas_version", lambda: "X")
+
+
+def test_a_kernel_that_spills_under_the_lower_cap_too_is_lowered_scalar(monkeypatch):
+    _fake_ptxas(monkeypatch, lambda e, text: (8, 4))
+    ptx = compile_file(str(ROW_VECTOR), emit="ptx", target="sm_100a")
+    [(kernel, verdict)] = _notes(ptx)
+    assert kernel == "gemm_row_vector" and re.fullmatch(
+        r"scalar: paired \(32 \.f32x2\), ptxas X -v reported 8 bytes spill stores, 4 bytes "
+        r"spill loads; under \.maxnreg \d+, 8 bytes spill stores", verdict)
+    assert not PAIRS.search(ptx) and not MAXNREG.search(ptx)
+
+
+def test_a_kernel_that_sets_its_roles_budgets_is_not_capped(monkeypatch):
+    """The example's roles repartition its registers (setmaxnreg): a cap below the
+    launch's would upset that, so a spill there means scalar, with no second probe."""
+    seen = []
+    _fake_ptxas(monkeypatch, lambda e, text: seen.append(e) or (4, 4))
+    ptx = compile_file(str(EXAMPLE), emit="ptx", target="sm_100a")
+    [(kernel, verdict)] = _notes(ptx)
+    assert verdict.startswith("scalar: paired (") and "maxnreg" not in verdict
+    assert not PAIRS.search(ptx) and not MAXNREG.search(ptx) and seen == [kernel]
 
 
 @needs_ptxas
 def test_a_second_compile_reads_the_probe_from_the_cache(monkeypatch):
-    """The probe's report is cached on disk under the PTX's hash: compiled again in a
-    fresh process (nothing in memory), the kernel runs no ptxas and gets the same text."""
+    """The probe's reports are cached on disk under the PTX's hash: compiled again as in
+    a fresh process (nothing in memory), the kernel runs no ptxas and gets the same text
+    (the first compile probes at the cap and below it)."""
     runs = []
     real = build._assemble
     monkeypatch.setattr(build, "_assemble", lambda ptx, arch: runs.append(1) or real(ptx, arch))
     first = compile_file(str(COMMIT), emit="pyptx", target="sm_100a")
-    assert len(runs) == 1
+    assert len(runs) == 2
     monkeypatch.setattr(build, "_TRACED", {})
     monkeypatch.setattr(build, "_ASSEMBLED", {})
     assert compile_file(str(COMMIT), emit="pyptx", target="sm_100a") == first
-    assert len(runs) == 1
+    assert len(runs) == 2
 
 
 @needs_ptxas
@@ -97,18 +131,22 @@ def test_a_kernel_without_pairs_is_not_probed(monkeypatch):
 
 
 def test_each_kernel_of_a_file_is_decided_alone(monkeypatch):
-    """gemm_blockscale.co's three kernels all pair; a spill reported for one of them
-    leaves the other two paired (the probe's report stands in for ptxas here)."""
-    monkeypatch.setattr(pairing, "_probe", lambda ptx, target: {"scale_each": (8, 8)})
-    monkeypatch.setattr(pairing, "ptxas_version", lambda: "X")
+    """gemm_blockscale.co's three kernels all pair; ptxas (faked) spills one at its cap
+    and not below, another at both: one stays paired as it was, one is paired under the
+    lower cap, one goes scalar."""
+    def spills(entry, text):
+        below = ".maxnreg" in text
+        return {"scale_each": (0, 0) if below else (8, 8), "scale_after": (8, 8)}.get(
+            entry, (0, 0))
+    _fake_ptxas(monkeypatch, spills)
     ptx = compile_file(str(BLOCKSCALE), emit="ptx", target="sm_100a")
     verdicts = dict(_notes(ptx))
-    assert sorted(verdicts) == ["scale_after", "scale_each", "scale_rows_t"]
-    assert verdicts["scale_each"].startswith("scalar: paired (32 .f32x2)")
-    assert verdicts["scale_after"] == verdicts["scale_rows_t"] == \
-        "paired: 32 .f32x2, no spill under ptxas X -v"
-    paired = pairing.paired_entries(ptx)
-    assert sorted(paired) == ["scale_after", "scale_rows_t"]
+    assert verdicts["scale_rows_t"] == "paired: 32 .f32x2, no spill under ptxas X -v"
+    assert verdicts["scale_each"].startswith("paired under .maxnreg ")
+    assert verdicts["scale_after"].startswith("scalar: paired (32 .f32x2)")
+    assert sorted(pairing.paired_entries(ptx)) == ["scale_each", "scale_rows_t"]
+    assert MAXNREG.search(pairing.entry_text(ptx, "scale_each"))
+    assert not MAXNREG.search(pairing.entry_text(ptx, "scale_rows_t"))
 
 
 def test_the_verdict_is_deterministic(monkeypatch):

@@ -40,7 +40,7 @@ _NOTE = re.compile(r"^F32X2 = (.*)$", re.M)
 
 def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
     """`lower_text()` (the module's pyptx text), its kernels paired where the probe keeps
-    the pairs; the verdicts recorded in it."""
+    the pairs, under a lower cap where that is what keeps them; the verdicts recorded."""
     from choreo_py.lowering.core import f32x2
     if f32x2.PAIR != f32x2.PROBE or not targets.get(target).f32x2:
         return lower_text()
@@ -49,23 +49,77 @@ def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
         return text
     from . import build
     ptx = build.ptx_of(text)
-    paired = paired_entries(ptx)
     names = {_entry(k.name): k.name for f in module.functions for k in f.kernels}
-    spills = _probe(ptx, target)
-    verdicts, scalar = {}, set()
-    for entry in sorted(paired):
-        name = names.get(entry, entry)
-        verdict, keep = _verdict(paired[entry], spills, entry)
-        verdicts[name] = verdict
-        if not keep:
-            scalar.add(name)
-    if scalar:
-        with f32x2.scalar_kernels(scalar):
-            text = lower_text()
-        ptx = build.ptx_of(text)
-    noted = with_note(text, verdicts)
-    build.remember_ptx(noted, ptx_note(ptx, verdicts))
+    d = _Decision(ptx, target, lower_text, names)
+    if d.scalar or d.capped:
+        if d.scalar or d.capped_text is None:
+            with f32x2.decided(scalar=d.scalar, capped=d.capped):
+                text = lower_text()
+            ptx = build.ptx_of(text)
+        else:
+            text, ptx = d.capped_text, d.capped_ptx
+    noted = with_note(text, d.verdicts)
+    build.remember_ptx(noted, ptx_note(ptx, d.verdicts))
     return noted
+
+
+class _Decision:
+    """The probe's verdicts on a paired build: kernels that keep their pairs, kernels
+    paired under a cap CAP_STEP lower (their pairs spilled at the cap, not below it; not
+    tried where a role sets its own budget: setmaxnreg repartitions the cap), kernels
+    lowered scalar. `capped_text`: the module with every spilling kernel capped, when
+    none of them goes scalar (it is then the output)."""
+
+    def __init__(self, ptx: str, target: str, lower_text, names: dict) -> None:
+        from choreo_py.lowering.core import f32x2
+        from . import build
+        self.verdicts, self.scalar, self.capped = {}, set(), set()
+        self.capped_text = self.capped_ptx = None
+        paired, spills = paired_entries(ptx), _probe(ptx, target)
+        name = lambda e: names.get(e, e)  # noqa: E731
+        if spills is None:
+            for e, n in paired.items():
+                self.verdicts[name(e)] = f"scalar: {n} .f32x2 pairs not probed (no ptxas)"
+                self.scalar.add(name(e))
+            return
+        probe = f"ptxas {ptxas_version()} -v"
+        spilled = {e: spills[e] for e in paired if spills.get(e, (0, 0)) != (0, 0)}
+        for e in paired.keys() - spilled.keys():
+            self.verdicts[name(e)] = f"paired: {paired[e]} .f32x2, no spill under {probe}"
+        tried = [e for e in spilled if "setmaxnreg" not in entry_text(ptx, e)]
+        below = {}
+        if tried:
+            with f32x2.decided(capped={name(e) for e in tried}):
+                text = lower_text()
+            capped_ptx = build.ptx_of(text)
+            below = _probe(capped_ptx, target)
+            self.capped_text, self.capped_ptx = text, capped_ptx
+        for e, (st, ld) in sorted(spilled.items()):
+            at_cap = f"{probe} reported {st} bytes spill stores, {ld} bytes spill loads"
+            if e in tried and below.get(e, (0, 0)) == (0, 0):
+                cap = _maxnreg(entry_text(self.capped_ptx, e))
+                self.verdicts[name(e)] = (f"paired under .maxnreg {cap}: {paired[e]} .f32x2; "
+                                          f"at the kernel's cap {at_cap}, at {cap} none")
+                self.capped.add(name(e))
+            else:
+                self.verdicts[name(e)] = f"scalar: paired ({paired[e]} .f32x2), {at_cap}" + (
+                    f"; under .maxnreg {_maxnreg(entry_text(self.capped_ptx, e))}, "
+                    f"{below[e][0]} bytes spill stores" if e in tried else "")
+                self.scalar.add(name(e))
+
+
+def entry_text(ptx: str, entry: str) -> str:
+    """The part of the PTX from `entry`'s `.entry` line to the next entry's."""
+    marks = list(_ENTRY.finditer(ptx))
+    for m, nxt in zip(marks, marks[1:] + [None]):
+        if m.group(1) == entry:
+            return ptx[m.start():nxt.start() if nxt else len(ptx)]
+    return ""
+
+
+def _maxnreg(text: str) -> int:
+    m = re.search(r"^\s*\.maxnreg\s+(\d+)", text, re.M)
+    return int(m.group(1)) if m else 0
 
 
 def _entry(kernel: str) -> str:
@@ -126,18 +180,6 @@ def _write(path, text: str) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
-
-
-def _verdict(count: int, spills, entry: str) -> tuple[str, bool]:
-    """(the verdict's words, whether the pairs stay) for an entry that made `count`."""
-    if spills is None:
-        return f"scalar: {count} .f32x2 pairs not probed (no ptxas)", False
-    stores, loads = spills.get(entry, (0, 0))
-    probe = f"ptxas {ptxas_version()} -v"
-    if stores or loads:
-        return (f"scalar: paired ({count} .f32x2), {probe} reported {stores} bytes spill "
-                f"stores, {loads} bytes spill loads"), False
-    return f"paired: {count} .f32x2, no spill under {probe}", True
 
 
 @functools.lru_cache(maxsize=1)

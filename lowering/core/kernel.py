@@ -15,7 +15,8 @@ from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.sema.limits import entry_registers
 
-from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
+from . import (analysis, control, epilogue, events, f32x2, fragments, global_reads, params,
+               roles, simt)
 from .context import Lowering
 from .grid import dim_params
 from .grid import py_expr as _py_expr
@@ -338,6 +339,9 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     blocks = lw.target.min_blocks_per_sm(lb)
     if blocks is not None:
         directives.append(("minnctapersm", (blocks,)))
+    if f32x2.capped(k.name):  # its pairs spilled at the cap and did not below it
+        per_sm = lb[1] if lb and len(lb) > 1 and lb[1] else 1
+        directives.append(("maxnreg", (entry_registers(threads, per_sm) - f32x2.CAP_STEP,)))
     return {
         "threads": threads,
         "smem": (k.smem_total or 0) + SMEM_ALIGN,
