@@ -18,6 +18,7 @@ EXAMPLE = ROOT / "examples" / "flash_atten_blackwell.co"
 COMMIT = ROOT / "tests" / "co" / "flash_atten_blackwell_commit.co"
 ROW_VECTOR = ROOT / "tests" / "co" / "gemm_row_vector.co"
 BLOCKSCALE = ROOT / "tests" / "co" / "gemm_blockscale.co"
+BWD = ROOT / "examples" / "flash_atten_bwd.co"
 PAIRS = re.compile(r"^\s*(add|sub|mul|fma)[.a-z]*\.f32x2 ", re.M)
 MAXNREG = re.compile(r"^\.maxnreg (\d+)$", re.M)
 needs_ptxas = pytest.mark.skipif(build.find_ptxas() is None, reason="ptxas not on PATH")
@@ -70,12 +71,22 @@ def _fake_ptxas(monkeypatch, spills):
 
 def test_a_kernel_that_spills_under_the_lower_cap_too_is_lowered_scalar(monkeypatch):
     _fake_ptxas(monkeypatch, lambda e, text: (8, 4))
-    ptx = compile_file(str(ROW_VECTOR), emit="ptx", target="sm_100a")
-    [(kernel, verdict)] = _notes(ptx)
-    assert kernel == "gemm_row_vector" and re.fullmatch(
-        r"scalar: paired \(32 \.f32x2\), ptxas X -v reported 8 bytes spill stores, 4 bytes "
-        r"spill loads; under \.maxnreg \d+, 8 bytes spill stores", verdict)
+    ptx = compile_file(str(COMMIT), emit="ptx", target="sm_100a")
+    assert _notes(ptx) == [("flash_atten_blackwell", "scalar: paired (190 .f32x2), ptxas X -v "
+                            "reported 8 bytes spill stores, 4 bytes spill loads; under "
+                            ".maxnreg 160, 8 bytes spill stores")]
     assert not PAIRS.search(ptx) and not MAXNREG.search(ptx)
+
+
+def test_a_kernel_without_launch_bounds_is_not_capped(monkeypatch):
+    """Without launch_bounds ptxas sizes the registers itself (its choice of occupancy):
+    a spill of the paired build means scalar, with no second probe."""
+    seen = []
+    _fake_ptxas(monkeypatch, lambda e, text: seen.append(e) or (8, 4))
+    ptx = compile_file(str(ROW_VECTOR), emit="ptx", target="sm_100a")
+    assert _notes(ptx) == [("gemm_row_vector", "scalar: paired (32 .f32x2), ptxas X -v "
+                            "reported 8 bytes spill stores, 4 bytes spill loads")]
+    assert not PAIRS.search(ptx) and not MAXNREG.search(ptx) and seen == ["gemm_row_vector"]
 
 
 def test_a_kernel_that_sets_its_roles_budgets_is_not_capped(monkeypatch):
@@ -131,22 +142,20 @@ def test_a_kernel_without_pairs_is_not_probed(monkeypatch):
 
 
 def test_each_kernel_of_a_file_is_decided_alone(monkeypatch):
-    """gemm_blockscale.co's three kernels all pair; ptxas (faked) spills one at its cap
-    and not below, another at both: one stays paired as it was, one is paired under the
-    lower cap, one goes scalar."""
-    def spills(entry, text):
-        below = ".maxnreg" in text
-        return {"scale_each": (0, 0) if below else (8, 8), "scale_after": (8, 8)}.get(
-            entry, (0, 0))
-    _fake_ptxas(monkeypatch, spills)
-    ptx = compile_file(str(BLOCKSCALE), emit="ptx", target="sm_100a")
+    """flash_atten_bwd.co: fa_bwd_dkdv and fa_bwd_dq pair (both repartition their
+    registers by setmaxnreg), fa_bwd_pre does not. ptxas (faked) spills dq alone: dq
+    goes scalar, with no lower cap tried, and dkdv keeps its pairs."""
+    seen = []
+    _fake_ptxas(monkeypatch, lambda e, text: seen.append(e) or ((4, 4) if e == "fa_bwd_dq"
+                                                                else (0, 0)))
+    ptx = compile_file(str(BWD), emit="ptx", target="sm_100a")
     verdicts = dict(_notes(ptx))
-    assert verdicts["scale_rows_t"] == "paired: 32 .f32x2, no spill under ptxas X -v"
-    assert verdicts["scale_each"].startswith("paired under .maxnreg ")
-    assert verdicts["scale_after"].startswith("scalar: paired (32 .f32x2)")
-    assert sorted(pairing.paired_entries(ptx)) == ["scale_each", "scale_rows_t"]
-    assert MAXNREG.search(pairing.entry_text(ptx, "scale_each"))
-    assert not MAXNREG.search(pairing.entry_text(ptx, "scale_rows_t"))
+    assert sorted(verdicts) == ["fa_bwd_dkdv", "fa_bwd_dq"]
+    assert verdicts["fa_bwd_dkdv"] == "paired: 16 .f32x2, no spill under ptxas X -v"
+    assert verdicts["fa_bwd_dq"] == ("scalar: paired (63 .f32x2), ptxas X -v reported 4 bytes "
+                                     "spill stores, 4 bytes spill loads")
+    assert pairing.paired_entries(ptx) == {"fa_bwd_dkdv": 16}
+    assert sorted(seen) == ["fa_bwd_dkdv", "fa_bwd_dq"] and not MAXNREG.search(ptx)
 
 
 def test_the_verdict_is_deterministic(monkeypatch):

@@ -65,9 +65,8 @@ def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
 
 class _Decision:
     """The probe's verdicts on a paired build: kernels that keep their pairs, kernels
-    paired under a cap CAP_STEP lower (their pairs spilled at the cap, not below it; not
-    tried where a role sets its own budget: setmaxnreg repartitions the cap), kernels
-    lowered scalar. `capped_text`: the module with every spilling kernel capped, when
+    paired under a cap CAP_STEP lower (their pairs spilled at the cap, not below it; tried
+    only where the cap is the kernel's own: _declared_cap), kernels lowered scalar. `capped_text`: the module with every spilling kernel capped, when
     none of them goes scalar (it is then the output)."""
 
     def __init__(self, ptx: str, target: str, lower_text, names: dict) -> None:
@@ -86,7 +85,7 @@ class _Decision:
         spilled = {e: spills[e] for e in paired if spills.get(e, (0, 0)) != (0, 0)}
         for e in paired.keys() - spilled.keys():
             self.verdicts[name(e)] = f"paired: {paired[e]} .f32x2, no spill under {probe}"
-        tried = [e for e in spilled if "setmaxnreg" not in entry_text(ptx, e)]
+        tried = [e for e in spilled if _declared_cap(entry_text(ptx, e))]
         below = {}
         if tried:
             with f32x2.decided(capped={name(e) for e in tried}):
@@ -115,6 +114,14 @@ def entry_text(ptx: str, entry: str) -> str:
         if m.group(1) == entry:
             return ptx[m.start():nxt.start() if nxt else len(ptx)]
     return ""
+
+
+def _declared_cap(text: str) -> bool:
+    """Whether an entry's register cap is the kernel's own (launch_bounds: .minnctapersm),
+    not repartitioned by its roles (setmaxnreg): the cap a lower one can stand in for.
+    Without launch_bounds ptxas picks the registers itself, and a cap would override its
+    choice of occupancy."""
+    return ".minnctapersm" in text and "setmaxnreg" not in text
 
 
 def _maxnreg(text: str) -> int:

@@ -339,9 +339,8 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     blocks = lw.target.min_blocks_per_sm(lb)
     if blocks is not None:
         directives.append(("minnctapersm", (blocks,)))
-    if f32x2.capped(k.name):  # its pairs spilled at the cap and did not below it
-        per_sm = lb[1] if lb and len(lb) > 1 and lb[1] else 1
-        directives.append(("maxnreg", (entry_registers(threads, per_sm) - f32x2.CAP_STEP,)))
+    if blocks is not None and f32x2.capped(k.name):  # pairs spilled at the cap, not below
+        directives.append(("maxnreg", (entry_registers(threads, blocks) - f32x2.CAP_STEP,)))
     return {
         "threads": threads,
         "smem": (k.smem_total or 0) + SMEM_ALIGN,
