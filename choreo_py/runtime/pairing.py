@@ -1,6 +1,8 @@
 """Per kernel, whether the .f32x2 pairs of its applies are kept (lowering/core/f32x2.py,
-PAIR = PROBE): the paired build is assembled by ptxas -v, and a kernel whose entry made
-pairs and spilled is lowered again with scalar arithmetic.
+PAIR = PROBE): the paired build is assembled by ptxas -v. A kernel whose entry made pairs
+and spilled is probed again with its register cap 8 lower (`.maxnreg`) when that cap is
+its own (launch_bounds, no setmaxnreg), and keeps its pairs there if ptxas reports no
+spill; otherwise it is lowered again with scalar arithmetic.
 
 Why ptxas decides, not an estimate: the pairs do not lengthen live ranges (with no
 register cap ptxas gives the FA4 form of tests/test_row_vote.py 143 registers paired
@@ -8,7 +10,8 @@ against 153 scalar), yet at a kernel's cap ptxas 13.0 may spill a paired build t
 assembles without spills one step lower (tests/co/flash_atten_blackwell_commit.co: 24
 bytes at its 168 registers, none at 160), and two kernels of the same shape and budget
 part ways (examples/flash_atten_blackwell_persistent.co keeps its pairs with no spill):
-no count the lowering can make tells them apart. A kernel that made no pair costs no
+no count the lowering can make tells them apart (docs/blackwell-notes.md, section 9,
+has the measurements). A kernel that made no pair costs no
 probe; without ptxas a paired kernel is lowered scalar (nothing can show that its pairs
 assemble without spills).
 
@@ -64,47 +67,59 @@ def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
 
 
 class _Decision:
-    """The probe's verdicts on a paired build: kernels that keep their pairs, kernels
-    paired under a cap CAP_STEP lower (their pairs spilled at the cap, not below it; tried
-    only where the cap is the kernel's own: _declared_cap), kernels lowered scalar. `capped_text`: the module with every spilling kernel capped, when
-    none of them goes scalar (it is then the output)."""
+    """The probe's verdicts on a paired build (`ptx`): kernels that keep their pairs,
+    kernels paired under a cap CAP_STEP lower (their pairs spilled at the cap, not below
+    it; tried only where the cap is the kernel's own: _declared_cap), kernels lowered
+    scalar. `capped_text`: the module with every kernel tried capped, the output when
+    none of them goes scalar."""
 
     def __init__(self, ptx: str, target: str, lower_text, names: dict) -> None:
-        from choreo_py.lowering.core import f32x2
-        from . import build
+        self.names, self.target = names, target
         self.verdicts, self.scalar, self.capped = {}, set(), set()
         self.capped_text = self.capped_ptx = None
         paired, spills = paired_entries(ptx), _probe(ptx, target)
-        name = lambda e: names.get(e, e)  # noqa: E731
         if spills is None:
             for e, n in paired.items():
-                self.verdicts[name(e)] = f"scalar: {n} .f32x2 pairs not probed (no ptxas)"
-                self.scalar.add(name(e))
+                self._say(e, f"scalar: {n} .f32x2 pairs not probed (no ptxas)", self.scalar)
             return
-        probe = f"ptxas {ptxas_version()} -v"
+        self.probe = f"ptxas {ptxas_version()} -v"
         spilled = {e: spills[e] for e in paired if spills.get(e, (0, 0)) != (0, 0)}
-        for e in paired.keys() - spilled.keys():
-            self.verdicts[name(e)] = f"paired: {paired[e]} .f32x2, no spill under {probe}"
+        for e in sorted(paired.keys() - spilled.keys()):
+            self._say(e, f"paired: {paired[e]} .f32x2, no spill under {self.probe}")
         tried = [e for e in spilled if _declared_cap(entry_text(ptx, e))]
-        below = {}
-        if tried:
-            with f32x2.decided(capped={name(e) for e in tried}):
-                text = lower_text()
-            capped_ptx = build.ptx_of(text)
-            below = _probe(capped_ptx, target)
-            self.capped_text, self.capped_ptx = text, capped_ptx
-        for e, (st, ld) in sorted(spilled.items()):
-            at_cap = f"{probe} reported {st} bytes spill stores, {ld} bytes spill loads"
-            if e in tried and below.get(e, (0, 0)) == (0, 0):
-                cap = _maxnreg(entry_text(self.capped_ptx, e))
-                self.verdicts[name(e)] = (f"paired under .maxnreg {cap}: {paired[e]} .f32x2; "
-                                          f"at the kernel's cap {at_cap}, at {cap} none")
-                self.capped.add(name(e))
-            else:
-                self.verdicts[name(e)] = f"scalar: paired ({paired[e]} .f32x2), {at_cap}" + (
-                    f"; under .maxnreg {_maxnreg(entry_text(self.capped_ptx, e))}, "
-                    f"{below[e][0]} bytes spill stores" if e in tried else "")
-                self.scalar.add(name(e))
+        below = self._below(tried, lower_text) if tried else {}
+        for e, at_cap in sorted(spilled.items()):
+            self._judge(e, paired[e], at_cap, below.get(e) if e in tried else None)
+
+    def _say(self, entry: str, verdict: str, into=None) -> None:
+        name = self.names.get(entry, entry)
+        self.verdicts[name] = verdict
+        if into is not None:
+            into.add(name)
+
+    def _below(self, tried: list, lower_text) -> dict:
+        """The probe's report on the build with the kernels `tried` capped lower."""
+        from choreo_py.lowering.core import f32x2
+        from . import build
+        with f32x2.decided(capped={self.names.get(e, e) for e in tried}):
+            self.capped_text = lower_text()
+        self.capped_ptx = build.ptx_of(self.capped_text)
+        return _probe(self.capped_ptx, self.target)
+
+    def _judge(self, entry: str, count: int, at_cap: tuple, below) -> None:
+        """A kernel whose pairs spilled at its cap: `below` what they did under the
+        lower cap (None: not tried)."""
+        said = f"{self.probe} reported {at_cap[0]} bytes spill stores, {at_cap[1]} bytes " \
+               "spill loads"
+        cap = _maxnreg(entry_text(self.capped_ptx, entry)) if below is not None else 0
+        if below is not None and tuple(below) == (0, 0):
+            self._say(entry, f"paired under .maxnreg {cap}: {count} .f32x2; at the kernel's "
+                             f"cap {said}, at {cap} none", self.capped)
+        elif below is not None:
+            self._say(entry, f"scalar: paired ({count} .f32x2), {said}; under .maxnreg {cap}, "
+                             f"{below[0]} bytes spill stores", self.scalar)
+        else:
+            self._say(entry, f"scalar: paired ({count} .f32x2), {said}", self.scalar)
 
 
 def entry_text(ptx: str, entry: str) -> str:
