@@ -63,10 +63,10 @@ def test_a_kernel_whose_pairs_spill_at_its_cap_is_paired_under_a_lower_one():
 
 def _fake_ptxas(monkeypatch, spills):
     """The probe's report as `spills(entry, its PTX)` says, for every paired entry."""
-    def probe(ptx, target):
+    def probe(ptx, target, tools):
         return {e: spills(e, pairing.entry_text(ptx, e)) for e in pairing.paired_entries(ptx)}
     monkeypatch.setattr(pairing, "_probe", probe)
-    monkeypatch.setattr(pairing, "ptxas_version", lambda: "X")
+    monkeypatch.setattr(pairing, "ptxas_version", lambda exe: "X")
 
 
 def test_a_kernel_that_spills_under_the_lower_cap_too_is_lowered_scalar(monkeypatch):

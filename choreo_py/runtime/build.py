@@ -9,13 +9,15 @@ from __future__ import annotations
 import os
 import re
 from typing import Optional
-import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError, InternalError, warn
+
+from .toolchain import find_ptxas  # noqa: F401  (build.find_ptxas: the project's one lookup)
 
 
 # The backend package of each targets.Target.backend: plain import statements (an
@@ -60,7 +62,7 @@ def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=())
     def lower() -> str:
         with tma_fallback.cooperative(cooperative):
             return program.lower_module(module, lowering(target), os.path.basename(source_path))
-    return pairing.lower(module, target, lower)
+    return pairing.lower(module, target, lower, sys.modules[__name__])
 
 
 def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
@@ -74,7 +76,7 @@ def program_text(module: ir.Module, source_path: str, target: str, cooperative=(
         with tma_fallback.cooperative(cooperative):
             return program.lower_program_module(module, lowering(target),
                                                 os.path.basename(source_path))
-    return pairing.lower(module, target, lower)
+    return pairing.lower(module, target, lower, sys.modules[__name__])
 
 
 @dataclass
@@ -126,8 +128,8 @@ class LaunchModule(Loaded):
 
 def _noted(ns: dict, ptx: str) -> str:
     """The PTX with the module's .f32x2 verdicts (`F32X2`: runtime/pairing.py) as comments."""
-    from .pairing import ptx_note
-    return ptx_note(ptx, ns.get("F32X2", ()))
+    from . import pairing
+    return pairing.ptx_note(ptx, ns.get("F32X2", ()))
 
 
 _KERNEL_NAME = re.compile(r"^(\w+)\.__name__ = ENTRY$", re.M)
@@ -142,14 +144,6 @@ def launch_header(text: str) -> str | None:
         return None
     start = text.find(f"\ndef {names[0]}():\n")
     return text[:start + 1] if start >= 0 else None
-
-
-def find_ptxas() -> str | None:
-    """The ptxas the project uses, everywhere: the one on PATH, else the CUDA default."""
-    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
-        if cand and os.path.isfile(cand):
-            return cand
-    return None
 
 
 #: (PTX without its `// f32x2:` notes, arch) -> (cubin, ptxas -v report), the last few:

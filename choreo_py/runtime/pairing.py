@@ -41,19 +41,21 @@ _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
 _NOTE = re.compile(r"^F32X2 = (.*)$", re.M)
 
 
-def lower(module: ir.Module, target: str, lower_text: Callable[[], str]) -> str:
+def lower(module: ir.Module, target: str, lower_text: Callable[[], str], tools) -> str:
     """`lower_text()` (the module's pyptx text), its kernels paired where the probe keeps
-    the pairs, under a lower cap where that is what keeps them; the verdicts recorded."""
+    the pairs, under a lower cap where that is what keeps them; the verdicts recorded.
+    `tools`: runtime/build.py, which calls this with itself (its ptx_of, ptxas,
+    find_ptxas, entry_reports, remember_ptx), so that this module imports nothing of it."""
     from choreo_py.lowering.core import f32x2
     if f32x2.PAIR != f32x2.PROBE or not targets.get(target).f32x2:
         return lower_text()
     text = lower_text()
     if "f32x2(" not in text:
         return text
-    from . import build
+    build = tools
     ptx = build.ptx_of(text)
     names = {_entry(k.name): k.name for f in module.functions for k in f.kernels}
-    d = _Decision(ptx, target, lower_text, names)
+    d = _Decision(ptx, target, lower_text, names, tools)
     if d.scalar or d.capped:
         if d.scalar or d.capped_text is None:
             with f32x2.decided(scalar=d.scalar, capped=d.capped):
@@ -73,16 +75,16 @@ class _Decision:
     scalar. `capped_text`: the module with every kernel tried capped, the output when
     none of them goes scalar."""
 
-    def __init__(self, ptx: str, target: str, lower_text, names: dict) -> None:
-        self.names, self.target = names, target
+    def __init__(self, ptx: str, target: str, lower_text, names: dict, tools) -> None:
+        self.names, self.target, self.tools = names, target, tools
         self.verdicts, self.scalar, self.capped = {}, set(), set()
         self.capped_text = self.capped_ptx = None
-        paired, spills = paired_entries(ptx), _probe(ptx, target)
+        paired, spills = paired_entries(ptx), _probe(ptx, target, tools)
         if spills is None:
             for e, n in paired.items():
                 self._say(e, f"scalar: {n} .f32x2 pairs not probed (no ptxas)", self.scalar)
             return
-        self.probe = f"ptxas {ptxas_version()} -v"
+        self.probe = f"ptxas {ptxas_version(tools.find_ptxas())} -v"
         spilled = {e: spills[e] for e in paired if spills.get(e, (0, 0)) != (0, 0)}
         for e in sorted(paired.keys() - spilled.keys()):
             self._say(e, f"paired: {paired[e]} .f32x2, no spill under {self.probe}")
@@ -100,11 +102,10 @@ class _Decision:
     def _below(self, tried: list, lower_text) -> dict:
         """The probe's report on the build with the kernels `tried` capped lower."""
         from choreo_py.lowering.core import f32x2
-        from . import build
         with f32x2.decided(capped={self.names.get(e, e) for e in tried}):
             self.capped_text = lower_text()
-        self.capped_ptx = build.ptx_of(self.capped_text)
-        return _probe(self.capped_ptx, self.target)
+        self.capped_ptx = self.tools.ptx_of(self.capped_text)
+        return _probe(self.capped_ptx, self.target, self.tools)
 
     def _judge(self, entry: str, count: int, at_cap: tuple, below) -> None:
         """A kernel whose pairs spilled at its cap: `below` what they did under the
@@ -160,14 +161,15 @@ def paired_entries(ptx: str) -> dict:
     return out
 
 
-def _probe(ptx: str, target: str):
-    """entry -> (spill store bytes, spill load bytes) by ptxas -v, or None: no ptxas.
-    Kept in the on-disk cache (runtime/cache.py) under a hash of the PTX, the target and
-    ptxas's version: the same PTX gets the same report, without running ptxas again."""
-    from . import build
-    if build.find_ptxas() is None:
+def _probe(ptx: str, target: str, build):
+    """entry -> (spill store bytes, spill load bytes) by ptxas -v (`build`: lower's
+    tools), or None: no ptxas. Kept in the on-disk cache (runtime/cache.py) under a hash
+    of the PTX, the target and ptxas's version: the same PTX gets the same report,
+    without running ptxas again."""
+    exe = build.find_ptxas()
+    if exe is None:
         return None
-    where = _cached(ptx, target)
+    where = _cached(ptx, target, ptxas_version(exe))
     if where is not None and where.is_file():
         try:
             return {e: tuple(v) for e, v in json.loads(where.read_text("utf-8")).items()}
@@ -182,14 +184,14 @@ def _probe(ptx: str, target: str):
     return spills
 
 
-def _cached(ptx: str, target: str):
+def _cached(ptx: str, target: str, version: str):
     """The cache file of a probe's report (None: caching is off)."""
     from .cache import cache_dir
     root = cache_dir()
     if root is None:
         return None
     blob = json.dumps({"format": "f32x2 probe 1", "target": target,
-                       "ptxas": ptxas_version(), "ptx": ptx}, sort_keys=True)
+                       "ptxas": version, "ptx": ptx}, sort_keys=True)
     return root / "f32x2-probe" / (hashlib.sha256(blob.encode()).hexdigest() + ".json")
 
 
@@ -204,11 +206,10 @@ def _write(path, text: str) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=1)
-def ptxas_version() -> str:
-    """The release of the ptxas the probe ran (`13.0.88`), from `ptxas --version`."""
-    from . import build
-    res = subprocess.run([build.find_ptxas(), "--version"], capture_output=True, text=True)
+@functools.lru_cache(maxsize=4)
+def ptxas_version(exe: str) -> str:
+    """The release of the ptxas `exe` (`13.0.88`), from `ptxas --version`."""
+    res = subprocess.run([exe, "--version"], capture_output=True, text=True)
     m = re.search(r"V(\d+\.\d+\.\d+)", res.stdout)
     return m.group(1) if m else "?"
 
