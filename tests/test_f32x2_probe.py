@@ -1,17 +1,21 @@
 """Per kernel, whether the .f32x2 pairs stay (choreo_py/runtime/pairing.py): ptxas -v on
 the paired build decides, the verdict is written into the module (`F32X2`) and the PTX
-(`// f32x2: ...`), and a kernel whose paired build spills is lowered scalar."""
+(`// f32x2: ...`); a kernel whose paired build spills at its cap is paired under one 8
+lower where that removes the spill, else lowered scalar; and the build the probe keeps
+computes the scalar build's bits."""
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
+import torch
 
 from choreo_py.driver import compile_file
+from choreo_py.lowering.core import f32x2
 from choreo_py.runtime import build, pairing
 
-from block_helpers import assert_no_spills
+from block_helpers import assert_no_spills, emulate_strict
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "flash_atten_blackwell.co"
@@ -170,3 +174,23 @@ def test_sm90a_is_never_probed(monkeypatch):
     monkeypatch.setattr(build, "find_ptxas", lambda: None)
     text = compile_file(str(ROOT / "examples" / "flash_atten.co"), emit="pyptx", target="sm_90a")
     assert "F32X2" not in text and "f32x2(" not in text
+
+
+@needs_ptxas
+@pytest.mark.emu
+@pytest.mark.slow
+def test_the_kernel_paired_under_the_lower_cap_gives_the_scalar_bits(monkeypatch):
+    """flash_atten_blackwell_commit.co as the probe leaves it (paired, `.maxnreg 160`) and
+    with the pairs off: the same O, bit for bit, in the strict emulator (Q = 200, KV =
+    330: a partial last tile; keys past the first tile 4 x larger: rows rescale)."""
+    from test_flash_atten_blackwell import _inputs
+    outs = []
+    for pair in (f32x2.PROBE, False):
+        monkeypatch.setattr(f32x2, "PAIR", pair)
+        ptx = compile_file(str(COMMIT), emit="ptx", target="sm_100a")
+        assert bool(PAIRS.search(ptx)) == bool(MAXNREG.search(ptx)) == (pair is not False)
+        q, k, v, o = _inputs(200, 330, 1, grow=4)
+        assert emulate_strict(COMMIT, dict(Q=q, K=k, V=v, O=o), "random") == []
+        outs.append(o)
+    assert torch.isfinite(outs[1].float()).all() and outs[1].float().abs().max() > 0
+    assert torch.equal(outs[0].view(torch.int16), outs[1].view(torch.int16))
