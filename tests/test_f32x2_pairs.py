@@ -46,7 +46,8 @@ def _program(tmp_path, body: str) -> Path:
 
 @pytest.fixture(autouse=True)
 def pairs_on(monkeypatch):
-    """The pairing is off by default (f32x2.PAIR: spills elsewhere); these tests check it."""
+    """The pairs made unconditionally (f32x2.PAIR = True), not as ptxas's probe decides
+    per kernel (tests/test_f32x2_probe.py): these tests check the pairs themselves."""
     from choreo_py.lowering.core import f32x2
     monkeypatch.setattr(f32x2, "PAIR", True)
 

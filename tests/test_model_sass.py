@@ -55,14 +55,16 @@ LOOP:
 """
 
 
-def _tools():
+def _tools() -> str:
+    """ptxas (the test is skipped without it or nvdisasm)."""
     ptxas = find_ptxas()
     if ptxas is None or S.nvdisasm_path() is None:
         pytest.skip("ptxas or nvdisasm missing (pip install nvidia-cuda-nvdisasm)")
+    return ptxas
 
 
 def test_tiny_kernel_counts(tmp_path):
-    _tools()
+    ptxas = _tools()
     src, cubin = tmp_path / "tiny.ptx", tmp_path / "tiny.cubin"
     src.write_text(TINY_PTX)
     subprocess.run([ptxas, "-arch=sm_100a", str(src), "-o", str(cubin)], check=True)

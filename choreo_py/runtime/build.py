@@ -6,17 +6,18 @@
 """
 from __future__ import annotations
 
-import functools
 import os
 import re
 from typing import Optional
-import shutil
 import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
 
 from choreo_py import ir, targets
 from choreo_py.diagnostics import ChoreoError, InternalError, warn
+
+from .toolchain import find_ptxas  # noqa: F401  (build.find_ptxas: the project's one lookup)
 
 
 # The backend package of each targets.Target.backend: plain import statements (an
@@ -56,8 +57,12 @@ def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=())
     at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""
     from choreo_py.lowering.core import program, tma_fallback
 
-    with tma_fallback.cooperative(cooperative):
-        return program.lower_module(module, lowering(target), os.path.basename(source_path))
+    from . import pairing
+
+    def lower() -> str:
+        with tma_fallback.cooperative(cooperative):
+            return program.lower_module(module, lowering(target), os.path.basename(source_path))
+    return pairing.lower(module, target, lower, sys.modules[__name__])
 
 
 def program_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
@@ -65,9 +70,13 @@ def program_text(module: ir.Module, source_path: str, target: str, cooperative=(
     holds one MMA kernel (lowering/core/program.py); `cooperative` as for pyptx_text."""
     from choreo_py.lowering.core import program, tma_fallback
 
-    with tma_fallback.cooperative(cooperative):
-        return program.lower_program_module(module, lowering(target),
-                                            os.path.basename(source_path))
+    from . import pairing
+
+    def lower() -> str:
+        with tma_fallback.cooperative(cooperative):
+            return program.lower_program_module(module, lowering(target),
+                                                os.path.basename(source_path))
+    return pairing.lower(module, target, lower, sys.modules[__name__])
 
 
 @dataclass
@@ -83,7 +92,7 @@ class Loaded:
             raise AttributeError(name) from None
 
     def ptx(self) -> str:
-        return self.namespace["KERNEL"].ptx()
+        return _noted(self.namespace, self.namespace["KERNEL"].ptx())
 
 
 def run_module(text: str, filename: str = "<choreo pyptx>") -> Loaded:
@@ -110,9 +119,17 @@ class LaunchModule(Loaded):
         self._whole = None if head is not None else self
 
     def ptx(self) -> str:
+        if self._text in _TRACED:  # (the pairing probe traced it)
+            return _TRACED[self._text]
         if self._whole is None:
             self._whole = run_module(self._text, self._filename)
-        return self._whole.namespace["KERNEL"].ptx()
+        return _noted(self.namespace, self._whole.namespace["KERNEL"].ptx())
+
+
+def _noted(ns: dict, ptx: str) -> str:
+    """The PTX with the module's .f32x2 verdicts (`F32X2`: runtime/pairing.py) as comments."""
+    from . import pairing
+    return pairing.ptx_note(ptx, ns.get("F32X2", ()))
 
 
 _KERNEL_NAME = re.compile(r"^(\w+)\.__name__ = ENTRY$", re.M)
@@ -129,16 +146,25 @@ def launch_header(text: str) -> str | None:
     return text[:start + 1] if start >= 0 else None
 
 
-def find_ptxas() -> str | None:
-    """The ptxas the project uses, everywhere: the one on PATH, else the CUDA default."""
-    for cand in (shutil.which("ptxas"), "/usr/local/cuda/bin/ptxas"):
-        if cand and os.path.isfile(cand):
-            return cand
-    return None
+#: (PTX without its `// f32x2:` notes, arch) -> (cubin, ptxas -v report), the last few:
+#: the pairing probe's assembly serves `--emit cubin` and the launch of the same PTX
+_ASSEMBLED: dict = {}
+_NOTES = re.compile(r"^// f32x2: [^\n]*\n", re.M)
 
 
 def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
-    """Assembles PTX; returns (cubin, ptxas messages)."""
+    """Assembles PTX (always with -v; the messages are returned when `verbose`); returns
+    (cubin, ptxas messages). The same PTX is assembled once per process."""
+    key = (_NOTES.sub("", ptx), arch)
+    if key not in _ASSEMBLED:
+        if len(_ASSEMBLED) >= 8:
+            _ASSEMBLED.pop(next(iter(_ASSEMBLED)))
+        _ASSEMBLED[key] = _assemble(ptx, arch)
+    binary, report = _ASSEMBLED[key]
+    return binary, (report if verbose else "")
+
+
+def _assemble(ptx: str, arch: str) -> tuple[bytes, str]:
     exe = find_ptxas()
     if exe is None:
         raise ChoreoError("--emit cubin needs ptxas (CUDA toolkit) on PATH")
@@ -147,7 +173,7 @@ def ptxas(ptx: str, arch: str, verbose: bool = False) -> tuple[bytes, str]:
         with open(src, "w", encoding="utf-8") as fh:
             fh.write(ptx)
         cmd = [exe, f"-arch={targets.get(arch).ptxas_arch if arch in targets.TARGETS else arch}",
-               src, "-o", out] + (["-v"] if verbose else [])
+               src, "-o", out, "-v"]
         res = subprocess.run(cmd, capture_output=True, text=True)
         report = (res.stderr + res.stdout).replace(src, "kernel.ptx")
         if res.returncode != 0:
@@ -230,9 +256,31 @@ def cubin(module: ir.Module, ptx: str, target: str) -> Cubin:
     return out
 
 
-@functools.lru_cache(maxsize=32)
+#: module text -> its PTX, the last few (a text traced once: the pairing probe's too)
+_TRACED: dict = {}
+
+
+def remember_ptx(text: str, ptx: str) -> None:
+    if len(_TRACED) >= 32:
+        _TRACED.pop(next(iter(_TRACED)))
+    _TRACED[text] = ptx
+
+
+def ptx_of(text: str) -> str:
+    """The PTX of a module text (traced once per process)."""
+    if text not in _TRACED:
+        remember_ptx(text, run_module(text).ptx())
+    return _TRACED[text]
+
+
 def _ptx_of(text: str) -> str:
-    return run_module(text).ptx()
+    return ptx_of(text)
+
+
+def entry_reports(report: str) -> dict:
+    """entry -> its part of a ptxas -v report."""
+    parts = _ENTRY.split(report)
+    return dict(zip(parts[1::2], parts[2::2]))
 
 
 def emit(module: ir.Module, source_path: str, emit: str, target: str):

@@ -90,7 +90,7 @@ def _fingerprint() -> str:
     """A hash of the stats of every file compiler_version() depends on."""
     import importlib.util
 
-    from .build import find_ptxas
+    from .toolchain import find_ptxas
 
     h = hashlib.sha256()
     spec = importlib.util.find_spec("pyptx")
@@ -124,7 +124,7 @@ def _compiler_version() -> str:
 
 
 def _ptxas_version() -> str:
-    from .build import find_ptxas
+    from .toolchain import find_ptxas
 
     exe = find_ptxas()
     if exe is None:

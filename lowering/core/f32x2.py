@@ -30,17 +30,56 @@ from __future__ import annotations
 
 import re
 import struct
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Optional
 
-#: Pair an apply's independent f32 arithmetic into .f32x2 forms on targets that have them
-#: (this module). Off by default: the pairs' 64-bit packs raise register pressure, and ptxas
-#: 13.0 spills with them where it did not without (tests/co/flash_atten_blackwell_commit.co
-#: 24 bytes, the FA4 form of tests/test_row_vote.py 8 bytes), while
-#: examples/flash_atten_blackwell.co's softmax step goes from 1141 to 1042 SASS
-#: instructions with no spill (docs/blackwell-notes.md, section 9). Deciding per kernel
-#: from its register budget is open work; the tests turn it on to check the pairs.
-PAIR = False
+#: Whether an apply's independent f32 arithmetic is paired into .f32x2 forms on targets
+#: that have them (this module): True always, False never, PROBE (the default) per kernel,
+#: by ptxas (choreo_py/runtime/pairing.py): a kernel keeps its pairs when ptxas -v reports
+#: no spill for its paired build; else, if it sets no per-role budget (setmaxnreg), when
+#: it reports none with the kernel's register cap CAP_STEP lower (`.maxnreg`); else it is
+#: lowered again with scalar arithmetic. Why a probe and not a rule: ptxas 13.0 spills the
+#: pairs of some kernels at their register cap alone (tests/co/
+#: flash_atten_blackwell_commit.co at 168 registers: 24 bytes; at 160 or with no cap,
+#: none), while a kernel of the same shape does not (examples/
+#: flash_atten_blackwell_persistent.co); docs/blackwell-notes.md, section 9.
+PAIR: object = "probe"
+PROBE = "probe"
+#: registers the cap is lowered by for a kernel whose pairs spill at its cap (ptxas
+#: allocates registers 8 at a time)
+CAP_STEP = 8
+
+#: the probe's verdicts while a module is lowered again (`decided`): kernels (names)
+#: lowered with scalar arithmetic, and kernels paired under a cap CAP_STEP lower
+_SCALAR: frozenset = frozenset()
+_CAPPED: frozenset = frozenset()
+
+
+def pairs_in(kernel: str) -> bool:
+    """Whether the applies of `kernel` are paired (on a target that has the forms)."""
+    if PAIR is True or PAIR is False:
+        return PAIR
+    return kernel not in _SCALAR
+
+
+def capped(kernel: str) -> bool:
+    """Whether `kernel`'s register cap is lowered by CAP_STEP (the probe's verdict)."""
+    return PAIR == PROBE and kernel in _CAPPED
+
+
+@contextmanager
+def decided(scalar=(), capped=()):
+    """Within the block, the kernels `scalar` are lowered with scalar arithmetic and the
+    kernels `capped` with their register cap CAP_STEP lower."""
+    global _SCALAR, _CAPPED
+    old = _SCALAR, _CAPPED
+    _SCALAR, _CAPPED = frozenset(scalar) | _SCALAR, frozenset(capped) | _CAPPED
+    try:
+        yield
+    finally:
+        _SCALAR, _CAPPED = old
+
 
 #: how far ahead (records) a partner is looked for
 WINDOW = 96

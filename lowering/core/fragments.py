@@ -497,9 +497,10 @@ _AFFINE_CMP = {"<": "lt", "<=": "le", ">": "gt", ">=": "ge", "==": "eq", "!=": "
 
 
 def apply(lw: Lowering, a: ir.Apply) -> None:
-    """An apply's code; on a target with f32x2 forms, when f32x2.PAIR, its independent
-    f32 arithmetic is paired (each element is rounded as alone: the same results)."""
-    with lw.w.pairing(f32x2.PAIR and lw.target.record.f32x2):
+    """An apply's code; on a target with f32x2 forms, when the kernel pairs (f32x2.pairs_in),
+    its independent f32 arithmetic is paired (each element is rounded as alone: the same
+    results)."""
+    with lw.w.pairing(f32x2.pairs_in(lw.k.name) and lw.target.record.f32x2):
         _apply(lw, a)
 
 

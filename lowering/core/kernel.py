@@ -15,7 +15,8 @@ from choreo_py import ir
 from choreo_py.diagnostics import ChoreoError
 from choreo_py.sema.limits import entry_registers
 
-from . import analysis, control, epilogue, events, fragments, global_reads, params, roles, simt
+from . import (analysis, control, epilogue, events, f32x2, fragments, global_reads, params,
+               roles, simt)
 from .context import Lowering
 from .grid import dim_params
 from .grid import py_expr as _py_expr
@@ -349,6 +350,8 @@ def launch_facts(lw: Lowering, fn: ir.Function) -> dict:
     blocks = lw.target.min_blocks_per_sm(lb)
     if blocks is not None:
         directives.append(("minnctapersm", (blocks,)))
+    if blocks is not None and f32x2.capped(k.name):  # pairs spilled at the cap, not below
+        directives.append(("maxnreg", (entry_registers(threads, blocks) - f32x2.CAP_STEP,)))
     return {
         "threads": threads,
         "smem": (k.smem_total or 0) + SMEM_ALIGN,
