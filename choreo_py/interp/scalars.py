@@ -169,16 +169,23 @@ def _tensor_arith(op: str, a, b, dtype: str):
     else:
         r = a + b if op == "+" else a - b if op == "-" else a * b
     narrow = dtype in _NARROW_FLOATS or dtype in subbyte.FLOAT_FORMATS
-    return round_to(r, dtype) if narrow else r
+    if narrow or (not floating and dtype in _BITS and isinstance(r, torch.Tensor)
+                  and r.dtype != torch.bool):
+        return round_to(r, dtype)  # integer lanes are int64: wrap to the type's width
+    return r
 
 
 def unary(op: str, v, dtype: str):
     if op == "-":
-        return -v if isinstance(v, torch.Tensor) or ir.is_float(dtype) else c_scalars.int_unary("-", v, dtype)
+        if ir.is_float(dtype):
+            return -v
+        return round_to(-v, dtype) if isinstance(v, torch.Tensor) else c_scalars.int_unary("-", v, dtype)
     if op == "!":
         return torch.logical_not(v) if isinstance(v, torch.Tensor) else not v
     if op == "~":
-        return ~v if isinstance(v, torch.Tensor) else c_scalars.int_unary("~", v, dtype)
+        # tensors of integers are int64 lanes: ~ and - wrap to the type's width, as the
+        # scalars do (~4000000000u is 294967295u, not -4000000001: difftest seed 21619)
+        return round_to(~v, dtype) if isinstance(v, torch.Tensor) else c_scalars.int_unary("~", v, dtype)
     raise InterpError(f"unknown unary operator '{op}'")
 
 
