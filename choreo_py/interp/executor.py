@@ -98,6 +98,7 @@ class BlockRun(FragmentStatements):
     def begin(self, env: dict) -> None:
         """The block's thread, added to the scheduler (which may hold other blocks' too)."""
         th = Thread("block", None, dict(env), {})
+        self.main = th  # its environment holds a host region's copies at the end (writes_back)
         self.launch(th, self.k.body)
 
     def s_grid_sync(self, s, th):

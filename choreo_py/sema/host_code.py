@@ -36,6 +36,7 @@ from ..diagnostics import ChoreoError
 from ..ir import build as B
 from .clusters import ClusterBuilder
 from .host import nested_parallels
+from .host_regions import HostRegion
 from .values import kind_of
 from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsupported,
                      ViewValue)
@@ -90,6 +91,8 @@ class HostCodeBuilder(ClusterBuilder):
 
     def host_statement(self, s: A.Stmt) -> None:
         """One statement outside any kernel."""
+        if isinstance(s, HostRegion):  # host DMA, waits, MMAs (sema/host_regions.py)
+            return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, A.ParallelBy):  # (a cluster around the kernel: sema/clusters.py)
             cluster = s.levels[0].level == "cluster"
             return (self.cluster_launch if cluster else self.launch)(s, self.out)
@@ -157,10 +160,12 @@ class HostCodeBuilder(ClusterBuilder):
 
     def host_data_region(self, s: A.Stmt) -> None:
         """Host code over tensor elements: a kernel of one instance the host runs."""
+        stmts = s.stmts if isinstance(s, HostRegion) else [s]
         one = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="",
                               text="1", loc=s.loc)], bracketed=False, level="block", loc=s.loc)
         self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
-                                 body=A.Block(stmts=[s], loc=s.loc), loc=s.loc), self.out)
+                                 body=A.Block(stmts=stmts, loc=s.loc), loc=s.loc), self.out,
+                    host_region=True)
         self.kernels[-1].device = "cpu"  # `s` holds no parallel region: one instance
 
     def host_stmt(self, s: A.Stmt) -> None:

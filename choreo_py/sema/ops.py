@@ -325,8 +325,8 @@ class OpBuilder(FragOpBuilder):
                 if not isinstance(var, Scalar) or not var.mutable:
                     raise err(f"'{arg.operand.id}' is not mutable", arg.operand)
                 op = "+" if arg.op == "post++" else "-"
-                post.append(ir.Assign(arg.operand.id, B.binop(op, var.expr, B.const(1), var.dtype),
-                                      loc=arg.loc))
+                post.append(ir.Assign(getattr(var.expr, "name", arg.operand.id),
+                                      B.binop(op, var.expr, B.const(1), var.dtype), loc=arg.loc))
                 return ir.EventRef(v.event.name, order=var.expr), post
             return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
