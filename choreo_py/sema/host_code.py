@@ -108,7 +108,7 @@ class HostCodeBuilder(ClusterBuilder):
             if self.host_depth:
                 raise Unsupported("a 'return' inside host control flow", s.loc)
             return self.host_return(s)
-        if _is_assert(s):  # checked by sema before host code was: its errors stay errors
+        if _is_assert(s) and not _touches_data(s):  # (sema checked it before host code)
             return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).

@@ -124,9 +124,14 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             return
         inner = sorted(n for n in ir.sym_names(cond)
                        if getattr(self.scope.lookup(n), "kind", None) != "dim")
-        if inner:
-            raise Unsupported(f"an assert on '{inner[0]}' (only the function's sizes are "
-                              "checked, at entry)", c.loc)
+        elements = any(isinstance(x, (ir.BufElem, ir.Elem)) for x in ir.expr_walk(cond))
+        host_region = self.kernel is not None and self.kernel.device == "cpu"
+        if (inner or elements) and (self.on_host or host_region):  # checked where it is
+            return self.emit(ir.Assert(cond, message, loc=c.loc))
+        if inner or elements:
+            raise Unsupported(f"an assert on '{inner[0]}' in a kernel (only the function's "
+                              "sizes, at entry, and host values, on the host, are checked)",
+                              c.loc)
         self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
 
     def _guarded(self, fn, node, names: list[str]) -> None:
@@ -216,6 +221,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             raise err("a grid has at most 3 dimensions", lvl)
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
+        self.kernel.device = "cpu" if host_region else None  # (a region the host runs)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
         self.kernel.cooperative = lvl.cooperative  # its `sync.barrier : block` spans the grid
         self.kernel.aliases = list(self.aliases)
