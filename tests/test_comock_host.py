@@ -1,0 +1,167 @@
+"""Host code as the reference's CPU model (co-mock) runs it.
+
+co-mock (LancerLab/croqtile, tools/co-mock/mock_interp.cpp) runs a `__co__`
+function's host statements as it runs a kernel's: DMA with futures and
+`wait`, copies into fresh buffers and of tiles, MMAs, asserts; a parallel
+region's instances each run on a snapshot of the host's scalars
+(`MockMemory::Fork`), so a kernel's assignment to a host variable changes
+its own copy, while a host `foreach` assigns the host's. Each program here
+prints what those semantics give, worked out by hand in the comments.
+"""
+from __future__ import annotations
+
+import pytest
+
+import choreo_py
+from choreo_py.driver import compile_file
+
+
+def _run(tmp_path, capfd, src: str, fn: str = "main") -> list[str]:
+    path = tmp_path / "p.co"
+    path.write_text(src)
+    getattr(choreo_py.interpret(str(path), target="sm_90a"), fn)()
+    return capfd.readouterr().out.splitlines()
+
+
+ASYNC_DMA = """
+__co__ void main() {
+  s32[8] a;
+  s32[8] b;
+  foreach i in [8] { a.at(i) = i * 3; }
+  f = dma.copy.async a => b;
+  mutable int n = 0;
+  println("issued");
+  wait f;
+  println(b.at(5));
+  foreach t in [4] {
+    g = dma.copy.async a.chunkat(t) => local;
+    wait g;
+    n += g.data.at(1);
+  }
+  println(n);
+  h = dma.copy a.subspan(2).at(3) => shared;
+  println(h.data.at(0), h.data.at(1));
+}
+"""
+
+
+def test_host_async_and_tiled_dma_with_futures(tmp_path, capfd):
+    """a = 0, 3, ..., 21. b after the wait is a: b[5] = 15. Chunk t of 4 is a[2t], a[2t+1]:
+    the sum of the second elements 3 + 9 + 15 + 21 = 48, assigned to the host's `n` by a
+    host loop. subspan(2).at(3) is a[6], a[7] = 18, 21."""
+    assert _run(tmp_path, capfd, ASYNC_DMA) == ["issued", "15", "48", "18 21"]
+
+
+def test_a_future_waited_after_host_statements_between(tmp_path, capfd):
+    """The region that starts the copy reaches its wait over a print between them."""
+    src = """
+__co__ void main() {
+  f32[4] a;
+  f32[4] b;
+  foreach i in [4] { a.at(i) = 0.5f * i; }
+  f = dma.copy.async a => b;
+  println("between");
+  wait f;
+  println(b.at(3));
+}
+"""
+    assert _run(tmp_path, capfd, src) == ["between", "1.5"]
+
+
+HOST_SCALARS = """
+__co__ void main() {
+  s32[4] a;
+  s32[4] o;
+  mutable int s = 5;
+  parallel p by 4 {
+    s += p;
+    o.at(p) = s;
+  }
+  println(s, o.at(0), o.at(3));
+  foreach i in [4] { s += o.at(i) + a.at(i); }
+  println(s);
+  mutable int k = 1;
+  parallel q by 1 {
+    k = k * 10;
+    println(k);
+  }
+  println(k);
+}
+"""
+
+
+def test_host_scalars_assigned_in_parallel_regions_and_host_loops(tmp_path, capfd):
+    """Instance p of the region adds p to its own copy of s = 5: o = 5, 6, 7, 8 and the
+    host's s is still 5; the host loop adds o's sum 26 to it: 31. k's copy is 10 in the
+    region and the host's k 1 after it."""
+    assert _run(tmp_path, capfd, HOST_SCALARS) == ["5 5 8", "31", "10", "1"]
+
+
+def test_a_host_variable_a_kernel_assigns_is_its_copy_in_the_ir(tmp_path):
+    """The kernel's copy is a variable of its own, initialised from the argument; a host
+    loop's copy is written back (`writes_back`), which the IR's reader reads back."""
+    path = tmp_path / "p.co"
+    path.write_text(HOST_SCALARS)
+    text = compile_file(str(path), "ir", "sm_90a")
+    assert "var s__local: s32 = s" in text
+    assert text.count("writes_back s = s__local") == 1
+    from choreo_py.ir import parse as ir_parse
+    from choreo_py.ir.printer import print_module
+
+    assert print_module(ir_parse.parse_module(text)).strip() == text.strip()
+
+
+def test_host_mma(tmp_path, capfd):
+    """A 16x16x16 MMA of ones by twos on the host: every element 16 * 1 * 2 = 32; then a
+    second MMA into the same accumulator adds 32 again."""
+    src = """
+__co__ void main() {
+  f16[16, 16] a;
+  f16[16, 16] b;
+  f32[16, 16] c;
+  foreach i in [16] { foreach j in [16] { a.at(i, j) = 1.0f; b.at(i, j) = 2.0f; } }
+  mc = mma.fill.f32 0.0f;
+  ma = mma.load a;
+  mb = mma.load b;
+  mma.row.row mc, ma, mb;
+  mma.store mc, c;
+  println(c.at(0, 0), c.at(15, 7));
+  mma.row.row mc, ma, mb;
+  mma.store mc, c;
+  println(c.at(3, 3));
+}
+"""
+    assert _run(tmp_path, capfd, src) == ["32 32", "64"]
+
+
+def test_host_asserts_on_values_and_elements(tmp_path, capfd):
+    """An assert on a host variable or a tensor element is checked where it is written."""
+    src = """
+__co__ void main() {
+  s32[2] a;
+  mutable int c = 3;
+  assert(c == 3, "c is three");
+  a.at(1) = 7;
+  assert(a.at(1) == 7, "a1 is seven");
+  println("ok");
+  c += 1;
+  assert(c == 3, "c is still three");
+}
+"""
+    with pytest.raises(choreo_py.ChoreoError, match="assertion failed: c is still three"):
+        _run(tmp_path, capfd, src)
+    assert capfd.readouterr().out.splitlines() == ["ok"]
+    bad = src.replace("a.at(1) == 7", "a.at(1) == 8")
+    with pytest.raises(choreo_py.ChoreoError, match="assertion failed: a1 is seven") as e:
+        _run(tmp_path, capfd, bad)
+    assert e.value.loc is not None and e.value.loc.line == 7
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
+def test_host_regions_compile(tmp_path, target):
+    """The host's regions have no PTX entry (the host runs them); the kernel that assigns
+    its copy of a host variable is lowered."""
+    path = tmp_path / "p.co"
+    path.write_text(HOST_SCALARS.replace("println(k);\n  }", "}"))
+    ptx = compile_file(str(path), "ptx", target)
+    assert ptx.count(".entry") == 2
