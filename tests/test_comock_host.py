@@ -165,3 +165,61 @@ def test_host_regions_compile(tmp_path, target):
     path.write_text(HOST_SCALARS.replace("println(k);\n  }", "}"))
     ptx = compile_file(str(path), "ptx", target)
     assert ptx.count(".entry") == 2
+
+
+FRAGMENTS = """
+__co__ void main() {
+  f16[16, 16] a;
+  f16[16, 16] b;
+  f32[16, 16] c;
+  foreach i in [16] { foreach j in [16] { a.at(i, j) = 1.0f; b.at(i, j) = 0.5f * j; } }
+  parallel p by 1 : group {
+    mc = mma.fill.f32 0.0f;
+    ma = mma.load a;
+    mb = mma.load b;
+    mma.row.row mc, ma, mb;
+    rs = mma.fill.f32 0.0f;
+    reduce_sum(rs, mc, 1);
+    println(rs.at(0));
+    cm = mma.fill.f32 0.0f;
+    reduce_max(cm, mc, 0);
+    println(cm.at(3));
+    mc.at(2, 5) = 7.5f;
+    println(mc.at(2, 5), mc.at(2, 6));
+    mma.store mc, c;
+  }
+  println(c.at(2, 5), c.at(0, 0));
+}
+"""
+
+
+def test_fragment_elements_and_reduction_shapes_outside_apply(tmp_path, capfd):
+    """b[n, k] = k / 2, so with a all ones mc[m, n] = sum over k of k / 2 = 60. A fill that
+    no MMA shapes takes its reduction's shape: the row sums are 16 * 60 = 960, the column
+    maxima 60. An element store outside `apply` changes that element alone (co-mock's
+    fragments are whole arrays), which the store to c shows."""
+    assert _run(tmp_path, capfd, FRAGMENTS) == ["960", "60", "7.5 60", "7.5 60"]
+
+
+def test_a_fragment_element_store_outside_apply_is_refused_by_name(tmp_path):
+    """A fragment's elements are spread over the threads' registers: a store to one of them
+    outside `apply` is refused by name, at the store, by both targets."""
+    src = """
+__co__ void main(f16[16, 16] a, f16[16, 16] b, f32[16, 16] c) {
+  parallel p by 1 : group {
+    mc = mma.fill.f32 0.0f;
+    ma = mma.load a;
+    mb = mma.load b;
+    mma.row.row mc, ma, mb;
+    mc.at(0, 0) = 5.0f;
+    mma.store mc, c;
+  }
+}
+"""
+    path = tmp_path / "p.co"
+    path.write_text(src)
+    for target in ("sm_90a", "sm_100a"):
+        with pytest.raises(choreo_py.ChoreoError) as e:
+            compile_file(str(path), "ptx", target)
+        assert "a store to a fragment element outside 'apply'" in e.value.message
+        assert e.value.loc is not None and e.value.loc.line == 8

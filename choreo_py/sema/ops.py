@@ -453,6 +453,8 @@ class OpBuilder(FragOpBuilder):
             if not 0 <= dim < len(src.shape):
                 raise err(f"dimension {dim} is out of range for '{src.name}'", c.args[2])
             want = src.shape[:dim] + src.shape[dim + 1:]
+            if not dst.shape:  # `r = mma.fill.f32 0.0f;` that no MMA shaped: the result's
+                dst.shape = want  # shape, as an MMA gives its accumulator's (co-mock's too)
             if dst.shape != want:
                 raise err(f"'{fn}' of {fmt_shape(src.shape)} over dimension {dim} gives {fmt_shape(want)}, "
                           f"but '{dst.name}' is {fmt_shape(dst.shape)}", c.args[0])
