@@ -223,3 +223,24 @@ __co__ void main(f16[16, 16] a, f16[16, 16] b, f32[16, 16] c) {
             compile_file(str(path), "ptx", target)
         assert "a store to a fragment element outside 'apply'" in e.value.message
         assert e.value.loc is not None and e.value.loc.line == 8
+
+
+def test_host_scalars_declared_from_tensor_elements(tmp_path, capfd):
+    """`int v = a.at(0);` on the host declares a host scalar that later host statements and
+    kernels read: v = 7; w = 7 + 1, then 10 after `w += 2`; the kernel stores w + p, so
+    a[1] = 11; `x = a.at(1) * 2` declares x = 22."""
+    src = """
+__co__ void main() {
+  s32[4] a;
+  a.at(0) = 7;
+  int v = a.at(0);
+  println(v);
+  mutable int w = a.at(0) + 1;
+  w += 2;
+  parallel p by 2 { a.at(p) = w + p; }
+  println(a.at(1));
+  x = a.at(1) * 2;
+  println(x);
+}
+"""
+    assert _run(tmp_path, capfd, src) == ["7", "11", "22"]

@@ -112,6 +112,8 @@ class HostCodeBuilder(ClusterBuilder):
             return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
+        if _touches_data(s) and not nested_parallels([s]) and self._data_decl(s):
+            return self.lenient_body("host code", self.host_data_decl, s)
         if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
             return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, _CONTROL):
@@ -167,6 +169,41 @@ class HostCodeBuilder(ClusterBuilder):
                                  body=A.Block(stmts=stmts, loc=s.loc), loc=s.loc), self.out,
                     host_region=True)
         self.kernels[-1].device = "cpu"  # `s` holds no parallel region: one instance
+
+    def _data_decl(self, s: A.Stmt) -> bool:
+        """`int v = a.at(0);`, `w = b.at(i) + 1;` (declaring `w`): a host scalar whose value
+        reads tensor elements."""
+        init = s.init if isinstance(s, A.ScalarDecl) else getattr(s, "value", None)
+        if isinstance(init, A.CallExpr) and init.func.startswith("__atomic_"):
+            return False  # (an atomic's old value: the region declares it)
+        if isinstance(s, A.ScalarDecl):
+            return init is not None and not isinstance(init, (A.ITupleLit, A.MdSpanLit))
+        return isinstance(s, A.Assign) and s.op == "=" and isinstance(s.target, A.Name) and \
+            self.scope.lookup(s.target.id) is None
+
+    def host_data_decl(self, s: A.Stmt) -> None:
+        """A host scalar whose value reads tensor elements: a host variable, zero, that a
+        region of the host assigns the value (written back: sema/host_copies.py), so the
+        host's later statements and kernels see the name, as co-mock's do."""
+        name = s.name if isinstance(s, A.ScalarDecl) else s.target.id
+        init = s.init if isinstance(s, A.ScalarDecl) else s.value
+        written = getattr(s, "type", None)
+        dtype = written.name if written is not None and written.name not in ("auto", "void") \
+            else self._dtype_of(init)
+        zero = ir.Const(0.0 if ir.is_float(dtype) else (False if dtype == "bool" else 0), dtype)
+        self.emit(ir.Var(name, dtype, zero, loc=s.loc))
+        self.scope.bind(name, Scalar(ir.Sym(name, dtype), mutable=True, kind="var", loc=s.loc))
+        assign = A.Assign(target=A.Name(id=name, loc=s.loc), op="=", value=init, loc=s.loc)
+        self.host_data_region(assign)
+
+    def _dtype_of(self, e: A.Expr) -> str:
+        """The type of a host expression over tensor elements (built aside, not emitted)."""
+        saved = self.out
+        self.out = []
+        try:
+            return self.scalar(e).dtype
+        finally:
+            self.out = saved
 
     def host_stmt(self, s: A.Stmt) -> None:
         """Scalars, prints, asserts and copies on the host."""
