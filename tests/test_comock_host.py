@@ -244,3 +244,32 @@ __co__ void main() {
 }
 """
     assert _run(tmp_path, capfd, src) == ["7", "11", "22"]
+
+
+def test_host_double_buffering_with_placeholder_futures(tmp_path, capfd):
+    """dma-advanced.md's pattern on the host: data[i] = 10 i, chunk y of 4 is data[4y..4y+3].
+    Step y waits the chunk y - 1 and stores its last element 10 (4 (y - 1) + 3): 30, 70, 110.
+    `select(k, ...)` takes its k-th future, as co-mock's Select does: #y % 2 = 0 gives lfB,
+    which the last swap left naming chunk 2, so the epilogue stores 110 again."""
+    src = """
+__co__ void main() {
+  s32[16] data;
+  s32[4] out;
+  foreach i in [16] { data.at(i) = i * 10; }
+  with y in [4] {
+    lfA = dma.copy.async data.chunkat(y) => shared;
+    lfB = dma.any;
+    foreach y(1:) {
+      lfB = dma.copy.async data.chunkat(y) => shared;
+      wait lfA;
+      out.at(y - 1) = lfA.data.at(3);
+      swap(lfA, lfB);
+    }
+    lf = select(#y % 2, lfB, lfA);
+    wait lf;
+    out.at(3) = lf.data.at(3);
+  }
+  println(out.at(0), out.at(1), out.at(2), out.at(3));
+}
+"""
+    assert _run(tmp_path, capfd, src) == ["30 70 110 110"]

@@ -2,7 +2,8 @@
 
 The reference's model (co-mock) runs host code as it runs a kernel's: a host
 `f = dma.copy.async a => b;` followed by `wait f;`, a copy into a fresh
-buffer (`=> local`), a tiled copy (`a.chunkat(i)`), an MMA on host tiles.
+buffer (`=> local`), a tiled copy (`a.chunkat(i)`), placeholder futures (`dma.any`)
+and `swap` / `rotate` of futures, an MMA on host tiles.
 The host program here runs launches, scalars and whole-tensor copies only
 (host/execute.py); everything else runs in a region of one instance that the
 host runs (`device cpu`: sema/host_code.py, host_data_region), where the
@@ -42,10 +43,11 @@ def plain_host_copy(s: A.DmaOp) -> bool:
 
 
 def starts_region(s: A.Stmt) -> bool:
-    """A host DMA other than a plain copy, a `wait`, an MMA statement."""
+    """A host DMA other than a plain copy (`dma.any` too), a `wait`, a `swap` / `rotate`,
+    an MMA statement."""
     if isinstance(s, A.DmaOp):
-        return s.operation != "any" and not plain_host_copy(s)
-    return isinstance(s, (A.Wait,) + _MMA)
+        return not plain_host_copy(s)
+    return isinstance(s, (A.Wait, A.Swap) + _MMA)
 
 
 def _joinable(s: A.Stmt) -> bool:
