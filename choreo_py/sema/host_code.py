@@ -34,6 +34,7 @@ from .increments import has_increment
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
 from ..ir import build as B
+from .exprs import err
 from .clusters import ClusterBuilder
 from .host import nested_parallels
 from .host_regions import HostRegion
@@ -142,6 +143,31 @@ class HostCodeBuilder(ClusterBuilder):
         for i in range(len(seq) - 2, -1, -1):
             value = ir.Select(B.binop("==", k, B.const(i)), seq[i], value, "s32")
         return Scalar(value)
+
+    def assert_stmt(self, c: A.CallExpr) -> None:
+        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
+        hoisted to its entry and checked when it is called; on host values, checked in the
+        host code where it is, and on tensor elements in a region of the host; in a GPU
+        kernel, on anything else, refused."""
+        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
+            raise err('assert takes a condition and a message: assert(cond, "message")', c)
+        message = c.args[1].value
+        cond = B.convert(self.scalar(c.args[0]), "bool")
+        if isinstance(cond, ir.Const):
+            if not cond.value:
+                raise err(f"assertion failed: {message}", c)
+            return
+        inner = sorted(n for n in ir.sym_names(cond)
+                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
+        elements = any(isinstance(x, (ir.BufElem, ir.Elem)) for x in ir.expr_walk(cond))
+        host_region = self.kernel is not None and self.kernel.device == "cpu"
+        if (inner or elements) and (self.on_host or host_region):  # checked where it is
+            return self.emit(ir.Assert(cond, message, loc=c.loc))
+        if inner or elements:
+            raise Unsupported(f"an assert on '{inner[0]}' in a kernel (only the function's "
+                              "sizes, at entry, and host values, on the host, are checked)",
+                              c.loc)
+        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
 
     def check_host_body(self, body: list[ir.Stmt]) -> None:
         """Every statement the host code became is one the host runs (a view named after a

@@ -111,29 +111,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         check/context.py): its call gives a value that refuses every use."""
         return A.declared_result(self.func) if self.result is None else None
 
-    def assert_stmt(self, c: A.CallExpr) -> None:
-        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
-        hoisted to its entry and checked when it is called; anything else is refused."""
-        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
-            raise err('assert takes a condition and a message: assert(cond, "message")', c)
-        message = c.args[1].value
-        cond = B.convert(self.scalar(c.args[0]), "bool")
-        if isinstance(cond, ir.Const):
-            if not cond.value:
-                raise err(f"assertion failed: {message}", c)
-            return
-        inner = sorted(n for n in ir.sym_names(cond)
-                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
-        elements = any(isinstance(x, (ir.BufElem, ir.Elem)) for x in ir.expr_walk(cond))
-        host_region = self.kernel is not None and self.kernel.device == "cpu"
-        if (inner or elements) and (self.on_host or host_region):  # checked where it is
-            return self.emit(ir.Assert(cond, message, loc=c.loc))
-        if inner or elements:
-            raise Unsupported(f"an assert on '{inner[0]}' in a kernel (only the function's "
-                              "sizes, at entry, and host values, on the host, are checked)",
-                              c.loc)
-        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
-
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
         try:
