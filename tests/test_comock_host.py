@@ -273,3 +273,20 @@ __co__ void main() {
 }
 """
     assert _run(tmp_path, capfd, src) == ["30 70 110 110"]
+
+
+def test_run_runs_every_function_of_a_file_of_functions_without_arguments(tmp_path, capfd):
+    """co-mock runs each top-level function in turn; so does `choreo run` when no function is
+    named and none takes arguments (a file whose functions take some runs the first)."""
+    from choreo_py.cli import main
+
+    path = tmp_path / "two.co"
+    path.write_text("__co__ void first() {\n  println(1);\n}\n"
+                    "__co__ void second() {\n  mutable int k = 2;\n  k += 3;\n  println(k);\n}\n")
+    assert main(["run", str(path)]) == 0
+    printed = [x for x in capfd.readouterr().out.splitlines() if not x.startswith(("ran", "check"))]
+    assert printed == ["1", "5"]
+    path.write_text(path.read_text().replace("void second()", "void second(int x)"))
+    assert main(["run", str(path)]) == 0
+    printed = [x for x in capfd.readouterr().out.splitlines() if not x.startswith(("ran", "check"))]
+    assert printed == ["1"]
