@@ -290,3 +290,53 @@ def test_run_runs_every_function_of_a_file_of_functions_without_arguments(tmp_pa
     assert main(["run", str(path)]) == 0
     printed = [x for x in capfd.readouterr().out.splitlines() if not x.startswith(("ran", "check"))]
     assert printed == ["1"]
+
+
+SCAN = """
+__co__ s32 [8] scan(s32 [4] a) {
+  s32 [8] out;
+  mutable int s = 5;
+  parallel p by 4 : block {
+    s += p;
+    out.at(p) = s + a.at(p);
+  }
+  foreach i in [4] { s += out.at(i); }
+  parallel q by 1 : block { out.at(4) = s; }
+  return out;
+}
+"""
+
+
+def _scan_want(a):
+    """Block p's copy of s is 5 + p; the host's s is 5 until its loop adds out[0..3]."""
+    import torch
+
+    out = torch.zeros(8, dtype=torch.int32)
+    out[:4] = 5 + torch.arange(4, dtype=torch.int32) + a.cpu()
+    out[4] = 5 + int(out[:4].sum())
+    return out
+
+
+def test_kernel_copies_and_host_write_back_in_a_host_program(tmp_path):
+    import torch
+
+    path = tmp_path / "scan.co"
+    path.write_text(SCAN)
+    a = torch.tensor([3, -1, 4, 10], dtype=torch.int32)
+    assert torch.equal(choreo_py.interpret(str(path), target="sm_90a").scan(a), _scan_want(a))
+    for target in ("sm_90a", "sm_100a"):  # the GPU's host program, each launch's PTX emulated
+        lib = choreo_py.emulate_program(str(path), target=target)
+        assert torch.equal(lib.scan(a), _scan_want(a))
+
+
+@pytest.mark.gpu
+def test_kernel_copies_and_host_write_back_on_the_gpu(tmp_path):
+    """The same host program on the GPU: the kernels' copies in registers, the host loop
+    run on the host's copy of `out` (runtime/host_program.py) and its `s` written back."""
+    import torch
+
+    path = tmp_path / "scan.co"
+    path.write_text(SCAN)
+    a = torch.tensor([3, -1, 4, 10], dtype=torch.int32)
+    out = choreo_py.load(str(path)).scan(a.cuda())
+    assert torch.equal(out.cpu(), _scan_want(a))
