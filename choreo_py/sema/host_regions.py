@@ -21,7 +21,7 @@ assigns are written back when it ends (sema/host_copies.py).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..frontend import ast as A
 from .host import nested_parallels
@@ -33,7 +33,9 @@ _MMA = (A.MmaFill, A.MmaLoad, A.MmaOp, A.MmaStore)
 
 @dataclass(kw_only=True, eq=False)
 class HostRegion(A.Block):
-    """Consecutive host statements run as one region of the host (its `stmts`)."""
+    """Consecutive host statements run as one region of the host (its `stmts`);
+    `region_names`: the names they declare (which a refused region leaves opaque)."""
+    region_names: list[str] = field(default_factory=list)
 
 
 def plain_host_copy(s: A.DmaOp) -> bool:
@@ -113,7 +115,8 @@ def gather(stmts: list[A.Stmt]) -> list[A.Stmt]:
             continue
         end, hoisted = _region(stmts, i)
         out += [stmts[j] for j in hoisted]
-        out.append(HostRegion(stmts=[stmts[j] for j in range(i, end) if j not in hoisted],
-                              loc=s.loc))
+        body = [stmts[j] for j in range(i, end) if j not in hoisted]
+        out.append(HostRegion(stmts=body, loc=s.loc,
+                              region_names=sorted(set().union(*map(_declares, body)))))
         i = end
     return out
