@@ -166,7 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target", default=None, choices=targets.NAMES,
                    help="default: the GPU present, else sm_100a")
     p.add_argument("--function", metavar="NAME",
-                   help="the __co__ function to run (default: the first)")
+                   help="the __co__ function to run (default: the first; every function "
+                        "in turn when none takes arguments)")
     p.add_argument("--step-limit", type=int, default=2_000_000, metavar="N",
                    help="statements one block may execute")
 

@@ -240,10 +240,6 @@ __co__ void f(global bf16[N, 64] A, global bf16[N, 64] C) {
 REFUSED = [
     ("__co__ void f(s32 [N] a) {\n  event e;\n  parallel p by 1 : block {}\n}\n",
      "an event declared on the host"),
-    ("__co__ void f(s32 [N] a) {\n  f = dma.any;\n  parallel p by 1 : block {}\n}\n",
-     "'dma.any' (a placeholder future) on the host"),
-    ("__co__ void f(s32 [N] a, s32 [N] b) {\n  dma.copy a.chunkat(_) => b;\n"
-     "  parallel p by 1 : block {}\n}\n", "a host copy of a part of a tensor"),
     ("__co__ void f(s32 [N] a) {\n  foreach i in [2] {\n    s32 [4] t;\n"
      "    parallel p by 1 : block {}\n  }\n}\n", "a host buffer declared inside host control"),
     ("__co__ void f(f64 [N] a) {\n  mutable f64 s = 1.0;\n  parallel p by 1 : block\n"

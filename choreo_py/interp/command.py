@@ -176,7 +176,23 @@ def _run(args) -> int:
     module, found = load_module(args.file, args.include, parse_defines(args.define), target.name)
     for w in found:  # the static check's findings come before what the run shows
         print(w.render(), file=sys.stderr)
-    fn = pick_function(module, args.function)
+    status = EXIT_OK
+    for fn in _functions_to_run(module, args.function):
+        status = max(status, _run_one(args, module, fn, dict(dims), target))
+    return status
+
+
+def _functions_to_run(module, name: Optional[str]) -> list:
+    """The named function; without a name, every function in order when none of them takes
+    arguments (as the reference's CPU model, co-mock, runs a file), else the first."""
+    if name is None and len(module.functions) > 1 and \
+            all(not f.params and not f.arg_names for f in module.functions):
+        return list(module.functions)
+    return [pick_function(module, name)]
+
+
+def _run_one(args, module, fn, dims: dict, target) -> int:
+    """Runs one function on inputs made for it and compares its outputs."""
     _bind_dims(fn, dims, parse_values(args.arg))
     check, why = _pick_reference(args, fn)
     reads, writes = param_usage(module, fn)

@@ -99,6 +99,7 @@ class BlockRun(FragmentStatements):
     def begin(self, env: dict) -> None:
         """The block's thread, added to the scheduler (which may hold other blocks' too)."""
         th = Thread("block", None, dict(env), {})
+        self.main = th  # its environment holds a host region's copies at the end (writes_back)
         self.launch(th, self.k.body)
 
     def s_grid_sync(self, s, th):
@@ -154,6 +155,11 @@ class BlockRun(FragmentStatements):
             raise InterpError(f"assignment to '{s.name}', which has no value here", s.loc)
         dtype = th.types.get(s.name, s.value.dtype)
         th.env[s.name] = round_to(self.ev(s.value, th.env, s.loc), dtype)
+
+    def s_assert(self, s, th):
+        """An assert of a region the host runs (sema/host_regions.py): false stops the run."""
+        if not self.ev(s.cond, th.env, s.loc):
+            raise InterpError(f"assertion failed: {s.message}", s.loc)
 
     def s_viewdef(self, s, th):
         th.env[s.name] = self.mem.resolve(s.view, th.env, self.ev, s.loc)
@@ -542,9 +548,10 @@ PLAIN = {
     ir.Reduce: BlockRun.s_reduce, ir.AllReduce: BlockRun.s_all_reduce,
     ir.FragCopy: BlockRun.s_frag_copy, ir.ElemStore: BlockRun.s_elem_store,
     ir.BufStore: BlockRun.s_buf_store, ir.Print: printing.print_line,
+    ir.Assert: BlockRun.s_assert,  # (only the host's regions hold one: ir/verify.py)
 }
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
-REFUSED = {ir.Launch: "a launch", ir.Assert: "an assert inside a kernel",
+REFUSED = {ir.Launch: "a launch",
            ir.Asm: "inline asm (PTX: `choreo emulate` and the GPU run it)"}
 
 

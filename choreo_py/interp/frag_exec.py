@@ -9,11 +9,14 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+import torch
+
 from .. import ir
 from .errors import InterpError, RaceError
 from .fragments import (ApplyRun, FragState, all_reduce, apply_frags, copy, mma_product, reduce,
                         warp_product)
 from . import sparse
+from .scalars import round_to
 from .scheduler import PREEMPT, Thread
 from .sync import Future
 
@@ -38,8 +41,29 @@ class FragmentStatements:
 
     def elem(self, e: ir.Elem, env):
         if self.apply is None:
-            raise InterpError(f"element of fragment '{e.frag}' read outside apply")
+            return self._outside_apply(e.frag, e.index, env, None)
         return self.apply.load(e)
+
+    def _outside_apply(self, name: str, index, env, value, loc=None):
+        """One element of a fragment read (`value` None) or written outside `apply`: the
+        fragment's logical element, as co-mock (which keeps each fragment whole) has it; a
+        1-D fragment's copies of its owners all take a written value."""
+        th = self.env_threads.get(id(env))
+        if th is None:
+            raise InterpError(f"element of fragment '{name}' read outside apply", loc)
+        self.check_frag(th, name, value is not None, loc or th.loc)
+        f = self.frag(th, name, loc or th.loc)
+        at = tuple(self.ev.integer(i, env, loc) for i in index)
+        if len(at) != f.rank or not all(0 <= i < n for i, n in zip(at, f.shape)):
+            raise InterpError(f"index {list(at)} is out of bounds of fragment '{name}' "
+                              f"{list(f.shape)}", loc or th.loc)
+        where = at if f.rank == 2 else (slice(None), at[0])
+        if value is None:
+            v = f.data[where] if f.rank == 2 else f.data[0, at[0]]
+            return float(v) if ir.is_float(f.dtype) else int(v)
+        f.data = f.data.clone()
+        f.data[where] = float(round_to(torch.as_tensor(float(value)), f.dtype))
+        return None
 
     def reads_under(self, cond):
         """The element reads of an `apply` evaluated inside read only the points `cond`
@@ -190,4 +214,5 @@ class FragmentStatements:
         copy(self.frag(th, s.dst, s.loc), self.frag(th, s.src, s.loc), s.loc)
 
     def s_elem_store(self, s, th):
-        raise InterpError(f"element store to '{s.frag}' outside apply", s.loc)
+        """`frag.at(i, j) = v;` outside `apply` (co-mock's fragments are whole arrays)."""
+        self._outside_apply(s.frag, s.index, th.env, self.ev(s.value, th.env, s.loc), s.loc)

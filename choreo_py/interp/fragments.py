@@ -349,14 +349,16 @@ def apply_frags(stmt: ir.Apply) -> tuple[set[str], set[str]]:
 
 
 def reduce(dst: FragState, src: FragState, kind: str, dim: int, loc) -> None:
-    """`reduce_max/sum(dst, src, dim)`: over every owner, replicated to all copies."""
-    if src.rank != 2 or dim != 1 or dst.rank != 1 or dst.shape[0] != src.shape[0]:
-        raise InterpError(f"reduce_{kind}({dst.name}, {src.name}, {dim}): only reducing the "
-                          f"columns of a 2-D fragment into a row vector is modelled", loc)
+    """`reduce_max/sum(dst, src, dim)`: over every owner, replicated to all copies; `dim`
+    1 reduces each row (a row vector), 0 each column (a vector of the columns)."""
+    if src.rank != 2 or dim not in (0, 1) or dst.rank != 1 or \
+            dst.shape[0] != src.shape[1 - dim]:
+        raise InterpError(f"reduce_{kind}({dst.name}, {src.name}, {dim}): only reducing a "
+                          f"dimension of a 2-D fragment into a vector is modelled", loc)
     if kind == "max":
-        r = src.data.amax(dim=1)
+        r = src.data.amax(dim=dim)
     elif kind == "sum":
-        r = src.data.sum(dim=1)
+        r = src.data.sum(dim=dim)
     else:
         raise InterpError(f"unknown reduction '{kind}'", loc)
     dst.set(r[None, :])

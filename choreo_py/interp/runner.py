@@ -30,6 +30,8 @@ class RunStats:
     blocks: int = 0
     statements: int = 0
     scheduling_steps: int = 0
+    # a host region's host variables at its end (ir.Kernel.writes_back): name -> value
+    host_writes: Optional[dict] = None
 
 
 def static_counts(kernel: ir.Kernel) -> tuple[dict[str, int], dict[int, int]]:
@@ -187,7 +189,10 @@ def _run(kernel, tensors, dims, schedule, seed, step_limit, owners, max_delay,
         events = {e.name: EventState(e.name, e.slots, e.ready, arrivals.get(e.name, 1))
                   for e in kernel.events}
         sched = Scheduler(schedule, rng, step_limit, max_delay=max_delay)
-        BlockRun(kernel, Memory(kernel, tensors, env0), events, sched, owners, instances).start(env)
+        run = BlockRun(kernel, Memory(kernel, tensors, env0), events, sched, owners, instances)
+        run.start(env)
+        if kernel.writes_back:  # a host region: one block
+            stats.host_writes = {h: run.main.env[c] for h, c in kernel.writes_back}
         stats.blocks += 1
         stats.statements += sched.steps
         stats.scheduling_steps += sched.ticks
@@ -262,6 +267,7 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
         args = {p.name: tensors[p.name] for p in kernel.params if p.name in tensors}
         st = run_kernel(kernel, args, dict(dims, **kernel_env(kernel, env)), schedule=schedule,
                         seed=seed, step_limit=step_limit, owners=owners, progress=progress)
+        env.update(st.host_writes or {})
         total.blocks += st.blocks
         total.statements += st.statements
         total.scheduling_steps += st.scheduling_steps

@@ -895,6 +895,9 @@ class Kernel:
     # "cpu": a `parallel by 1 : device(cpu)` region, which the host runs (the interpreter's
     # executor, on the host's copies of its tensors); None: a GPU kernel.
     device: Optional[str] = None
+    # A host region's assignments to host variables (sema/host_copies.py): (host variable,
+    # the region's copy), set from the copy when the region ends; empty for GPU kernels.
+    writes_back: list[tuple[str, str]] = field(default_factory=list)
     tmem: Optional[TmemMap] = None   # tensor-memory columns of the MMA fragments (tmem_plan)
     run_buffers: list[RunBuffer] = field(default_factory=list)  # shared, sized at run time
     # The function's entry asserts on its sizes (`assert(Q_SEQ <= KV_SEQ, "...")`): every

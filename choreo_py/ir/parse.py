@@ -136,6 +136,11 @@ class _Parser:
             k.scalars.append(ir.Sym(name, dtype))
             self.scope.syms[name] = dtype
 
+    def decl_writes_back(self, k: ir.Kernel, line: str) -> None:
+        for item in line[len("writes_back "):].split(", "):
+            host, _, copy = item.partition(" = ")
+            k.writes_back.append((host, copy))
+
     def decl_alias(self, k: ir.Kernel, line: str) -> None:
         m = re.fullmatch(r"alias (\w+) = (\w+)\[([\d, ]+)\]", line)
         k.aliases.append(ir.Alias(m.group(1), m.group(2),
@@ -513,7 +518,8 @@ def _copy_stmt(p: _Parser, line: str, body) -> ir.Stmt:
 
 
 _DECLS: dict[str, Callable] = {
-    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars, "alias": _Parser.decl_alias,
+    "grid": _Parser.decl_grid, "scalars": _Parser.decl_scalars,
+    "writes_back": _Parser.decl_writes_back, "alias": _Parser.decl_alias,
     "launch_bounds": _Parser.decl_bounds,
     "cooperative": _Parser.decl_cooperative,
     "device": _Parser.decl_device,

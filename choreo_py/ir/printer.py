@@ -327,6 +327,8 @@ def print_kernel(k: ir.Kernel, p: _Printer | None = None) -> str:
         p.emit("scalars " + ", ".join(f"{x.name}: {x.dtype}" for x in k.scalars))
     if k.device:
         p.emit(f"device {k.device}")
+    if k.writes_back:
+        p.emit("writes_back " + ", ".join(f"{h} = {c}" for h, c in k.writes_back))
     if k.cooperative:
         p.emit("cooperative")
     if k.launch_bounds:

@@ -208,7 +208,8 @@ def run_on_host(kernel: ir.Kernel, tensors: dict, dims: dict, device) -> None:
     if torch.device(device).type == "cuda":
         torch.cuda.current_stream(device).synchronize()
     host = {p.name: tensors[p.name].cpu().to(TORCH_DTYPES[p.dtype]) for p in kernel.params}
-    run_kernel(kernel, host, {d: dims[d] for d in kernel.symbolic_dims})
+    st = run_kernel(kernel, host, {d: dims[d] for d in kernel.symbolic_dims})
+    dims.update(st.host_writes or {})  # (`dims`: the host program's environment)
     for name, t in host.items():
         tensors[name].copy_(t.to(tensors[name].dtype))
 

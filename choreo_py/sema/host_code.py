@@ -34,8 +34,10 @@ from .increments import has_increment
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
 from ..ir import build as B
+from .exprs import err
 from .clusters import ClusterBuilder
 from .host import nested_parallels
+from .host_regions import HostRegion
 from .values import kind_of
 from .values import (BoundedTuple, ITupleValue, Scalar, ShapeValue, Tensor, Unsupported,
                      ViewValue)
@@ -90,6 +92,8 @@ class HostCodeBuilder(ClusterBuilder):
 
     def host_statement(self, s: A.Stmt) -> None:
         """One statement outside any kernel."""
+        if isinstance(s, HostRegion):  # host DMA, waits, MMAs (sema/host_regions.py)
+            return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, A.ParallelBy):  # (a cluster around the kernel: sema/clusters.py)
             cluster = s.levels[0].level == "cluster"
             return (self.cluster_launch if cluster else self.launch)(s, self.out)
@@ -105,10 +109,12 @@ class HostCodeBuilder(ClusterBuilder):
             if self.host_depth:
                 raise Unsupported("a 'return' inside host control flow", s.loc)
             return self.host_return(s)
-        if _is_assert(s):  # checked by sema before host code was: its errors stay errors
+        if _is_assert(s) and not _touches_data(s):  # (sema checked it before host code)
             return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
+        if _touches_data(s) and not nested_parallels([s]) and self._data_decl(s):
+            return self.lenient_body("host code", self.host_data_decl, s)
         if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
             return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, _CONTROL):
@@ -138,6 +144,31 @@ class HostCodeBuilder(ClusterBuilder):
             value = ir.Select(B.binop("==", k, B.const(i)), seq[i], value, "s32")
         return Scalar(value)
 
+    def assert_stmt(self, c: A.CallExpr) -> None:
+        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
+        hoisted to its entry and checked when it is called; on host values, checked in the
+        host code where it is, and on tensor elements in a region of the host; in a GPU
+        kernel, on anything else, refused."""
+        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
+            raise err('assert takes a condition and a message: assert(cond, "message")', c)
+        message = c.args[1].value
+        cond = B.convert(self.scalar(c.args[0]), "bool")
+        if isinstance(cond, ir.Const):
+            if not cond.value:
+                raise err(f"assertion failed: {message}", c)
+            return
+        inner = sorted(n for n in ir.sym_names(cond)
+                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
+        elements = any(isinstance(x, (ir.BufElem, ir.Elem)) for x in ir.expr_walk(cond))
+        host_region = self.kernel is not None and self.kernel.device == "cpu"
+        if (inner or elements) and (self.on_host or host_region):  # checked where it is
+            return self.emit(ir.Assert(cond, message, loc=c.loc))
+        if inner or elements:
+            raise Unsupported(f"an assert on '{inner[0]}' in a kernel (only the function's "
+                              "sizes, at entry, and host values, on the host, are checked)",
+                              c.loc)
+        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
+
     def check_host_body(self, body: list[ir.Stmt]) -> None:
         """Every statement the host code became is one the host runs (a view named after a
         kernel, say, would be an `ir.ViewDef`: refused by name)."""
@@ -157,11 +188,48 @@ class HostCodeBuilder(ClusterBuilder):
 
     def host_data_region(self, s: A.Stmt) -> None:
         """Host code over tensor elements: a kernel of one instance the host runs."""
+        stmts = s.stmts if isinstance(s, HostRegion) else [s]
         one = A.ParallelLevel(var=None, elements=[], bounds=[A.IntLit(value=1, suffix="",
                               text="1", loc=s.loc)], bracketed=False, level="block", loc=s.loc)
         self.launch(A.ParallelBy(levels=[one], is_async=False, stream=None, attributes=[],
-                                 body=A.Block(stmts=[s], loc=s.loc), loc=s.loc), self.out)
+                                 body=A.Block(stmts=stmts, loc=s.loc), loc=s.loc), self.out,
+                    host_region=True)
         self.kernels[-1].device = "cpu"  # `s` holds no parallel region: one instance
+
+    def _data_decl(self, s: A.Stmt) -> bool:
+        """`int v = a.at(0);`, `w = b.at(i) + 1;` (declaring `w`): a host scalar whose value
+        reads tensor elements."""
+        init = s.init if isinstance(s, A.ScalarDecl) else getattr(s, "value", None)
+        if isinstance(init, A.CallExpr) and init.func.startswith("__atomic_"):
+            return False  # (an atomic's old value: the region declares it)
+        if isinstance(s, A.ScalarDecl):
+            return init is not None and not isinstance(init, (A.ITupleLit, A.MdSpanLit))
+        return isinstance(s, A.Assign) and s.op == "=" and isinstance(s.target, A.Name) and \
+            self.scope.lookup(s.target.id) is None
+
+    def host_data_decl(self, s: A.Stmt) -> None:
+        """A host scalar whose value reads tensor elements: a host variable, zero, that a
+        region of the host assigns the value (written back: sema/host_copies.py), so the
+        host's later statements and kernels see the name, as co-mock's do."""
+        name = s.name if isinstance(s, A.ScalarDecl) else s.target.id
+        init = s.init if isinstance(s, A.ScalarDecl) else s.value
+        written = getattr(s, "type", None)
+        dtype = written.name if written is not None and written.name not in ("auto", "void") \
+            else self._dtype_of(init)
+        zero = ir.Const(0.0 if ir.is_float(dtype) else (False if dtype == "bool" else 0), dtype)
+        self.emit(ir.Var(name, dtype, zero, loc=s.loc))
+        self.scope.bind(name, Scalar(ir.Sym(name, dtype), mutable=True, kind="var", loc=s.loc))
+        assign = A.Assign(target=A.Name(id=name, loc=s.loc), op="=", value=init, loc=s.loc)
+        self.host_data_region(assign)
+
+    def _dtype_of(self, e: A.Expr) -> str:
+        """The type of a host expression over tensor elements (built aside, not emitted)."""
+        saved = self.out
+        self.out = []
+        try:
+            return self.scalar(e).dtype
+        finally:
+            self.out = saved
 
     def host_stmt(self, s: A.Stmt) -> None:
         """Scalars, prints, asserts and copies on the host."""

@@ -22,6 +22,8 @@ MAX_GROUP_INSTANCES = 1 << 18
 from .exprs import ExprBuilder, err
 from .host import ATOMIC_TYPES, HostBuilder, check_dtype, nested_parallels
 from .host_code import HostCodeBuilder
+from .host_copies import HostCopyBuilder
+from . import host_regions
 from .block_accs import BlockAccBuilder
 from .param_dims import dim_name, open_dims, unwritten_dims
 from .iterate import IterationBuilder
@@ -47,7 +49,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
-                    HostCodeBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
+                    HostCodeBuilder, HostCopyBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
                     ReshapeBuilder, AsmBuilder, DeviceFuncBuilder, RoleFormBuilder):
     """Builds IR for one function.
 
@@ -97,7 +99,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self._guarded(self.param, p, [p.name] if p.name else [])
         host: list[ir.Stmt] = []
         self.out = host
-        for s in self.func.body.stmts:
+        for s in host_regions.gather(self.func.body.stmts):
             self._guarded(self.host_statement, s, declared_names(s))
         self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
@@ -108,24 +110,6 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         """The declared return type of a function that returns nothing (a warning of
         check/context.py): its call gives a value that refuses every use."""
         return A.declared_result(self.func) if self.result is None else None
-
-    def assert_stmt(self, c: A.CallExpr) -> None:
-        """`assert(cond, "message")`: decided here when constant; on the function's sizes,
-        hoisted to its entry and checked when it is called; anything else is refused."""
-        if len(c.args) != 2 or not isinstance(c.args[1], A.StringLit):
-            raise err('assert takes a condition and a message: assert(cond, "message")', c)
-        message = c.args[1].value
-        cond = B.convert(self.scalar(c.args[0]), "bool")
-        if isinstance(cond, ir.Const):
-            if not cond.value:
-                raise err(f"assertion failed: {message}", c)
-            return
-        inner = sorted(n for n in ir.sym_names(cond)
-                       if getattr(self.scope.lookup(n), "kind", None) != "dim")
-        if inner:
-            raise Unsupported(f"an assert on '{inner[0]}' (only the function's sizes are "
-                              "checked, at entry)", c.loc)
-        self.entry_asserts.append(ir.Assert(cond, message, loc=c.loc))
 
     def _guarded(self, fn, node, names: list[str]) -> None:
         """Runs one step; in lenient mode an unsupported construct is noted and skipped."""
@@ -195,7 +179,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         """Whether `e` depends on the function's sizes (its dimensions) and nothing else."""
         return all(getattr(self.scope.lookup(n), "kind", None) == "dim" for n in ir.sym_names(e))
 
-    def launch(self, s: A.ParallelBy, host: list[ir.Stmt]) -> None:
+    def launch(self, s: A.ParallelBy, host: list[ir.Stmt], host_region: bool = False) -> None:
         # `parallel.async` launches on the stream like any kernel (launches are in order).
         if any(lv.device_target for lv in s.levels):
             return self.device_region(s, host)  # sema/host.py
@@ -214,6 +198,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             raise err("a grid has at most 3 dimensions", lvl)
         name = f"{self.func.name}_k{len(self.kernels)}" if self.kernels else self.func.name
         self.kernel = ir.Kernel(name, self.kernel_params(), [], loc=s.loc)
+        self.kernel.device = "cpu" if host_region else None  # (a region the host runs)
         self.kernel.launch_bounds = self._launch_bounds(s.attributes)
         self.kernel.cooperative = lvl.cooperative  # its `sync.barrier : block` spans the grid
         self.kernel.aliases = list(self.aliases)
@@ -223,7 +208,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         try:
             for b in bounds:  # a grid of a host value's size is launched with that value
                 self.note_host_reads(Scalar(b))
-            self._kernel_body(s, names, bounds, inner)
+            self._kernel_body(s, names, bounds, inner, host_region)
         finally:
             self.scope, self.on_host, self.host_scope = outer, True, None
         role_futures.run(self.kernel)
@@ -233,10 +218,11 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     def arg_names(self) -> list[str]:
         return [p.name for p in self.func.params if p.name]
 
-    def _kernel_body(self, s: A.ParallelBy, names, bounds, inner) -> None:
+    def _kernel_body(self, s: A.ParallelBy, names, bounds, inner, host_region=False) -> None:
         for var, bound in zip(names, bounds):
             self.kernel.grid.append(ir.GridDim(var, bound))
             self.scope.bind(var, Scalar(ir.Sym(var, "s32"), bound=bound, kind="index"))
+        copies = self.copy_host_vars(s.body.stmts, host_region)  # sema/host_copies.py
         if inner:  # `parallel p by 6, q by 64`: the later levels nest inside the block
             body = A.Block(stmts=s.body.stmts, loc=s.body.loc)
             nested = A.ParallelBy(levels=inner[:1], is_async=False, stream=None, attributes=[],
@@ -244,9 +230,9 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             for level in reversed(inner[1:]):
                 nested = A.ParallelBy(levels=[level], is_async=False, stream=None, attributes=[],
                                       body=A.Block(stmts=[nested], loc=s.body.loc), loc=level.loc)
-            self.kernel.body = self.block([nested], new_scope=False)
+            self.kernel.body = copies + self.block([nested], new_scope=False)
         else:
-            self.kernel.body = self.block(s.body.stmts, new_scope=False)
+            self.kernel.body = copies + self.block(s.body.stmts, new_scope=False)
 
     def _bounds(self, lvl: A.ParallelLevel) -> list[ir.Expr]:
         out = []
@@ -281,6 +267,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.out = []
         if new_scope:
             self.scope = self.scope.child()
+        if self.on_host:  # host DMA, waits, MMAs: regions of the host (sema/host_regions.py)
+            stmts = host_regions.gather(stmts)
         plan = self.scale_plan(stmts)  # sema/mma_scale.py: the block's `mma.scale`s
         try:
             for i, s in enumerate(stmts):
@@ -391,8 +379,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         self.check_not_host_var(name, s.loc)
         old = self.scope.lookup(name)
         if isinstance(old, Scalar) and old.mutable:
-            value = self._compound(s, old.expr)
-            self.emit(ir.Assign(name, value, loc=s.loc))
+            value = self._compound(s, old.expr)  # (a kernel's copy of a host variable: its own name)
+            self.emit(ir.Assign(getattr(old.expr, "name", name), value, loc=s.loc))
             return
         if s.op != "=" and isinstance(old, FragValue):  # `mc += bias;`: element-wise
             return self.frag_compound(s, old.frag)
@@ -476,7 +464,8 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if not isinstance(v, Scalar) or not v.mutable:
             raise err(f"'{e.operand.id}' is not mutable", e.operand)
         op = "+" if "++" in e.op else "-"
-        self.emit(ir.Assign(e.operand.id, B.binop(op, v.expr, B.const(1), v.dtype), loc=e.loc))
+        self.emit(ir.Assign(getattr(v.expr, "name", e.operand.id),
+                            B.binop(op, v.expr, B.const(1), v.dtype), loc=e.loc))
 
     # ------------------------------------------------------------ control flow
     def s_If(self, s: A.If) -> None:

@@ -342,8 +342,8 @@ class OpBuilder(FragOpBuilder):
                 if not isinstance(var, Scalar) or not var.mutable:
                     raise err(f"'{arg.operand.id}' is not mutable", arg.operand)
                 op = "+" if arg.op == "post++" else "-"
-                post.append(ir.Assign(arg.operand.id, B.binop(op, var.expr, B.const(1), var.dtype),
-                                      loc=arg.loc))
+                post.append(ir.Assign(getattr(var.expr, "name", arg.operand.id),
+                                      B.binop(op, var.expr, B.const(1), var.dtype), loc=arg.loc))
                 return ir.EventRef(v.event.name, order=var.expr), post
             return ir.EventRef(v.event.name, order=self.index(arg)), post
         raise err("expected an event ('e', 'e[i]', 'e.at(order)') or a future", node)
@@ -470,6 +470,8 @@ class OpBuilder(FragOpBuilder):
             if not 0 <= dim < len(src.shape):
                 raise err(f"dimension {dim} is out of range for '{src.name}'", c.args[2])
             want = src.shape[:dim] + src.shape[dim + 1:]
+            if not dst.shape:  # `r = mma.fill.f32 0.0f;` that no MMA shaped: the result's
+                dst.shape = want  # shape, as an MMA gives its accumulator's (co-mock's too)
             if dst.shape != want:
                 raise err(f"'{fn}' of {fmt_shape(src.shape)} over dimension {dim} gives {fmt_shape(want)}, "
                           f"but '{dst.name}' is {fmt_shape(dst.shape)}", c.args[0])

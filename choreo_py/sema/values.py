@@ -128,6 +128,7 @@ def declared_names(stmt) -> list[str]:
     target = getattr(stmt, "target", None)
     if isinstance(target, A.Name) and (not isinstance(stmt, A.Assign) or stmt.op == "="):
         names.append(target.id)
+    names += getattr(stmt, "region_names", [])  # a region of the host (sema/host_regions.py)
     return names
 
 

@@ -416,7 +416,8 @@ def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
     lw.w.op(f"bar.{s.op}", _expr(lw, s.barrier, s.loc, "bar_id"), V.imm(s.count, "u32"))
 
 
-_NAMES = {ir.Launch: "a launch inside a kernel"}
+_NAMES = {ir.Launch: "a launch inside a kernel",
+          ir.ElemStore: "a store to a fragment element outside 'apply'"}
 
 def _tma_store(lw: ThreadLowering, s: ir.TmaStore) -> None:
     if s.rows is not None:
