@@ -99,7 +99,7 @@ def test_the_emulators_min_max_instructions():
     """min / max with and without .NaN, on the emulator's own arrays."""
     import numpy as np
 
-    from choreo_py.emu.isa_alu import _float_minmax
+    from choreo_py.emu.fminmax import float_minmax as _float_minmax
 
     a = np.array([p[0] for p in PAIRS], dtype=np.float32)
     b = np.array([p[1] for p in PAIRS], dtype=np.float32)

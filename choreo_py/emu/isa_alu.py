@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .fminmax import float_minmax
 from .isa_table import Unsupported, decoder
 from .lanes import CONTROL, LANES, NP
 from .operands import _TYPES, _UNSIGNED, const, operand_reader, ptype_of, writer
@@ -87,24 +88,6 @@ BINARY = {
 }
 
 
-def _float_minmax(name: str, nan_wins: bool, a, b):
-    """PTX min / max of floats (ISA 9.7.3.11-12, 9.7.4.7-8): a NaN input loses to a number
-    (with .NaN the result is the canonical NaN), and -0.0 < +0.0 -- numpy's fmin / fmax
-    return either zero of a tie."""
-    if nan_wins:
-        r = np.minimum(a, b) if name == "min" else np.maximum(a, b)
-        r = np.where(np.isnan(a) | np.isnan(b), np.array(np.nan, dtype=r.dtype), r)
-    else:
-        r = np.fmin(a, b) if name == "min" else np.fmax(a, b)
-    tie = (a == 0) & (b == 0)
-    if np.any(tie):
-        sa, sb = np.signbit(a), np.signbit(b)
-        neg = (sa | sb) if name == "min" else (sa & sb)
-        zero = np.where(neg, np.array(-0.0, dtype=r.dtype), np.array(0.0, dtype=r.dtype))
-        r = np.where(tie, zero, r)
-    return r
-
-
 def _binary_fn(name: str, inst, t: str):
     dt = np.dtype(NP[t])
     bits = dt.itemsize * 8
@@ -116,7 +99,7 @@ def _binary_fn(name: str, inst, t: str):
         return lambda a, b: a * b
     if name in ("min", "max"):
         if dt.kind == "f":
-            return lambda a, b: _float_minmax(name, "NaN" in inst.parts, a, b)
+            return lambda a, b: float_minmax(name, "NaN" in inst.parts, a, b)
         return np.minimum if name == "min" else np.maximum
     if name == "div":
         return _float_div if dt.kind == "f" else _div_int
