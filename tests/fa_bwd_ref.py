@@ -58,3 +58,50 @@ def interpret_bwd(q, k, v, do, o, lse, causal, target="sm_90a"):
     choreo_py.interpret(BWD, dict(Q=q, K=k, V=v, dO=do, LSE=lse, Dlt=dlt, dQ=dq),
                         function="fa_bwd_dq", **run)
     return dq, dk, dv, dlt
+
+
+def attention_f64(q, k, v, causal):
+    """softmax(Q Kᵀ / sqrt(D)) V of BSHD tensors in float64, written out (no SDPA), on
+    the tensors' device: the reference the gradient checks differentiate."""
+    qt, kt, vt = (x.double().transpose(1, 2) for x in (q, k, v))
+    s = qt @ kt.transpose(-1, -2) / q.shape[-1] ** 0.5
+    if causal:
+        n = s.shape[-1]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool, device=s.device).triu(1),
+                          float("-inf"))
+    return (torch.softmax(s, -1) @ vt).transpose(1, 2)
+
+
+def grads_f64(q, k, v, do, causal):
+    """(dQ, dK, dV) in float64 BSHD: torch autograd of `attention_f64`."""
+    t = [x.double().requires_grad_() for x in (q, k, v)]
+    attention_f64(*t, causal).backward(do.double())
+    return [x.grad for x in t]
+
+
+def directional_fd(q, k, v, do, causal, dirs, h=1e-5):
+    """Central differences, in float64, of L = <attention(Q, K, V), dO> along each
+    direction (uQ, uK, uV) of `dirs`: what <dQ, uQ> + <dK, uK> + <dV, uV> must be."""
+    x = [t.double() for t in (q, k, v)]
+    dod = do.double()
+
+    def loss(sign, u):
+        return (attention_f64(*(a + sign * h * b for a, b in zip(x, u)), causal) * dod).sum()
+
+    return [((loss(1, u) - loss(-1, u)) / (2 * h)).item() for u in dirs]
+
+
+def directional(grads, dirs):
+    """<dQ, uQ> + <dK, uK> + <dV, uV> of `grads` along each direction of `dirs`."""
+    return [sum((g.double() * b).sum().item() for g, b in zip(grads, u)) for u in dirs]
+
+
+def row_err(out, ref):
+    """The worst row (one (batch, position, head) vector of D) of `out - ref`, relative to
+    that row of `ref` or to the RMS row of `ref`, whichever is larger: a few wrong rows
+    (a partial tile's) show here even where the whole tensor's error is small."""
+    ref = ref.double()
+    err = (out.double() - ref).norm(dim=-1)
+    norm = ref.norm(dim=-1)
+    rms = norm.pow(2).mean().sqrt()
+    return (err / torch.maximum(norm, rms)).max().item()
