@@ -173,3 +173,13 @@ def test_gpu_kernels_match_the_interpreter():
     lib.fa_bwd_dq(*g[:4], g[5], dlt, dq)
     for a, b in zip((dq, dk, dv), cpu):
         assert rel(a.cpu(), b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("path", [BWD, FWD])
+def test_other_head_dims_are_refused(path):
+    """The programs' constants (SCALE, the tile and register budgets) are set for D = 64
+    and 128 only: another -DDIM stops at the preprocessor, located, instead of computing
+    with the wrong scale."""
+    with pytest.raises(choreo_py.ChoreoError, match=r"flash_atten_bwd(_fwd)?\.co:\d+:1: "
+                                                    r"error: #error \"DIM must be 64 or 128"):
+        compile_file(path, emit="ptx", target="sm_90a", defines={"DIM": "96"})

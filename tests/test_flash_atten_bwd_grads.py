@@ -120,9 +120,24 @@ def test_interpreter(b, s, h, d, causal):
     check_directional(got, q, k, v, do, causal)
 
 
+def check_single_token(got, q, k, v, do, causal):
+    """S = 1: softmax over one key is 1 whatever the scores, so dQ and dK are zero and
+    dV = dO. What may remain of dQ and dK is f32 rounding of dP - Dlt (two sums of the
+    same products in different orders), about 1e-6 of dV."""
+    want = grads_f64(q, k, v, do, causal)
+    assert rel(got[2], want[2]) < REL
+    assert all(g.abs().max() <= 1e-3 * got[2].abs().max() for g in got[:2])
+
+
+@pytest.mark.parametrize("d,causal", [(64, True), (128, False)])
+def test_interpreter_single_token(d, causal):
+    q, k, v, do = inputs(1, 1, 2, d, "cpu", seed=d)
+    check_single_token(ours(q, k, v, do, causal), q, k, v, do, causal)
+
+
 # Lengths around the tiles: 64-row Q tiles (forward, dK/dV's steps), 64-row KV steps (dQ),
 # 128 (D=64) or 64 (D=128) keys per dK/dV block, 128 queries per dQ block.
-GPU_LENGTHS = (1, 17, 100, 129, 191, 257, 1000)
+GPU_LENGTHS = (17, 100, 129, 191, 257, 1000)
 
 
 @pytest.mark.gpu
@@ -137,6 +152,14 @@ def test_gpu_elementwise(s, d, causal):
     want = grads_f64(q, k, v, do, causal)
     peer = {n: rel(g, w) for n, g, w in zip(NAMES, sdpa_bf16(q, k, v, do, causal), want)}
     assert all(errs[n] <= 3 * peer[n] + 5e-4 for n in NAMES), (errs, peer)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("d", [64, 128])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_single_token(d, causal):
+    q, k, v, do = inputs(2, 1, 3, d, "cuda", seed=d)
+    check_single_token(ours(q, k, v, do, causal), q, k, v, do, causal)
 
 
 @pytest.mark.gpu
