@@ -29,7 +29,8 @@ A wrong attention gradient that is only a per-tensor scale escapes this check
 The data: sequences of a `period`-token block drawn from a fixed random Markov chain
 (four likely successors per token) and repeated, so the loss falls first by the bigram
 statistics and then by copying from `period` positions back, which needs attention.
-On CPU tensors (`--device cpu`) ours runs in the interpreter: tiny shapes only.
+On CPU tensors (`--device cpu`) ours runs in the interpreter: tiny shapes only, or
+`--stand-in`, which puts the model in place of our kernels to calibrate the check.
 """
 from __future__ import annotations
 
@@ -63,10 +64,12 @@ class Config:
     seed: int = 0
     causal: bool = True
     device: str = "cuda"
+    stand_in: bool = False
 
 
-def attention(name: str, causal: bool):
-    """f(q, k, v) on BSHD bf16 tensors for one of the runs."""
+def attention(name: str, causal: bool, stand_in: bool = False):
+    """f(q, k, v) on BSHD bf16 tensors for one of the runs; with `stand_in`, `ours` and
+    `control` use the model in place of our kernels."""
     import torch
     import torch.nn.functional as F
 
@@ -80,7 +83,11 @@ def attention(name: str, causal: bool):
         return lambda q, k, v: sdpa(q.float(), k.float(), v.float()).to(q.dtype)
     if name == "model":
         return lambda q, k, v: _rounded().apply(q, k, v, causal)
-    from flash_atten_bwd import flash_attn
+    if stand_in:
+        def flash_attn(q, k, v, causal):
+            return _rounded().apply(q, k, v, causal)
+    else:
+        from flash_atten_bwd import flash_attn
 
     if name == "ours":
         return lambda q, k, v: flash_attn(q, k, v, causal=causal)
@@ -216,7 +223,7 @@ def train(cfg: Config, run: str, init_state, data) -> list[float]:
     model = build_model(cfg)
     model.load_state_dict(init_state)
     opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.01)
-    attn = attention(run, cfg.causal)
+    attn = attention(run, cfg.causal, cfg.stand_in)
     losses = []
     for step in range(cfg.steps):
         x, y = data[step, :, :-1], data[step, :, 1:]
@@ -271,10 +278,14 @@ def main(argv=None) -> int:
     ap.add_argument("--no-causal", action="store_true")
     ap.add_argument("--device", default=d.device)
     ap.add_argument("--control", action="store_true", help="add the run with dK zeroed")
+    ap.add_argument("--stand-in", action="store_true",
+                    help="the model in place of our kernels (ours and control): the "
+                         "tolerance's calibration where our kernels cannot run (the CPU "
+                         "at full shapes, where the interpreter is too slow)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "data", "train_tiny.csv"))
     a = ap.parse_args(argv)
     cfg = Config(a.layers, a.heads, a.dim, a.seq, a.batch, a.vocab, a.period, a.steps, a.lr,
-                 a.seed, not a.no_causal, a.device)
+                 a.seed, not a.no_causal, a.device, a.stand_in)
     c = curves(cfg, RUNS + (("control",) if a.control else ()))
     write_csv(a.out, c)
     v = verdict(c)

@@ -2,7 +2,8 @@
 flash_atten_bwd_fwd.co (O and LSE) and the three kernels of flash_atten_bwd.co (the row
 dot products Dlt, then dK/dV and dQ).
 
-Tensors are BSHD bf16 with D = 64 or 128 and Q, K, V of one length. On CUDA tensors the
+Tensors are BSHD bf16 with D = 64 or 128 and Q, K, V of one length; K and V may have
+fewer heads than Q (GQA: H_KV dividing H, query head h using KV head h / (H / H_KV)). On CUDA tensors the
 kernels run on the GPU (`choreo_py.load`); on CPU tensors the same programs run in the
 interpreter (`choreo_py.interpret`), slowly, so that the pairing is testable anywhere.
 
@@ -36,12 +37,17 @@ def programs(causal: bool, dim: int, device_type: str, target=None):
 
 
 def _check(q, k, v):
-    """The kernels' contract: BSHD bf16 on one device, one length, D of 64 or 128."""
+    """The kernels' contract: BSHD bf16 on one device, one length, D of 64 or 128, and as
+    many KV heads as query heads or a divisor of them."""
     if not (q.dtype == k.dtype == v.dtype == torch.bfloat16):
         raise TypeError("flash_attn takes bf16 Q, K, V")
-    if not (q.shape == k.shape == v.shape) or q.dim() != 4 or q.shape[-1] not in (64, 128):
-        raise ValueError(f"flash_attn takes Q, K, V of one BSHD shape with D 64 or 128, "
-                         f"not {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    ok = (q.dim() == 4 and k.shape == v.shape and k.dim() == 4 and q.shape[-1] in (64, 128)
+          and q.shape[:2] == k.shape[:2] and q.shape[-1] == k.shape[-1]
+          and k.shape[2] > 0 and q.shape[2] % k.shape[2] == 0)
+    if not ok:
+        raise ValueError(f"flash_attn takes BSHD Q, K, V of one length and D (64 or 128), "
+                         f"K and V of one shape with a number of heads dividing Q's, not "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
 
 
 class FlashAttnFunction(torch.autograd.Function):
@@ -69,7 +75,7 @@ class FlashAttnFunction(torch.autograd.Function):
         do = grad.to(torch.bfloat16).contiguous()
         dlt = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32,
                           device=q.device)
-        dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
         bwd.fa_bwd_pre(o, do, dlt)
         bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
         bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)

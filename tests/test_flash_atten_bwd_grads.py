@@ -2,7 +2,8 @@
 forward and backward) against float64, at lengths that leave partial tiles, causal and
 not: the gradients element by element against torch autograd of attention written out
 in float64, and, as gradcheck does, directional derivatives against central differences
-of the float64 forward (no autograd in that reference). On CPU tensors the kernels run in
+of the float64 forward (no autograd in that reference); GQA too (K and V with fewer
+heads, dK and dV summed over each group). On CPU tensors the kernels run in
 the interpreter (tiny shapes); the rows marked `gpu` run them on the GPU.
 
 The Function's forward is bf16, so torch.autograd.gradcheck itself cannot run on it
@@ -26,8 +27,8 @@ import pathlib
 import pytest
 import torch
 
-from fa_bwd_ref import (attention_f64, bwd_inputs, directional, directional_fd, grads_f64,
-                        rel, row_err)
+from fa_bwd_ref import (attention_f64, bwd_inputs, directional, directional_fd, expand_kv,
+                        grads_f64, rel, row_err)
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 REL, ROW, DIR = 1e-2, 3e-2, 2e-2
@@ -52,15 +53,17 @@ def ours(q, k, v, do, causal):
 
 
 def sdpa_bf16(q, k, v, do, causal):
-    """(dQ, dK, dV) of torch SDPA in bf16 (its default backend) on the same tensors."""
-    t = [x.transpose(1, 2).detach().requires_grad_() for x in (q, k, v)]
-    torch.nn.functional.scaled_dot_product_attention(*t, is_causal=causal).backward(
+    """(dQ, dK, dV) of torch SDPA in bf16 (its default backend) on the same tensors; with
+    GQA, K and V repeated per query head and their gradients summed back."""
+    t = [x.detach().requires_grad_() for x in (q, k, v)]
+    bhsd = [x.transpose(1, 2) for x in (t[0], expand_kv(q, t[1]), expand_kv(q, t[2]))]
+    torch.nn.functional.scaled_dot_product_attention(*bhsd, is_causal=causal).backward(
         do.transpose(1, 2))
-    return [x.grad.transpose(1, 2) for x in t]
+    return [x.grad for x in t]
 
 
-def inputs(b, s, h, d, device, seed):
-    return [x.to(device) for x in bwd_inputs(b, s, h, d, seed=seed)]
+def inputs(b, s, h, d, device, seed, h_kv=None):
+    return [x.to(device) for x in bwd_inputs(b, s, h, d, seed=seed, h_kv=h_kv)]
 
 
 def check_elementwise(got, q, k, v, do, causal):
@@ -129,6 +132,17 @@ def check_single_token(got, q, k, v, do, causal):
     assert all(g.abs().max() <= 1e-3 * got[2].abs().max() for g in got[:2])
 
 
+@pytest.mark.parametrize("s,h,h_kv,d,causal", [(17, 4, 2, 64, True), (40, 3, 1, 128, False)])
+def test_interpreter_gqa(s, h, h_kv, d, causal):
+    """GQA through the Function in the interpreter: dK and dV are sums over the query
+    heads that share a KV head, and the Function allocates them with K's heads."""
+    q, k, v, do = inputs(1, s, h, d, "cpu", seed=s, h_kv=h_kv)
+    got = ours(q, k, v, do, causal)
+    assert [tuple(g.shape) for g in got] == [tuple(x.shape) for x in (q, k, v)]
+    check_elementwise(got, q, k, v, do, causal)
+    check_directional(got, q, k, v, do, causal)
+
+
 @pytest.mark.parametrize("d,causal", [(64, True), (128, False)])
 def test_interpreter_single_token(d, causal):
     q, k, v, do = inputs(1, 1, 2, d, "cpu", seed=d)
@@ -170,3 +184,18 @@ def test_gpu_directional(s, d, causal):
     central differences of the forward."""
     q, k, v, do = inputs(1, s, 2, d, "cuda", seed=3 * s + d)
     check_directional(ours(q, k, v, do, causal), q, k, v, do, causal)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("s,h,h_kv,d", [(1000, 8, 2, 128), (257, 4, 1, 64), (129, 6, 3, 64)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_gpu_gqa(s, h, h_kv, d, causal):
+    """GQA on the GPU (groups of 4, 4 and 2 query heads): element checks, the peer bound
+    (SDPA on repeated K, V) and the directional check."""
+    q, k, v, do = inputs(2, s, h, d, "cuda", seed=s + h, h_kv=h_kv)
+    got = ours(q, k, v, do, causal)
+    errs = check_elementwise(got, q, k, v, do, causal)
+    want = grads_f64(q, k, v, do, causal)
+    peer = {n: rel(g, w) for n, g, w in zip(NAMES, sdpa_bf16(q, k, v, do, causal), want)}
+    assert all(errs[n] <= 3 * peer[n] + 5e-4 for n in NAMES), (errs, peer)
+    check_directional(got, q, k, v, do, causal)
