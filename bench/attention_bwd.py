@@ -3,11 +3,12 @@
 and, with --fa4 where flash_attn.cute imports, FlashAttention-4's sm90 backward, in one
 process on the same tensors.
 
-    python3 bench/attention_bwd.py [--fa4] [--shapes B,H,S,D,causal ...] [--out FILE]
+    python3 bench/attention_bwd.py [--fa4] [--shapes B,H,S,D,causal[,H_KV] ...] [--out FILE]
     python3 bench/attention.py --backward [--fa4] [--only S=4096] [--out FILE]
 
 Rows (bf16, BSHD, D=128): B*S = 8192 tokens at S = 1k, 2k, 4k, 8k (B=2: 16k tokens)
-and 16k, H=16, causal and not, like the forward's rows (bench/attention.py).
+and 16k, H=16, causal and not, like the forward's rows (bench/attention.py). A sixth
+field in --shapes is H_KV (GQA; SDPA's rows then pass enable_gqa).
 
 Timing: per-call CUDA events, median of 30 calls after 10 warm-up calls
 (`event_times`), after a 2 s matmul warm-up. Ours is the three launches on O and LSE
@@ -60,7 +61,7 @@ def ours(q, k, v, do, causal):
     lse = torch.empty(b, h, -(-s // 64) * 64, device="cuda")  # rows padded as the Function's
     fwd.fa_fwd_lse(q, k, v, o, lse)
     dlt = torch.empty(b, h, s, device="cuda")
-    dq, dk, dv = (torch.empty_like(q) for _ in range(3))
+    dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
 
     def step():
         bwd.fa_bwd_pre(o, do, dlt)
@@ -99,10 +100,12 @@ def peers(q, k, v, do, causal, use_fa4):
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
+    gqa = {"enable_gqa": True} if k.shape[2] != q.shape[2] else {}
+
     def sdpa(backend):
         def fwd(*t):
             with sdpa_kernel(backend):
-                return F.scaled_dot_product_attention(*t, is_causal=bool(causal))
+                return F.scaled_dot_product_attention(*t, is_causal=bool(causal), **gqa)
         return fwd
 
     found = {}
@@ -124,22 +127,26 @@ def peers(q, k, v, do, causal, use_fa4):
 
 
 def reference(q, k, v, do, causal):
-    """float32 SDPA's (dQ, dK, dV), BSHD."""
+    """float32 SDPA's (dQ, dK, dV), BSHD (GQA: K and V repeated per query head, their
+    gradients summed back)."""
     import torch
 
-    t = [x.float().transpose(1, 2).requires_grad_() for x in (q, k, v)]
-    torch.nn.functional.scaled_dot_product_attention(*t, is_causal=bool(causal)).backward(
+    from fa_bwd_ref import expand_kv
+
+    t = [x.float().requires_grad_() for x in (q, k, v)]
+    bhsd = [x.transpose(1, 2) for x in (t[0], expand_kv(q, t[1]), expand_kv(q, t[2]))]
+    torch.nn.functional.scaled_dot_product_attention(*bhsd, is_causal=bool(causal)).backward(
         do.float().transpose(1, 2))
-    return [x.grad.transpose(1, 2) for x in t]
+    return [x.grad for x in t]
 
 
-def bench_shape(b, h, s, d, causal, use_fa4=False) -> dict:
+def bench_shape(b, h, s, d, causal, use_fa4=False, h_kv=None) -> dict:
     """{label: {"ms": float, "errs": [dQ, dK, dV]} or a reason string} for one row."""
     import torch
 
     from fa_bwd_ref import bwd_inputs, rel
 
-    q, k, v, do = (x.cuda() for x in bwd_inputs(b, s, h, d, seed=1))
+    q, k, v, do = (x.cuda() for x in bwd_inputs(b, s, h, d, seed=1, h_kv=h_kv))
     want = reference(q, k, v, do, causal)
     impls = {"choreo-py": ours(q, k, v, do, causal), **peers(q, k, v, do, causal, use_fa4)}
     row = {}
@@ -172,10 +179,10 @@ def cell(x) -> str:
 
 def table(rows: list, labels: list) -> list[str]:
     """Markdown lines: ms, our TFLOP/s, ratio to the best peer, errors."""
-    lines = ["| B | H | S | D | causal | " + " | ".join(f"{x} ms" for x in labels)
+    lines = ["| B | H (KV) | S | D | causal | " + " | ".join(f"{x} ms" for x in labels)
              + " | choreo-py TFLOP/s | ratio (best peer / ours) | rel err dQ, dK, dV (ours) |",
              "|---|---|---|---|---|" + "---|" * (len(labels) + 3)]
-    for (b, h, s, d, c), r in rows:
+    for (b, h, s, d, c, hkv), r in rows:
         mine = r.get("choreo-py")
         times = [x["ms"] for lab, x in r.items() if lab != "choreo-py"
                  and isinstance(x, dict) and max(x["errs"]) <= CHECK_TOL]
@@ -183,7 +190,8 @@ def table(rows: list, labels: list) -> list[str]:
         tf = f"{flops(b, h, s, d, c) / mine['ms'] / 1e9:.1f}" if ok else "n/a"
         ratio = f"{min(times) / mine['ms']:.3f}" if ok and times else "n/a"
         errs = ", ".join(f"{e:.2e}" for e in mine["errs"]) if ok else "n/a"
-        lines.append(f"| {b} | {h} | {s} | {d} | {c} | "
+        heads = f"{h} ({hkv})" if hkv != h else f"{h}"
+        lines.append(f"| {b} | {heads} | {s} | {d} | {c} | "
                      + " | ".join(cell(r.get(lab, "n/a")) for lab in labels)
                      + f" | {tf} | {ratio} | {errs} |")
     return lines
@@ -198,16 +206,18 @@ def run(shapes: list, use_fa4: bool, out: str | None, only: str = "", command: s
     warm_up()
     rows = []
     for spec in shapes:
-        b, h, s, d, c = (int(x) for x in spec.split(","))
-        label = f"B={b} H={h} S={s} D={d} {'causal' if c else 'non-causal'}"
+        b, h, s, d, c, *rest = (int(x) for x in spec.split(","))
+        hkv = rest[0] if rest else h
+        label = (f"B={b} H={h}" + (f" H_KV={hkv}" if hkv != h else "")
+                 + f" S={s} D={d} {'causal' if c else 'non-causal'}")
         if only and not any(x in label for x in only.split(",")):
             continue
         log(f"[time] {label}  (GPU: {gpu_state()})")
-        r = bench_shape(b, h, s, d, c, use_fa4)
+        r = bench_shape(b, h, s, d, c, use_fa4, hkv)
         for lab, x in r.items():
             log(f"  {lab}: " + (x if isinstance(x, str) else
                                 f"{x['ms']:.3f} ms, rel err " + ", ".join(f"{e:.2e}" for e in x["errs"])))
-        rows.append(((b, h, s, d, c), r))
+        rows.append(((b, h, s, d, c, hkv), r))
     labels = ["choreo-py"] + [p for p in PEERS if use_fa4 or p != "flash-attn-4"]
     lines = ["# FlashAttention backward: choreo-py vs cuDNN, FA2 and FlashAttention-4", "",
              f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}, "
@@ -226,7 +236,8 @@ def run(shapes: list, use_fa4: bool, out: str | None, only: str = "", command: s
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--shapes", nargs="*", default=DEFAULT, help="B,H,S,D,causal each")
+    ap.add_argument("--shapes", nargs="*", default=DEFAULT,
+                    help="B,H,S,D,causal[,H_KV] each")
     ap.add_argument("--fa4", action="store_true",
                     help="also time FlashAttention-4's backward (flash_attn.cute: "
                          "../shared/tools/fa4_wheels.sh brings it to the H200)")
