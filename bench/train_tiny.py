@@ -1,7 +1,8 @@
 """Training-loop check of the attention backward: a tiny causal transformer trained the
-same way three times, with only the attention changed, and the loss curves compared.
+same way four times, with only the attention changed, and the loss curves compared.
 
     python3 bench/train_tiny.py [--steps 50] [--dim 64|128] [--seq 256] [--heads 4]
+                                [--kv-heads 2] [--control] [--stand-in] [--device cpu]
                                 [--no-causal] [--out bench/data/train_tiny.csv]
 
 The runs share the initial weights, the batches (one seeded generator) and the
@@ -21,6 +22,9 @@ max |loss_ours - loss_sdpa| <= 3 * noise + 1e-3 (the 1e-3 absorbs the run-to-run
 variation of a curve when noise is itself tiny), and for the loss to have fallen by a
 fifth (a run that learns nothing compares nothing). Exit status 1 when either fails.
 (On the CPU, SDPA in bf16 computes in float32 and rounds only O: there sdpa is f32.)
+
+`--kv-heads N` makes the attention GQA (N KV heads): ours takes K and V with N heads,
+the other runs see them repeated per query head (autograd sums their gradients back).
 
 A wrong attention gradient that is only a per-tensor scale escapes this check
 (AdamW divides it out); tests/test_flash_atten_bwd.py's gradient checks catch that.
@@ -65,6 +69,7 @@ class Config:
     causal: bool = True
     device: str = "cuda"
     stand_in: bool = False
+    kv_heads: int = 0  # GQA: K and V heads (0: as many as `heads`)
 
 
 def attention(name: str, causal: bool, stand_in: bool = False):
@@ -73,19 +78,29 @@ def attention(name: str, causal: bool, stand_in: bool = False):
     import torch
     import torch.nn.functional as F
 
+    def expanded(f):
+        """f on K and V repeated per query head (GQA; autograd sums their gradients
+        back): only ours takes fewer KV heads itself."""
+        def g(q, k, v):
+            rep = q.shape[2] // k.shape[2]
+            return f(q, k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2))
+        return g
+
+    @expanded
     def sdpa(q, k, v):
         t = [x.transpose(1, 2) for x in (q, k, v)]
         return F.scaled_dot_product_attention(*t, is_causal=causal).transpose(1, 2)
 
+    model = expanded(lambda q, k, v: _rounded().apply(q, k, v, causal))
     if name == "sdpa":
         return sdpa
     if name == "f32":
         return lambda q, k, v: sdpa(q.float(), k.float(), v.float()).to(q.dtype)
     if name == "model":
-        return lambda q, k, v: _rounded().apply(q, k, v, causal)
+        return model
     if stand_in:
         def flash_attn(q, k, v, causal):
-            return _rounded().apply(q, k, v, causal)
+            return model(q, k, v)
     else:
         from flash_atten_bwd import flash_attn
 
@@ -164,18 +179,20 @@ def build_model(cfg: Config):
     import torch.nn.functional as F
 
     d = cfg.heads * cfg.dim
+    kv = (cfg.kv_heads or cfg.heads) * cfg.dim
 
     class Block(nn.Module):
         def __init__(self):
             super().__init__()
             self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv = nn.Linear(d, 3 * d, bias=False)
+            self.qkv = nn.Linear(d, d + 2 * kv, bias=False)
             self.out = nn.Linear(d, d, bias=False)
             self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
 
         def forward(self, x, attn):
             b, n, _ = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, n, 3, cfg.heads, cfg.dim).unbind(2)
+            q, k, v = self.qkv(self.ln1(x)).split((d, kv, kv), -1)
+            q, k, v = (t.view(b, n, -1, cfg.dim) for t in (q, k, v))
             x = x + self.out(attn(q, k, v).reshape(b, n, d))
             return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
 
@@ -272,8 +289,9 @@ def write_csv(path: str, c: dict) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     d = Config()
-    for f in ("layers", "heads", "dim", "seq", "batch", "vocab", "period", "steps", "seed"):
-        ap.add_argument(f"--{f}", type=int, default=getattr(d, f))
+    for f in ("layers", "heads", "kv_heads", "dim", "seq", "batch", "vocab", "period", "steps",
+              "seed"):
+        ap.add_argument(f"--{f.replace('_', '-')}", type=int, default=getattr(d, f))
     ap.add_argument("--lr", type=float, default=d.lr)
     ap.add_argument("--no-causal", action="store_true")
     ap.add_argument("--device", default=d.device)
@@ -284,8 +302,10 @@ def main(argv=None) -> int:
                          "at full shapes, where the interpreter is too slow)")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "data", "train_tiny.csv"))
     a = ap.parse_args(argv)
-    cfg = Config(a.layers, a.heads, a.dim, a.seq, a.batch, a.vocab, a.period, a.steps, a.lr,
-                 a.seed, not a.no_causal, a.device, a.stand_in)
+    cfg = Config(layers=a.layers, heads=a.heads, dim=a.dim, seq=a.seq, batch=a.batch,
+                 vocab=a.vocab, period=a.period, steps=a.steps, lr=a.lr, seed=a.seed,
+                 causal=not a.no_causal, device=a.device, stand_in=a.stand_in,
+                 kv_heads=a.kv_heads)
     c = curves(cfg, RUNS + (("control",) if a.control else ()))
     write_csv(a.out, c)
     v = verdict(c)

@@ -4,7 +4,8 @@ torch SDPA in bf16, with float32 attention and with a torch model of our roundin
 one initialization on one batch sequence; the loss curves must agree within the spread
 bf16 attention itself causes (the script's docstring), and a run whose dK is zeroed must
 not. On the CPU our kernels run in the interpreter (one layer, S=64); marked `gpu`, the
-script's own shapes (two layers, S=256, four heads) for 30 steps."""
+script's own shapes (two layers, S=256, four heads; GQA on two KV heads too) for 30
+steps."""
 from __future__ import annotations
 
 import csv
@@ -40,7 +41,9 @@ def test_cpu_interpreter(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dim,causal", [(64, True), (128, True), (64, False)])
-def test_gpu(dim, causal):
-    cfg = train_tiny.Config(dim=dim, causal=causal, steps=30)
+@pytest.mark.parametrize("dim,causal,kv_heads", [(64, True, 0), (128, True, 0),
+                                                 (64, False, 0), (64, True, 2)])
+def test_gpu(dim, causal, kv_heads):
+    """Four heads of D 64 or 128; the last row GQA (two KV heads)."""
+    cfg = train_tiny.Config(dim=dim, causal=causal, steps=30, kv_heads=kv_heads)
     check(train_tiny.verdict(train_tiny.curves(cfg, train_tiny.RUNS + ("control",))))
