@@ -21,7 +21,8 @@ most their sum, about 2 * noise. The check asks for
 max |loss_ours - loss_sdpa| <= 3 * noise + 1e-3 (the 1e-3 absorbs the run-to-run
 variation of a curve when noise is itself tiny), and for the loss to have fallen by a
 fifth (a run that learns nothing compares nothing). Exit status 1 when either fails.
-(On the CPU, SDPA in bf16 computes in float32 and rounds only O: there sdpa is f32.)
+The f32 and model runs leave autocast for their attention, which would otherwise run
+their float32 SDPA and matmuls in bf16.
 
 `--kv-heads N` makes the attention GQA (N KV heads): ours takes K and V with N heads,
 the other runs see them repeated per query head (autograd sums their gradients back).
@@ -91,11 +92,19 @@ def attention(name: str, causal: bool, stand_in: bool = False):
         t = [x.transpose(1, 2) for x in (q, k, v)]
         return F.scaled_dot_product_attention(*t, is_causal=causal).transpose(1, 2)
 
-    model = expanded(lambda q, k, v: _rounded().apply(q, k, v, causal))
+    def full(f):
+        """f outside autocast: under it, SDPA and matmuls of float32 tensors would
+        run in bf16 after all."""
+        def g(q, k, v):
+            with torch.autocast(q.device.type, enabled=False):
+                return f(q, k, v)
+        return g
+
+    model = full(expanded(lambda q, k, v: _rounded().apply(q, k, v, causal)))
     if name == "sdpa":
         return sdpa
     if name == "f32":
-        return lambda q, k, v: sdpa(q.float(), k.float(), v.float()).to(q.dtype)
+        return full(lambda q, k, v: sdpa(q.float(), k.float(), v.float()).to(q.dtype))
     if name == "model":
         return model
     if stand_in:

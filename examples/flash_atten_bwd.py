@@ -63,7 +63,10 @@ class FlashAttnFunction(torch.autograd.Function):
         # Rows padded to whole 64-row tiles: the forward TMA-stores them, which needs
         # a row stride of a multiple of 16 bytes (the backward reads the first S).
         lse = torch.empty(b, h, -(-s // 64) * 64, dtype=torch.float32, device=q.device)
-        fwd.fa_fwd_lse(q, k, v, o, lse)
+        # Outside autocast: the interpreter's float32 arithmetic (CPU tensors) would
+        # otherwise be cast to bf16 by an enclosing torch.autocast.
+        with torch.autocast(q.device.type, enabled=False):
+            fwd.fa_fwd_lse(q, k, v, o, lse)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.config = (bool(causal), d, q.device.type, target)
         return o
@@ -76,9 +79,10 @@ class FlashAttnFunction(torch.autograd.Function):
         dlt = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32,
                           device=q.device)
         dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
-        bwd.fa_bwd_pre(o, do, dlt)
-        bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
-        bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)
+        with torch.autocast(q.device.type, enabled=False):
+            bwd.fa_bwd_pre(o, do, dlt)
+            bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
+            bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)
         return dq, dk, dv, None, None
 
 

@@ -215,3 +215,20 @@ def test_other_head_dims_are_refused(path):
     with pytest.raises(choreo_py.ChoreoError, match=r"flash_atten_bwd(_fwd)?\.co:\d+:1: "
                                                     r"error: #error \"DIM must be 64 or 128"):
         compile_file(path, emit="ptx", target="sm_90a", defines={"DIM": "96"})
+
+
+def test_autograd_function_ignores_autocast():
+    """Under torch.autocast (as in mixed-precision training) the Function's output and
+    gradients are the same as without it: the interpreter's float32 arithmetic is not
+    cast to bf16 by the enclosing autocast."""
+    fn = _fn_module()
+    q, k, v, do = bwd_inputs(1, 65, 2, 64, seed=19)
+    runs = []
+    for enabled in (False, True):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            out = fn.flash_attn(*leaves, causal=True)
+        out.backward(do)
+        runs.append([out.detach()] + [x.grad for x in leaves])
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)
