@@ -84,6 +84,8 @@ def attention(name: str, causal: bool, stand_in: bool = False):
         back): only ours takes fewer KV heads itself."""
         def g(q, k, v):
             rep = q.shape[2] // k.shape[2]
+            if rep == 1:
+                return f(q, k, v)
             return f(q, k.repeat_interleave(rep, 2), v.repeat_interleave(rep, 2))
         return g
 
