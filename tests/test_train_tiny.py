@@ -41,9 +41,10 @@ def test_cpu_interpreter(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dim,causal,kv_heads", [(64, True, 0), (128, True, 0),
-                                                 (64, False, 0), (64, True, 2)])
-def test_gpu(dim, causal, kv_heads):
-    """Four heads of D 64 or 128; the last row GQA (two KV heads)."""
-    cfg = train_tiny.Config(dim=dim, causal=causal, steps=30, kv_heads=kv_heads)
+@pytest.mark.parametrize("dim,causal,kv_heads,seq", [(64, True, 0, 256), (128, True, 0, 256),
+                                                     (64, False, 0, 256), (64, True, 2, 256),
+                                                     (128, True, 0, 300)])
+def test_gpu(dim, causal, kv_heads, seq):
+    """Four heads of D 64 or 128; GQA on two KV heads; S = 300 leaves partial tiles."""
+    cfg = train_tiny.Config(dim=dim, causal=causal, steps=30, kv_heads=kv_heads, seq=seq)
     check(train_tiny.verdict(train_tiny.curves(cfg, train_tiny.RUNS + ("control",))))
