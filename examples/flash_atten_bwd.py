@@ -3,9 +3,10 @@ flash_atten_bwd_fwd.co (O and LSE) and the three kernels of flash_atten_bwd.co (
 dot products Dlt, then dK/dV and dQ).
 
 Tensors are BSHD bf16 with D = 64 or 128 and Q, K, V of one length; K and V may have
-fewer heads than Q (GQA: H_KV dividing H, query head h using KV head h / (H / H_KV)). On CUDA tensors the
-kernels run on the GPU (`choreo_py.load`); on CPU tensors the same programs run in the
-interpreter (`choreo_py.interpret`), slowly, so that the pairing is testable anywhere.
+fewer heads than Q (GQA: H_KV dividing H, query head h using KV head h / (H / H_KV)).
+On CUDA tensors the kernels run on the GPU (`choreo_py.load`); on CPU tensors the same
+programs run in the interpreter (`choreo_py.interpret`), slowly, so that the pairing is
+testable anywhere.
 
     from flash_atten_bwd import flash_attn
     out = flash_attn(q, k, v, causal=True)
