@@ -215,15 +215,16 @@ def run(shapes: list, use_fa4: bool, out: str | None, only: str = "", command: s
         log(f"[time] {label}  (GPU: {gpu_state()})")
         r = bench_shape(b, h, s, d, c, use_fa4, hkv)
         for lab, x in r.items():
-            log(f"  {lab}: " + (x if isinstance(x, str) else
-                                f"{x['ms']:.3f} ms, rel err " + ", ".join(f"{e:.2e}" for e in x["errs"])))
+            errs = "" if isinstance(x, str) else ", ".join(f"{e:.2e}" for e in x["errs"])
+            log(f"  {lab}: " + (x if isinstance(x, str) else f"{x['ms']:.3f} ms, rel err {errs}"))
         rows.append(((b, h, s, d, c, hkv), r))
     labels = ["choreo-py"] + [p for p in PEERS if use_fa4 or p != "flash-attn-4"]
+    default_command = "python3 bench/attention_bwd.py " + " ".join(sys.argv[1:])
     lines = ["# FlashAttention backward: choreo-py vs cuDNN, FA2 and FlashAttention-4", "",
              f"- GPU: {torch.cuda.get_device_name()}; torch {torch.__version__}, "
              f"cuDNN {torch.backends.cudnn.version()}",
              f"- date: {datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M UTC}",
-             f"- command: `{command or 'python3 bench/attention_bwd.py ' + ' '.join(sys.argv[1:])}`",
+             f"- command: `{command or default_command}`",
              "- bf16 BSHD; per-call CUDA events, median of 30 after 10 warm-up; TFLOP/s = "
              "2.5·4·B·H·S²·D (/2 causal) / time; `(wrong)`: a gradient's relative error "
              f"over {CHECK_TOL} against float32 SDPA (left out of the ratio)", ""]
