@@ -1,4 +1,4 @@
-"""Training-loop check of the attention backward: a tiny causal transformer trained the
+"""Training-loop check of the attention backward: a tiny (causal) transformer trained the
 same way four times, with only the attention changed, and the loss curves compared.
 
     python3 bench/train_tiny.py [--steps 50] [--dim 64|128] [--seq 256] [--heads 4]
@@ -28,7 +28,7 @@ their float32 SDPA and matmuls in bf16.
 the other runs see them repeated per query head (autograd sums their gradients back).
 
 A wrong attention gradient that is only a per-tensor scale escapes this check
-(AdamW divides it out); tests/test_flash_atten_bwd.py's gradient checks catch that.
+(AdamW divides it out); tests/test_flash_atten_bwd_grads.py's gradient checks catch it.
 `--control` adds a run of ours with dK zeroed, which the check must reject (else exit 1).
 
 The data: sequences of a `period`-token block drawn from a fixed random Markov chain
