@@ -4,6 +4,7 @@
     python3 bench/attention.py [--ref .ref/croq_fa] [--out bench/RESULTS.md]
     python3 bench/attention.py --rows family [--fa4]   # bench/attention_family.py's rows
     python3 bench/attention.py --rows varlen [--fa4]   # bench/attention_varlen.py's rows
+    python3 bench/attention.py --backward [--fa4]      # bench/attention_bwd.py's rows
 
 Shapes (bf16, D=128, BSHD): the causal seed (examples/flash_atten_causal.co) and
 the persistent causal example (examples/flash_atten_persistent.co) at B=2 H=16
@@ -524,6 +525,10 @@ def main() -> None:
                          "examples/flash_atten_varlen.co's rows (bench/attention_varlen.py: "
                          "packed batches of 1k-8k tokens beside flash-attn-4's varlen and "
                          "SDPA per sequence), to bench/RESULTS_varlen.md")
+    ap.add_argument("--backward", action="store_true",
+                    help="time the backward instead (bench/attention_bwd.py: ours beside "
+                         "cuDNN, FA2 and, with --fa4, FlashAttention-4's), written to "
+                         "bench/RESULTS_bwd.md unless --out names a file")
     ap.add_argument("--no-persistent", action="store_true",
                     help="leave out examples/flash_atten_persistent.co")
     ap.add_argument("--variants", default="",
@@ -545,6 +550,13 @@ def main() -> None:
     VARIANTS_RUN[:] = [v for v in args.variants.split(",") if v]
     NC_VARIANTS_RUN[:] = [v for v in args.nc_variants.split(",") if v]
     command = "python3 bench/attention.py " + " ".join(sys.argv[1:])
+    if args.backward:
+        import attention_bwd
+
+        attention_bwd.run(attention_bwd.DEFAULT, FA4,
+                          args.out or os.path.join(ROOT, "bench", "RESULTS_bwd.md"),
+                          args.only, command)
+        return
     if args.rows == "varlen":
         import attention_varlen
 

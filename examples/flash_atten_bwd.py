@@ -2,9 +2,11 @@
 flash_atten_bwd_fwd.co (O and LSE) and the three kernels of flash_atten_bwd.co (the row
 dot products Dlt, then dK/dV and dQ).
 
-Tensors are BSHD bf16 with D = 64 or 128 and Q, K, V of one length. On CUDA tensors the
-kernels run on the GPU (`choreo_py.load`); on CPU tensors the same programs run in the
-interpreter (`choreo_py.interpret`), slowly, so that the pairing is testable anywhere.
+Tensors are BSHD bf16 with D = 64 or 128 and Q, K, V of one length; K and V may have
+fewer heads than Q (GQA: H_KV dividing H, query head h using KV head h / (H / H_KV)).
+On CUDA tensors the kernels run on the GPU (`choreo_py.load`); on CPU tensors the same
+programs run in the interpreter (`choreo_py.interpret`), slowly, so that the pairing is
+testable anywhere.
 
     from flash_atten_bwd import flash_attn
     out = flash_attn(q, k, v, causal=True)
@@ -36,12 +38,17 @@ def programs(causal: bool, dim: int, device_type: str, target=None):
 
 
 def _check(q, k, v):
-    """The kernels' contract: BSHD bf16 on one device, one length, D of 64 or 128."""
+    """The kernels' contract: BSHD bf16 on one device, one length, D of 64 or 128, and as
+    many KV heads as query heads or a divisor of them."""
     if not (q.dtype == k.dtype == v.dtype == torch.bfloat16):
         raise TypeError("flash_attn takes bf16 Q, K, V")
-    if not (q.shape == k.shape == v.shape) or q.dim() != 4 or q.shape[-1] not in (64, 128):
-        raise ValueError(f"flash_attn takes Q, K, V of one BSHD shape with D 64 or 128, "
-                         f"not {tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
+    ok = (q.dim() == 4 and k.shape == v.shape and k.dim() == 4 and q.shape[-1] in (64, 128)
+          and q.shape[:2] == k.shape[:2] and q.shape[-1] == k.shape[-1]
+          and k.shape[2] > 0 and q.shape[2] % k.shape[2] == 0)
+    if not ok:
+        raise ValueError(f"flash_attn takes BSHD Q, K, V of one length and D (64 or 128), "
+                         f"K and V of one shape with a number of heads dividing Q's, not "
+                         f"{tuple(q.shape)}, {tuple(k.shape)}, {tuple(v.shape)}")
 
 
 class FlashAttnFunction(torch.autograd.Function):
@@ -57,7 +64,10 @@ class FlashAttnFunction(torch.autograd.Function):
         # Rows padded to whole 64-row tiles: the forward TMA-stores them, which needs
         # a row stride of a multiple of 16 bytes (the backward reads the first S).
         lse = torch.empty(b, h, -(-s // 64) * 64, dtype=torch.float32, device=q.device)
-        fwd.fa_fwd_lse(q, k, v, o, lse)
+        # Outside autocast: the interpreter's float32 arithmetic (CPU tensors) would
+        # otherwise be cast to bf16 by an enclosing torch.autocast.
+        with torch.autocast(q.device.type, enabled=False):
+            fwd.fa_fwd_lse(q, k, v, o, lse)
         ctx.save_for_backward(q, k, v, o, lse)
         ctx.config = (bool(causal), d, q.device.type, target)
         return o
@@ -69,10 +79,11 @@ class FlashAttnFunction(torch.autograd.Function):
         do = grad.to(torch.bfloat16).contiguous()
         dlt = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32,
                           device=q.device)
-        dq, dk, dv = (torch.empty_like(q) for _ in range(3))
-        bwd.fa_bwd_pre(o, do, dlt)
-        bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
-        bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)
+        dq, dk, dv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
+        with torch.autocast(q.device.type, enabled=False):
+            bwd.fa_bwd_pre(o, do, dlt)
+            bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
+            bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)
         return dq, dk, dv, None, None
 
 

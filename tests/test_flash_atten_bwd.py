@@ -78,20 +78,22 @@ def test_forward_lse_interpreter(causal):
 
 
 @pytest.mark.parametrize("target", ["sm_90a", "sm_100a"])
-def test_emulated_ptx(target):
-    """The generated PTX of all four kernels, executed by the emulator (causal, S = 100)."""
-    q, k, v, do = bwd_inputs(1, 100, 1, 64, seed=5)
+@pytest.mark.parametrize("h,h_kv", [(1, 1), (2, 1)], ids=["mha", "gqa"])
+def test_emulated_ptx(target, h, h_kv):
+    """The generated PTX of all four kernels, executed by the emulator (causal, S = 100);
+    with two query heads on one KV head (GQA), dK and dV are sums over both."""
+    q, k, v, do = bwd_inputs(1, 100, h, 64, seed=5, h_kv=h_kv)
     o_ref, lse_ref = forward_ref(q, k, v, True)
     defines = {"CAUSAL": "1"}
     fwd = choreo_py.emulate_program(FWD, target=target, defines=defines)
     bwd = choreo_py.emulate_program(BWD, target=target, defines=defines)
     # LSE's rows padded to 128 (SL), as the autograd Function allocates them
-    o, lse = torch.full_like(q, float("nan")), torch.full((1, 1, 128), float("nan"))
+    o, lse = torch.full_like(q, float("nan")), torch.full((1, h, 128), float("nan"))
     fwd.fa_fwd_lse(q, k, v, o, lse)
     assert rel(o, o_ref.float()) < TOL
     assert (lse[..., :100] - lse_ref).abs().max().item() < 1e-4
-    dlt = torch.full((1, 1, 100), float("nan"))
-    dq, dk, dv = (torch.full_like(q, float("nan")) for _ in range(3))
+    dlt = torch.full((1, h, 100), float("nan"))
+    dq, dk, dv = (torch.full_like(x, float("nan")) for x in (q, k, v))
     bwd.fa_bwd_pre(o, do, dlt)
     bwd.fa_bwd_dkdv(q, k, v, do, lse, dlt, dk, dv)
     bwd.fa_bwd_dq(q, k, v, do, lse, dlt, dq)
@@ -173,3 +175,60 @@ def test_gpu_kernels_match_the_interpreter():
     lib.fa_bwd_dq(*g[:4], g[5], dlt, dq)
     for a, b in zip((dq, dk, dv), cpu):
         assert rel(a.cpu(), b.float()) < 1e-2
+
+
+@pytest.mark.parametrize("b,s,h,h_kv,d,causal", [(1, 100, 4, 2, 64, False),
+                                                 (1, 65, 3, 1, 64, True),
+                                                 (1, 33, 2, 1, 128, True)])
+def test_interpreter_gqa(b, s, h, h_kv, d, causal):
+    """GQA (H_KV dividing H) through the kernels in the interpreter: O and LSE of the
+    forward, and dK, dV summed over each group of query heads."""
+    q, k, v, do = bwd_inputs(b, s, h, d, seed=s, h_kv=h_kv)
+    o_ref, lse_ref = forward_ref(q, k, v, causal)
+    o, lse = torch.full_like(q, float("nan")), torch.full((b, h, -(-s // 4) * 4), float("nan"))
+    choreo_py.interpret(FWD, dict(Q=q, K=k, V=v, O=o, LSE=lse), target="sm_90a",
+                        defines={"CAUSAL": str(int(causal)), "DIM": str(d)})
+    assert rel(o, o_ref.float()) < TOL
+    assert (lse[..., :s] - lse_ref).abs().max().item() < 1e-4
+    dq, dk, dv, _ = interpret_bwd(q, k, v, do, o, lse, causal)
+    assert dk.shape == k.shape and dv.shape == v.shape
+    _check_grads((dq, dk, dv), q, k, v, do, causal)
+
+
+def test_kv_heads_must_divide_query_heads():
+    """Three query heads on two KV heads: each kernel's assert, before anything runs;
+    the Function says it in its own words."""
+    q, k, v, _ = bwd_inputs(1, 64, 3, 64, h_kv=2)
+    with pytest.raises(choreo_py.ChoreoError, match=r"GQA: the KV heads \(H_KV\) must "
+                                                    r"divide the query heads \(H\)"):
+        choreo_py.interpret(FWD, dict(Q=q, K=k, V=v, O=torch.empty_like(q),
+                                      LSE=torch.empty(1, 3, 64)), target="sm_90a")
+    with pytest.raises(ValueError, match="number of heads dividing"):
+        _fn_module().flash_attn(q, k, v)
+
+
+@pytest.mark.parametrize("path", [BWD, FWD])
+def test_other_head_dims_are_refused(path):
+    """The programs' constants (SCALE, the tile and register budgets) are set for D = 64
+    and 128 only: another -DDIM stops at the preprocessor, located, instead of computing
+    with the wrong scale."""
+    with pytest.raises(choreo_py.ChoreoError, match=r"flash_atten_bwd(_fwd)?\.co:\d+:1: "
+                                                    r"error: #error \"DIM must be 64 or 128"):
+        compile_file(path, emit="ptx", target="sm_90a", defines={"DIM": "96"})
+
+
+def test_autograd_function_ignores_autocast():
+    """Under torch.autocast (as in mixed-precision training) the Function's output and
+    gradients are the same as without it: the interpreter's float32 arithmetic is not
+    cast to bf16 by the enclosing autocast."""
+    fn = _fn_module()
+    q, k, v, do = bwd_inputs(1, 65, 2, 64, seed=19)
+    runs = []
+    for enabled in (False, True):
+        leaves = [x.clone().requires_grad_() for x in (q, k, v)]
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=enabled):
+            out = fn.flash_attn(*leaves, causal=True)
+        out.backward(do)
+        runs.append([out.detach()] + [x.grad for x in leaves])
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)

@@ -85,5 +85,5 @@ def test_a_spill_is_located_at_its_kernel(capsys, tmp_path):
                    "-o", str(tmp_path / "k.cubin"), "-DDIM=128", "-DKN=64", "-DPRODUCER_REGS=40", "-DCONSUMER_REGS=232"])
     err = capsys.readouterr().err
     line = next(n for n, t in enumerate(src.read_text().splitlines(), 1)
-                if "by [cdiv(S, KN), H, B] : block" in t)
+                if "by [cdiv(S, KN), H_KV, B] : block" in t)
     assert rc == 0 and f"flash_atten_bwd.co:{line}:3: warning: ptxas:" in err, err
