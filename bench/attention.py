@@ -20,6 +20,10 @@ clocks), 10 warm-up + 50 timed calls, CUDA events, median. The reference
 build is timed by its own harness, built with nvcc in the same command. TFLOP/s = 4*B*H*S^2*D (/2 when causal) / time.
 The ratio columns compare a choreo-py kernel's best figure with the best figure of
 cuDNN and of the reference, whichever is higher.
+
+Long because: one command times every peer by the same methods in one process (the
+graph, event and burst timings, the reference build, the variant checkers); the row
+families (family, varlen, backward) live in their own modules and only dispatch here.
 """
 from __future__ import annotations
 

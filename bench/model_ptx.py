@@ -46,6 +46,10 @@ IDESC = re.compile(r"mov\.b32\s+(%\w+),\s*(\d+)\s*;")
 EXPECT_TX = re.compile(r"mbarrier\.arrive\.expect_tx\S*\s+[^,]+,\s*\[[^\]]*\],\s*(\d+)\s*;")
 MAXNTID = re.compile(r"\.maxntid\s+(\d+)")
 MUFU = re.compile(r"^(?:@\S+\s+)?(?:(?:ex2|rcp|rsqrt|lg2|sin|cos|tanh)\.|div\.\w+\.f32\s)")
+#: `mov.b64 %rd, {%f0, %f1}` / `mov.b64 {%f0, %f1}, %rd`: the operands of the .f32x2
+#: instructions (lowering/core/f32x2.py), which ptxas allocates as register pairs: no
+#: instruction issues for them (bench/model_sass.py counts the SASS itself)
+PAIR_MOVE = re.compile(r"^mov\.b64\s+(\{[^}]*\},\s*\S+|\S+,\s*\{[^}]*\})\s*;")
 FP32 = re.compile(r"^(?:@\S+\s+)?(add|sub|mul|fma|max|min|neg|abs)(?:\.\w+)*\.f32(?:x2)?\s")
 TMEM_MOVE = re.compile(r"tcgen05\.(ld|st)\.sync\.aligned\.(\d+x\d+b(?:x2)?)(?:\.x(\d+))?")
 TMEM_WORDS = {"32x32b": 1, "16x64b": 1, "16x128b": 2, "16x256b": 4, "16x32bx2": 1}
@@ -218,6 +222,8 @@ def mix_of(lines: list[str], idescs: dict) -> Mix:
     mix, group = Mix(), 0
     for ln in lines:
         if LABEL.match(ln) or ln.startswith("."):
+            continue
+        if PAIR_MOVE.match(ln):  # an f32x2 pair built or taken apart: a register pair in SASS
             continue
         mix.instr += 1
         _pipes(mix, ln)

@@ -6,16 +6,17 @@ The H200 stops a store that breaks it with an illegal instruction (the varlen ex
 LSE store at a sequence's first row); the emulator reports it (emu/isa_tma.py).
 
 `multiple_of` proves a divisor of an index expression from its form (constants, sums,
-products, shifts, the kernel's once-bound lets); `check` refuses a box whose innermost
-coordinate is a constant off the 16-byte grid and says whether a run-time one is proven
-aligned (the callers take the threads' path when it is not)."""
+products, shifts, the kernel's once-bound lets). A tensor with a copy whose box is not
+proven aligned (`off_grid_tensors`) is copied by the threads, as one whose rows are not
+16-byte multiples (tma_fallback.applies); the row-bounded store keeps its TMA for whole
+boxes and checks the coordinate at run time (roles._store_rows); `check` is the last
+word before a TMA instruction is written."""
 from __future__ import annotations
 
 import math
 from typing import Optional
 
 from choreo_py import ir
-from choreo_py.diagnostics import ChoreoError
 
 #: a proof that does not stop: a let's value that reads the let (never in valid IR)
 _DEPTH = 32
@@ -53,20 +54,28 @@ def multiple_of(e, lets: Optional[dict] = None, depth: int = 0) -> int:
     return 1
 
 
-def check(lw, inner, esize: int, loc) -> bool:
-    """True when the box's innermost coordinate `inner` is proven 16-byte aligned; a
-    constant that is not is refused by name."""
+def check(lw, inner, esize: int, loc=None) -> bool:
+    """True when the box's innermost coordinate `inner` is proven 16-byte aligned."""
     if esize >= 16 or esize <= 0:
-        return True
-    need = 16 // esize
-    if isinstance(inner, ir.Const) and isinstance(inner.value, int):
-        if inner.value % need:
-            raise ChoreoError(f"a TMA box that starts {inner.value * esize} bytes into a row: "
-                              "the hardware needs its address 16-byte aligned (PTX ISA "
-                              "5.5.3.1); start it at a multiple of 16 bytes", loc)
         return True
     lets = getattr(lw, "_tma_lets", None)
     if lets is None:
         lets = lw._tma_lets = kernel_lets(lw.k)
     m = multiple_of(inner, lets)
-    return m == 0 or m % need == 0
+    return m == 0 or m % (16 // esize) == 0
+
+
+def off_grid_tensors(lw) -> frozenset:
+    """The kernel's tensors with a TMA copy whose box is not proven 16-byte aligned (the
+    row-bounded stores aside: they check at run time)."""
+    got = getattr(lw, "_tma_off_grid", None)
+    if got is None:
+        names = set()
+        for s in ir.walk(lw.k.body):
+            view = s.src if isinstance(s, ir.TmaLoad) else \
+                s.dst if isinstance(s, ir.TmaStore) and s.rows is None else None
+            p = lw.k.param(view.base) if view is not None else None
+            if p is not None and not check(lw, view.offsets[-1], ir.dtype_bytes(p.dtype)):
+                names.add(view.base)
+        got = lw._tma_off_grid = frozenset(names)
+    return got

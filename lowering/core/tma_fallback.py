@@ -44,6 +44,7 @@ import math
 
 from choreo_py import ir
 
+from . import tma_align
 from .exprs import ExprLowering
 from .global_reads import pointer as _pointer
 from .writer import V
@@ -78,6 +79,8 @@ def applies(lw, tensor: str) -> bool:
     if p is None:
         return False
     if _named_align(tensor) is not None:
+        return True
+    if tensor in tma_align.off_grid_tensors(lw):  # a box not proven 16-byte aligned
         return True
     return any(s is not None and s % 16 for s in row_strides(p))
 
