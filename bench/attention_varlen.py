@@ -250,14 +250,7 @@ def time_row(r: Row, use_fa4: bool) -> dict:
     return row
 
 
-def cell(c) -> str:
-    if not c:
-        return "n/a"
-    if "failed" in c:
-        return "failed"
-    if "graph" not in c:
-        return f"wrong ({c['error']:.1e})"
-    return f"{c['graph']:.1f} / {c['events']:.1f}"
+from attention_family import cell  # noqa: E402,F401  (one table cell format for both)
 
 
 def write(path: str, results: list, command: str) -> None:
