@@ -336,7 +336,11 @@ class Read(E):
 
 
 def product(e: E) -> bool:
-    return e.t == "f32" and (isinstance(e, Bin) and e.op == "*" or isinstance(e, Neg) and product(e.a))
+    """A product the backends may fuse into an fma with an add around it; a select may
+    be one (a constant condition folds it to a branch: seed 32432's `(65536u <= 3u) ? v2
+    : (v2 * v2)`)."""
+    return e.t == "f32" and (isinstance(e, Bin) and e.op == "*" or isinstance(e, Neg) and product(e.a)
+                             or isinstance(e, Tern) and (product(e.a) or product(e.b)))
 
 
 def contractible(e: E) -> bool:
