@@ -370,24 +370,38 @@ def approx_ops(e: E) -> set[str]:
 
 
 def magnitude(e: E, env) -> float:
-    """The largest |value| of e's float subexpressions (the scale of the rounding errors)."""
+    """The largest |value| of e's float subexpressions, each scaled by the factors that
+    multiply it on its way to e (the scale of the rounding errors e carries: an fma's
+    skipped rounding in `x * (a*b + c*d)` is |x| times half an ulp of a*b, seed 35038)."""
     m = 0.0
-    stack = [e]
+    stack = [(e, 1.0)]
     while stack:
-        x = stack.pop()
+        x, scale = stack.pop()
         if x.t in FLOAT_TYPES:
-            try:
-                v = abs(float(x.eval(env)))
-                if math.isfinite(v):
-                    m = max(m, v)
-            except UB:
-                pass
-        for f in ("a", "b", "c"):
-            sub = getattr(x, f, None)
-            if isinstance(sub, E):
-                stack.append(sub)
-        stack.extend(getattr(x, "args", ()))
+            v = _abs_value(x, env)
+            if v is not None:
+                m = max(m, v * scale)
+        kids = [getattr(x, f, None) for f in ("a", "b", "c")]
+        if isinstance(x, Bin) and x.op in ("*", "/") and x.t in FLOAT_TYPES:
+            va, vb = _abs_value(x.a, env), _abs_value(x.b, env)
+            fa = vb if x.op == "*" else (1.0 / vb if vb else None)
+            stack.append((x.a, scale * fa if fa is not None and math.isfinite(fa) else scale))
+            if x.op == "*" and va is not None:
+                stack.append((x.b, scale * va))
+            else:
+                stack.append((x.b, scale))
+            continue
+        stack.extend((sub, scale) for sub in kids if isinstance(sub, E))
+        stack.extend((a, scale) for a in getattr(x, "args", ()))
     return m
+
+
+def _abs_value(x: E, env):
+    try:
+        v = abs(float(x.eval(env)))
+    except (UB, TypeError, ValueError):
+        return None
+    return v if math.isfinite(v) else None
 
 
 # ---------------------------------------------------------------- statements
