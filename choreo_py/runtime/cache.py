@@ -64,13 +64,7 @@ def compiler_version() -> str:
             pass
     version = _compiler_version()
     if stamp is not None:
-        try:
-            stamp.parent.mkdir(parents=True, exist_ok=True)
-            tmp = stamp.with_name(f"{stamp.name}.{os.getpid()}.tmp")
-            tmp.write_text(version, encoding="utf-8")
-            os.replace(tmp, stamp)
-        except OSError:
-            pass
+        write_whole(stamp, version)
     return version
 
 
@@ -176,3 +170,14 @@ def entry_for(preprocessed: str, defines, include_dirs, target: str) -> Optional
     if root is None:
         return None
     return Entry(root, kernel_key(preprocessed, defines, include_dirs, target))
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Best effort, written whole (a temporary name, renamed): a reader sees all or none."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass

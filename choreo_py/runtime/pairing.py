@@ -35,6 +35,8 @@ from typing import Callable
 
 from choreo_py import ir, targets
 
+from . import cache
+
 _ENTRY = re.compile(r"^\.(?:visible|weak)?\s*\.?entry\s+(\w+)\s*\(", re.M)
 _PAIRED = re.compile(r"\.f32x2\s")
 _SPILL = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
@@ -180,7 +182,7 @@ def _probe(ptx: str, target: str, build):
     spills = {e: tuple(int(x) for x in m.groups()) for e, t in parts.items()
               if (m := _SPILL.search(t))}
     if where is not None:
-        _write(where, json.dumps(spills, sort_keys=True))
+        cache.write_whole(where, json.dumps(spills, sort_keys=True))
     return spills
 
 
@@ -195,15 +197,6 @@ def _cached(ptx: str, target: str, version: str):
     return root / "f32x2-probe" / (hashlib.sha256(blob.encode()).hexdigest() + ".json")
 
 
-def _write(path, text: str) -> None:
-    """Best effort, written whole (a temporary name, renamed): a reader sees all or none."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 @functools.lru_cache(maxsize=4)
