@@ -291,6 +291,7 @@ class ExprLowering:
             a, b = self.guarded(e.if_true, c), self.guarded(e.if_false, c, negate=True)
             if c.is_const:
                 return self.value(e.if_true if c.const else e.if_false, hint, dst)
+            c = self._pred(c)
             t = reg_type(e.dtype, self.lw, self.loc)
             out = self.out(dst, t, hint)
             if t == "pred":  # selp takes no predicate operands: (c && a) || (!c && b)
@@ -302,17 +303,18 @@ class ExprLowering:
                 self.w.op("and.pred", other, other, b)
                 self.w.op("or.pred", out, taken, other)
                 return out
-            self.w.op(f"selp.{t}", out, self.as_type(a, t), self.as_type(b, t), self._pred(c)
-                      if c.ty == "pred" else self.as_type(c, "pred"))
+            self.w.op(f"selp.{t}", out, self.as_type(a, t), self.as_type(b, t), c)
             return out
         if isinstance(e, ir.Call):
             return self.call(e, hint, dst)
         raise self.lw.refuse(f"the expression {describe(e)}", self.loc)
 
     def _pred(self, v: V) -> V:
-        """A predicate register holding `v` (a constant condition is set into one)."""
+        """A predicate register holding `v`: a constant condition is set into one, and a
+        value of another type (a bool element, loaded as a byte) is compared with zero:
+        not.pred / and.pred take predicate registers only."""
         if not v.is_const:
-            return v
+            return v if v.ty == "pred" else self.as_type(v, "pred")
         r = self.w.reg("pred", "cond")
         self.w.op("setp.ne.u32", r, V.imm(1 if v.const else 0, "u32"), V.imm(0, "u32"))
         return r
@@ -371,6 +373,7 @@ class ExprLowering:
             if bool(a.const) == decides:
                 return self.value(ir.Const(decides, "bool"), hint, dst)
             return self.value(e.rhs, hint, dst)
+        a = self._pred(a)
         b = self.guarded(e.rhs, a, negate=decides)
         out = self.out(dst, "pred", hint)
         self.w.op(f"{'and' if e.op == '&&' else 'or'}.pred", out, a, self._pred(b))
