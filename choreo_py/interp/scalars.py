@@ -212,8 +212,13 @@ def tensor_minmax(fn: str, a, b):
     return r
 
 
+#: Over tensors in float64, rounded by the caller, as the scalar path's Python math: the
+#: float32 kernels of torch differ by the CPU's vector unit (AVX-512 and AVX2 builds gave
+#: __exp, __log and __sqrt different last bits), and the interpreter's results may not.
 _TORCH_MATH = {"exp2": torch.exp2, "exp": torch.exp, "log2": torch.log2, "log": torch.log,
                "sqrt": torch.sqrt, "rsqrt": torch.rsqrt, "abs": torch.abs}
+
+
 def _log(x, base2=False):
     if x == 0.0:
         return -math.inf
@@ -318,7 +323,7 @@ def call(fn: str, args: list, dtype: str, loc=None):
             return round_to(torch.abs(x.to(torch.int64)), dtype)
         return wrap_int(abs(int(x)), dtype)
     if isinstance(x, torch.Tensor):
-        return round_to(_TORCH_MATH[fn](x.to(torch.float32)), dtype)
+        return round_to(_TORCH_MATH[fn](x.to(torch.float32).to(torch.float64)), dtype)
     return round_to(_PY_MATH[fn](float(x)), dtype)
 
 
