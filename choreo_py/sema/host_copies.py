@@ -19,6 +19,7 @@ its end.
 """
 from __future__ import annotations
 
+from ..diagnostics import warn
 from ..frontend import ast as A
 from .. import ir
 from .values import Scalar
@@ -30,7 +31,12 @@ LOCAL = "__local"
 def assigned_names(stmts: list[A.Stmt]) -> list[str]:
     """Names that `stmts` assign (`x = ...`, `x += ...`, `x++`, `++x` anywhere), in order
     of first appearance, less those the statements declare themselves (their own)."""
-    out: list[str] = []
+    return list(_first_assignments(stmts))
+
+
+def _first_assignments(stmts: list[A.Stmt]) -> dict:
+    """{name: the node of its first assignment} for assigned_names."""
+    out: dict = {}
     declared: set[str] = set()
     for s in stmts:
         for n in A.walk(s):
@@ -43,8 +49,17 @@ def assigned_names(stmts: list[A.Stmt]) -> list[str]:
             elif isinstance(n, A.ScalarDecl):
                 declared.add(n.name)
             if name is not None and name not in out:
-                out.append(name)
-    return [x for x in out if x not in declared]
+                out[name] = n
+    return {x: n for x, n in out.items() if x not in declared}
+
+
+def _warn_unchanged(name: str, node: A.Node) -> None:
+    """A kernel's assignment to a host variable changes the instance's copy only (the
+    reference's model; on a GPU each thread's register): the host's value after the
+    kernel is the one before it, which a reduction into the variable does not expect."""
+    warn(f"'{name}' is a host variable: each instance of the parallel region assigns its "
+         f"own copy, and the host's '{name}' is unchanged after the region (to combine the "
+         f"instances' values, store them in a buffer and reduce it on the host)", node.loc)
 
 
 class HostCopyBuilder:
@@ -54,10 +69,12 @@ class HostCopyBuilder:
         """The kernel's copies of the host variables `stmts` assign, bound in the kernel's
         scope; with `write_back` (a host region) recorded in `writes_back`."""
         copies: list[ir.Stmt] = []
-        for name in assigned_names(stmts):
+        for name, node in _first_assignments(stmts).items():
             v = self.host_scope.lookup(name)
             if not (isinstance(v, Scalar) and v.mutable and v.kind == "var"):
                 continue
+            if not write_back:
+                _warn_unchanged(name, node)
             self.note_host_reads(v)
             local = name + LOCAL
             copies.append(ir.Var(local, v.dtype, v.expr, loc=v.loc))
