@@ -180,11 +180,20 @@ class CTA:
                         f"warp {x.warp_id} {x.state()}" for x in warps if not x.done))
 
     def _deadlock(self) -> DeadlockError:
+        """Every warp waits: the report stands at the first waiting warp's mbarrier wait
+        (else its first wait of any kind) and lists every warp and mbarrier."""
         details = [f"warp {w.warp_id}: {w.state()}" for w in self.warps]
         for b in self.mbarriers.values():
             details.append(b.describe())
+        waits = [(w.warp_id, x.inst) for w in self.warps if not w.done for x in w.waits]
+        first = next((wi for wi in waits if wi[1].parts[0] == "mbarrier"),
+                     waits[0] if waits else None)
+        where, head = "", ""
+        if first is not None:
+            where = self.machine.where(first[1])
+            head = f" (the first: warp {first[0]} at {first[1].text})"
         return DeadlockError(f"CTA {self.ctaid}: every warp waits and nothing in flight can "
-                             f"release them", "", details)
+                             f"release them{head}", where, details)
 
 
 class Launch:
