@@ -66,3 +66,12 @@ def test_fence_deletions_caught_under_every_schedule(schedule):
     for detail, k, after in (("tcgen05.fence::after_thread_sync", 0, "bra $_mbar_wait"),
                              ("tcgen05.fence::before_thread_sync", 0, "")):
         _caught(_site("del_fence", detail, k, after), schedule=schedule)
+
+
+def test_bulk_commit_group_deleted_is_reported():
+    """The TMA store of O, then no cp.async.bulk.commit_group: the wait_group.read 0 that
+    follows waits for no group, so the store's source may be read after the CTA moves on
+    (PTX ISA, cp.async.bulk.commit_group / wait_group)."""
+    report = _caught(_site("del_commit", "cp.async.bulk.commit_group", 0))
+    assert "race" in report and "cp.async.bulk.wait_group.read 0" in report, report
+    assert "not committed" in report, report

@@ -24,6 +24,7 @@ from .barriers import MBarrier, NamedBarrier
 from .hb import Clocks, join
 from .isa_alu import resolve_labels
 from .isa_support import decoding
+from .isa_tma import check_exit
 from .isa_wgmma import check_async_registers
 from .lanes import LANES
 from .memory import SMEM_BASE
@@ -318,6 +319,8 @@ class Machine:
                     live.remove(cta)
 
     def finish_cta(self, cta) -> None:
-        """At exit: async operations still in flight complete (bulk stores drain)."""
+        """At exit: bulk stores whose source reads were not retired are reported
+        (isa_tma.check_exit); async operations still in flight complete (stores drain)."""
+        check_exit(cta)
         while cta._pending:
             cta._complete_due(force=True)
