@@ -75,3 +75,23 @@ def test_bulk_commit_group_deleted_is_reported():
     report = _caught(_site("del_commit", "cp.async.bulk.commit_group", 0))
     assert "race" in report and "cp.async.bulk.wait_group.read 0" in report, report
     assert "not committed" in report, report
+
+
+@functools.lru_cache(maxsize=None)
+def _blackwell():
+    path, target, defines, _ = gate.EXAMPLES["blackwell"]
+    return gate.from_co(str(ROOT / path), target, defines=defines)
+
+
+def test_bar_sync_before_the_dealloc_deleted_is_a_race():
+    """flash_atten_blackwell.co: the last bar.sync 0 is all that orders the correction
+    warps' tcgen05.ld/st of O before the TMEM warp's tcgen05.dealloc of the columns (PTX
+    ISA, "tcgen05 Memory Consistency Model": dealloc is a tcgen05 operation)."""
+    spec = _blackwell()
+    lines = spec.ptx.splitlines()
+    i = max(i for c, _, i, _ in gate.sites(spec.ptx) if c == "del_barrier")
+    assert "tcgen05.dealloc" in "\n".join(lines[i:i + 4])
+    ptx = "\n".join(gate.delete(list(lines), i)) + "\n"
+    outcome, detail = gate.run_one(spec, ptx, False, 128, 1, "round_robin", 120)
+    assert outcome == "caught" and "race: tcgen05.dealloc by warp" in detail, detail
+    assert gate.run_one(spec, spec.ptx, False, 128, 1, "round_robin", 120)[0] == "passes"

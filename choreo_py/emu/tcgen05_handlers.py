@@ -119,15 +119,21 @@ def _alloc(warp, inst):
     return None
 
 
-def _columns_hb(warp, inst, col: int, ncols: int, what: str) -> None:
+def _columns_hb(warp, inst, col: int, ncols: int, what: str, generic: bool = False) -> None:
     """tcgen05.alloc counts as a write of every cell of its columns by the warp's tcgen05
     agent: another thread's tcgen05 use of the columns must be ordered after it by
     fence::before_thread_sync -> thread sync -> fence::after_thread_sync (PTX ISA,
-    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). dealloc is not
-    checked so: the design kernel, which ran on Blackwell, deallocates after a bar.sync
-    without tcgen05.fence::after_thread_sync (docs/emulator_sm100.md, rule 10)."""
+    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). dealloc is one too
+    (generic=True): every other warp's tcgen05.ld/st and MMA on the columns must be
+    ordered before it (their fence::before_thread_sync, then a thread synchronisation),
+    but the deallocating warp's own side needs no fence::after_thread_sync: the design
+    kernel, which ran on Blackwell, deallocates after a bar.sync without one
+    (docs/emulator_sm100.md, rule 10)."""
     lanes, cols = np.meshgrid(np.arange(128), np.arange(col, col + ncols), indexing="ij")
-    agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
+    hb = warp.cta.hb
+    agent, epoch, clock = hb.tc_view(warp.warp_id)
+    if generic:
+        clock = join(clock, hb.vc[warp.warp_id])
     _tmem_hb(warp, inst, lanes, cols, True, agent, epoch, clock, what)
 
 
@@ -140,6 +146,7 @@ def _dealloc(warp, inst):
     ncols = _uniform(warp, _scalar(warp, inst.operands[1], "u32"), "tcgen05.dealloc columns")
     if taddr >> 16:
         raise TmemError(f"tcgen05.dealloc address {taddr:#x} is not an allocation (lane != 0)")
+    _columns_hb(warp, inst, taddr & 0xFFFF, ncols, "tcgen05.dealloc", generic=True)
     st.tmem.dealloc(taddr & 0xFFFF, ncols)
     warp.cta.notify()
     return None
