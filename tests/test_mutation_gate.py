@@ -66,3 +66,32 @@ def test_fence_deletions_caught_under_every_schedule(schedule):
     for detail, k, after in (("tcgen05.fence::after_thread_sync", 0, "bra $_mbar_wait"),
                              ("tcgen05.fence::before_thread_sync", 0, "")):
         _caught(_site("del_fence", detail, k, after), schedule=schedule)
+
+
+def test_bulk_commit_group_deleted_is_reported():
+    """The TMA store of O, then no cp.async.bulk.commit_group: the wait_group.read 0 that
+    follows waits for no group, so the store's source may be read after the CTA moves on
+    (PTX ISA, cp.async.bulk.commit_group / wait_group)."""
+    report = _caught(_site("del_commit", "cp.async.bulk.commit_group", 0))
+    assert "race" in report and "cp.async.bulk.wait_group.read 0" in report, report
+    assert "not committed" in report, report
+
+
+@functools.lru_cache(maxsize=None)
+def _blackwell():
+    path, target, defines, _ = gate.EXAMPLES["blackwell"]
+    return gate.from_co(str(ROOT / path), target, defines=defines)
+
+
+def test_bar_sync_before_the_dealloc_deleted_is_a_race():
+    """flash_atten_blackwell.co: the last bar.sync 0 is all that orders the correction
+    warps' tcgen05.ld/st of O before the TMEM warp's tcgen05.dealloc of the columns (PTX
+    ISA, "tcgen05 Memory Consistency Model": dealloc is a tcgen05 operation)."""
+    spec = _blackwell()
+    lines = spec.ptx.splitlines()
+    i = max(i for c, _, i, _ in gate.sites(spec.ptx) if c == "del_barrier")
+    assert "tcgen05.dealloc" in "\n".join(lines[i:i + 4])
+    ptx = "\n".join(gate.delete(list(lines), i)) + "\n"
+    outcome, detail = gate.run_one(spec, ptx, False, 128, 1, "round_robin", 120)
+    assert outcome == "caught" and "race: tcgen05.dealloc by warp" in detail, detail
+    assert gate.run_one(spec, spec.ptx, False, 128, 1, "round_robin", 120)[0] == "passes"

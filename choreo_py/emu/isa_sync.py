@@ -7,8 +7,9 @@ has not exited. Arrivals count the executing threads.
 mbarrier: init / arrive / arrive.expect_tx / expect_tx / complete_tx / try_wait.parity /
 test_wait.parity / inval (see machine.MBarrier). A try_wait whose next
 instruction branches back to it while its predicate is false (the spin
-loop every compiler writes) parks the warp until the barrier's phase
-changes instead of spinning. A warp waiting for a phase two or more phases
+loop every compiler writes), or back to a head of pure register operations
+before it (_is_spin), parks the warp until the barrier's phase changes
+instead of spinning. A warp waiting for a phase two or more phases
 older than one it already waited for is reported (it would read a refilled
 slot as incomplete and hang): a race in strict mode, a note in relaxed mode,
 where the wait then behaves as the hardware's parity test does.
@@ -171,17 +172,53 @@ def _check_behind(w, bar, parity: int, inst) -> None:
         bar.seen[w.warp_id] = target
 
 
-def _is_spin(inst, prog) -> bool:
+#: Opcodes (first part) that only compute registers from registers: re-executing them
+#: with the same inputs gives the same values (no memory, no synchronisation).
+PURE = frozenset({"mov", "xor", "and", "or", "not", "add", "sub", "mul", "mad", "shl", "shr",
+                  "setp", "selp", "cvt", "cvta", "min", "max", "neg", "abs", "bfe", "bfi",
+                  "prmt", "lop3", "cnot"})
+_VOLATILE = ("%clock", "%globaltimer")  # special registers a re-execution reads anew
+
+
+def _back_branch(inst, prog):
+    """The branch that closes the wait loop: `@!p bra HEAD` right after the wait, or
+    CuTe DSL's `@p bra DONE; bra HEAD`. None when the wait does not loop."""
     nxt = prog[inst.idx + 1] if inst.idx + 1 < len(prog) else None
-    dst = inst.operands[0]
-    if nxt is None or nxt.parts[0] != "bra" or nxt.guard != dst.reg:
-        return False
-    if nxt.guard_neg:  # `@!p bra WAIT` back to the wait
-        return nxt.data == inst.idx
-    # `@p bra DONE; bra WAIT` (CuTe DSL's inline-asm wait loop): the same loop
+    if nxt is None or nxt.parts[0] != "bra" or nxt.guard != inst.operands[0].reg:
+        return None
+    if nxt.guard_neg:
+        return nxt
     back = prog[inst.idx + 2] if inst.idx + 2 < len(prog) else None
-    return (back is not None and back.parts[0] == "bra" and back.guard < 0
-            and back.data == inst.idx)
+    return back if back is not None and back.parts[0] == "bra" and back.guard < 0 else None
+
+
+def _dests(x):
+    from .ptx_parse import _regs_of
+    return set(_regs_of(x.operands[0])) if x.operands else set()
+
+
+def _pure(x) -> bool:
+    return x.parts[0] in PURE and not any(
+        op.kind == "sreg" and str(op.value).startswith(_VOLATILE) for op in x.operands)
+
+
+def _is_spin(inst, prog) -> bool:
+    """Whether the wait is the test of a loop that only polls it: the loop's back-branch
+    returns to the wait, or to a head whose instructions up to the wait are pure register
+    operations (PURE) reading no register the loop writes after them (so re-executing
+    them cannot change what the wait tests: an inserted `xor` of the parity, say). Such a
+    loop parks the warp at the wait until the barrier's phase changes."""
+    back = _back_branch(inst, prog)
+    if back is None or not back.data <= inst.idx:
+        return False
+    later: set = set()  # registers written at or after the instruction, up to the branch
+    for x in reversed(prog[back.data:back.idx + 1]):
+        later |= _dests(x)
+        if x.idx < inst.idx and not _pure(x):
+            return False
+        if x.idx <= inst.idx and later & (set(x.srcs) | ({x.guard} - {-1})):
+            return False
+    return True
 
 
 @decoder("mbarrier.try_wait", "mbarrier.test_wait")

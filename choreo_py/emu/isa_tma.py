@@ -6,10 +6,13 @@ A load's box lands in shared memory, swizzled, when its transaction
 completes: then the mbarrier's tx-count drops by the box's bytes (always the
 full box, out-of-bounds elements included, as the hardware counts). Until
 then the destination is an in-flight asynchronous write (races.py). A store
-reads its shared source when issued (the source stays an in-flight
-asynchronous read until cp.async.bulk.wait_group.read) and writes the
-in-bounds part of the box to global memory when it completes (at the
-latest at cp.async.bulk.wait_group, or at the end of the CTA).
+reads its shared source when it completes, at the latest when the issuing
+thread's cp.async.bulk.wait_group(.read) retires its bulk async-group (until
+then the source is an in-flight asynchronous read), and writes the in-bounds
+part of the box to global memory when it completes (at the latest at
+cp.async.bulk.wait_group, or at the end of the CTA). A wait_group after a
+store that no commit_group committed, and a CTA that exits with a store's
+source read not retired, are reported (_dec_bulk_wait, check_exit).
 """
 from __future__ import annotations
 
@@ -155,20 +158,26 @@ def _tma_store(inst, m):
             key = ("bulk", w.warp_id, id(inst), cta.step, int(lane))
             cta.races.async_read(inst, s, s + n, f"the TMA store at {m.where(inst)}", key)
             epoch = _bulk_read(cta, w, inst, tmap, s)
-            data = cta.smem[box_smem_addrs(tmap, s)].reshape(tuple(reversed(tmap.box)) +
-                                                            (tmap.esize,)).copy()
-            op = {"done": False, "read_done": False, "key": key, "epoch": epoch}
+            op = {"done": False, "read_done": False, "key": key, "epoch": epoch,
+                  "data": None, "inst": inst}
 
-            def land(tmap=tmap, cs=cs, data=data, op=op):
+            def read(tmap=tmap, s=s, op=op):
+                """The source read, when it completes (at the latest when retired)."""
+                if op["data"] is None:
+                    shape = tuple(reversed(tmap.box)) + (tmap.esize,)
+                    op["data"] = cta.smem[box_smem_addrs(tmap, s)].reshape(shape).copy()
+
+            def land(tmap=tmap, cs=cs, op=op, read=read):
                 if op["done"]:
                     return
                 op["done"] = True
+                read()
                 # the source stays an in-flight read until the thread's wait_group(.read):
                 # the only completion the program can observe
                 sl = _box_slices(tmap, cs)
                 if sl is not None:
-                    m.launch.gmem.elements(tmap)[sl[1]] = data[sl[0]]
-            op["land"] = land
+                    m.launch.gmem.elements(tmap)[sl[1]] = op["data"][sl[0]]
+            op["read"], op["land"] = read, land
             st["open"].append(op)
             cta.schedule(land, f"the TMA store of {tmap.name}", inst)
     return ex
@@ -213,6 +222,12 @@ def _dec_bulk_commit(inst):
 
 @decoder("cp.async.bulk.wait_group")
 def _dec_bulk_wait(inst):
+    """PTX ISA, "cp.async.bulk.commit_group": the bulk stores a thread issued and did not
+    commit yet form a bulk async-group at its next commit_group; "cp.async.bulk.wait_group":
+    `wait_group N` waits until at most the N most recent bulk async-groups of the thread
+    are pending, `.read` only until their reads of the source are complete. A wait covers
+    committed groups only: a store issued before it and not committed is not waited for,
+    which strict mode reports (relaxed: a note; its source read stays in flight)."""
     from .isa_support import machine
     n = operand_reader(inst.operands[0], "u32", machine())
     read_only = "read" in inst.parts
@@ -220,15 +235,51 @@ def _dec_bulk_wait(inst):
     def ex(w):
         st = _bulk_groups(w)
         keep = int(n(w)[0])
+        if st["open"]:
+            _uncommitted(w, inst, st["open"][0]["inst"], keep)
         older = st["groups"][:len(st["groups"]) - keep] if keep else st["groups"]
         for group in older:
             for op in group:
                 if not op["read_done"]:
-                    op["read_done"] = True
-                    w.cta.races.release(op["key"])
-                    _bulk_retired(w, op["epoch"])
+                    _retire(w, op)
                 if not read_only:
                     op["land"]()
         if not read_only:
             st["groups"] = st["groups"][len(older):]
     return ex
+
+
+def _retire(w, op) -> None:
+    op["read"]()
+    op["read_done"] = True
+    w.cta.races.release(op["key"])
+    _bulk_retired(w, op["epoch"])
+
+
+def _uncommitted(w, inst, store, keep: int) -> None:
+    w.machine.race(
+        f"{inst.opcode} {keep} waits for committed bulk async-groups only, and the TMA store "
+        f"at {w.machine.where(store)} was issued and not committed (no "
+        f"cp.async.bulk.commit_group between them): its source may still be read after the "
+        f"wait (PTX ISA, cp.async.bulk.commit_group / wait_group)", inst, store,
+        relaxable=True)
+
+
+def check_exit(cta) -> None:
+    """At the CTA's exit every bulk store's source read must have been retired by its
+    thread's wait_group(.read): the CTA's shared memory is released at exit (PTX ISA,
+    "cp.async.bulk.wait_group": only the wait makes the source reads complete)."""
+    for w in cta.warps:
+        st = w.async_state.get("bulk")
+        if not st:
+            continue
+        for op in [op for g in st["groups"] for op in g] + st["open"]:
+            if not op["read_done"]:
+                committed = op not in st["open"]
+                cta.machine.race(
+                    f"the CTA exits while the TMA store at {cta.machine.where(op['inst'])} "
+                    f"(warp {w.warp_id}) may still read its shared-memory source: "
+                    + ("no cp.async.bulk.wait_group.read retired its bulk async-group"
+                       if committed else "it was never committed to a bulk async-group, "
+                       "so no cp.async.bulk.wait_group waits for it")
+                    + " (PTX ISA, cp.async.bulk.wait_group)", op["inst"], relaxable=True)

@@ -24,6 +24,7 @@ from .barriers import MBarrier, NamedBarrier
 from .hb import Clocks, join
 from .isa_alu import resolve_labels
 from .isa_support import decoding
+from .isa_tma import check_exit
 from .isa_wgmma import check_async_registers
 from .lanes import LANES
 from .memory import SMEM_BASE
@@ -180,11 +181,20 @@ class CTA:
                         f"warp {x.warp_id} {x.state()}" for x in warps if not x.done))
 
     def _deadlock(self) -> DeadlockError:
+        """Every warp waits: the report stands at the first waiting warp's mbarrier wait
+        (else its first wait of any kind) and lists every warp and mbarrier."""
         details = [f"warp {w.warp_id}: {w.state()}" for w in self.warps]
         for b in self.mbarriers.values():
             details.append(b.describe())
+        waits = [(w.warp_id, x.inst) for w in self.warps if not w.done for x in w.waits]
+        first = next((wi for wi in waits if wi[1].parts[0] == "mbarrier"),
+                     waits[0] if waits else None)
+        where, head = "", ""
+        if first is not None:
+            where = self.machine.where(first[1])
+            head = f" (the first: warp {first[0]} at {first[1].text})"
         return DeadlockError(f"CTA {self.ctaid}: every warp waits and nothing in flight can "
-                             f"release them", "", details)
+                             f"release them{head}", where, details)
 
 
 class Launch:
@@ -309,6 +319,8 @@ class Machine:
                     live.remove(cta)
 
     def finish_cta(self, cta) -> None:
-        """At exit: async operations still in flight complete (bulk stores drain)."""
+        """At exit: bulk stores whose source reads were not retired are reported
+        (isa_tma.check_exit); async operations still in flight complete (stores drain)."""
+        check_exit(cta)
         while cta._pending:
             cta._complete_due(force=True)

@@ -119,16 +119,36 @@ def _alloc(warp, inst):
     return None
 
 
-def _columns_hb(warp, inst, col: int, ncols: int, what: str) -> None:
+def _columns_hb(warp, inst, col: int, ncols: int, what: str, dealloc: bool = False) -> None:
     """tcgen05.alloc counts as a write of every cell of its columns by the warp's tcgen05
     agent: another thread's tcgen05 use of the columns must be ordered after it by
     fence::before_thread_sync -> thread sync -> fence::after_thread_sync (PTX ISA,
-    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). dealloc is not
-    checked so: the design kernel, which ran on Blackwell, deallocates after a bar.sync
-    without tcgen05.fence::after_thread_sync (docs/emulator_sm100.md, rule 10)."""
+    "tcgen05 Memory Consistency Model": alloc is a tcgen05 operation). tcgen05.dealloc
+    is such a write too, with a weaker ordering (_dealloc_clock)."""
     lanes, cols = np.meshgrid(np.arange(128), np.arange(col, col + ncols), indexing="ij")
     agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
+    if dealloc:
+        clock = _dealloc_clock(warp, clock)
     _tmem_hb(warp, inst, lanes, cols, True, agent, epoch, clock, what)
+
+
+def _dealloc_clock(warp, clock):
+    """What a tcgen05.dealloc is ordered after: the deallocating warp's generic clock (no
+    fence::after_thread_sync needed), and every other warp's tcgen05.ld/st that the warp
+    followed by a thread synchronisation reaching the deallocator (no
+    fence::before_thread_sync needed): the design kernel, which ran on Blackwell, frees
+    the columns after a bar.sync with neither fence on the correction warps' side
+    (docs/emulator_sm100.md, rule 10). MMAs are ordered by their commit's mbarrier."""
+    hb = warp.cta.hb
+    w = warp.warp_id
+    clock = join(clock, hb.vc[w])
+    mine = hb.padded(hb.vc[w])
+    for x, rec in warp.cta.state.get("tc_generic", {}).items():
+        done = [e for e, g in rec.items() if g <= mine[x]]
+        if x != w and done:
+            a = hb.tc_agent(x)
+            clock[a] = max(int(clock[a]), max(done))
+    return clock
 
 
 @handler("tcgen05.dealloc")
@@ -140,6 +160,7 @@ def _dealloc(warp, inst):
     ncols = _uniform(warp, _scalar(warp, inst.operands[1], "u32"), "tcgen05.dealloc columns")
     if taddr >> 16:
         raise TmemError(f"tcgen05.dealloc address {taddr:#x} is not an allocation (lane != 0)")
+    _columns_hb(warp, inst, taddr & 0xFFFF, ncols, "tcgen05.dealloc", dealloc=True)
     st.tmem.dealloc(taddr & 0xFFFF, ncols)
     warp.cta.notify()
     return None
@@ -274,7 +295,10 @@ def _fence_hint(hb, shadow, hit, w: int) -> str:
 
 def _warp_tmem(warp, inst, cells, write: bool, what: str) -> None:
     """A tcgen05.ld / tcgen05.st: an access of the warp's tcgen05 agent (hb.py)."""
-    agent, epoch, clock = warp.cta.hb.tc_view(warp.warp_id)
+    hb, w = warp.cta.hb, warp.warp_id
+    agent, epoch, clock = hb.tc_view(w)
+    # the warp's generic epoch at its last access of tcgen05 epoch `epoch` (_dealloc_clock)
+    warp.cta.state.setdefault("tc_generic", {}).setdefault(w, {})[epoch] = int(hb.vc[w][w])
     lanes, lo, hi = cells
     for cols in (lo, hi):
         if cols is not None:
