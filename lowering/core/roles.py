@@ -52,6 +52,10 @@ def parallel(lw: Lowering, s: ir.Parallel, region, last: bool) -> None:
     shift = threads.bit_length() - 1
     inst = w.reg("u32", s.var)
     w.op("shr.u32", inst, lw.tid, shift)
+    if threads >= 32 and lw.target.uniform_instance_index:
+        # The same in every lane of a warp: said through a shuffle from lane 0, ptxas knows
+        # it too (Target.uniform_instance_index).
+        w.op("shfl.sync.idx.b32", inst, inst, 0, 31, -1)
     local = w.reg("u32", f"{s.var}_tid")
     w.op("and.b32", local, lw.tid, threads - 1)
     lw.bind(s.var, inst, nonneg=True, uniform=threads >= 32)  # a warp is in one instance

@@ -75,6 +75,13 @@ class Target:
     #: accumulator is refused by name.
     f16_accumulators = False
 
+    #: The index of a parallel instance of a warp or more is passed through
+    #: `shfl.sync.idx` from lane 0, which tells ptxas that it is warp-uniform: values
+    #: computed from it (a warpgroup's wgmma operand descriptors) stay in uniform registers
+    #: instead of a conversion (R2UR) before every wgmma. Off where it costs registers
+    #: (sm_100a: the Blackwell example spills 16 bytes with it).
+    uniform_instance_index = False
+
     #: {IR statement type: handler} the target lowers itself instead of the core: where
     #: the hardware does a statement another way (tcgen05: `mma.store` reads tensor
     #: memory; a `wait` on an event only MMAs read is one thread's).

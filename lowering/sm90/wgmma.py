@@ -53,6 +53,10 @@ class Sm90Target(Target):
     #: interpreter rounds once per statement)
     f16_accumulators = True
 
+    #: a warpgroup's index in uniform registers: its QK's Q descriptor is stepped with
+    #: UIADD3, not rebuilt and converted (R2UR) before each of the loop's 8 wgmmas
+    uniform_instance_index = True
+
     def min_blocks_per_sm(self, launch_bounds) -> int:
         """Always declared, 1 without launch_bounds, as the hand-written wgmma kernels the
         code was shaped after do (bench/reference/handwritten_sm90_*.py): ptxas then sizes
