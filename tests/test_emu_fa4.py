@@ -72,8 +72,12 @@ def test_fa4_forward_matches_sdpa_relaxed(s, h, schedule):
 @pytest.mark.slow
 @pytest.mark.emu
 def test_fa4_forward_strict_reports_tcgen05_ld_before_wait():
-    """FA4's forward reads tcgen05.ld results with no tcgen05.wait::ld (rule 5)."""
+    """FA4's forward has no tcgen05 fence pair around its thread synchronisations and
+    reads tcgen05.ld results with no tcgen05.wait::ld (docs/emulator_sm100.md, rules 5 and
+    6): strict mode reports the first it meets (since the fence rules, the MMA -> ld
+    ordering without fence::after_thread_sync)."""
     ptx = _fa4_ptx()
     q = torch.randn(1, 128, 1, 128).bfloat16()
-    with pytest.raises(RaceError, match="before tcgen05.wait::ld"):
+    with pytest.raises(RaceError, match="before tcgen05.wait::ld|without "
+                                        "tcgen05.fence::after_thread_sync"):
         fa4_emu.run_fa4(ptx, q, q.clone(), q.clone(), strict=True)
