@@ -12,7 +12,7 @@ import sys
 import pytest
 
 CO = os.path.join(os.path.dirname(__file__), "co", "co_calls_co.co")
-MSG = "a call of the __co__ function 'inc' from a __co__ function is not supported"
+MSG = "a __co__ function cannot call the __co__ function 'inc' (the reference's rule)"
 SITES = ["11:7", "12:7", "20:5"]
 
 

@@ -134,8 +134,8 @@ def co_function_calls(program: A.Program, severity: str = "error") -> list[Diagn
                     re.search(rf"\b{re.escape(name)}\s*\(", device):
                 continue
             found.append(Diagnostic(
-                severity, f"a call of the __co__ function '{name}' from a __co__ function "
-                "is not supported: the host calls each (a kernel calls __co_device__ and "
+                severity, f"a __co__ function cannot call the __co__ function '{name}' "
+                "(the reference's rule): the host calls each (a kernel calls __co_device__ and "
                 "__device__ functions with 'call')", node.loc))
     return found
 
