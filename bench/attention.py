@@ -229,8 +229,13 @@ VARIANTS = {
 
 # The non-causal example's variants: parts joined by "+" (e.g. "oq+bn176"): "oq" stages O
 # in q_shared (free after the last QK: 32 KB less shared memory), "bnN" sets BLOCK_N, "k3" /
-# "v3" a third ring slot, "pnc" starts from the persistent non-causal program instead.
+# "v3" a third ring slot, "pnc" starts from the persistent non-causal program instead,
+# "sched" from bench/variants/flash_atten_nc_sched.co, whose switches are the parts in
+# capitals ("sched+FUSE+PP"); "r24" moves the register split from 40 / 232 to
+# flash-attn-4's 24 / 240 (producer / consumers).
 NC_PARTS = {
+    "r24": [("call croq::cuda::setreg_dec(40);", "call croq::cuda::setreg_dec(24);"),
+            ("call croq::cuda::setreg_inc(232);", "call croq::cuda::setreg_inc(240);")],
     "oq": [("    shared bf16[BLOCK_M, DIM] o_buf;\n", ""),
            ("mma.store acc_o, o_buf.subspan(WG_M, DIM).at(cid, 0);\n        tma.copy o_buf =>",
             "mma.store acc_o, q_shared.subspan(WG_M, DIM).at(cid, 0);\n        "
@@ -238,13 +243,16 @@ NC_PARTS = {
     "k3": VARIANTS["k3"], "v3": VARIANTS["v3"],
 }
 PERSISTENT_NC = os.path.join(ROOT, "bench", "variants", "flash_atten_persistent_nc.co")
+NC_SCHED = os.path.join(ROOT, "bench", "variants", "flash_atten_nc_sched.co")
 
 
 def nc_source(variant: str) -> str:
     """The text of a non-causal variant (see NC_PARTS), written under /tmp; its path."""
     parts = variant.split("+")
-    base = PERSISTENT_NC if "pnc" in parts else os.path.join(ROOT, "examples", "flash_atten.co")
+    base = (PERSISTENT_NC if "pnc" in parts else NC_SCHED if "sched" in parts
+            else os.path.join(ROOT, "examples", "flash_atten.co"))
     text = open(base, encoding="utf-8").read()
+    text = "".join(f"#define {p} 1\n" for p in parts if p.isupper()) + text
     for part in parts:
         reps = ([("#define BLOCK_N 128", f"#define BLOCK_N {int(part[2:])}")]
                 if part.startswith("bn") else NC_PARTS.get(part, []))
@@ -540,7 +548,8 @@ def main() -> None:
                     + ", ".join(VARIANTS))
     ap.add_argument("--nc-variants", default="",
                     help="comma-separated variants of the non-causal example, parts joined by "
-                         "'+': oq, bnN, k3, v3, pnc (e.g. oq+bn176,pnc)")
+                         "'+': oq, bnN, k3, v3, r24, pnc, sched with FUSE / PP "
+                         "(e.g. oq+bn176,pnc,sched+FUSE+PP+r24)")
     ap.add_argument("--only", default="",
                     help="time only the shapes whose label contains one of these "
                          "comma-separated strings (e.g. 'S=8192 causal')")
