@@ -95,3 +95,24 @@ def test_bar_sync_before_the_dealloc_deleted_is_a_race():
     outcome, detail = gate.run_one(spec, ptx, False, 128, 1, "round_robin", 120)
     assert outcome == "caught" and "race: tcgen05.dealloc by warp" in detail, detail
     assert gate.run_one(spec, spec.ptx, False, 128, 1, "round_robin", 120)[0] == "passes"
+
+
+def test_a_deleted_mbarrier_wait_completes_at_once():
+    """Deleting an mbarrier wait leaves its predicate true (the loop falls through), not
+    unwritten: what the gate tests is the missing wait, not a register misuse."""
+    lines = ["{", "\t@%p1 mbarrier.try_wait.parity.shared::cta.b64 %p2, [%rd1+8], %r3;"]
+    (cls, _, i, mutate), = [s for s in gate.sites("\n".join(lines)) if s[0] == "del_wait"]
+    assert mutate(list(lines), i)[i].split("//")[0].strip() == "@%p1 mov.pred %p2, 1;"
+
+
+def test_a_result_several_times_the_unmutated_error_is_wrong():
+    """The bound is relative to the unmutated kernel in the same run, not only the absolute
+    2e-2: the same O judged against a base WORSE x 2 times smaller is `wrong`."""
+    outcome, detail = gate.run_one(_spec(), _spec().ptx, True, 128, 1, "round_robin", 120)
+    base = gate.rel_error(detail)
+    assert outcome == "passes" and base < gate.TOLERANCE / gate.WORSE, detail
+    again = gate.run_one(_spec(), _spec().ptx, True, 128, 1, "round_robin", 120, base)
+    assert again[0] == "passes", again
+    outcome, detail = gate.run_one(_spec(), _spec().ptx, True, 128, 1, "round_robin", 120,
+                                   base / (2 * gate.WORSE))
+    assert outcome == "wrong" and "unmutated" in detail, detail
