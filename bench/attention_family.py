@@ -43,10 +43,13 @@ class Row:
     window: tuple = (-1, -1)
     lse: bool = False
     seed: bool = False  # the seed computes this row too
+    block_m: int = 128
 
     @property
     def defines(self) -> dict:
         out = {"DIM": str(self.d)}
+        if self.block_m != 128:
+            out["BLOCK_M"] = str(self.block_m)
         if self.causal:
             out["CAUSAL"] = "1"
         if self.window[0] >= 0:
@@ -66,6 +69,9 @@ ROWS = [
     Row("window 512 causal S=8192", 2, 16, 16, 8192, 8192, causal=True, window=(512, -1)),
     Row("hdim 64 causal S=4096", 4, 16, 16, 4096, 4096, d=64, causal=True),
     Row("hdim 64 non-causal S=4096", 4, 16, 16, 4096, 4096, d=64),
+    Row("hdim 64 causal S=4096, BLOCK_M 192", 4, 16, 16, 4096, 4096, d=64, causal=True,
+        block_m=192),
+    Row("hdim 64 non-causal S=4096, BLOCK_M 192", 4, 16, 16, 4096, 4096, d=64, block_m=192),
     Row("hdim 256 causal S=4096", 2, 16, 16, 4096, 4096, d=256, causal=True),
     Row("hdim 256 non-causal S=4096", 2, 16, 16, 4096, 4096, d=256),
 ]

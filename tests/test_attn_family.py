@@ -63,7 +63,8 @@ class Case:
         return d
 
 
-# Shapes end in partial tiles (query tiles of 128, key tiles of 128, 112 or 80).
+# Shapes end in partial tiles (query tiles of 128, or 192 with three consumer warpgroups;
+# key tiles of 128, 112 or 80).
 CASES = {
     "gqa": Case(192, 160, h=4, hkv=2),
     "gqa_nolse": Case(150, 100, h=4, hkv=2, lse=False),
@@ -78,6 +79,8 @@ CASES = {
     "d256_causal": Case(130, 200, d=256, causal=True),
     "d96_gqa_causal": Case(150, 190, h=4, hkv=2, d=96, causal=True),   # 64-byte swizzle
     "d192_128_window": Case(130, 200, d=192, dv=128, window=(50, -1)),
+    "m192_causal": Case(400, 400, causal=True, extra={"BLOCK_M": "192"}),  # 192+192+16 rows
+    "m192_gqa": Case(250, 160, h=4, hkv=2, extra={"BLOCK_M": "192"}),
 }
 
 
@@ -166,7 +169,8 @@ def test_kv_heads_must_divide_heads():
 
 
 # ------------------------------------------------------------------ the strict emulator
-EMU_CASES = [("sm_90a", "mqa_causal_q_lt_kv"), ("sm_90a", "causal_window_softcap"),
+EMU_CASES = [("sm_90a", "mqa_causal_q_lt_kv"), ("sm_90a", "m192_causal"),
+             ("sm_90a", "m192_gqa"), ("sm_90a", "causal_window_softcap"),
              ("sm_90a", "d256_causal"), ("sm_90a", "d96_gqa_causal"), ("sm_100a", "gqa"),
              ("sm_100a", "window_both")]
 
