@@ -81,10 +81,15 @@ def fa4(r: DecodeRow, q, k, v, table, seqlens):
 
     if "page_table" not in inspect.signature(flash_attn_varlen_func).parameters:
         raise RuntimeError("this flash_attn.cute has no page_table argument")
+    import torch
+
+    # 0: its own split heuristic; its sm_90 path asserts "SplitKV not supported on SM 9.0"
+    # whenever that heuristic splits (4.0.0b36), so on Hopper it runs unsplit.
+    splits = 1 if torch.cuda.get_device_capability(q.device)[0] == 9 else 0
 
     def fn():
         got = flash_attn_varlen_func(q, k, v, seqused_k=seqlens, page_table=table,
-                                     causal=r.qlen > 1, num_splits=0)
+                                     causal=r.qlen > 1, num_splits=splits)
         return got[0] if isinstance(got, tuple) else got
     return [("flash-attn-4", fn)]
 
