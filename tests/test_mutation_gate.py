@@ -116,3 +116,21 @@ def test_a_result_several_times_the_unmutated_error_is_wrong():
     outcome, detail = gate.run_one(_spec(), _spec().ptx, True, 128, 1, "round_robin", 120,
                                    base / (2 * gate.WORSE))
     assert outcome == "wrong" and "unmutated" in detail, detail
+
+
+def test_a_wrong_first_qk_of_the_second_query_tile_is_seen():
+    """flash_atten_blackwell.co's first QK into S1 with Q read transposed: at S = 128 the
+    second query tile has no rows, at S = 256 the grown keys make the first tile's scores
+    negligible; the S = 384 shape (random keys, three tiles) must show it."""
+    spec = _blackwell()
+    co = (ROOT / gate.EXAMPLES["blackwell"][0]).read_text().splitlines()
+    at = next(n for n, t in enumerate(co, 1) if "qk1_first = mma" in t)
+    lines = spec.ptx.splitlines()
+    start = next(i for i, t in enumerate(lines) if t.strip().endswith(f".co:{at}"))
+    mma = [i for i in range(start, start + 40) if gate.opcode(lines[i]).startswith("tcgen05.mma")]
+    (_, _, i, mutate), = [s for s in gate.sites(spec.ptx)
+                          if s[2] == mma[2] and s[1] == "idesc.a_major"]
+    ptx = "\n".join(mutate(list(lines), i)) + "\n"
+    assert gate.run_one(spec, ptx, False, 256, 4, "round_robin", 120)[0] == "passes"
+    outcome, detail = gate.run_one(spec, ptx, False, *gate.SHAPES[2], "round_robin", 120)
+    assert outcome == "wrong", detail
