@@ -13,10 +13,11 @@ Classes (each a rule of the hardware a correct kernel must keep):
   desc_field    flip one field of a tcgen05.mma shared-memory or instruction descriptor
 
 Each mutant runs at three shapes (S = 128 random; S = 256 with the keys past the first
-KV tile four times larger, so the row max grows and a skipped O rescale shows; S = 384
-random: a third KV tile, so a K/V ring slot is refilled and a deleted release of it
-shows, and every tile weighs in the softmax, so an error in the first tile's scores of a
-second query tile shows: at S = 256 the larger later keys hide it) under three
+KV tile four times larger, so the row max grows and a skipped O rescale shows; S = 512
+random: four KV tiles, so a K/V ring slot released inside the KV loop is refilled and a
+deleted release shows (at three tiles only the prologue's slot is), and every tile weighs
+in the softmax, so an error in the first tile's scores of a second query tile shows: at
+S = 256 the larger later keys hide it) under three
 schedules, stopping at the first run the emulator rejects. Outcomes:
 `caught` (the report's first line), `wrong` (ran, but O is further from SDPA than
 TOLERANCE or than WORSE times the unmutated kernel's error at the same shape and
@@ -48,7 +49,7 @@ EXAMPLES = {   # name -> (path, target, defines, causal)
     "blackwell": ("examples/flash_atten_blackwell.co", "sm_100a", {"NUM_SMS": "1"}, False),
     "causal_sm90": ("examples/flash_atten_causal.co", "sm_90a", None, True),
 }
-SHAPES = ((128, 1), (256, 4), (384, 1))  # (S, growth of the keys past the first tile)
+SHAPES = ((128, 1), (256, 4), (512, 1))  # (S, growth of the keys past the first tile)
 SCHEDULES = ("round_robin", "random", "greedy")
 TOLERANCE = 2e-2
 # A mutant whose O is this many times further from SDPA than the unmutated kernel's (same

@@ -121,7 +121,7 @@ def test_a_result_several_times_the_unmutated_error_is_wrong():
 def test_a_wrong_first_qk_of_the_second_query_tile_is_seen():
     """flash_atten_blackwell.co's first QK into S1 with Q read transposed: at S = 128 the
     second query tile has no rows, at S = 256 the grown keys make the first tile's scores
-    negligible; the S = 384 shape (random keys, three tiles) must show it."""
+    negligible; the S = 512 shape (random keys, four tiles) must show it."""
     spec = _blackwell()
     co = (ROOT / gate.EXAMPLES["blackwell"][0]).read_text().splitlines()
     at = next(n for n, t in enumerate(co, 1) if "qk1_first = mma" in t)
