@@ -134,3 +134,19 @@ def test_a_wrong_first_qk_of_the_second_query_tile_is_seen():
     assert gate.run_one(spec, ptx, False, 256, 4, "round_robin", 120)[0] == "passes"
     outcome, detail = gate.run_one(spec, ptx, False, *gate.SHAPES[2], "round_robin", 120)
     assert outcome == "wrong", detail
+
+
+def test_a_deleted_release_inside_the_kv_loop_deadlocks():
+    """The consumers' release of a K slot inside the KV loop: with two stages, only a fourth
+    KV tile refills a slot the loop released, so the gate's S = 512 shape deadlocks at the
+    producer's wait where S = 384 (three tiles) passed."""
+    spec = _spec()
+    co = (ROOT / gate.EXAMPLES["causal"][0]).read_text().splitlines()
+    at = [n for n, t in enumerate(co, 1) if "trigger ke.at(" in t][-1]
+    lines = spec.ptx.splitlines()
+    start = next(i for i, t in enumerate(lines) if t.strip().endswith(f".co:{at}"))
+    i = next(s[2] for s in gate.sites(spec.ptx) if s[0] == "del_arrive" and s[2] > start)
+    ptx = "\n".join(gate.delete(list(lines), i)) + "\n"
+    assert gate.run_one(spec, ptx, True, 384, 1, "round_robin", 120)[0] == "passes"
+    outcome, detail = gate.run_one(spec, ptx, True, *gate.SHAPES[2], "round_robin", 120)
+    assert outcome == "caught" and "deadlock" in detail and "ke_bar" in detail, detail
