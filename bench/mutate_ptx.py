@@ -21,8 +21,10 @@ S = 256 the larger later keys hide it) under three
 schedules, stopping at the first run the emulator rejects. Outcomes:
 `caught` (the report's first line), `wrong` (ran, but O is further from SDPA than
 TOLERANCE or than WORSE times the unmutated kernel's error at the same shape and
-schedule: the emulator let wrong PTX pass), `passes` (ran and matched: benign only if an
-ISA reason says so, see docs/emulator_sm100.md), `timeout`.
+schedule: the emulator let wrong PTX pass), `benign` (ran and matched, and `redundant`
+proves from straight-line code that the ordering the instruction gave is given again),
+`passes` (ran and matched: benign only if an ISA reason says so, see
+docs/emulator_sm100.md), `timeout`.
 
   nice python bench/mutate_ptx.py --per-class 6 --out bench/data/mutation_gate.tsv
 """
@@ -159,6 +161,103 @@ def sites(ptx: str):
                 yield "desc_field", f"idesc.{name}", i, desc_field(3, bit)
 
 
+# ------------------------------------------------------------- static reasons a pass is benign
+_BRANCH = ("bra", "ret", "exit", "call", "brx")
+_THREAD_SYNC = ("bar.sync", "barrier.sync", "bar.arrive", "barrier.arrive", "mbarrier.arrive",
+                "bar.red")
+_REGISTER_ONLY = ("add.", "sub.", "mov.", "mad.lo.", "mul.lo.", "and.", "or.", "xor.", "shl.",
+                  "shr.", "cvt.u", "cvt.s", "setp.", "selp.")
+
+
+_BRA = re.compile(r"\bbra(?:\.uni)?\s+([\w$]+)\s*;")
+
+
+def _wait_loops(lines) -> set:
+    """Labels of wait loops: `L: [register ops] mbarrier.try_wait ...; @!p bra L;`. Such a
+    loop only spins on its wait; a straight-line reading may pass through it."""
+    heads = set()
+    for i, t in enumerate(lines):
+        name = t.strip()[:-1]
+        if not t.strip().endswith(":"):
+            continue
+        waited = False
+        for u in lines[i + 1:i + 8]:
+            op = opcode(u)
+            m = _BRA.search(u)
+            if m:
+                if m.group(1) == name and waited:
+                    heads.add(name)
+                break
+            if op.startswith(("mbarrier.try_wait", "mbarrier.test_wait")):
+                waited = True
+            elif op and not op.startswith(_REGISTER_ONLY):
+                break
+    return heads
+
+
+def _straight(lines, i, step):
+    """(index, opcode) of the instructions from line i onward (step 1) or backward (-1),
+    up to a label or a branch where other paths join or leave (wait loops read through)."""
+    loops = _wait_loops(lines)
+    k = i + step
+    while 0 <= k < len(lines):
+        t = lines[k].strip()
+        if t.endswith(":"):
+            if t[:-1] not in loops:
+                return
+        elif op := opcode(lines[k]):
+            if op.split(".")[0] in _BRANCH:
+                m = _BRA.search(lines[k])
+                if not (m and m.group(1) in loops):
+                    return
+            else:
+                yield k, op
+        k += step
+
+
+def redundant(lines, i) -> str:
+    """Why deleting line i cannot change what the kernel computes, where a straight-line
+    reading proves it ('' where it does not): the ordering it gives is given again."""
+    op = opcode(lines[i])
+    if op.startswith("tcgen05.fence::after_thread_sync"):
+        # PTX ISA, tcgen05 memory consistency: the fence orders the warp's later tcgen05
+        # operations after its earlier thread synchronisations, all of them
+        for k, o in _straight(lines, i, 1):
+            if o.startswith("tcgen05.fence::after_thread_sync"):
+                return (f"another fence::after_thread_sync (line {k + 1}) precedes the "
+                        "warp's next tcgen05 operation")
+            if o.startswith("tcgen05."):
+                break
+        for k, o in _straight(lines, i, -1):
+            if o.startswith("tcgen05.fence::after_thread_sync"):
+                return (f"the warp's fence::after_thread_sync at line {k + 1} follows its "
+                        "last thread synchronisation already")
+            if o.startswith(_THREAD_SYNC + ("mbarrier.try_wait", "mbarrier.test_wait",
+                                            "bar.warp.sync")):
+                return ""
+        return ""
+    if op.startswith("tcgen05.fence::before_thread_sync"):
+        for k, o in _straight(lines, i, 1):
+            if o.startswith("tcgen05.fence::before_thread_sync"):
+                return (f"another fence::before_thread_sync (line {k + 1}) precedes the next "
+                        "thread synchronisation")
+            if o.startswith(_THREAD_SYNC):
+                return ""
+    if op.startswith(("bar.sync", "barrier.sync")):
+        count = lines[i].split(",")[-1].strip(" ;")
+        for k, o in _straight(lines, i, -1):
+            if o.startswith(("bar.sync", "barrier.sync")):
+                if lines[k].split(",")[-1].strip(" ;") == count:
+                    return (f"between the previous barrier over the same threads (line {k + 1})"
+                            " and this one the threads run only fences, register arithmetic"
+                            " and arrivals: nothing new to order")
+                return ""
+            if not (o.startswith(("tcgen05.fence", "fence.proxy", "mbarrier.arrive"))
+                    or o.startswith(_REGISTER_ONLY)):
+                return ""
+    return ""
+
+
 def sample(items: list, n: int | None) -> list:
     if n is None or len(items) <= n:
         return items
@@ -254,6 +353,9 @@ def gate(examples, per_class, out, classes=None, log=sys.stderr):
                 t0 = time.time()
                 ptx = "\n".join(mutate(list(lines), i)) + "\n"
                 outcome, what, where = judge(spec, ptx, causal, bases=bases)
+                why = redundant(lines, i) if outcome == "passes" else ""
+                if why:
+                    outcome, what = "benign", f"{what}; {why}"
                 rows.append((name, target, cls, detail, i + 1, lines[i].strip(), outcome,
                              where, what, len(items)))
                 print(f"{name} {cls} {detail} line {i + 1}: {outcome} ({where}) {what[:160]} "

@@ -150,3 +150,22 @@ def test_a_deleted_release_inside_the_kv_loop_deadlocks():
     assert gate.run_one(spec, ptx, True, 384, 1, "round_robin", 120)[0] == "passes"
     outcome, detail = gate.run_one(spec, ptx, True, *gate.SHAPES[2], "round_robin", 120)
     assert outcome == "caught" and "deadlock" in detail and "ke_bar" in detail, detail
+
+
+def test_a_fence_given_again_is_benign_and_a_lone_one_is_not():
+    """`redundant` names a pass benign only where straight-line code gives the same
+    ordering again; a wait loop may sit between, an MMA may not."""
+    loop = ["$W:", "\tmbarrier.try_wait.parity.shared.b64 %p1, [%r1], %r2;", "\t@!%p1 bra $W;"]
+    after = "\ttcgen05.fence::after_thread_sync;"
+    mma = "\ttcgen05.mma.cta_group::1.kind::f16 [%r3], %rd1, %rd2, %r4, %p2;"
+    assert "line 6" in gate.redundant([after, "\tmov.u32 %r2, 1;"] + loop + [after, mma], 0)
+    assert gate.redundant([after, mma, after, mma], 0) == ""
+    assert "line 1" in gate.redundant([after, "\tadd.s64 %rd1, %rd1, 2;", after, mma], 2)
+    assert gate.redundant([loop[1], after, mma], 1) == ""
+    bar = "\tbar.sync %r5, 128;"
+    arrive = "\t@%p3 mbarrier.arrive.shared.b64 %rd3, [%r6];"
+    before = "\ttcgen05.fence::before_thread_sync;"
+    assert "line 1" in gate.redundant([bar, arrive, before, bar], 3)
+    assert gate.redundant([bar, "\tst.shared.f32 [%r7], %f1;", bar], 2) == ""
+    assert "line 2" in gate.redundant([before, before, bar], 0)
+    assert gate.redundant([before, bar, before], 0) == ""
