@@ -243,6 +243,21 @@ def redundant(lines, i) -> str:
                         "thread synchronisation")
             if o.startswith(_THREAD_SYNC):
                 return ""
+    if op.startswith("tcgen05.wait::st"):
+        # PTX ISA, tcgen05.wait: wait::st waits for all of the thread's prior tcgen05.st
+        for k, o in _straight(lines, i, 1):
+            if o.startswith("tcgen05.wait::st"):
+                return (f"a later tcgen05.wait::st (line {k + 1}) completes the same stores "
+                        "before the thread's next synchronisation")
+            if o.startswith(_THREAD_SYNC + ("tcgen05.mma", "tcgen05.ld", "tcgen05.commit")):
+                break
+        for k, o in _straight(lines, i, -1):
+            if o.startswith("tcgen05.wait::st"):
+                return (f"no tcgen05.st since the thread's tcgen05.wait::st at line {k + 1}: "
+                        "nothing to wait for")
+            if o.startswith("tcgen05.st"):
+                return ""
+        return ""
     if op.startswith(("bar.sync", "barrier.sync")):
         count = lines[i].split(",")[-1].strip(" ;")
         for k, o in _straight(lines, i, -1):

@@ -169,3 +169,11 @@ def test_a_fence_given_again_is_benign_and_a_lone_one_is_not():
     assert gate.redundant([bar, "\tst.shared.f32 [%r7], %f1;", bar], 2) == ""
     assert "line 2" in gate.redundant([before, before, bar], 0)
     assert gate.redundant([before, bar, before], 0) == ""
+    st = "\ttcgen05.st.sync.aligned.32x32b.x8.b32 [%r8], {%r9};"
+    wait_st = "\ttcgen05.wait::st.sync.aligned;"
+    assert "line 3" in gate.redundant([wait_st, st, wait_st, bar], 0)
+    assert "line 1" in gate.redundant([wait_st, before, wait_st], 2)
+    assert gate.redundant([st, wait_st, bar, wait_st], 1) == ""
+    assert gate.redundant(["L_end:", wait_st, wait_st], 2) == "no tcgen05.st since the " \
+        "thread's tcgen05.wait::st at line 2: nothing to wait for"
+    assert gate.redundant([wait_st, "L_end:", wait_st], 2) == ""
