@@ -70,7 +70,7 @@ IR_WORDS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "Apply": "an apply", "Reduce": "a reduction (reduce_max / reduce_sum)",
     "AllReduce": "an all-reduce across threads", "FragCopy": "a fragment copy",
-    "Launch": "a launch", "Assert": "an assert", "Print": "println", "Yield": "a yield",
+    "Launch": "a launch", "HostCall": "a call of a __co__ function", "Assert": "an assert", "Print": "println", "Yield": "a yield",
     "Asm": "inline asm", "AsmOperand": "an asm operand",
     "Alias": "a reshaped view (span_as)", "GridDim": "a grid dimension", "Kernel": "a kernel",
     "TmemRegion": "a tensor-memory region", "TmemMap": "a tensor-memory map",
@@ -86,6 +86,14 @@ VALUE_WORDS = {
     "FutureValue": "a future", "FragValue": "a fragment", "FragmentValue": "a fragment",
     "Opaque": "a value the tile IR does not model yet",
 }
+
+
+def no_result(function: str, declared: str) -> str:
+    """A use of the value of a call of `function`, declared to return `declared`, which
+    ends without `return` (sema refuses it where it sees it; host/missing_result.py where
+    a caller from Python uses it)."""
+    return (f"the result of '{function}' is used, but '{function}' (declared to return "
+            f"'{declared}') ends without a 'return' statement: the call has no value")
 
 
 def describe(node) -> str:

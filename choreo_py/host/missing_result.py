@@ -3,7 +3,7 @@
 A `__co__` function declared to return a value (`__co__ int f(...)`) whose
 body has no `return` compiles with a warning (check/context.py), as a C
 compiler's would: running it is fine, only using its value is wrong. Its
-host callable (interpreter and GPU runtime alike, interp/host.py
+host callable (interpreter and GPU runtime alike, host/execute.py
 function_result) returns a `MissingResult`, which stands for that missing
 value: kept, dropped, compared by identity or shown with repr() it is
 harmless, but any use of it as a value (a number, a truth value, a tensor,
@@ -13,6 +13,7 @@ handing on something made up.
 """
 from __future__ import annotations
 
+from ..construct_names import no_result
 from ..diagnostics import ChoreoError
 from ..source import Loc
 
@@ -33,10 +34,7 @@ class MissingResult:
         return f"<no result: '{self.function}' ends without 'return'>"
 
     def _refuse(self, *_args, **_kwargs):
-        raise MissingResultError(
-            f"the result of '{self.function}' is used, but '{self.function}' (declared to "
-            f"return '{self.declared}') ends without a 'return' statement: the call has no "
-            "value", self.loc)
+        raise MissingResultError(no_result(self.function, self.declared), self.loc)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):  # a protocol probe (copy, numpy, torch): not a use

@@ -47,7 +47,7 @@ HOST_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # as the function
 #: The IR statements a host body may hold: what host/execute.py runs (a test keeps the
 #: two lists equal); build_host_body refuses any other by name.
 HOST_STATEMENTS = (ir.Launch, ir.Print, ir.Assert, ir.Break, ir.Continue, ir.DmaCopy, ir.Let,
-                   ir.Var, ir.Assign, ir.If, ir.While, ir.For)
+                   ir.Var, ir.Assign, ir.If, ir.While, ir.For, ir.HostCall)
 #: Statements that are host control flow when they launch kernels.
 _CONTROL = (A.With, A.Foreach, A.If, A.While, A.Block)
 
@@ -94,6 +94,8 @@ class HostCodeBuilder(ClusterBuilder):
         """One statement outside any kernel."""
         if isinstance(s, HostRegion):  # host DMA, waits, MMAs (sema/host_regions.py)
             return self.lenient_body("host code", self.host_data_region, s)
+        if self.is_co_call(s):  # `b = f(a);`: the host runs `f` (sema/co_calls.py)
+            return self.host_call(s)
         if isinstance(s, A.ParallelBy):  # (a cluster around the kernel: sema/clusters.py)
             cluster = s.levels[0].level == "cluster"
             return (self.cluster_launch if cluster else self.launch)(s, self.out)
@@ -113,9 +115,11 @@ class HostCodeBuilder(ClusterBuilder):
             return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
-        if _touches_data(s) and not nested_parallels([s]) and self._data_decl(s):
+        # (a statement around launches or calls is host control flow, below)
+        data = _touches_data(s) and not nested_parallels([s]) and not self.holds_co_call(s)
+        if data and self._data_decl(s):
             return self.lenient_body("host code", self.host_data_decl, s)
-        if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
+        if data and not isinstance(s, A.DmaOp):
             return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, _CONTROL):
             return self.lenient_body("host code", self.host_control, s)
