@@ -88,14 +88,6 @@ VALUE_WORDS = {
 }
 
 
-def no_result(function: str, declared: str) -> str:
-    """A use of the value of a call of `function`, declared to return `declared`, which
-    ends without `return` (sema refuses it where it sees it; host/missing_result.py where
-    a caller from Python uses it)."""
-    return (f"the result of '{function}' is used, but '{function}' (declared to return "
-            f"'{declared}') ends without a 'return' statement: the call has no value")
-
-
 def describe(node) -> str:
     """The Choreo words for `node` (an AST node, an IR statement or expression, a value)."""
     name = type(node).__name__ if not isinstance(node, type) else node.__name__

@@ -55,7 +55,8 @@ def co_call(ck, node) -> None:
     region it is refused by name (a warning from a plain check: the reference's sema only
     warns that it finds no device function of that name)."""
     if ck.in_parallel and ck.co_callee(node) is not None:
-        ck.lenient_error(co_calls.in_kernel_message(co_calls.called_name(node)), node.loc)
+        refusal = co_calls.in_kernel_call(node)
+        ck.lenient_error(refusal.message, refusal.loc)
 
 
 def function_returns(ck, fn: A.FunctionDef) -> None:

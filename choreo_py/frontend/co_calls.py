@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from . import ast as A
+from ..diagnostics import Diagnostic
 
 
 def called_name(node) -> Optional[str]:
@@ -86,9 +87,12 @@ def call_statement(s) -> Optional[tuple]:
     return None
 
 
-def in_kernel_message(name: str) -> str:
-    """The refusal of a call of the `__co__` function `name` inside a parallel region
-    (the rule checks' and sema's words: one fact, said the same way by both)."""
-    return (f"a call of the __co__ function '{name}' inside a parallel region is not "
-            "supported: a kernel calls __co_device__ and __device__ functions with 'call'; "
-            f"call '{name}' from host code (outside any parallel region)")
+def in_kernel_call(node) -> Diagnostic:
+    """The refusal of a call of a `__co__` function inside a parallel region: the rule
+    checks report it (check/context.py, a warning from a plain check), and sema's builds
+    that run no rule check (`choreo run`) raise it (sema/co_calls.py): one wording."""
+    name = called_name(node)
+    return Diagnostic("error", f"a parallel region cannot call the __co__ function '{name}' "
+                      "(the reference's rule: a kernel calls __co_device__ and __device__ "
+                      f"functions with 'call'); call '{name}' from host code, outside any "
+                      "parallel region", node.loc)

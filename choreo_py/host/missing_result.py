@@ -13,7 +13,6 @@ handing on something made up.
 """
 from __future__ import annotations
 
-from ..construct_names import no_result
 from ..diagnostics import ChoreoError
 from ..source import Loc
 
@@ -34,7 +33,10 @@ class MissingResult:
         return f"<no result: '{self.function}' ends without 'return'>"
 
     def _refuse(self, *_args, **_kwargs):
-        raise MissingResultError(no_result(self.function, self.declared), self.loc)
+        raise MissingResultError(
+            f"the result of '{self.function}' is used, but '{self.function}' (declared to "
+            f"return '{self.declared}') ends without a 'return' statement: the call has no "
+            "value", self.loc)
 
     def __getattr__(self, name: str):
         if name.startswith("__"):  # a protocol probe (copy, numpy, torch): not a use

@@ -21,14 +21,18 @@ from typing import Callable, Optional
 from ..frontend import ast as A
 from ..frontend import bindings, co_calls
 from .. import ir
-from ..construct_names import no_result
 from ..diagnostics import ChoreoError
 from ..ir import build as B
+from ..ir.printer import shape as print_shape
 from .exprs import err
 from .values import Refused, Scalar, Tensor, Unsupported, kind_of
 
 #: The forms a call takes as an expression.
 CALL_FORMS = (A.DimOf, A.CallExpr, A.Call)
+
+
+class RecursiveCall(Unsupported):
+    """A call of a function whose IR is being built (directly or through others)."""
 
 
 class Callees:
@@ -44,7 +48,7 @@ class Callees:
     def get(self, func: A.FunctionDef, loc=None) -> ir.Function:
         key = id(func)
         if key in self.busy:
-            raise Unsupported(f"a recursive call of the __co__ function '{func.name}'", loc)
+            raise RecursiveCall(f"a recursive call of the __co__ function '{func.name}'", loc)
         if key not in self.done:
             self.busy.add(key)
             try:
@@ -83,7 +87,8 @@ class CoCallBuilder:
         (the rule checks' words), or inside an expression of host code."""
         name = co_calls.called_name(node)
         if not self.on_host:
-            return Refused(co_calls.in_kernel_message(name), node.loc)
+            refusal = co_calls.in_kernel_call(node)
+            return Refused(refusal.message, refusal.loc)
         return Unsupported(f"a call of the __co__ function '{name}' inside an expression (the "
                            f"host calls one as a statement: 'b = {name}(...);' or "
                            f"'call {name}(...);')", node.loc)
@@ -107,9 +112,9 @@ class CoCallBuilder:
     def _callee_ir(self, func: A.FunctionDef, loc) -> ir.Function:
         try:
             return self.callees.get(func, loc)
+        except RecursiveCall as u:  # (through another function: said at this call)
+            raise RecursiveCall(u.construct, loc) from None
         except Unsupported as u:
-            if u.construct.startswith("a recursive call"):
-                raise Unsupported(u.construct, loc) from None
             raise Unsupported(f"a call of the __co__ function '{func.name}', whose IR does not "
                               f"build ({u.construct})", loc) from None
         except ChoreoError:
@@ -179,7 +184,9 @@ class CoCallBuilder:
     def _result(self, callee: ir.Function, subst: dict, target: str, node):
         """(the caller's name for the result, its dtype for a scalar, None for a tensor)."""
         if callee.missing_return is not None:
-            raise err(no_result(callee.name, callee.missing_return), node)
+            raise err(f"'{callee.name}' (declared to return '{callee.missing_return}') ends "
+                      f"without a 'return' statement: its call has no value for '{target}'",
+                      node)
         if callee.result is None:
             raise err(f"'{callee.name}' returns nothing (a void function): its call has no "
                       f"value for '{target}'", node)
@@ -215,6 +222,8 @@ class CoCallBuilder:
     def _bind_result(self, target: str, result: tuple, s: A.Stmt) -> None:
         name, dtype = result
         old = self.scope.lookup(target)
+        if dtype is None and isinstance(old, Tensor):  # co-mock copies into a named buffer
+            return self._copy_result(self.locals[-1], old.param, s)
         if name != target:  # `m = f(a);` of a mutable variable m: assigned the value
             self.scope.bind(name, Scalar(ir.Sym(name, dtype), kind="let", loc=s.loc))
             value = B.assigned(ir.Sym(name, dtype), old.dtype)
@@ -224,3 +233,14 @@ class CoCallBuilder:
             raise err(decision.message, s.target)
         self.scope.bind(target, Tensor(self.locals[-1], loc=s.loc) if dtype is None else
                         Scalar(ir.Sym(name, dtype), kind="let", loc=s.loc))
+
+    def _copy_result(self, result: ir.Param, into: ir.Param, s: A.Stmt) -> None:
+        """`b = f(a);` of a tensor `b` declared before: the result copied into it (its
+        other names, a caller's among them, see the values)."""
+        typed = lambda p: f"{p.dtype}{print_shape(p.shape)}"
+        if typed(result) != typed(into):
+            raise Unsupported(f"the {typed(result)} result of '{co_calls.called_name(s.value)}' "
+                              f"assigned to '{s.target.id}', a {typed(into)} tensor", s.loc)
+        whole = lambda p: ir.View(p.name, tuple(ir.Const(0, "s32") for _ in p.shape),
+                                  tuple(p.shape), tuple(True for _ in p.shape))
+        self.emit(ir.DmaCopy(whole(result), whole(into), loc=s.loc))

@@ -180,6 +180,11 @@ class HostCodeBuilder(ClusterBuilder):
             if not isinstance(st, HOST_STATEMENTS):
                 raise Unsupported(f"{describe(st)} in host code", getattr(st, "loc", None)
                                   or self.func.loc)
+            if any(isinstance(x, (ir.BufElem, ir.Elem)) for e in _stmt_exprs(st)
+                   for x in ir.expr_walk(e)):  # (the host program reads no tensor)
+                raise Unsupported(f"a tensor element read by {describe(st)} of host code around "
+                                  "launches or calls (name it first: 'int v = t.at(i);')",
+                                  getattr(st, "loc", None) or self.func.loc)
 
     def host_control(self, s: A.Stmt) -> None:
         """`with` / `foreach` / `if` / `while` / `{...}` on the host: the statement builders
@@ -366,6 +371,14 @@ class HostCodeBuilder(ClusterBuilder):
         if isinstance(v, Scalar) and v.mutable and self.from_host(name):
             raise Unsupported(f"an assignment to the host variable '{name}' inside a kernel "
                               "(the kernel receives a copy of its value)", loc)
+
+
+def _stmt_exprs(st: ir.Stmt) -> list[ir.Expr]:
+    """The expressions a host statement evaluates itself (not those of its blocks)."""
+    out = []
+    for v in vars(st).values():
+        out += [x for x in (v if isinstance(v, (tuple, list)) else [v]) if isinstance(x, ir.Expr)]
+    return out
 
 
 def _is_assert(s: A.Stmt) -> bool:
