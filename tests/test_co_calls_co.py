@@ -38,8 +38,9 @@ def _printed(stdout: str) -> list[str]:
 
 
 def _expected_main() -> list[str]:
-    """main: x = i*i; y = twice(x) = x + 2; z = scaled(y, 3) = 3y; acc (zero) gets z added
-    three times; total = sum(acc); w = inc(x), then twice more in place: x + 3."""
+    """main: x = i*i; y = twice(x) = x + 2; z = scaled(y, 3) = 3y; acc (zeroed, as co-mock
+    allocates) gets z added three times; total = sum(acc); w = inc(x), then twice more in
+    place: x + 3."""
     x = [i * i for i in range(16)]
     y = [v + 2 for v in x]
     z = [3 * v for v in y]
@@ -104,6 +105,8 @@ def test_a_gpu_target_refuses_a_host_call_by_name(target, tmp_path):
     assert lines[0] == head + f"'twice' (it runs in 'choreo run') is not lowered for {target} yet"
     assert lines[1] == "  b = inc(a);" and lines[2] == "      ^"
     assert not (tmp_path / "k.ptx").exists()
+    report = _choreo("check", "--lowerable", "--target", target, CO).stdout.splitlines()
+    assert report[-1] == f"4 of 6 functions compile for {target} (not compiled: twice, main)"
 
 
 def test_a_call_inside_a_parallel_region_is_refused_in_one_wording():

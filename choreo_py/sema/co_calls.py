@@ -192,11 +192,11 @@ class CoCallBuilder:
                       f"value for '{target}'", node)
         returned = next((p for p in callee.params + callee.locals if p.name == callee.result),
                         None)
-        if returned is None:  # a number: the caller's host variable `target` (or a copy)
-            let = next(s for s in callee.body if isinstance(s, ir.Let) and s.name == callee.result)
+        if returned is None:  # a number (sema/host.py): the caller's host variable `target`
             old = self.scope.lookup(target)
-            updates = isinstance(old, Scalar) and old.mutable
-            return (self._fresh(f"{target}__value") if updates else target), let.value.dtype
+            updates = isinstance(old, Scalar) and old.mutable  # (assigned from a copy)
+            return (self._fresh(f"{target}__value") if updates else target), \
+                _scalar_result_type(callee)
         shape = tuple(self._caller_dim(d, subst, callee, node) for d in returned.shape)
         local = ir.Param(self._fresh(target), returned.dtype, shape, "global", loc=node.loc)
         self.locals.append(local)
@@ -244,3 +244,9 @@ class CoCallBuilder:
         whole = lambda p: ir.View(p.name, tuple(ir.Const(0, "s32") for _ in p.shape),
                                   tuple(p.shape), tuple(True for _ in p.shape))
         self.emit(ir.DmaCopy(whole(result), whole(into), loc=s.loc))
+
+
+def _scalar_result_type(callee: ir.Function) -> str:
+    """The type of the number a function returns: its `__result` host variable's."""
+    return next(s.value.dtype for s in callee.body
+                if isinstance(s, ir.Let) and s.name == callee.result)
