@@ -203,3 +203,18 @@ def test_calls_the_callee_does_not_take_are_refused_by_name(tmp_path, body, mess
     got = _choreo("run", str(path), "--function", "main")
     assert got.returncode == 1 and "Traceback" not in got.stderr
     assert message in got.stderr, got.stderr
+
+
+def test_run_reports_an_error_inside_a_host_loop_as_check_does(tmp_path):
+    """`choreo run` said "this foreach block as sema builds it (...) is not supported" of
+    an error inside a host loop; it reports the error, as check does (a warning there)."""
+    path = tmp_path / "loop.co"
+    path.write_text(INC + "__co__ void main() {\n  s32 [4] x;\n  foreach i in [2] {\n"
+                    "    b = inc(x);\n  }\n}\n")
+    message = "'inc' takes 2 arguments, but the call passes 1"
+    plain = _choreo("check", str(path))
+    assert plain.returncode == 0 and f"12:9: warning: {message} (an error for compile)" \
+        in plain.stderr, plain.stderr
+    got = _choreo("run", str(path), "--function", "main")
+    assert got.returncode == 1 and "as sema builds it" not in got.stderr
+    assert got.stderr.splitlines()[0] == f"{path}:12:9: error: {message}"

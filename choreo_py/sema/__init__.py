@@ -50,15 +50,16 @@ def build_function(func: A.FunctionDef, strict: bool = True,
 
 
 def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None,
-                                   checking: bool = False, callees: Callees | None = None):
+                                   checking: bool = False, callees: Callees | None = None,
+                                   exploring: bool = False):
     """An accumulator's shape is used (an `apply`, a reduction) before the MMA that gives
     it, in program order: a lenient first pass skips those uses and lets the MMAs give the
     shapes, and the second pass starts each accumulator with its shape."""
-    scout = KernelBuilder(func, lenient=True, dims=dims, callees=callees)
+    scout = KernelBuilder(func, lenient=True, dims=dims, callees=callees, exploring=True)
     scout.build()
     shapes = {(k.loc, f.name): f.shape for k in scout.kernels for f in k.frags if f.shape}
     builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes, dims=dims,
-                            checking=checking, callees=callees)
+                            checking=checking, callees=callees, exploring=exploring)
     return builder, builder.build()
 
 
@@ -67,7 +68,7 @@ def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
     accumulator-shape retry build_function makes (a use of a shape before its MMA is
     no construct the IR lacks)."""
     callees = Callees(lambda f, c: build_function(f, strict=False, callees=c))
-    builder = KernelBuilder(func, lenient=True, callees=callees)
+    builder = KernelBuilder(func, lenient=True, callees=callees, exploring=True)
     try:
         builder.build()
     except ShapeNotYetKnown:
@@ -76,7 +77,8 @@ def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
         return list(builder.skipped)
     if builder is None or any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
         try:
-            builder, _ = _build_with_accumulator_shapes(func, strict=False, callees=callees)
+            builder, _ = _build_with_accumulator_shapes(func, strict=False, callees=callees,
+                                                        exploring=True)
         except ChoreoError as e:  # the second pass's own refusal, or an error (none)
             return [e] if isinstance(e, Unsupported) else []
     return list(builder.skipped)

@@ -60,14 +60,17 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     statement declares become `Opaque`, and a statement that uses them is
     skipped in turn (never reported as an error). Without `lenient`, the
     first unsupported construct stops the build. `callees`: the IR of the functions
-    it calls (sema/co_calls.py).
+    it calls (sema/co_calls.py). `exploring`: a build whose IR is only looked at (the
+    accumulator shapes, `check --lowerable`'s list), lenient as `choreo check` is.
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
                  preset_shapes: dict | None = None, dims: dict | None = None,
-                 checking: bool = False, callees: Callees | None = None) -> None:
+                 checking: bool = False, callees: Callees | None = None,
+                 exploring: bool = False) -> None:
         self.func = func
         self.callees = callees
+        self.exploring = exploring
         self.checking = checking  # for `choreo check` (sema.check_program)
         self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
