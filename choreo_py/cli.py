@@ -258,7 +258,11 @@ def _check(args: argparse.Namespace, include, defines) -> int:
         from .passes import pipeline
 
         def build(one):
-            return pipeline.build_module(one, targets.get(args.target), strict=True)
+            from .runtime import build as backend
+
+            module = pipeline.build_module(one, targets.get(args.target), strict=True)
+            backend.refuse_host_code(module, args.target)  # (its kernels: the lowering's own)
+            return module
 
         print(lowerable.render(lowerable.report(program, args.target, build), args.target))
     return EXIT_OK

@@ -70,7 +70,7 @@ IR_WORDS = {
     "BufStore": "a store to a buffer element (per-thread buffer code)",
     "Apply": "an apply", "Reduce": "a reduction (reduce_max / reduce_sum)",
     "AllReduce": "an all-reduce across threads", "FragCopy": "a fragment copy",
-    "Launch": "a launch", "Assert": "an assert", "Print": "println", "Yield": "a yield",
+    "Launch": "a launch", "HostCall": "a call of a __co__ function", "Assert": "an assert", "Print": "println", "Yield": "a yield",
     "Asm": "inline asm", "AsmOperand": "an asm operand",
     "Alias": "a reshaped view (span_as)", "GridDim": "a grid dimension", "Kernel": "a kernel",
     "TmemRegion": "a tensor-memory region", "TmemMap": "a tensor-memory map",

@@ -117,6 +117,7 @@ _COMMON_REFUSALS = {
     "Fence": "sync.fence",
     "Yield": "a yield",
     "Launch": "a launch inside a kernel",
+    "HostCall": "a call of a __co__ function inside a kernel",
     # (lowered per thread, lowering/core/warp_mma.py, in kernels of no other MMA form)
     "WarpMma": "an MMA on register fragments in a kernel with events, TMA or other MMAs",
 }

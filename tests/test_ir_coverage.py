@@ -45,7 +45,7 @@ SAMPLES = {
     ir.Fence: "fence.gpu",
     ir.Yield: "yield",
     ir.RoleSync: "role.sync", ir.NamedBarrier: "bar.sync 1, 256",
-    ir.Launch: "launch k", ir.Assert: "assert M == 64, 'one tile of rows'", ir.For: "for i in 0..4 {\n}", ir.While: "while v < 4 {\n}",
+    ir.Launch: "launch k", ir.HostCall: "call f(a = &A, n = t + 1) -> r: s32", ir.Assert: "assert M == 64, 'one tile of rows'", ir.For: "for i in 0..4 {\n}", ir.While: "while v < 4 {\n}",
     ir.If: "if t == 0 {\n}", ir.Parallel: "parallel p < 2 : group-4 (128 threads each) {\n}",
     ir.Role: "role (p == 0) = {0} maxregs=40 {\n}", ir.SetMaxRegs: "setmaxnreg.dec 40",
     ir.TmaLoad: "f = tma.load.async.swizzle128 A<0+:64, 0+:64> => buf<0+:64, 0+:64>",

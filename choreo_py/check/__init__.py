@@ -72,12 +72,8 @@ def check_program(program: A.Program, strict: bool = True, building: bool = Fals
     call's missing result refuses to be used (host/missing_result.py).
     """
     found: list[Diagnostic] = names.function_names(program, building)
-    calls = names.co_function_calls(program, "error" if strict or building else "warning")
-    at = {str(d.loc) for d in calls}
-    for fn in program.functions:   # a call of a __co__ function is that, not an unknown name
-        found += [d for d in check_function(fn, strict, building)
-                  if not (str(d.loc) in at and "is not declared" in d.message)]
-    found += calls
+    for fn in program.functions:
+        found += check_function(fn, strict, building)
     found = _unique(sorted(found, key=_position))
     for d in found:
         if d.severity == "warning":

@@ -2,7 +2,8 @@
 
 `break` leaves a loop, so it stands in one (and a `parallel` body is no loop);
 a `parallel` body is a kernel, which has nowhere to `return` to, while
-`yield` and `call` of a device function belong to kernels only.  A kernel
+`yield` and `call` of a device function belong to kernels only, and a call of
+a `__co__` function to host code.  A kernel
 call passes integers, spanned data or addresses.  `inthreads` selects threads
 of a parallel level, so it needs one around it and a predicate that differs
 between those threads; only the outermost `inthreads` of a level may be
@@ -13,6 +14,7 @@ when it is declared to.
 from __future__ import annotations
 
 from ..frontend import ast as A
+from ..frontend import co_calls
 from ..frontend.ast import declared_result
 from . import types as Ty
 
@@ -36,7 +38,7 @@ def yld(ck, s: A.Yield) -> None:
 
 
 def call(ck, c: A.Call) -> None:
-    if c.func.startswith("croq::"):
+    if c.func.startswith("croq::") or ck.co_callee(c) is not None:  # (a __co__ function: below)
         return
     if not ck.in_parallel:
         ck.lenient_error(f"'call {c.func}' outside any 'parallel' block: device functions are "
@@ -46,6 +48,15 @@ def call(ck, c: A.Call) -> None:
         if t.kind in (Ty.FUTURE, Ty.EVENT, Ty.STRING, Ty.MDSPAN, Ty.ITUPLE):
             ck.error(f"argument {i} of 'call {c.func}' is {Ty.describe(t.kind)}, which can not be "
                      "passed to a device function", a.loc)
+
+
+def co_call(ck, node) -> None:
+    """A call of a `__co__` function is the host's (frontend/co_calls.py): inside a parallel
+    region it is refused by name (a warning from a plain check: the reference's sema only
+    warns that it finds no device function of that name)."""
+    if ck.in_parallel and ck.co_callee(node) is not None:
+        refusal = co_calls.in_kernel_call(node)
+        ck.lenient_error(refusal.message, refusal.loc)
 
 
 def function_returns(ck, fn: A.FunctionDef) -> None:
@@ -100,7 +111,9 @@ RULES = {
     A.Continue: [brk],
     A.Return: [ret],
     A.Yield: [yld],
-    A.Call: [call],
+    A.Call: [call, co_call],
+    A.CallExpr: [co_call],
+    A.DimOf: [co_call],
     A.InThreads: [inthreads],
     A.While: [while_cond],
     A.If: [if_cond],

@@ -11,13 +11,6 @@ Any other identifier is the program's: a Python keyword (`lambda`) or a word the
 generated pyptx/PTX uses (`reg`, `smem`) is a valid Choreo name, and the backends
 mangle it (lowering/core/names.py), never the program.
 
-A call of a `__co__` function from another is refused at the call by name (an error
-for `compile`, `check --strict` and a call from Python; a warning from a plain
-`check`), not reported as an unknown name or left to the backend's "device function
-not defined": the reference's documents say a `__co__` function cannot call another
-(the host calls each; a kernel calls device code with `call`), while its co-mock
-interpreter runs such a call; neither the targets nor the interpreter here do yet.
-
 Two functions of one name in a file are a redefinition (C's rule): the reference
 compiles one module, and a file whose second `k` silently replaced the first (or
 emitted two PTX entries of one name) is refused at the second definition.
@@ -25,7 +18,6 @@ emitted two PTX entries of one name) is refused at the second definition.
 from __future__ import annotations
 
 import dataclasses
-import re
 from typing import Optional
 
 from ..diagnostics import Diagnostic
@@ -119,32 +111,3 @@ def _shape(node):
         _shape(getattr(node, f.name)) for f in dataclasses.fields(node)
         if f.name not in ("loc", "spelling") and not f.name.endswith("_loc"))
 
-
-def co_function_calls(program: A.Program, severity: str = "error") -> list[Diagnostic]:
-    """A call of a `__co__` function of the file from a `__co__` function's body (a
-    device function of the same name, defined in the file's device code, is the one a
-    `call` means)."""
-    co = {fn.name for fn in program.functions}
-    device = " ".join(it.text for it in program.items if isinstance(it, A.DeviceCode))
-    found = []
-    for fn in program.functions:
-        for node in A.walk(fn.body):
-            name = _callee(node)
-            if name not in co or isinstance(node, A.Call) and \
-                    re.search(rf"\b{re.escape(name)}\s*\(", device):
-                continue
-            found.append(Diagnostic(
-                severity, f"a __co__ function cannot call the __co__ function '{name}' "
-                "(the reference's rule): the host calls each (a kernel calls __co_device__ and "
-                "__device__ functions with 'call')", node.loc))
-    return found
-
-
-def _callee(node) -> Optional[str]:
-    """The function a node calls: `call f(..)`, `f(..)` of a builtin's form, or `f(a)`,
-    which parses as the dimension `a` of a shape named `f`."""
-    if isinstance(node, (A.Call, A.CallExpr)):
-        return node.func
-    if isinstance(node, A.DimOf) and isinstance(node.base, A.Name):
-        return node.base.id
-    return None

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from ..frontend import ast as A
-from ..frontend import bindings, builtins
+from ..frontend import bindings, builtins, co_calls
 from ..diagnostics import Diagnostic, did_you_mean
 from ..frontend.parse_checks import fold_int
 from . import types as Ty
@@ -522,16 +522,32 @@ class Checker:
         while stack:      # post-order without recursion: expressions may nest deeply
             node, done = stack.pop()
             if done:
-                typer = EXPR_TYPE.get(type(node))
-                typ = typer(self, node) if typer else Ty.UNKNOWN_T
-                self.types[id(node)] = typ
+                self.types[id(node)] = self._type_of(node)
                 for rule in self.rules.get(type(node), ()):
                     rule(self, node)
                 continue
             stack.append((node, True))
-            for child in reversed(_expr_children(node)):
+            for child in reversed(self._children(node)):
                 stack.append((child, False))
         return self.types.get(id(e), Ty.UNKNOWN_T)
+
+    def co_callee(self, node) -> Optional[list]:
+        """The `__co__` functions of the file `node` calls (frontend/co_calls.py), or None."""
+        return co_calls.callee(self.fn, node, lambda name: self.lookup(name) is not None)
+
+    def _children(self, e) -> list:
+        """The sub-expressions the walk types: of a call of a `__co__` function, its
+        arguments (its name is the function's, not a name of the scope)."""
+        if self.co_callee(e) is not None:
+            return co_calls.call_args(e)
+        return _expr_children(e)
+
+    def _type_of(self, node) -> T:
+        funcs = self.co_callee(node)
+        if funcs is not None:  # what the callee declares it returns (sema checks the call)
+            return _declared_type(funcs[0].return_type) if len(funcs) == 1 else Ty.UNKNOWN_T
+        typer = EXPR_TYPE.get(type(node))
+        return typer(self, node) if typer else Ty.UNKNOWN_T
 
     def t(self, e) -> T:
         return self.types.get(id(e), Ty.UNKNOWN_T)
@@ -644,6 +660,18 @@ STMT_WALK: dict[type, Callable] = {
     A.Swap: Checker.s_Swap,
     A.AsmStmt: Checker.s_AsmStmt,
 }
+
+
+def _declared_type(t) -> T:
+    """The type a function's written return type gives its call's value (`auto`, and a
+    shape named by the callee's own names, leave what sema finds)."""
+    if isinstance(t, A.MdSpanType):
+        fixed = t.rank if t.rank is not None else len(t.dims) if t.dims and (
+            len(t.dims) > 1 or isinstance(t.dims[0], A.IntLit)) else None
+        return T(Ty.DATA, rank=fixed, elem=t.elem.name, storage="global")
+    if isinstance(t, A.TypeRef) and t.name not in ("auto", "void"):
+        return Ty.scalar_of(t.name)
+    return Ty.UNKNOWN_T
 
 
 def _element_loc(b: A.WithBinding, i: int):

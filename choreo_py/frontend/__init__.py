@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from typing import Callable, Iterable, Optional
 
-from . import ast, depths, parse_checks, segments
+from . import ast, co_calls, depths, parse_checks, segments
 from choreo_py import limits
 from .ast_dump import dump
 from choreo_py.diagnostics import ChoreoError, Diagnostic, warn
@@ -64,6 +64,7 @@ def parse_unit(unit) -> ast.Program:
     for item in items:  # the device functions a kernel may call (sema/device_funcs.py)
         if isinstance(item, ast.FunctionDef):
             item.device_code = device_code
+    co_calls.attach(items)  # the __co__ functions a function may call (frontend/co_calls.py)
     return ast.Program(items=items, file=unit.main_file, loc=unit.loc(0))
 
 

@@ -20,7 +20,7 @@ import re
 from dataclasses import fields
 from typing import Optional
 
-from . import ast, builtins
+from . import ast, builtins, co_calls
 from .astbuild_exprs import is_builtin_function
 from .literals import out_of_range
 from choreo_py.diagnostics import ChoreoError, Diagnostic
@@ -361,6 +361,8 @@ class FunctionChecker:
 
     def _ExprStmt(self, s: ast.ExprStmt) -> None:
         e = s.expr
+        if self._co_function(e):  # `f(x);`: a call of a __co__ function (frontend/co_calls.py)
+            return
         if isinstance(e, ast.DimOf) and isinstance(e.base, ast.Name):
             # `f(x);` left as a dimension access: `f` is no builtin nor intrinsic
             self.error(f"'{e.base.id}' is neither a builtin function nor a declared intrinsic "
@@ -372,7 +374,7 @@ class FunctionChecker:
 
     def _call(self, call: ast.CallExpr, scope: _Scope) -> None:
         name = call.func
-        if is_builtin_function(name) or scope.is_intrinsic(name):
+        if is_builtin_function(name) or scope.is_intrinsic(name) or self._co_function(call):
             return
         hint = builtins.spelling_hint(name)
         if hint:  # a C spelling of a builtin (`__powf(x, y)`): as its one-argument form
@@ -380,6 +382,11 @@ class FunctionChecker:
             return
         self.error(f"'{name}' is neither a builtin function nor a declared intrinsic "
                    f"(device functions are called with 'call {name}(...)')", call.loc)
+
+    def _co_function(self, e) -> bool:
+        """Whether `e` has the form of a call of a `__co__` function of the file (the names
+        it declares are sema's to tell apart: frontend/co_calls.py)."""
+        return co_calls.callee(self.fn, e, lambda name: False) is not None
 
     def _removed_stage(self, node: ast.Binary) -> None:
         """`stage<N>(x)` parses as `stage < N > (x)`; it is removed syntax."""

@@ -14,12 +14,13 @@ Integer arithmetic is C's (ir/eval.py); a loop variable is local to its loop
 """
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Optional
 
 from .. import ir
 from ..construct_names import describe
 from ..diagnostics import ChoreoError
 from ..ir.eval import EvalError, evaluate
+from .missing_result import MissingResult
 
 
 class HostError(ChoreoError):
@@ -36,12 +37,15 @@ class _Continue(Exception):
 
 class HostRun:
     """One call's host program. `launch(stmt, env)`, `show(stmt, env)` (a println),
-    `check(stmt, env)` (an assert) and `copy(stmt, env)` (a DmaCopy) are the engine's."""
+    `check(stmt, env)` (an assert), `copy(stmt, env)` (a DmaCopy) and `call(stmt, args,
+    env)` (a HostCall: returns the callee's result) are the engine's; an engine without
+    `call` refuses one by name."""
 
     def __init__(self, env: dict, launch: Callable, show: Callable, check: Callable,
-                 copy: Callable) -> None:
+                 copy: Callable, call: Optional[Callable] = None) -> None:
         self.env = env
         self.launch, self.show, self.check, self.copy = launch, show, check, copy
+        self.call = call
 
     def value(self, e: ir.Expr, loc):
         try:
@@ -67,6 +71,16 @@ class HostRun:
     def s_Continue(self, s): raise _Continue()
 
     def s_DmaCopy(self, s): self.copy(s, self.env)
+
+    def s_HostCall(self, s):
+        """The callee runs with the values of its scalar arguments (the engine binds its
+        tensors); a scalar result becomes the caller's host variable."""
+        if self.call is None:
+            raise HostError(f"{describe(s)} ('{s.func}') is not run by this engine yet", s.loc)
+        scalars = {n: self.value(v, s.loc) for n, v in zip(s.scalars, s.values)}
+        result = self.call(s, scalars, self.env)
+        if s.result is not None and s.result_dtype is not None:
+            self.env[s.result] = result
 
     def s_Let(self, s): self.env[s.name] = self.value(s.value, s.loc)
     def s_Var(self, s): self.env[s.name] = self.value(s.init, s.loc)
@@ -108,7 +122,7 @@ class HostRun:
 
 _RULES = {ir.Launch: HostRun.s_Launch, ir.Print: HostRun.s_Print, ir.Assert: HostRun.s_Assert,
           ir.Break: HostRun.s_Break, ir.Continue: HostRun.s_Continue,
-          ir.DmaCopy: HostRun.s_DmaCopy, ir.Let: HostRun.s_Let, ir.Var: HostRun.s_Var,
+          ir.DmaCopy: HostRun.s_DmaCopy, ir.HostCall: HostRun.s_HostCall, ir.Let: HostRun.s_Let, ir.Var: HostRun.s_Var,
           ir.Assign: HostRun.s_Assign, ir.If: HostRun.s_If, ir.While: HostRun.s_While,
           ir.For: HostRun.s_For}
 
@@ -116,3 +130,14 @@ _RULES = {ir.Launch: HostRun.s_Launch, ir.Print: HostRun.s_Print, ir.Assert: Hos
 def kernel_env(kernel: ir.Kernel, env: dict) -> dict:
     """The dimensions and scalar arguments a kernel launched now receives."""
     return {d: env[d] for d in kernel.symbolic_dims if d in env}
+
+
+def function_result(fn: ir.Function, tensors: dict, values: dict):
+    """What a call returns: the result tensor, a scalar result's number (a host variable,
+    sema/host.py), or None for a function that returns nothing; a function declared to
+    return a value that ends without `return` gives a MissingResult, which refuses use."""
+    if fn.missing_return is not None:
+        return MissingResult(fn.name, fn.missing_return, fn.loc)
+    if fn.result is None:
+        return None
+    return tensors[fn.result] if fn.result in tensors else values[fn.result]

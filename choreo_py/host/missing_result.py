@@ -3,7 +3,7 @@
 A `__co__` function declared to return a value (`__co__ int f(...)`) whose
 body has no `return` compiles with a warning (check/context.py), as a C
 compiler's would: running it is fine, only using its value is wrong. Its
-host callable (interpreter and GPU runtime alike, interp/host.py
+host callable (interpreter and GPU runtime alike, host/execute.py
 function_result) returns a `MissingResult`, which stands for that missing
 value: kept, dropped, compared by identity or shown with repr() it is
 harmless, but any use of it as a value (a number, a truth value, a tensor,

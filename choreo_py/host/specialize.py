@@ -59,6 +59,9 @@ class Functions:
         self.ast = {f.name: f for f in program.functions}
         self._generic: dict[str, object] = {}  # name -> ir.Function or the refusal
         self._special: dict = {}
+        # the shape-generic IR of each function, which its callers' builds read too
+        self.callees = sema.Callees(lambda f, c: self._passes(
+            sema.build_function(f, strict=self.strict, callees=c)))
 
     def names(self) -> list[str]:
         return list(self.ast)
@@ -67,7 +70,12 @@ class Functions:
         return [p.name for p in self.ast[name].params if p.name]
 
     def _build(self, name: str, dims: Optional[dict]) -> ir.Function:
-        fn = sema.build_function(self.ast[name], strict=self.strict, dims=dims)
+        if dims is None:
+            return self.callees.get(self.ast[name])
+        return self._passes(sema.build_function(self.ast[name], strict=self.strict, dims=dims,
+                                                callees=self.callees))
+
+    def _passes(self, fn: ir.Function) -> ir.Function:
         pipeline.run_function(fn, self.target, strict=self.strict)
         return fn
 
@@ -105,4 +113,10 @@ class Functions:
         return got
 
     def module(self, fn: ir.Function) -> ir.Module:
-        return ir.Module([fn], self.program.file)
+        """`fn` and the functions it calls (shape-generic: ir.HostCall), transitively."""
+        funcs = [fn]
+        for f in funcs:
+            for s in ir.walk(f.body):
+                if isinstance(s, ir.HostCall) and all(g.name != s.func for g in funcs):
+                    funcs.append(self.get(s.func))
+        return ir.Module(funcs, self.program.file)

@@ -80,11 +80,15 @@ def param_shape(p: ir.Param, dims: dict[str, int]) -> tuple[int, ...]:
     return tuple(dims[d.name] if isinstance(d, ir.Sym) else int(d.value) for d in p.shape)
 
 
-def param_usage(module: ir.Module, fn: ir.Function) -> tuple[set[str], set[str]]:
-    """(parameters read, parameters written) by the kernels `fn` launches."""
+def param_usage(module: ir.Module, fn: ir.Function, calling: tuple = ()) -> tuple[set[str], set[str]]:
+    """(parameters read, parameters written) by the kernels `fn` launches and by the
+    functions it calls (ir.HostCall: their parameters are the caller's tensors)."""
     reads: set[str] = set()
     writes: set[str] = set()
     for launch in ir.walk(fn.body):
+        if isinstance(launch, ir.HostCall):
+            r, w = _call_usage(module, launch, calling + (fn.name,))
+            reads, writes = reads | r, writes | w
         if not isinstance(launch, ir.Launch):
             continue
         kernel = module.kernel(launch.kernel)
@@ -118,6 +122,16 @@ def param_usage(module: ir.Module, fn: ir.Function) -> tuple[set[str], set[str]]
                         reads.add(base(sub.view))
     names = {p.name for p in fn.params}
     return reads & names, writes & names
+
+
+def _call_usage(module: ir.Module, s: ir.HostCall, calling: tuple) -> tuple[set, set]:
+    """The caller's tensors a call reads and writes: its callee's parameters, renamed."""
+    callee = module.function(s.func)
+    if callee is None or callee.name in calling:
+        return set(), set()
+    r, w = param_usage(module, callee, calling)
+    names = dict(s.tensors)
+    return {names[p] for p in r if p in names}, {names[p] for p in w if p in names}
 
 
 def _exprs(s: ir.Stmt):

@@ -16,7 +16,7 @@ import sys
 import time
 
 from . import checks
-from .. import targets
+from .. import ir, targets
 from ..frontend import parse_defines
 from .api import (UsageError, check_dims, function_dims, load_module, param_shape,
                   param_usage, pick_function)
@@ -184,10 +184,15 @@ def _run(args) -> int:
 
 def _functions_to_run(module, name: Optional[str]) -> list:
     """The named function; without a name, every function in order when none of them takes
-    arguments (as the reference's CPU model, co-mock, runs a file), else the first."""
-    if name is None and len(module.functions) > 1 and \
-            all(not f.params and not f.arg_names for f in module.functions):
-        return list(module.functions)
+    arguments (as the reference's CPU model, co-mock, runs a file) but those the others
+    call (co-mock runs those too, on no arguments; here they run where they are called),
+    else the first."""
+    called = {s.func for f in module.functions for s in ir.walk(f.body)
+              if isinstance(s, ir.HostCall)}
+    plain = [f for f in module.functions if not f.params and not f.arg_names]
+    if name is None and len(module.functions) > 1 and plain and \
+            all(f in plain or f.name in called for f in module.functions):
+        return plain
     return [pick_function(module, name)]
 
 

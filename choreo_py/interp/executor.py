@@ -551,7 +551,7 @@ PLAIN = {
     ir.Assert: BlockRun.s_assert,  # (only the host's regions hold one: ir/verify.py)
 }
 #: Statements a kernel body never holds (interpret_module runs a function's launches).
-REFUSED = {ir.Launch: "a launch",
+REFUSED = {ir.Launch: "a launch", ir.HostCall: "a call of a __co__ function (host code only)",
            ir.Asm: "inline asm (PTX: `choreo emulate` and the GPU run it)"}
 
 

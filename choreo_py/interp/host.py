@@ -16,7 +16,7 @@ from .. import ir
 import torch
 
 from ..host import binding
-from ..host.missing_result import MissingResult
+from ..host.execute import function_result
 
 from .runner import RunStats, allocate, interpret_module
 from .scalars import TORCH_DTYPES, round_to
@@ -77,13 +77,3 @@ def call_function(module: ir.Module, fn: ir.Function, args: tuple, kwargs: dict,
         stats.statements += st.statements
     return function_result(fn, tensors, values)
 
-
-def function_result(fn: ir.Function, tensors: dict, values: dict):
-    """What a call returns: the result tensor, a scalar result's number (a host variable,
-    sema/host.py), or None for a function that returns nothing; a function declared to
-    return a value that ends without `return` gives a MissingResult, which refuses use."""
-    if fn.missing_return is not None:
-        return MissingResult(fn.name, fn.missing_return, fn.loc)
-    if fn.result is None:
-        return None
-    return tensors[fn.result] if fn.result in tensors else values[fn.result]

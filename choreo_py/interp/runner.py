@@ -11,7 +11,7 @@ import torch
 from .. import ir
 from ..passes import event_arrivals
 from ..ir.eval import EvalError, evaluate
-from ..host.execute import HostRun, kernel_env
+from ..host.execute import HostRun, function_result, kernel_env
 from .errors import InterpError
 from . import printing
 from .executor import BlockRun
@@ -253,32 +253,59 @@ def interpret_module(module: ir.Module, tensors: dict[str, torch.Tensor], *,
     values (a scalar result among them)."""
     if not module.functions:
         raise InterpError("the module has no function to run")
-    fn = module.functions[0] if function is None else \
-        next((f for f in module.functions if f.name == function), None)
+    fn = module.functions[0] if function is None else module.function(function)
     if fn is None:
         raise InterpError(f"no function named '{function}'")
-    allocate(fn, tensors, dims)  # the function's host buffers the caller did not give
-    total = RunStats()
+    options = dict(schedule=schedule, seed=seed, step_limit=step_limit, owners=owners,
+                   progress=progress)
+    host = _HostProgram(module, options)
+    host.run(fn, tensors, dims, host_values)
+    return host.total
 
-    def launch(s: ir.Launch, env: dict) -> None:
-        kernel = module.kernel(s.kernel)
+
+class _HostProgram:
+    """The host programs of a module's functions on the interpreter: one function's
+    launches, prints, asserts and copies, and its calls of others (ir.HostCall), each
+    run as a call of that function with the caller's tensors (by reference)."""
+
+    def __init__(self, module: ir.Module, options: dict) -> None:
+        self.module, self.options = module, options
+        self.total = RunStats()
+
+    def run(self, fn: ir.Function, tensors: dict, dims: dict,
+            host_values: Optional[dict] = None) -> None:
+        allocate(fn, tensors, dims)  # the function's host buffers the caller did not give
+        run = HostRun(_function_dims(fn, tensors, dims),
+                      lambda s, env: self.launch(s, env, tensors, dims),
+                      lambda s, env: printing.host_print(s, env),
+                      lambda s, env: check_assert(s, env),
+                      lambda s, env: tensors[s.dst.base].copy_(tensors[s.src.base]),
+                      lambda s, scalars, env: self.call(s, scalars, tensors))
+        run.run(fn.body)
+        if host_values is not None:
+            host_values.update(run.env)
+
+    def launch(self, s: ir.Launch, env: dict, tensors: dict, dims: dict) -> None:
+        kernel = self.module.kernel(s.kernel)
         if kernel is None:
             raise InterpError(f"launch of unknown kernel '{s.kernel}'", s.loc)
         args = {p.name: tensors[p.name] for p in kernel.params if p.name in tensors}
-        st = run_kernel(kernel, args, dict(dims, **kernel_env(kernel, env)), schedule=schedule,
-                        seed=seed, step_limit=step_limit, owners=owners, progress=progress)
+        st = run_kernel(kernel, args, dict(dims, **kernel_env(kernel, env)), **self.options)
         env.update(st.host_writes or {})
-        total.blocks += st.blocks
-        total.statements += st.statements
-        total.scheduling_steps += st.scheduling_steps
+        self.total.blocks += st.blocks
+        self.total.statements += st.statements
+        self.total.scheduling_steps += st.scheduling_steps
 
-    def copy(s: ir.DmaCopy, env: dict) -> None:  # whole tensors (sema/host_code.py)
-        tensors[s.dst.base].copy_(tensors[s.src.base])
-
-    run = HostRun(_function_dims(fn, tensors, dims), launch,
-                  lambda s, env: printing.host_print(s, env),
-                  lambda s, env: check_assert(s, env), copy)
-    run.run(fn.body)
-    if host_values is not None:
-        host_values.update(run.env)
-    return total
+    def call(self, s: ir.HostCall, scalars: dict, tensors: dict):
+        """The callee's result; a tensor result is the caller's buffer `s.result` from here
+        on (the returned tensor itself, as co-mock's assignment of a call binds it)."""
+        callee = self.module.function(s.func)
+        if callee is None:
+            raise InterpError(f"a call of '{s.func}', which the module does not hold", s.loc)
+        args = {p: tensors[t] for p, t in s.tensors}
+        values: dict = {}
+        self.run(callee, args, dict(scalars), values)
+        result = function_result(callee, args, values)
+        if s.result is not None and s.result_dtype is None:
+            tensors[s.result] = result
+        return result

@@ -797,6 +797,25 @@ class Launch(Stmt):
 
 
 @dataclass
+class HostCall(Stmt):
+    """`b = f(x, n);`, `call f(x, n);` in host code: the host runs the `__co__` function
+    `func` of the module (co-mock's call: frontend/co_calls.py). `tensors` binds each of
+    its tensor parameters to a tensor of the caller, passed by reference (the callee's
+    writes are the caller's); `scalars` names its scalar parameters, `values` their
+    values. `result`: the caller's name for what the call returns, a host buffer of the
+    caller (`result_dtype` None: rebound to the returned tensor) or a host variable of
+    type `result_dtype`; None when the value is dropped. Host code only."""
+
+    func: str
+    tensors: tuple[tuple[str, str], ...]  # (the callee's parameter, the caller's tensor)
+    scalars: tuple[str, ...]
+    values: tuple[Expr, ...]
+    result: Optional[str] = None
+    result_dtype: Optional[str] = None
+    loc: Optional[Loc] = None
+
+
+@dataclass
 class Assert(Stmt):
     """`assert(cond, "message")` on the function's sizes, checked at entry (host side):
     what the kernel assumes of its symbolic dimensions, such as equal sequence lengths."""
@@ -972,6 +991,9 @@ class Function:
 class Module:
     functions: list[Function]
     source: str = ""
+
+    def function(self, name: str) -> Optional[Function]:
+        return next((f for f in self.functions if f.name == name), None)
 
     def kernel(self, name: str) -> Optional[Kernel]:
         for f in self.functions:

@@ -8,6 +8,8 @@ folding here keeps the printed IR and the emitted code readable
 """
 from __future__ import annotations
 
+import dataclasses
+
 from . import c_scalars
 from choreo_py import ir
 
@@ -145,3 +147,20 @@ def fold_min_max(fn: str, args) -> ir.Const:
     dtype = c_scalars.promote(args[0].dtype, args[1].dtype) if len(args) == 2 else args[0].dtype
     vals = [c_scalars.wrap(as_int(a), dtype) for a in args]
     return const((min if fn == "min" else max)(vals), dtype)
+
+
+def substitute(e: ir.Expr, env: dict) -> ir.Expr:
+    """`e` with each name of `env` replaced by its expression, folded again (a callee's
+    `N / 2` of a call whose N is 16 is 8)."""
+    if isinstance(e, ir.Sym):
+        return env.get(e.name, e)
+    if isinstance(e, ir.Bin):
+        return binop(e.op, substitute(e.lhs, env), substitute(e.rhs, env), e.dtype)
+    if isinstance(e, ir.Call) and e.fn == "cdiv":
+        return cdiv(*(substitute(a, env) for a in e.args))
+    kind = type(e)
+    changes = {n: substitute(getattr(e, n), env) for n in ir._walked_fields(kind, ir.EXPR_FIELD)
+               if getattr(e, n) is not None}
+    changes.update({n: tuple(substitute(x, env) for x in getattr(e, n))
+                    for n in ir._walked_fields(kind, ir.EXPRS_FIELD)})
+    return dataclasses.replace(e, **changes) if changes else e

@@ -315,6 +315,27 @@ class _Parser:
     def s_launch(self, line: str, body) -> ir.Stmt:
         return ir.Launch(line.split()[1])
 
+    def s_call(self, line: str, body) -> ir.Stmt:
+        """`call f(a = &x, n = e) -> r[: dtype]`: ir.HostCall (`&x`: the caller's tensor)."""
+        m = re.fullmatch(r"call (\w+)\((.*)\)(?: -> (\w+)(?:: (\w+))?)?", line)
+        if m is None:
+            raise IRParseError(f"not a call: '{line}'")
+        tensors, scalars, values = [], [], []
+        for item in _split_top(m.group(2)) if m.group(2) else []:
+            name, eq, value = item.strip().partition(" = ")
+            if not eq:
+                raise IRParseError(f"not an argument 'name = value': '{item.strip()}'")
+            if value.startswith("&"):
+                tensors.append((name, value[1:]))
+            else:
+                e = self.exprs(value)
+                scalars, values = scalars + [name], values + [e.expr()]
+                e.done()
+        if m.group(4):  # a scalar result: a host variable from here on
+            self.scope.syms[m.group(3)] = m.group(4)
+        return ir.HostCall(m.group(1), tuple(tensors), tuple(scalars), tuple(values),
+                           m.group(3), m.group(4))
+
     def s_assert(self, line: str, body) -> ir.Stmt:
         m = re.fullmatch(r"assert (.*), ('(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\")", line)
         return ir.Assert(self.exprs(m.group(1)).expr(), ast.literal_eval(m.group(2)))
@@ -538,6 +559,7 @@ _STATEMENTS: list[tuple[str, Callable]] = [
     ("break", _Parser.s_simple), ("yield", _Parser.s_simple), ("continue", _Parser.s_simple),
     ("sync.shared", _Parser.s_simple), ("sync.warp", _Parser.s_simple),
     ("sync.grid", _Parser.s_simple), ("fence.", _Parser.s_fence), ("bar.", _Parser.s_bar), ("launch", _Parser.s_launch),
+    ("call", _Parser.s_call),
     ("assert", _Parser.s_assert), ("print", _Parser.s_print), ("printf", _Parser.s_print), ("asm", _Parser.s_asm),
     ("asm.", _Parser.s_asm),
     ("setmaxnreg.", _Parser.s_setmaxnreg), ("wait", _Parser.s_wait),

@@ -135,6 +135,13 @@ class _Printer:
     def s_RoleSync(self, s): self.emit("role.sync")
     def s_NamedBarrier(self, s): self.emit(f"bar.{s.op} {expr(s.barrier)}, {s.count}")
     def s_Launch(self, s): self.emit(f"launch {s.kernel}")
+
+    def s_HostCall(self, s):
+        args = [f"{p} = &{t}" for p, t in s.tensors] + \
+            [f"{n} = {expr(v)}" for n, v in zip(s.scalars, s.values)]
+        result = "" if s.result is None else f" -> {s.result}" + (
+            f": {s.result_dtype}" if s.result_dtype else "")
+        self.emit(f"call {s.func}({', '.join(args)}){result}")
     def s_Assert(self, s): self.emit(f"assert {expr(s.cond)}, {s.message!r}")
 
     def s_Print(self, s):
@@ -265,6 +272,7 @@ STATEMENTS = {
     ir.SyncWarp: _Printer.s_SyncWarp, ir.GridSync: _Printer.s_GridSync,
     ir.Fence: _Printer.s_Fence, ir.RoleSync: _Printer.s_RoleSync,
     ir.NamedBarrier: _Printer.s_NamedBarrier, ir.Launch: _Printer.s_Launch,
+    ir.HostCall: _Printer.s_HostCall,
     ir.Assert: _Printer.s_Assert,
     ir.For: _Printer.s_For, ir.While: _Printer.s_While, ir.If: _Printer.s_If,
     ir.Parallel: _Printer.s_Parallel, ir.Role: _Printer.s_Role,

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from choreo_py import ir
-from choreo_py.diagnostics import ChoreoError, Diagnostics
+from choreo_py.diagnostics import ChoreoError, Diagnostic, Diagnostics
 from choreo_py.construct_names import describe
 
 from . import verify_tmem
@@ -428,6 +428,7 @@ STATEMENTS = {
 }
 #: Statement kinds that never belong in a kernel body.
 REFUSED = {ir.Launch: "a launch; kernels are launched by the host function",
+           ir.HostCall: "a call of a __co__ function; the host runs it (host code only)",
            ir.Assert: "an assert; asserts are checked on the host (at the function's entry, "
                       "in host code, in a region the host runs)"}
 
@@ -448,5 +449,38 @@ def verify_module(module: ir.Module) -> None:
                 verify_kernel(k)
             except ChoreoError as e:
                 errors += e.diagnostics
+        errors += host_call_errors(module, f)
     if errors:
         raise ChoreoError(diagnostics=errors)
+
+
+def host_call_errors(module: ir.Module, fn: ir.Function) -> list[Diagnostic]:
+    """The host calls of `fn` name a function of the module and bind each of its
+    parameters once, tensors to tensors of `fn`; a tensor result is a host buffer."""
+    out = []
+    for s in ir.walk(fn.body):
+        if isinstance(s, ir.HostCall):
+            problem = _host_call_problem(module, fn, s)
+            if problem:
+                out.append(Diagnostic("error", f"call {s.func}: {problem}", s.loc))
+    return out
+
+
+def _host_call_problem(module: ir.Module, fn: ir.Function, s: ir.HostCall) -> str:
+    callee = module.function(s.func)
+    if callee is None:
+        return "no function of that name in the module"
+    tensors = {p.name for p in callee.params}
+    bound = [p for p, _ in s.tensors] + list(s.scalars)
+    if sorted(bound) != sorted(callee.arg_names or tensors) or len(s.scalars) != len(s.values):
+        return f"binds {', '.join(bound) or 'nothing'}; its parameters are " \
+               f"{', '.join(callee.arg_names) or 'none'}"
+    mine = {p.name for p in fn.params + fn.locals}
+    wrong = [t for p, t in s.tensors if p not in tensors or t not in mine]
+    if wrong:
+        return f"'{wrong[0]}' is not a tensor of {fn.name} passed for a tensor parameter"
+    if s.result is not None and s.result_dtype is None and \
+            s.result not in {p.name for p in fn.locals}:
+        return f"the result '{s.result}' is no host buffer of {fn.name}"
+    return ""
+

@@ -149,11 +149,15 @@ def build_module(program, target: Target, *, strict: bool = True,
     if strict:
         return run_module(sema.build_module(program), target, stop_after=stop_after)
     funcs, errors = [], []
+
+    def build(func, callees):  # each function once, its passes run (its callers' too)
+        fn = sema.build_function(func, strict=False, callees=callees)
+        run_function(fn, target, strict=False, stop_after=stop_after)
+        return fn
+    callees = sema.Callees(build)
     for func in program.functions:
         try:
-            fn = sema.build_function(func, strict=False)
-            run_function(fn, target, strict=False, stop_after=stop_after)
-            funcs.append(fn)
+            funcs.append(callees.get(func))
         except ChoreoError as e:
             errors += e.diagnostics
     if errors:

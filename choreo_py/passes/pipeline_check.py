@@ -375,7 +375,7 @@ SIM_STATEMENTS = {
     ir.Break: _S.s_break, ir.Continue: _S.s_continue, ir.Yield: _S.s_yield,
     ir.Wait: _S.s_wait, ir.Trigger: _S.s_trigger,
     ir.Parallel: _S.s_nested,  # parallel regions are the instances, never inside a role
-    ir.Launch: _S.s_nested, ir.Assert: _S.s_nested,  # host statements
+    ir.Launch: _S.s_nested, ir.Assert: _S.s_nested, ir.HostCall: _S.s_nested,  # host statements
     **{kind: _S.s_skip for kind in (
         ir.ViewDef, ir.SetMaxRegs, ir.TmaLoad, ir.TmaStore, ir.DmaCopy, ir.RoleSync,
         ir.SyncShared, ir.SyncWarp, ir.GridSync, ir.Fence, ir.NamedBarrier, ir.FragDecl,

@@ -392,7 +392,7 @@ STATEMENTS = {
     ir.FragCopy: Rule(reads=_reads(("src", "this copy"))),
     ir.Print: _PLAIN,
     ir.Asm: _PLAIN,
-    ir.Launch: _PLAIN,  # host statements: verify refuses them in a kernel
+    ir.Launch: _PLAIN, ir.HostCall: _PLAIN,  # host statements: verify refuses them in a kernel
     ir.Assert: _PLAIN,
 }
 

@@ -52,6 +52,14 @@ def lowering(target: str):
     return unit.TARGET(record)
 
 
+def refuse_host_code(module: ir.Module, target: str) -> None:
+    """What the backend refuses in the functions' host code, refused before any kernel is
+    lowered (a call of another `__co__` function: lowering/core/program.py)."""
+    from choreo_py.lowering.core import program
+
+    program.refuse_host_calls(module, lowering(target))
+
+
 def pyptx_text(module: ir.Module, source_path: str, target: str, cooperative=()) -> str:
     """`cooperative`: tensors whose TMA copies the threads make instead (their row strides
     at run time are not 16-byte multiples; lowering/core/tma_fallback.py)."""

@@ -23,7 +23,7 @@ from choreo_py import ir, targets
 from choreo_py.ir import subbyte
 from choreo_py.host import Library
 from choreo_py.host import binding
-from choreo_py.host.execute import HostRun
+from choreo_py.host.execute import HostRun, function_result
 
 from . import build
 from .launch import word
@@ -79,7 +79,7 @@ class ThreadProgram:
         return self.loaded.ptx()
 
     def call(self, fn: ir.Function, args: tuple, kwargs: dict):
-        from choreo_py.interp.host import bind_args, function_result
+        from choreo_py.interp.host import bind_args
         from choreo_py.interp.runner import allocate, check_assert
 
         engine = binding.Engine(self.launcher.engine_name, torch_dtypes(), self.launcher.devices)

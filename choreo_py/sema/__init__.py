@@ -16,25 +16,31 @@ from ..frontend import ast as A
 from .. import ir
 from ..diagnostics import ChoreoError
 from ..ir.verify import verify_kernel
+from .co_calls import Callees
 from .kernel import KernelBuilder
 from .values import ShapeNotYetKnown, Unsupported
 
-__all__ = ["build_function", "build_module", "check_program", "Unsupported"]
+__all__ = ["build_function", "build_module", "check_program", "Callees", "Unsupported"]
 
 
 def build_function(func: A.FunctionDef, strict: bool = True,
-                   dims: dict | None = None, checking: bool = False) -> ir.Function:
+                   dims: dict | None = None, checking: bool = False,
+                   callees: Callees | None = None) -> ir.Function:
     """`dims`: values of dimension names and scalar parameters to build the function for
     (they become constants; see host/specialize.py). `checking`: for `choreo check`
-    (check_program), which analyses what sema can and reports no IR."""
-    builder = KernelBuilder(func, lenient=not strict, dims=dims, checking=checking)
+    (check_program), which analyses what sema can and reports no IR. `callees`: the IR
+    of the functions it calls (default: built here, as this one is, when it calls any)."""
+    if callees is None:
+        callees = Callees(lambda f, c: build_function(f, strict, None, checking, c))
+    builder = KernelBuilder(func, lenient=not strict, dims=dims, checking=checking,
+                            callees=callees)
     try:
         fn = builder.build()
     except ShapeNotYetKnown:
-        builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking)
+        builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking, callees)
     else:
         if any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
-            builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking)
+            builder, fn = _build_with_accumulator_shapes(func, strict, dims, checking, callees)
     if builder.skipped:
         # Analysed for errors, but the IR is incomplete: no passes on it.
         raise builder.skipped[0]
@@ -44,15 +50,16 @@ def build_function(func: A.FunctionDef, strict: bool = True,
 
 
 def _build_with_accumulator_shapes(func: A.FunctionDef, strict: bool, dims=None,
-                                   checking: bool = False):
+                                   checking: bool = False, callees: Callees | None = None,
+                                   exploring: bool = False):
     """An accumulator's shape is used (an `apply`, a reduction) before the MMA that gives
     it, in program order: a lenient first pass skips those uses and lets the MMAs give the
     shapes, and the second pass starts each accumulator with its shape."""
-    scout = KernelBuilder(func, lenient=True, dims=dims)
+    scout = KernelBuilder(func, lenient=True, dims=dims, callees=callees, exploring=True)
     scout.build()
     shapes = {(k.loc, f.name): f.shape for k in scout.kernels for f in k.frags if f.shape}
     builder = KernelBuilder(func, lenient=not strict, preset_shapes=shapes, dims=dims,
-                            checking=checking)
+                            checking=checking, callees=callees, exploring=exploring)
     return builder, builder.build()
 
 
@@ -60,7 +67,8 @@ def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
     """The constructs a lenient IR build of `func` skips (empty: its IR builds), with the
     accumulator-shape retry build_function makes (a use of a shape before its MMA is
     no construct the IR lacks)."""
-    builder = KernelBuilder(func, lenient=True)
+    callees = Callees(lambda f, c: build_function(f, strict=False, callees=c))
+    builder = KernelBuilder(func, lenient=True, callees=callees, exploring=True)
     try:
         builder.build()
     except ShapeNotYetKnown:
@@ -69,7 +77,8 @@ def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
         return list(builder.skipped)
     if builder is None or any(isinstance(u, ShapeNotYetKnown) for u in builder.skipped):
         try:
-            builder, _ = _build_with_accumulator_shapes(func, strict=False)
+            builder, _ = _build_with_accumulator_shapes(func, strict=False, callees=callees,
+                                                        exploring=True)
         except ChoreoError as e:  # the second pass's own refusal, or an error (none)
             return [e] if isinstance(e, Unsupported) else []
     return list(builder.skipped)
@@ -78,9 +87,10 @@ def lenient_skips(func: A.FunctionDef) -> list[Unsupported]:
 def build_module(program: A.Program) -> ir.Module:
     """IR for every function; raises on the first error or unsupported construct."""
     funcs, errors = [], []
+    callees = Callees(lambda f, c: build_function(f, strict=True, callees=c))
     for func in program.functions:
         try:
-            funcs.append(build_function(func, strict=True))
+            funcs.append(callees.get(func))
         except ChoreoError as e:
             errors += e.diagnostics
     if errors:
@@ -99,9 +109,10 @@ def check_program(program: A.Program, on_function=None,
     `foreach` is an error, not a warning that skips the block).
     """
     skipped, errors = [], []
+    callees = Callees(lambda f, c: build_function(f, strict=strict, checking=True, callees=c))
     for func in program.functions:
         try:
-            fn = build_function(func, strict=strict, checking=True)
+            fn = callees.get(func)
             if on_function is not None:
                 on_function(fn)
         except Unsupported as u:

@@ -54,6 +54,8 @@ class ExprBuilder:
 
     # ------------------------------------------------------------ entry points
     def value(self, node: A.Expr, dtype_hint: str | None = None) -> Value:
+        if self.co_callee(node) is not None:  # not a call statement (sema/co_calls.py)
+            raise self.co_call_elsewhere(node)
         method = getattr(self, "e_" + type(node).__name__, None)
         if method is None:
             raise Unsupported(f"{describe(node)} used as a value", node.loc)

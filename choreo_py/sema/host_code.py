@@ -47,7 +47,7 @@ HOST_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # as the function
 #: The IR statements a host body may hold: what host/execute.py runs (a test keeps the
 #: two lists equal); build_host_body refuses any other by name.
 HOST_STATEMENTS = (ir.Launch, ir.Print, ir.Assert, ir.Break, ir.Continue, ir.DmaCopy, ir.Let,
-                   ir.Var, ir.Assign, ir.If, ir.While, ir.For)
+                   ir.Var, ir.Assign, ir.If, ir.While, ir.For, ir.HostCall)
 #: Statements that are host control flow when they launch kernels.
 _CONTROL = (A.With, A.Foreach, A.If, A.While, A.Block)
 
@@ -94,6 +94,8 @@ class HostCodeBuilder(ClusterBuilder):
         """One statement outside any kernel."""
         if isinstance(s, HostRegion):  # host DMA, waits, MMAs (sema/host_regions.py)
             return self.lenient_body("host code", self.host_data_region, s)
+        if self.is_co_call(s):  # `b = f(a);`: the host runs `f` (sema/co_calls.py)
+            return self.host_call(s)
         if isinstance(s, A.ParallelBy):  # (a cluster around the kernel: sema/clusters.py)
             cluster = s.levels[0].level == "cluster"
             return (self.cluster_launch if cluster else self.launch)(s, self.out)
@@ -113,9 +115,11 @@ class HostCodeBuilder(ClusterBuilder):
             return self.host_stmt(s)
         # Host code sema refused before it was lowered: for `choreo check`, an error found
         # in it is a warning, as in with/foreach blocks (sema/iterate.py, lenient_body).
-        if _touches_data(s) and not nested_parallels([s]) and self._data_decl(s):
+        # (a statement around launches or calls is host control flow, below)
+        data = _touches_data(s) and not nested_parallels([s]) and not self.holds_co_call(s)
+        if data and self._data_decl(s):
             return self.lenient_body("host code", self.host_data_decl, s)
-        if _touches_data(s) and not nested_parallels([s]) and not isinstance(s, A.DmaOp):
+        if data and not isinstance(s, A.DmaOp):
             return self.lenient_body("host code", self.host_data_region, s)
         if isinstance(s, _CONTROL):
             return self.lenient_body("host code", self.host_control, s)
@@ -176,6 +180,11 @@ class HostCodeBuilder(ClusterBuilder):
             if not isinstance(st, HOST_STATEMENTS):
                 raise Unsupported(f"{describe(st)} in host code", getattr(st, "loc", None)
                                   or self.func.loc)
+            if any(isinstance(x, (ir.BufElem, ir.Elem)) for e in _stmt_exprs(st)
+                   for x in ir.expr_walk(e)):  # (the host program reads no tensor)
+                raise Unsupported(f"a tensor element read by {describe(st)} of host code around "
+                                  "launches or calls (name it first: 'int v = t.at(i);')",
+                                  getattr(st, "loc", None) or self.func.loc)
 
     def host_control(self, s: A.Stmt) -> None:
         """`with` / `foreach` / `if` / `while` / `{...}` on the host: the statement builders
@@ -362,6 +371,14 @@ class HostCodeBuilder(ClusterBuilder):
         if isinstance(v, Scalar) and v.mutable and self.from_host(name):
             raise Unsupported(f"an assignment to the host variable '{name}' inside a kernel "
                               "(the kernel receives a copy of its value)", loc)
+
+
+def _stmt_exprs(st: ir.Stmt) -> list[ir.Expr]:
+    """The expressions a host statement evaluates itself (not those of its blocks)."""
+    out = []
+    for v in vars(st).values():
+        out += [x for x in (v if isinstance(v, (tuple, list)) else [v]) if isinstance(x, ir.Expr)]
+    return out
 
 
 def _is_assert(s: A.Stmt) -> bool:

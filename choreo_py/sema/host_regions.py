@@ -15,7 +15,8 @@ the last later statement that reads a name declared in it, or that itself
 needs a region, over statements between that declare nothing (a print of a
 host variable, say); a scalar declaration between that reads nothing of the
 region is declared before it. A statement the host must run (a launch, a buffer or
-event declaration, a `return`, an assert on the sizes), or one that declares
+event declaration, a `return`, an assert on the sizes, a call of a `__co__`
+function), or one that declares
 a name the region does not read, ends it. The host variables the region
 assigns are written back when it ends (sema/host_copies.py).
 """
@@ -80,13 +81,13 @@ def _hoistable(s: A.Stmt, declared: set[str]) -> bool:
         for x in A.walk(s))
 
 
-def _region(stmts: list[A.Stmt], i: int) -> tuple[int, list[int]]:
+def _region(stmts: list[A.Stmt], i: int, calls) -> tuple[int, list[int]]:
     """(the index after the last statement of the region that starts at `stmts[i]`, the
     indices of the declarations before it that are hoisted out of it)."""
     end, declared, hoisted = i + 1, _declares(stmts[i]), []
     pending: list[int] = []
     k = end
-    while k < len(stmts) and _joinable(stmts[k]):
+    while k < len(stmts) and _joinable(stmts[k]) and not calls(stmts[k]):
         s = stmts[k]
         if starts_region(s) or _reads(s) & declared:
             for j in pending + [k]:
@@ -102,9 +103,10 @@ def _region(stmts: list[A.Stmt], i: int) -> tuple[int, list[int]]:
     return end, [j for j in hoisted if j < end]
 
 
-def gather(stmts: list[A.Stmt]) -> list[A.Stmt]:
+def gather(stmts: list[A.Stmt], calls=lambda s: False) -> list[A.Stmt]:
     """`stmts` with each run that needs a host region replaced by one HostRegion (the
-    scalar declarations it spans that it does not need before it)."""
+    scalar declarations it spans that it does not need before it). `calls(s)`: whether
+    `s` calls a `__co__` function, which the host runs (a region ends before it)."""
     out: list[A.Stmt] = []
     i = 0
     while i < len(stmts):
@@ -113,7 +115,7 @@ def gather(stmts: list[A.Stmt]) -> list[A.Stmt]:
             out.append(s)
             i += 1
             continue
-        end, hoisted = _region(stmts, i)
+        end, hoisted = _region(stmts, i, calls)
         out += [stmts[j] for j in hoisted]
         body = [stmts[j] for j in range(i, end) if j not in hoisted]
         out.append(HostRegion(stmts=body, loc=s.loc,

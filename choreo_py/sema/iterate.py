@@ -38,13 +38,14 @@ class IterationBuilder:
         inside it is a warning and skips the block, as the tile IR skipped these blocks
         before it lowered them: the whole-language pass (choreo_py/check/) has checked their
         rules, programs the reference accepts at its parse stage break sema's stricter ones
-        there, and `compile` (strict) reports the error."""
+        there, and `compile` (strict) reports the error. A lenient build that is run (`choreo
+        run`: its leniency is the passes') reports the error itself."""
         try:
             build(s)
         except Unsupported:
             raise
         except ChoreoError as e:
-            if not self.lenient:
+            if not self.lenient or not (self.checking or self.exploring):
                 raise
             if not any(w.loc == e.loc for w in WARNINGS):  # the whole-language pass's, or ours
                 warn(f"{e.message} (an error for compile)", e.loc)

@@ -33,6 +33,7 @@ from .asm import AsmBuilder
 from .prints import PrintBuilder
 from .reshape import ReshapeBuilder
 from .device_funcs import DeviceFuncBuilder
+from .co_calls import Callees, CoCallBuilder
 from .ops import OpBuilder
 from .rotations import RotationBuilder
 from . import role_futures
@@ -50,7 +51,7 @@ SCALAR_ARG_TYPES = ("s32", "u32", "bool", "f32", "f16", "bf16")  # floats: their
 
 class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, HostBuilder,
                     HostCodeBuilder, HostCopyBuilder, IterationBuilder, LevelBuilder, PrintBuilder,
-                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder, RoleFormBuilder):
+                    ReshapeBuilder, AsmBuilder, DeviceFuncBuilder, RoleFormBuilder, CoCallBuilder):
     """Builds IR for one function.
 
     `lenient` (for `choreo check`): a statement the IR cannot express yet is
@@ -58,13 +59,18 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
     errors later in the function are still found; names the skipped
     statement declares become `Opaque`, and a statement that uses them is
     skipped in turn (never reported as an error). Without `lenient`, the
-    first unsupported construct stops the build.
+    first unsupported construct stops the build. `callees`: the IR of the functions
+    it calls (sema/co_calls.py). `exploring`: a build whose IR is only looked at (the
+    accumulator shapes, `check --lowerable`'s list), lenient as `choreo check` is.
     """
 
     def __init__(self, func: A.FunctionDef, lenient: bool = False,
                  preset_shapes: dict | None = None, dims: dict | None = None,
-                 checking: bool = False) -> None:
+                 checking: bool = False, callees: Callees | None = None,
+                 exploring: bool = False) -> None:
         self.func = func
+        self.callees = callees
+        self.exploring = exploring
         self.checking = checking  # for `choreo check` (sema.check_program)
         self.dims = dims or {}  # dimension names fixed for this build (host/specialize.py)
         self.lenient = lenient
@@ -99,7 +105,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
             self._guarded(self.param, p, [p.name] if p.name else [])
         host: list[ir.Stmt] = []
         self.out = host
-        for s in host_regions.gather(self.func.body.stmts):
+        for s in host_regions.gather(self.func.body.stmts, self.is_co_call):
             self._guarded(self.host_statement, s, declared_names(s))
         self._guarded(self.check_host_body, host, [])
         return ir.Function(self.func.name, self.params, self.kernels, self.entry_asserts + host, loc=self.func.loc,
@@ -268,7 +274,7 @@ class KernelBuilder(ExprBuilder, BlockAccBuilder, OpBuilder, RotationBuilder, Ho
         if new_scope:
             self.scope = self.scope.child()
         if self.on_host:  # host DMA, waits, MMAs: regions of the host (sema/host_regions.py)
-            stmts = host_regions.gather(stmts)
+            stmts = host_regions.gather(stmts, self.is_co_call)
         plan = self.scale_plan(stmts)  # sema/mma_scale.py: the block's `mma.scale`s
         try:
             for i, s in enumerate(stmts):

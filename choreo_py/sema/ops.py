@@ -443,6 +443,8 @@ class OpBuilder(FragOpBuilder):
         self.emit(ir.GridSync(loc=s.loc))
 
     def device_call(self, c: A.Call) -> None:
+        if self.co_callee(c) is not None:  # a __co__ function in a kernel (sema/co_calls.py)
+            raise self.co_call_elsewhere(c)
         short = c.func.split("::")[-1]
         if short in ("setreg_inc", "setreg_dec") and len(c.args) == 1:
             n = self.const_int(c.args[0], "a register count")

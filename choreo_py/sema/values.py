@@ -23,6 +23,16 @@ class Unsupported(ChoreoError):
         self.construct = construct
 
 
+class Refused(Unsupported):
+    """A construct the rule checks (choreo_py/check/) refuse, met by a build they did not
+    run before (the interpreter's): refused in their words; like any Unsupported, it
+    leaves the function to the rules where the analysis is lenient (`choreo check`)."""
+
+    def __init__(self, message: str, loc: Loc | None) -> None:
+        ChoreoError.__init__(self, message, loc)
+        self.construct = message
+
+
 class ShapeNotYetKnown(Unsupported):
     """An accumulator's shape is used before the MMA that gives it (sema looks ahead for it)."""
 

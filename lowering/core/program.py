@@ -10,7 +10,8 @@ then holds `KERNELS` as simt.py writes it; an MMA kernel's entry adds `PARAMS`
 `ENTRY` (its PTX name). `KERNEL.ptx()` is every entry in one PTX module.
 
 Host code around the kernels is what host programs allow (runtime/host_program.py
-launches the entries in order; the interpreter runs the same IR). Kernels marked
+launches the entries in order; the interpreter runs the same IR); a call of another
+`__co__` function from host code is refused (the interpreter runs it). Kernels marked
 `device cpu` (`: device(cpu)` regions) are the host's: they have no entry.
 """
 from __future__ import annotations
@@ -38,6 +39,7 @@ def lower_module(module: ir.Module, target, source_name: str) -> str:
     """The backends' entry: a file of one MMA kernel, or of thread kernels only, as
     kernel.py lowers it (its module format unchanged); several kernels with an MMA kernel
     among them as one module of entries (below)."""
+    refuse_host_calls(module, target)
     module = gpu_kernels(module)
     found = [k for f in module.functions for k in f.kernels]
     if not found and module.functions:
@@ -48,6 +50,7 @@ def lower_module(module: ir.Module, target, source_name: str) -> str:
 
 
 def lower_program_module(module: ir.Module, target, source_name: str) -> str:
+    refuse_host_calls(module, target)
     module = gpu_kernels(module)
     if not any(f.kernels for f in module.functions):
         return host_only_module(target.arch, source_name)
@@ -66,6 +69,17 @@ def lower_program_module(module: ir.Module, target, source_name: str) -> str:
                 types |= facts["types"]
                 entries += _mma_entry(lw.k, facts, body, names)
     return _text(entries, sorted(types), target.arch, source_name)
+
+
+def refuse_host_calls(module: ir.Module, target) -> None:
+    """A call of one `__co__` function from another's host code (ir.HostCall) is the
+    interpreter's (`choreo run`): the GPU's host programs (runtime/host_program.py) run
+    each function's own launches only, so a module holding one is refused at the call."""
+    for fn in module.functions:
+        for s in ir.walk(fn.body):
+            if isinstance(s, ir.HostCall):
+                raise target.refuse(f"a call of the __co__ function '{s.func}' from the host "
+                                    f"code of '{fn.name}' (it runs in 'choreo run')", s.loc)
 
 
 def host_only_module(arch: str, source_name: str) -> str:

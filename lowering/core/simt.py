@@ -417,6 +417,7 @@ def _named_barrier(lw: ThreadLowering, s: ir.NamedBarrier) -> None:
 
 
 _NAMES = {ir.Launch: "a launch inside a kernel",
+          ir.HostCall: "a call of a __co__ function inside a kernel",
           ir.ElemStore: "a store to a fragment element outside 'apply'"}
 
 def _tma_store(lw: ThreadLowering, s: ir.TmaStore) -> None:
