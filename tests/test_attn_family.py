@@ -323,6 +323,8 @@ GPU_SHAPES = {  # larger shapes: several KV tiles a query tile, ring slots reuse
     "d256_causal": dict(sq=700, skv=900),
     "d192_128_window": dict(sq=700, skv=900),
     "d96_gqa_causal": dict(sq=700, skv=900, h=8, hkv=2),
+    "m192_causal": dict(sq=1000, skv=1000),
+    "m192_gqa": dict(sq=700, skv=900, h=8, hkv=2),
 }
 
 
