@@ -215,49 +215,50 @@ def _straight(lines, i, step):
         k += step
 
 
+_AFTER, _BEFORE, _WAIT_ST = ("tcgen05.fence::after_thread_sync",
+                              "tcgen05.fence::before_thread_sync", "tcgen05.wait::st")
+_SYNC_OR_WAIT = _THREAD_SYNC + ("mbarrier.try_wait", "mbarrier.test_wait", "bar.warp.sync")
+# opcode deleted -> (direction, the same ordering given again by, unless first, reason):
+# PTX ISA, tcgen05 memory consistency (the fences order all of the warp's earlier / later
+# synchronisations) and tcgen05.wait (wait::st waits for all of the thread's prior st)
+_GIVEN_AGAIN = {
+    _AFTER: ((1, _AFTER, ("tcgen05.",),
+              "another fence::after_thread_sync (line {}) precedes the warp's next tcgen05 "
+              "operation"),
+             (-1, _AFTER, _SYNC_OR_WAIT,
+              "the warp's fence::after_thread_sync at line {} follows its last thread "
+              "synchronisation already")),
+    _BEFORE: ((1, _BEFORE, _THREAD_SYNC,
+               "another fence::before_thread_sync (line {}) precedes the next thread "
+               "synchronisation"),),
+    _WAIT_ST: ((1, _WAIT_ST, _THREAD_SYNC + ("tcgen05.mma", "tcgen05.ld", "tcgen05.commit"),
+                "a later tcgen05.wait::st (line {}) completes the same stores before the "
+                "thread's next synchronisation"),
+               (-1, _WAIT_ST, ("tcgen05.st",),
+                "no tcgen05.st since the thread's tcgen05.wait::st at line {}: nothing to "
+                "wait for")),
+}
+
+
+def _first(lines, i, step, want, stop):
+    """Line index of the first `want` from line i (straight-line) before any `stop`."""
+    for k, o in _straight(lines, i, step):
+        if o.startswith(want):
+            return k
+        if o.startswith(stop):
+            return None
+    return None
+
+
 def redundant(lines, i) -> str:
     """Why deleting line i cannot change what the kernel computes, where a straight-line
     reading proves it ('' where it does not): the ordering it gives is given again."""
     op = opcode(lines[i])
-    if op.startswith("tcgen05.fence::after_thread_sync"):
-        # PTX ISA, tcgen05 memory consistency: the fence orders the warp's later tcgen05
-        # operations after its earlier thread synchronisations, all of them
-        for k, o in _straight(lines, i, 1):
-            if o.startswith("tcgen05.fence::after_thread_sync"):
-                return (f"another fence::after_thread_sync (line {k + 1}) precedes the "
-                        "warp's next tcgen05 operation")
-            if o.startswith("tcgen05."):
-                break
-        for k, o in _straight(lines, i, -1):
-            if o.startswith("tcgen05.fence::after_thread_sync"):
-                return (f"the warp's fence::after_thread_sync at line {k + 1} follows its "
-                        "last thread synchronisation already")
-            if o.startswith(_THREAD_SYNC + ("mbarrier.try_wait", "mbarrier.test_wait",
-                                            "bar.warp.sync")):
-                return ""
-        return ""
-    if op.startswith("tcgen05.fence::before_thread_sync"):
-        for k, o in _straight(lines, i, 1):
-            if o.startswith("tcgen05.fence::before_thread_sync"):
-                return (f"another fence::before_thread_sync (line {k + 1}) precedes the next "
-                        "thread synchronisation")
-            if o.startswith(_THREAD_SYNC):
-                return ""
-    if op.startswith("tcgen05.wait::st"):
-        # PTX ISA, tcgen05.wait: wait::st waits for all of the thread's prior tcgen05.st
-        for k, o in _straight(lines, i, 1):
-            if o.startswith("tcgen05.wait::st"):
-                return (f"a later tcgen05.wait::st (line {k + 1}) completes the same stores "
-                        "before the thread's next synchronisation")
-            if o.startswith(_THREAD_SYNC + ("tcgen05.mma", "tcgen05.ld", "tcgen05.commit")):
-                break
-        for k, o in _straight(lines, i, -1):
-            if o.startswith("tcgen05.wait::st"):
-                return (f"no tcgen05.st since the thread's tcgen05.wait::st at line {k + 1}: "
-                        "nothing to wait for")
-            if o.startswith("tcgen05.st"):
-                return ""
-        return ""
+    for step, want, stop, why in next((r for o, r in _GIVEN_AGAIN.items() if op.startswith(o)),
+                                      ()):
+        k = _first(lines, i, step, want, stop)
+        if k is not None:
+            return why.format(k + 1)
     if op.startswith(("bar.sync", "barrier.sync")):
         count = lines[i].split(",")[-1].strip(" ;")
         for k, o in _straight(lines, i, -1):
