@@ -17,14 +17,13 @@ KV tile four times larger, so the row max grows and a skipped O rescale shows; S
 random: four KV tiles, so a K/V ring slot released inside the KV loop is refilled and a
 deleted release shows (at three tiles only the prologue's slot is), and every tile weighs
 in the softmax, so an error in the first tile's scores of a second query tile shows: at
-S = 256 the larger later keys hide it) under three
-schedules, stopping at the first run the emulator rejects. Outcomes:
-`caught` (the report's first line), `wrong` (ran, but O is further from SDPA than
-TOLERANCE or than WORSE times the unmutated kernel's error at the same shape and
-schedule: the emulator let wrong PTX pass), `benign` (ran and matched, and `redundant`
-proves from straight-line code that the ordering the instruction gave is given again),
-`passes` (ran and matched: benign only if an ISA reason says so, see
-docs/emulator_sm100.md), `timeout`.
+S = 256 the larger later keys hide it) under three schedules, stopping at the first run
+the emulator rejects. Outcomes: `caught` (the report's first line), `wrong` (ran, but O
+is further from SDPA than TOLERANCE or than WORSE times the unmutated kernel's error at
+the same shape and schedule: the emulator let wrong PTX pass), `benign` (ran and
+matched, and `redundant` proves from straight-line code that the ordering the
+instruction gave is given again), `passes` (ran and matched: benign only if an ISA
+reason says so, see docs/emulator_sm100.md), `timeout`.
 
   nice python bench/mutate_ptx.py --per-class 6 --out bench/data/mutation_gate.tsv
 """
@@ -195,10 +194,10 @@ def _wait_loops(lines) -> set:
     return heads
 
 
-def _straight(lines, i, step):
+def _straight(lines, i, step, loops):
     """(index, opcode) of the instructions from line i onward (step 1) or backward (-1),
-    up to a label or a branch where other paths join or leave (wait loops read through)."""
-    loops = _wait_loops(lines)
+    up to a label or a branch where other paths join or leave (the wait loops `loops`,
+    from _wait_loops, read through)."""
     k = i + step
     while 0 <= k < len(lines):
         t = lines[k].strip()
@@ -240,9 +239,9 @@ _GIVEN_AGAIN = {
 }
 
 
-def _first(lines, i, step, want, stop):
+def _first(lines, i, step, want, stop, loops):
     """Line index of the first `want` from line i (straight-line) before any `stop`."""
-    for k, o in _straight(lines, i, step):
+    for k, o in _straight(lines, i, step, loops):
         if o.startswith(want):
             return k
         if o.startswith(stop):
@@ -254,14 +253,15 @@ def redundant(lines, i) -> str:
     """Why deleting line i cannot change what the kernel computes, where a straight-line
     reading proves it ('' where it does not): the ordering it gives is given again."""
     op = opcode(lines[i])
+    loops = _wait_loops(lines)
     for step, want, stop, why in next((r for o, r in _GIVEN_AGAIN.items() if op.startswith(o)),
                                       ()):
-        k = _first(lines, i, step, want, stop)
+        k = _first(lines, i, step, want, stop, loops)
         if k is not None:
             return why.format(k + 1)
     if op.startswith(("bar.sync", "barrier.sync")):
         count = lines[i].split(",")[-1].strip(" ;")
-        for k, o in _straight(lines, i, -1):
+        for k, o in _straight(lines, i, -1, loops):
             if o.startswith(("bar.sync", "barrier.sync")):
                 if lines[k].split(",")[-1].strip(" ;") == count:
                     return (f"between the previous barrier over the same threads (line {k + 1})"

@@ -83,6 +83,13 @@ def _blackwell():
     return gate.from_co(str(ROOT / path), target, defines=defines)
 
 
+def _after_co_line(spec, example: str, text: str, which: int = 0) -> int:
+    """Index of the PTX comment line that opens the `which`-th .co line containing `text`."""
+    co = (ROOT / gate.EXAMPLES[example][0]).read_text().splitlines()
+    at = [n for n, t in enumerate(co, 1) if text in t][which]
+    return next(i for i, t in enumerate(spec.ptx.splitlines()) if t.strip().endswith(f".co:{at}"))
+
+
 def test_bar_sync_before_the_dealloc_deleted_is_a_race():
     """flash_atten_blackwell.co: the last bar.sync 0 is all that orders the correction
     warps' tcgen05.ld/st of O before the TMEM warp's tcgen05.dealloc of the columns (PTX
@@ -123,10 +130,8 @@ def test_a_wrong_first_qk_of_the_second_query_tile_is_seen():
     second query tile has no rows, at S = 256 the grown keys make the first tile's scores
     negligible; the S = 512 shape (random keys, four tiles) must show it."""
     spec = _blackwell()
-    co = (ROOT / gate.EXAMPLES["blackwell"][0]).read_text().splitlines()
-    at = next(n for n, t in enumerate(co, 1) if "qk1_first = mma" in t)
     lines = spec.ptx.splitlines()
-    start = next(i for i, t in enumerate(lines) if t.strip().endswith(f".co:{at}"))
+    start = _after_co_line(spec, "blackwell", "qk1_first = mma")
     mma = [i for i in range(start, start + 40) if gate.opcode(lines[i]).startswith("tcgen05.mma")]
     (_, _, i, mutate), = [s for s in gate.sites(spec.ptx)
                           if s[2] == mma[2] and s[1] == "idesc.a_major"]
@@ -141,10 +146,8 @@ def test_a_deleted_release_inside_the_kv_loop_deadlocks():
     KV tile refills a slot the loop released, so the gate's S = 512 shape deadlocks at the
     producer's wait where S = 384 (three tiles) passed."""
     spec = _spec()
-    co = (ROOT / gate.EXAMPLES["causal"][0]).read_text().splitlines()
-    at = [n for n, t in enumerate(co, 1) if "trigger ke.at(" in t][-1]
     lines = spec.ptx.splitlines()
-    start = next(i for i, t in enumerate(lines) if t.strip().endswith(f".co:{at}"))
+    start = _after_co_line(spec, "causal", "trigger ke.at(", -1)
     i = next(s[2] for s in gate.sites(spec.ptx) if s[0] == "del_arrive" and s[2] > start)
     ptx = "\n".join(gate.delete(list(lines), i)) + "\n"
     assert gate.run_one(spec, ptx, True, 384, 1, "round_robin", 120)[0] == "passes"
